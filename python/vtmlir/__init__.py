@@ -1,0 +1,25 @@
+"""vtmlir: an MLIR-based deep-learning compiler written in Python.
+
+Entry points:
+- `vtmlir.import_torch(module, *example_args)`: PyTorch → linalg-on-tensors `ir.Module`.
+- `vtmlir.compile(module, *example_args, target="cpu"|"cuda")`: a runnable compiled object.
+- `vt-opt`: the `mlir-opt` of vtmlir (see `vtmlir.cli.vt_opt`).
+"""
+
+from .errors import UnsupportedOpError, VtmlirError
+from .frontend import as_module, import_torch, parse_mlir
+
+__version__ = "0.1.0"
+
+
+def compile(module, *example_args, target: str = "cpu", **options):  # noqa: A001 - mirrors torch.compile
+    """Compile an `nn.Module` (with example inputs), an `ir.Module`, or `.mlir` text/path.
+
+    See `vtmlir.compiler.compile` for the options.
+    """
+    from .compiler import compile as _compile
+
+    return _compile(module, *example_args, target=target, **options)
+
+
+__all__ = ["UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir"]
