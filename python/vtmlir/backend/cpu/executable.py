@@ -1,0 +1,104 @@
+"""The compiled CPU function: JIT-compiled once, called with torch tensors or numpy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir.execution_engine import ExecutionEngine
+from torch_mlir.runtime import get_ranked_memref_descriptor
+
+from ...errors import VtmlirError
+from ...signature import Signature
+from ..bufferize import bufferize
+from .lower import lower_to_llvm
+
+
+class CpuExecutable:
+    """A function compiled for the host CPU.
+
+    `stages` maps stage name → IR text (graph, kernels, loops, llvm); `signature` is the calling
+    convention. Calling it returns a torch tensor (one result) or a tuple of them.
+    """
+
+    target = "cpu"
+
+    def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str]):
+        self._engine = engine
+        self.signature = signature
+        self.stages = stages
+
+    def __call__(self, *args):
+        import torch
+
+        arrays = [_to_numpy(a, i) for i, a in enumerate(args)]
+        self.signature.check_inputs(arrays)
+        outputs = [np.zeros(spec.shape, spec.numpy_dtype) for spec in self.signature.results]
+        pointers = [_memref_pointer(a) for a in arrays + outputs]
+        self._engine.invoke(self.signature.name, *pointers)
+        tensors = tuple(torch.from_numpy(o) for o in outputs)
+        return tensors[0] if len(tensors) == 1 else tensors
+
+    def ir(self, stage: str) -> str:
+        if stage not in self.stages:
+            raise VtmlirError(f"error: no stage '{stage}'; stages: {', '.join(self.stages)}")
+        return self.stages[stage]
+
+
+def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2) -> CpuExecutable:
+    """Bufferize, lower and JIT `module` (graph level, modified in place)."""
+    for i, spec in enumerate(signature.results):
+        if not spec.is_static:
+            raise VtmlirError(
+                f"error: result {i} of @{signature.name} has dynamic shape {spec}; the CPU backend needs "
+                "static result shapes (dynamic shapes are the DVM runtime's job)"
+            )
+
+    def record(stage, mod):
+        stages[stage] = print_ir(mod)
+
+    bufferize(module)
+    record("kernels", module)
+    lower_to_llvm(module, record)
+    try:
+        engine = ExecutionEngine(module, opt_level=opt_level)
+    except Exception as err:  # the engine reports LLVM errors as RuntimeError
+        raise VtmlirError(f"error: the LLVM JIT rejected the module: {err}") from None
+    if not engine.raw_lookup("_mlir_ciface_" + signature.name):
+        raise VtmlirError(f"error: JIT has no symbol for @{signature.name} (missing runtime symbols?)")
+    return CpuExecutable(engine, signature, stages)
+
+
+def print_ir(module: ir.Module) -> str:
+    """IR text for inspection, with large constants elided so stages stay small."""
+    return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+
+
+def _to_numpy(value, index: int) -> np.ndarray:
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous().numpy()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    if not isinstance(value, np.ndarray):
+        if np.isscalar(value):
+            value = np.asarray(value)
+        else:
+            raise VtmlirError(f"error: input {index} is a {type(value).__name__}; pass torch tensors or numpy arrays")
+    return np.ascontiguousarray(value)
+
+
+def _memref_pointer(array: np.ndarray):
+    if array.ndim == 0:
+        # get_ranked_memref_descriptor wants rank ≥ 1; a 0-d memref is {allocated, aligned, offset}.
+        class _ZeroD(ctypes.Structure):
+            _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
+
+        desc = _ZeroD(array.ctypes.data, array.ctypes.data, 0)
+        desc._keepalive = array
+    else:
+        desc = get_ranked_memref_descriptor(array)
+    return ctypes.pointer(ctypes.pointer(desc))

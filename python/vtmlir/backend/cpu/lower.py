@@ -1,0 +1,39 @@
+"""Kernel level → LLVM dialect for the host CPU.
+
+The lowering is a list of named stages so later work (tiling, vectorisation, the VM of DVM) inserts a
+stage instead of rewriting the pipeline. Each stage's IR is recorded for inspection.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from ..pipeline import run_pipeline
+
+# (stage name, pipeline). Loops are naive scf loops for now: correct, structured for later tiling.
+CPU_STAGES: tuple[tuple[str, str], ...] = (
+    ("loops", "builtin.module(func.func(convert-linalg-to-loops), canonicalize)"),
+    (
+        "llvm",
+        "builtin.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "
+        "convert-to-llvm, reconcile-unrealized-casts)",
+    ),
+)
+
+
+def mark_c_interface(module: ir.Module) -> None:
+    """Public functions get `llvm.emit_c_interface` so the JIT exposes `_mlir_ciface_<name>`."""
+    with module.context:
+        for op in module.body.operations:
+            op = op.operation
+            if op.name == "func.func" and "sym_visibility" not in op.attributes and len(op.regions[0].blocks):
+                op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+
+
+def lower_to_llvm(module: ir.Module, record=None) -> None:
+    """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage."""
+    mark_c_interface(module)
+    for stage, pipeline in CPU_STAGES:
+        run_pipeline(module, pipeline, f"lowering for the CPU (stage '{stage}')")
+        if record is not None:
+            record(stage, module)

@@ -1,0 +1,1 @@
+"""Command-line entry points: `vtmlir` (demo, models) and `vt-opt`."""

@@ -1,0 +1,80 @@
+"""`vtmlir.compile`: any supported input → a runnable, inspectable compiled object.
+
+Stages (recorded as IR text in `.stages`): "graph" (linalg-on-tensors as imported or parsed),
+"optimized" (after the user's vtmlir/upstream `pipeline`, if any), then the backend's own stages.
+"""
+
+from __future__ import annotations
+
+TARGETS = ("cpu", "cuda")
+
+
+def compile(  # noqa: A001 - mirrors torch.compile
+    module,
+    *example_args,
+    target: str = "cpu",
+    pipeline: str | None = None,
+    entry: str | None = None,
+    dynamic_shapes=None,
+    opt_level: int = 2,
+    chip: str = "sm_80",
+):
+    """Compile `module` for `target`.
+
+    - `module`: an `nn.Module` (then `example_args` are its example inputs), an `ir.Module`, `.mlir`
+      text, or a path to a `.mlir` file (all at linalg-on-tensors level).
+    - `pipeline`: a textual pass pipeline run at graph level before code generation; vtmlir passes
+      and upstream MLIR passes mix freely (e.g. "vt-stats, canonicalize").
+    - `entry`: the function to compile (default `@main`, else the only public function).
+    - `opt_level`: LLVM optimisation level of the CPU JIT; `chip`: the sm_XX the PTX targets.
+    """
+    from .backend.cpu.executable import print_ir
+    from .errors import VtmlirError
+    from .frontend import as_module, import_torch
+    from .signature import find_entry, signature_of
+
+    if target not in TARGETS:
+        raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
+    if _is_torch_module(module):
+        graph = import_torch(module, *example_args, dynamic_shapes=dynamic_shapes)
+    else:
+        if example_args:
+            raise VtmlirError("error: example inputs are only taken with an nn.Module")
+        # A fresh copy: compilation rewrites the module in place, the caller's stays as it was.
+        graph = as_module(module, context=_fresh_context()) if _is_ir_module(module) else as_module(module)
+
+    stages: dict[str, str] = {"graph": print_ir(graph)}
+    if pipeline:
+        from .passes import run_pipeline
+
+        run_pipeline(graph, pipeline)
+        stages["optimized"] = print_ir(graph)
+    signature = signature_of(find_entry(graph, entry))
+
+    if target == "cpu":
+        from .backend.cpu import compile_cpu
+
+        return compile_cpu(graph, signature, stages, opt_level=opt_level)
+    from .backend.cuda import compile_cuda
+
+    return compile_cuda(graph, signature, stages, chip=chip)
+
+
+def _is_torch_module(obj) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, torch.nn.Module)
+
+
+def _is_ir_module(obj) -> bool:
+    from torch_mlir import ir
+
+    return isinstance(obj, ir.Module)
+
+
+def _fresh_context():
+    from .context import make_context
+
+    return make_context()
