@@ -1,5 +1,24 @@
-"""The `vt` dialect: virtual tensors (VTC Def. 3). Placeholder op set, completed by the dialect work."""
+"""The `vt` dialect: virtual tensors (VTC Def. 3), defined in Python with `torch_mlir.dialects.ext`.
 
+Ops (graph level, tensor semantics, all `Pure`):
+
+- `vt.view` — a virtual tensor read from physical tensors through a mapping function: result[x] =
+  sources[j][y] with (j, y) = mapping(x). It replaces a data-movement op on the *input* side of its
+  consumers (transpose, slice, reshape, concat, broadcast become a view). Lowering never allocates it:
+  consumers index the sources through the mapping.
+- `vt.store_into` — a value written straight into physical destinations through a mapping:
+  updated[j][y] = value[x] for (j, y) = mapping(x), every other element of the destinations unchanged
+  (destination-passing style, like `tensor.insert_slice`). It replaces data movement on the *output*
+  side of a producer (the QKV projection writing Q and the K/V caches, VTC Fig. 3). The mapping must be
+  one-to-one (VTC restricts F so); the verifier checks coverage of the value, not injectivity.
+
+The `mapping` attribute and the `MappingFunction` class are described in `vt_mapping.py` and
+dialects/README.md. Sub-byte and custom float element types (Tilus, issue 6) are to be added here as
+`VTDialect.Type` subclasses; analysis helpers over mappings (contiguity, VTC Defs. 4–5) belong beside
+`MappingFunction`.
+
+No `from __future__ import annotations` here: `ext` reads the annotations as real objects.
+"""
 
 from collections.abc import Sequence
 
@@ -7,12 +26,114 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
+from ._ext_support import fail, ranked_shape, single_variadic
+from .vt_mapping import MappingFormatError, MappingFunction
+
+MAPPING_ATTR = "mapping"
+
 
 class VTDialect(ext.Dialect, name="vt"):
     pass
 
 
+def _check_mapping(op, attr, virtual_type, physical: Sequence[ir.Value], what: str) -> bool:
+    try:
+        mapping = MappingFunction.from_attr(attr)
+    except (MappingFormatError, ValueError) as e:
+        return fail(op, f"invalid mapping: {e}")
+    error = mapping.verify(ranked_shape(virtual_type), [ranked_shape(v) for v in physical], what)
+    if error:
+        return fail(op, f"invalid mapping: {error}")
+    return True
+
+
+def _element_type(t) -> ir.Type:
+    return ir.RankedTensorType(t).element_type
+
+
+@single_variadic
 class ViewOp(VTDialect.Operation, name="view", traits=[ext.Pure]):
+    """result[x] = sources[j][y], (j, y) = mapping(x)."""
+
     sources: Sequence[Operand[ir.RankedTensorType]]
     mapping: ir.ArrayAttr
     result: Result[ir.RankedTensorType]
+
+    @property
+    def mapping_function(self) -> MappingFunction:
+        return MappingFunction.from_attr(self.mapping)
+
+    @staticmethod
+    def verify_invariants(op) -> bool:
+        sources = list(op.sources)
+        if not sources:
+            return fail(op, "expects at least one source")
+        result_type = op.result.type
+        if ranked_shape(result_type) is None:
+            return fail(op, f"result must be a ranked tensor, got {result_type}")
+        elt = _element_type(result_type)
+        for j, s in enumerate(sources):
+            if ranked_shape(s) is None:
+                return fail(op, f"source #{j} must be a ranked tensor, got {s.type}")
+            if _element_type(s.type) != elt:
+                return fail(op, f"source #{j} has element type {_element_type(s.type)} but the "
+                                f"result has {elt}")
+        return _check_mapping(op, op.mapping, result_type, sources, "source")
+
+
+@single_variadic
+class StoreIntoOp(VTDialect.Operation, name="store_into", traits=[ext.Pure]):
+    """updated[j][y] = value[x] for (j, y) = mapping(x); the rest of each destination unchanged."""
+
+    value: Operand[ir.RankedTensorType]
+    dests: Sequence[Operand[ir.RankedTensorType]]
+    mapping: ir.ArrayAttr
+    updated: Sequence[Result[ir.RankedTensorType]]
+
+    @property
+    def mapping_function(self) -> MappingFunction:
+        return MappingFunction.from_attr(self.mapping)
+
+    @staticmethod
+    def verify_invariants(op) -> bool:
+        dests = list(op.dests)
+        updated = list(op.updated)
+        if not dests:
+            return fail(op, "expects at least one destination")
+        if len(updated) != len(dests):
+            return fail(op, f"has {len(dests)} destination(s) but {len(updated)} result(s); "
+                            f"expects one updated tensor per destination")
+        if ranked_shape(op.value) is None:
+            return fail(op, f"value must be a ranked tensor, got {op.value.type}")
+        for j, (d, r) in enumerate(zip(dests, updated)):
+            if d.type != r.type:
+                return fail(op, f"result #{j} has type {r.type} but destination #{j} has {d.type}")
+        elt = _element_type(op.value.type)
+        for j, d in enumerate(dests):
+            if ranked_shape(d) is None:
+                return fail(op, f"destination #{j} must be a ranked tensor, got {d.type}")
+            if _element_type(d.type) != elt:
+                return fail(op, f"destination #{j} has element type {_element_type(d.type)} but "
+                                f"the value has {elt}")
+        return _check_mapping(op, op.mapping, op.value.type, dests, "destination")
+
+
+# -- builders ---------------------------------------------------------------------------------
+
+
+def view(sources: Sequence[ir.Value], mapping: MappingFunction | ir.ArrayAttr,
+         shape: Sequence[int], *, loc=None, ip=None) -> ir.Value:
+    """Build `vt.view` of `shape` (element type of the first source); returns the virtual tensor."""
+    sources = list(sources)
+    attr = mapping.to_attr() if isinstance(mapping, MappingFunction) else mapping
+    result_type = ir.RankedTensorType.get(list(shape), _element_type(sources[0].type))
+    return ViewOp(sources, attr, result_type, loc=loc, ip=ip).result
+
+
+def store_into(value: ir.Value, dests: Sequence[ir.Value],
+               mapping: MappingFunction | ir.ArrayAttr, *, loc=None, ip=None) -> list[ir.Value]:
+    """Build `vt.store_into`; returns the updated destinations."""
+    dests = list(dests)
+    attr = mapping.to_attr() if isinstance(mapping, MappingFunction) else mapping
+    op = StoreIntoOp(value, dests, attr, [d.type for d in dests], loc=loc, ip=ip)
+    return list(op.updated)

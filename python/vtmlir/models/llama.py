@@ -93,7 +93,9 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(dim, eps)
         self.post_attention_layernorm = RMSNorm(dim, eps)
         inv_freq = 1.0 / (rope_base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # persistent: the FX importer's import_frozen_program fails on non-persistent buffers
+        # ("Could not find state mapping for buffer").
+        self.register_buffer("inv_freq", inv_freq)
 
     def _qkv(self, x: torch.Tensor):
         if self.fused_qkv:

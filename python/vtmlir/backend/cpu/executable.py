@@ -9,7 +9,7 @@ from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
-from ...errors import VtmlirError
+from ...errors import VtmlirError, format_diagnostic
 from ...signature import Signature
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
@@ -61,13 +61,28 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     bufferize(module)
     record("kernels", module)
     lower_to_llvm(module, record)
-    try:
-        engine = ExecutionEngine(module, opt_level=opt_level)
-    except Exception as err:  # the engine reports LLVM errors as RuntimeError
-        raise VtmlirError(f"error: the LLVM JIT rejected the module: {err}") from None
+    engine = _create_engine(module, opt_level)
     if not engine.raw_lookup("_mlir_ciface_" + signature.name):
         raise VtmlirError(f"error: JIT has no symbol for @{signature.name} (missing runtime symbols?)")
     return CpuExecutable(engine, signature, stages)
+
+
+def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
+    """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr."""
+    diagnostics: list[str] = []
+
+    def handler(diag):
+        diagnostics.append(format_diagnostic(diag))
+        return True
+
+    handle = module.context.attach_diagnostic_handler(handler)
+    try:
+        return ExecutionEngine(module, opt_level=opt_level)
+    except Exception as err:  # the engine reports LLVM errors as RuntimeError
+        detail = "\n".join(diagnostics) or str(err)
+        raise VtmlirError(f"{detail}\nnote: while creating the LLVM JIT for the CPU") from None
+    finally:
+        handle.detach()
 
 
 def print_ir(module: ir.Module) -> str:
@@ -84,7 +99,7 @@ def _to_numpy(value, index: int) -> np.ndarray:
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     if not isinstance(value, np.ndarray):
-        if np.isscalar(value):
+        if isinstance(value, (bool, int, float, np.number)):
             value = np.asarray(value)
         else:
             raise VtmlirError(f"error: input {index} is a {type(value).__name__}; pass torch tensors or numpy arrays")

@@ -15,7 +15,10 @@ CPU_STAGES: tuple[tuple[str, str], ...] = (
     ("loops", "builtin.module(func.func(convert-linalg-to-loops), canonicalize)"),
     (
         "llvm",
+        # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls,
+        # which the JIT resolves in the host process.
         "builtin.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "
+        "func.func(convert-math-to-llvm), convert-math-to-libm, "
         "convert-to-llvm, reconcile-unrealized-casts)",
     ),
 )

@@ -1,0 +1,472 @@
+"""Mapping functions of virtual tensors (VTC Def. 3) and their attribute encoding.
+
+A virtual tensor V over physical tensors P_0..P_{n-1} is read as V[x] = P_j[y] with (j, y) = F(x).
+F is a list of *pieces*. A piece says: on the part of the virtual index space it covers, read source
+operand `source` at `map(x)`. `map` is an affine map from the virtual index to the source index; it may
+use `floordiv`, `ceildiv` and `mod` by positive constants (VTC Eq. 2, Expand). The part a piece covers
+is a box: for each constrained dimension d, `lo[d] <= x[d] < hi[d]`; unconstrained dimensions are
+covered whole. A concat/split is one constrained dimension (the split dimension, VTC Fig. 3); a nested
+virtual tensor can need more than one after composition, which is why the box is a list.
+
+Attribute encoding (builtin attributes only, so any MLIR tool parses it; documented in
+dialects/README.md):
+
+    [{source = 0 : i64, map = affine_map<(d0, d1) -> (d0, d1)>,
+      dims = array<i64: 1>, lo = array<i64: 0>, hi = array<i64: 4>}, ...]
+
+`dims`/`lo`/`hi` are absent for a piece that covers everything (the single-piece case). The pieces of
+a valid mapping partition the virtual index space exactly; `MappingFunction.verify` checks that and
+everything else the op verifiers report.
+"""
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from torch_mlir import ir
+
+from .affine_eval import (
+    bounds,
+    compose_maps,
+    divisors_are_positive_constants,
+    eval_expr,
+    eval_map,
+    used_dims,
+)
+
+_DYNAMIC = ir.ShapedType.get_dynamic_size()
+
+
+class MappingFormatError(ValueError):
+    """The attribute is not a well-formed mapping-function encoding."""
+
+
+class MappingCompositionError(ValueError):
+    """The composition exists but is not expressible as box pieces (or needs a static extent)."""
+
+
+def _is_static(extent: int | None) -> bool:
+    return extent is not None and extent >= 0 and extent != _DYNAMIC
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One piece of a mapping function: `source`, `map`, and the box of virtual indices it covers.
+
+    `ranges` holds `(dim, lo, hi)` triples sorted by dim, hi exclusive; empty means "everything".
+    """
+
+    source: int
+    map: ir.AffineMap
+    ranges: tuple[tuple[int, int, int], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", tuple(sorted(tuple(r) for r in self.ranges)))
+
+    @property
+    def box(self) -> dict[int, tuple[int, int]]:
+        return {d: (lo, hi) for d, lo, hi in self.ranges}
+
+    def covers(self, index: Sequence[int]) -> bool:
+        return all(lo <= index[d] < hi for d, lo, hi in self.ranges)
+
+    def extent(self, dim: int, shape: Sequence[int] | None) -> tuple[int, int] | None:
+        """The half-open range of `dim` this piece covers; None when unconstrained and not static."""
+        for d, lo, hi in self.ranges:
+            if d == dim:
+                return lo, hi
+        if shape is not None and _is_static(shape[dim]):
+            return 0, shape[dim]
+        return None
+
+    def _key(self):
+        return (self.source, str(self.map), self.ranges)
+
+    def __eq__(self, other):
+        return isinstance(other, Piece) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        box = ", ".join(f"{lo}<=d{d}<{hi}" for d, lo, hi in self.ranges) or "all"
+        return f"Piece(source={self.source}, map={self.map}, covers={box})"
+
+    # -- attribute encoding -------------------------------------------------------------------
+
+    def to_attr(self) -> ir.DictAttr:
+        i64 = ir.IntegerType.get_signless(64)
+        entries = {
+            "source": ir.IntegerAttr.get(i64, self.source),
+            "map": ir.AffineMapAttr.get(self.map),
+        }
+        if self.ranges:
+            entries["dims"] = ir.DenseI64ArrayAttr.get([d for d, _, _ in self.ranges])
+            entries["lo"] = ir.DenseI64ArrayAttr.get([lo for _, lo, _ in self.ranges])
+            entries["hi"] = ir.DenseI64ArrayAttr.get([hi for _, _, hi in self.ranges])
+        return ir.DictAttr.get(entries)
+
+    @classmethod
+    def from_attr(cls, attr: ir.Attribute, position: int = 0) -> "Piece":
+        where = f"piece #{position}"
+        if not isinstance(attr, ir.DictAttr):
+            try:
+                attr = ir.DictAttr(attr)
+            except ValueError:
+                raise MappingFormatError(f"{where} is not a dictionary attribute: {attr}") from None
+        names = {attr[i].name for i in range(len(attr))}
+        unknown = names - {"source", "map", "dims", "lo", "hi"}
+        if unknown:
+            raise MappingFormatError(f"{where} has unknown key(s) {sorted(unknown)}")
+        for key in ("source", "map"):
+            if key not in names:
+                raise MappingFormatError(f"{where} lacks '{key}'")
+        try:
+            source = ir.IntegerAttr(attr["source"]).value
+        except ValueError:
+            raise MappingFormatError(f"{where}: 'source' must be an integer") from None
+        try:
+            amap = ir.AffineMapAttr(attr["map"]).value
+        except ValueError:
+            raise MappingFormatError(f"{where}: 'map' must be an affine map") from None
+        box_keys = [k for k in ("dims", "lo", "hi") if k in names]
+        ranges: list[tuple[int, int, int]] = []
+        if box_keys:
+            if len(box_keys) != 3:
+                raise MappingFormatError(f"{where}: 'dims', 'lo' and 'hi' must be given together")
+            arrays = []
+            for key in ("dims", "lo", "hi"):
+                try:
+                    arrays.append(list(ir.DenseI64ArrayAttr(attr[key])))
+                except ValueError:
+                    raise MappingFormatError(f"{where}: '{key}' must be an array<i64>") from None
+            dims, lo, hi = arrays
+            if not (len(dims) == len(lo) == len(hi)):
+                raise MappingFormatError(f"{where}: 'dims', 'lo' and 'hi' differ in length")
+            if len(set(dims)) != len(dims):
+                raise MappingFormatError(f"{where}: 'dims' repeats a dimension")
+            ranges = list(zip(dims, lo, hi))
+        return cls(source, amap, tuple(ranges))
+
+
+class MappingFunction:
+    """F: virtual index -> (source operand, source index), as a list of `Piece`s (VTC Def. 3)."""
+
+    def __init__(self, pieces: Iterable[Piece]):
+        self.pieces: tuple[Piece, ...] = tuple(pieces)
+        if not self.pieces:
+            raise ValueError("a mapping function needs at least one piece")
+        ranks = {p.map.n_dims for p in self.pieces}
+        if len(ranks) != 1:
+            raise ValueError(f"pieces disagree on the virtual rank: {sorted(ranks)}")
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def single(cls, amap: ir.AffineMap, source: int = 0) -> "MappingFunction":
+        """One piece covering everything."""
+        return cls([Piece(source, amap)])
+
+    @classmethod
+    def identity(cls, rank: int, source: int = 0) -> "MappingFunction":
+        return cls.single(ir.AffineMap.get_identity(rank), source)
+
+    @classmethod
+    def permutation(cls, perm: Sequence[int], source: int = 0) -> "MappingFunction":
+        """V[x] = P[y] with y[i] = x[perm[i]] (the virtual view of a transposed source)."""
+        return cls.single(ir.AffineMap.get_permutation(list(perm)), source)
+
+    @classmethod
+    def from_attr(cls, attr: ir.Attribute) -> "MappingFunction":
+        if not isinstance(attr, ir.ArrayAttr):
+            try:
+                attr = ir.ArrayAttr(attr)
+            except ValueError:
+                raise MappingFormatError(f"mapping is not an array of pieces: {attr}") from None
+        if len(attr) == 0:
+            raise MappingFormatError("mapping has no pieces")
+        pieces = [Piece.from_attr(a, i) for i, a in enumerate(attr)]
+        ranks = [p.map.n_dims for p in pieces]
+        for i, r in enumerate(ranks):
+            if r != ranks[0]:
+                raise MappingFormatError(
+                    f"piece #{i} map has {r} dims but piece #0 map has {ranks[0]}")
+        return cls(pieces)
+
+    def to_attr(self) -> ir.ArrayAttr:
+        return ir.ArrayAttr.get([p.to_attr() for p in self.pieces])
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """Rank of the virtual tensor."""
+        return self.pieces[0].map.n_dims
+
+    @property
+    def num_sources(self) -> int:
+        """Number of source operands the pieces refer to (highest index + 1)."""
+        return max(p.source for p in self.pieces) + 1
+
+    @property
+    def is_single_piece(self) -> bool:
+        return len(self.pieces) == 1
+
+    def piece_for(self, index: Sequence[int]) -> Piece:
+        for p in self.pieces:
+            if p.covers(index):
+                return p
+        raise ValueError(f"no piece covers virtual index {tuple(index)}")
+
+    def apply(self, index: Sequence[int]) -> tuple[int, tuple[int, ...]]:
+        """(source operand, source index) that virtual index `index` reads."""
+        if len(index) != self.rank:
+            raise ValueError(f"index {tuple(index)} has rank {len(index)}, mapping has {self.rank}")
+        p = self.piece_for(index)
+        return p.source, eval_map(p.map, list(index))
+
+    def __eq__(self, other):
+        return isinstance(other, MappingFunction) and set(self.pieces) == set(other.pieces)
+
+    def __hash__(self):
+        return hash(frozenset(self.pieces))
+
+    def __repr__(self):
+        return f"MappingFunction({list(self.pieces)})"
+
+    # -- verification -------------------------------------------------------------------------
+
+    def verify(self, virtual_shape: Sequence[int], source_shapes: Sequence[Sequence[int]],
+               noun: str = "source") -> str | None:
+        """The first thing wrong with this mapping for these shapes, or None. `noun` names the
+        physical operands in messages ("source" for vt.view, "destination" for vt.store_into).
+
+        Checked: source indices in range and each source used; map dims == virtual rank; map results ==
+        source rank; no symbols; divisors are positive constants; box ranges inside the virtual
+        extent; pieces neither overlap nor leave a gap; static corners of each piece land inside
+        the source (exact for maps without floordiv/mod, a sound partial check otherwise).
+        """
+        rank = len(virtual_shape)
+        n = len(source_shapes)
+        for i, p in enumerate(self.pieces):
+            where = f"piece #{i}"
+            if not 0 <= p.source < n:
+                return (f"{where}: {noun} index {p.source} out of range (the op has {n} "
+                        f"{noun}(s))")
+            if p.map.n_dims != rank:
+                return (f"{where}: map {p.map} has {p.map.n_dims} dims but the virtual tensor has "
+                        f"rank {rank}")
+            if p.map.n_symbols != 0:
+                return f"{where}: map {p.map} has symbols; mapping maps take dims only"
+            src_rank = len(source_shapes[p.source])
+            if len(p.map.results) != src_rank:
+                return (f"{where}: map {p.map} has {len(p.map.results)} results but {noun} "
+                        f"#{p.source} has rank {src_rank}")
+            if not all(divisors_are_positive_constants(r) for r in p.map.results):
+                return f"{where}: map {p.map} divides by something other than a positive constant"
+            for d, lo, hi in p.ranges:
+                if not 0 <= d < rank:
+                    return f"{where}: split dimension {d} out of range for rank {rank}"
+                if not _is_static(virtual_shape[d]):
+                    return f"{where}: split dimension {d} is dynamic in the virtual tensor"
+                if not 0 <= lo < hi <= virtual_shape[d]:
+                    return (f"{where}: range [{lo}, {hi}) of dimension {d} is empty or outside "
+                            f"[0, {virtual_shape[d]})")
+        used = {p.source for p in self.pieces}
+        for j in range(n):
+            if j not in used:
+                return f"{noun} #{j} is used by no piece"
+        error = self._verify_partition(virtual_shape)
+        if error:
+            return error
+        return self._verify_in_bounds(virtual_shape, source_shapes, noun)
+
+    def _verify_partition(self, shape: Sequence[int]) -> str | None:
+        split_dims = sorted({d for p in self.pieces for d, _, _ in p.ranges})
+        boxes = [[p.extent(d, shape) for d in split_dims] for p in self.pieces]
+        for (i, a), (j, b) in itertools.combinations(enumerate(boxes), 2):
+            if all(max(ra[0], rb[0]) < min(ra[1], rb[1]) for ra, rb in zip(a, b)):
+                return f"pieces #{i} and #{j} overlap"
+        covered = sum(_volume(b) for b in boxes)
+        total = _volume([(0, shape[d]) for d in split_dims])
+        if covered != total:
+            where = ", ".join(f"dim {d}" for d in split_dims)
+            return (f"pieces leave a gap: they cover {covered} of {total} positions "
+                    f"along {where or 'the virtual index space'}")
+        return None
+
+    def _verify_in_bounds(self, shape, source_shapes, noun) -> str | None:
+        if len(shape) > 12 or not all(_is_static(e) for e in shape):
+            return None
+        for i, p in enumerate(self.pieces):
+            src = source_shapes[p.source]
+            extents = [p.extent(d, shape) for d in range(len(shape))]
+            if any(hi <= lo for lo, hi in extents):
+                continue
+            for corner in itertools.product(*[(lo, hi - 1) for lo, hi in extents]):
+                y = eval_map(p.map, list(corner))
+                for k, (v, e) in enumerate(zip(y, src)):
+                    if v < 0 or (_is_static(e) and v >= e):
+                        return (f"piece #{i} maps virtual index {tuple(corner)} to {y}, outside "
+                                f"{noun} #{p.source} (dim {k} has size {_fmt(e)})")
+        return None
+
+    # -- composition --------------------------------------------------------------------------
+
+    def compose(self, outer: "MappingFunction", *, shape: Sequence[int] | None = None,
+                at: int = 0) -> "MappingFunction":
+        """F_new = F_outer ∘ F_base (VTC §4.1): `self` is F_base, the mapping of a virtual tensor B;
+        `outer` maps a virtual tensor V whose source operand `at` is B. The result maps V straight
+        to B's sources: V[x] = P[self(outer(x))].
+
+        Sources of the result: outer's sources before `at`, then B's sources, then outer's sources
+        after `at` (see `composed_sources`). `shape` is V's shape; it is needed (static extents) only
+        where a piece of `self` is selected by a box that must be pulled back through `outer`.
+        Raises `MappingCompositionError` where the pulled-back region is not a union of boxes of the
+        encoding (a split dimension read through an expression of several virtual dims that straddles
+        a piece boundary).
+        """
+        nb = self.num_sources
+        pieces: list[Piece] = []
+        for o in outer.pieces:
+            if o.source != at:
+                s = o.source if o.source < at else o.source + nb - 1
+                pieces.append(Piece(s, o.map, o.ranges))
+                continue
+            if len(o.map.results) != self.rank:
+                raise ValueError(f"outer map {o.map} yields {len(o.map.results)} indices but the "
+                                 f"base virtual tensor has rank {self.rank}")
+            for b in self.pieces:
+                amap = compose_maps(b.map, o.map)
+                for box in _pull_back(o, b, shape):
+                    pieces.append(Piece(at + b.source, amap, tuple(box)))
+        if not pieces:
+            raise MappingCompositionError("composition selects no piece (empty virtual tensor?)")
+        return MappingFunction(pieces).simplified(shape)
+
+    def simplified(self, shape: Sequence[int] | None = None) -> "MappingFunction":
+        """Same function, fewer pieces: drop ranges that span a whole static dim, merge neighbours
+        with the same source and map whose boxes differ only in one adjacent range."""
+        pieces = []
+        for p in self.pieces:
+            ranges = tuple(
+                (d, lo, hi) for d, lo, hi in p.ranges
+                if not (shape is not None and _is_static(shape[d]) and lo == 0 and hi == shape[d]))
+            pieces.append(Piece(p.source, p.map, ranges))
+        merged = True
+        while merged:
+            merged = False
+            for i, j in itertools.combinations(range(len(pieces)), 2):
+                m = _merge(pieces[i], pieces[j], shape)
+                if m is not None:
+                    pieces[i] = m
+                    del pieces[j]
+                    merged = True
+                    break
+        return MappingFunction(pieces)
+
+
+def composed_sources(outer_sources: Sequence, base_sources: Sequence, at: int = 0) -> list:
+    """Operand list matching `base.compose(outer, at=at)`."""
+    return list(outer_sources[:at]) + list(base_sources) + list(outer_sources[at + 1:])
+
+
+def _fmt(extent: int) -> str:
+    return str(extent) if _is_static(extent) else "?"
+
+
+def _volume(box: Sequence[tuple[int, int]]) -> int:
+    v = 1
+    for lo, hi in box:
+        v *= max(0, hi - lo)
+    return v
+
+
+def _intervals(values: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted integers -> maximal half-open runs."""
+    out: list[tuple[int, int]] = []
+    for v in sorted(values):
+        if out and out[-1][1] == v:
+            out[-1] = (out[-1][0], v + 1)
+        else:
+            out.append((v, v + 1))
+    return out
+
+
+def _pull_back(o: Piece, b: Piece, shape: Sequence[int] | None) -> list[list[tuple[int, int, int]]]:
+    """Boxes of outer indices x inside o's box whose image o.map(x) lies in b's box."""
+    rank = o.map.n_dims
+    box = o.box
+
+    def full(k: int) -> tuple[int, int]:
+        if k in box:
+            return box[k]
+        if shape is None or not _is_static(shape[k]):
+            raise MappingCompositionError(
+                f"composing through a split of the base needs the static extent of virtual dim {k}")
+        return 0, shape[k]
+
+    allowed: dict[int, set[int]] = {}
+    for d, lo, hi in b.ranges:
+        e = o.map.results[d]
+        ks = used_dims(e)
+        if not ks:
+            v = eval_expr(e, [0] * rank)
+            if not lo <= v < hi:
+                return []
+        elif len(ks) == 1:
+            (k,) = ks
+            point = [0] * rank
+            vals = set()
+            for v in range(*full(k)):
+                point[k] = v
+                if lo <= eval_expr(e, point) < hi:
+                    vals.add(v)
+            allowed[k] = allowed[k] & vals if k in allowed else vals
+        else:
+            elo, ehi = bounds(e, [full(k) if k in ks else (0, 1) for k in range(rank)])
+            if lo <= elo and ehi < hi:
+                continue
+            if ehi < lo or elo >= hi:
+                return []
+            raise MappingCompositionError(
+                f"base split dim {d} is read through {e}, which depends on virtual dims "
+                f"{sorted(ks)} and straddles the piece boundary [{lo}, {hi})")
+    per_dim = []
+    for k, vals in sorted(allowed.items()):
+        runs = _intervals(vals)
+        if not runs:
+            return []
+        per_dim.append([(k, lo, hi) for lo, hi in runs])
+    out = []
+    for combo in itertools.product(*per_dim):
+        new_box = dict(box)
+        for k, lo, hi in combo:
+            new_box[k] = (lo, hi)
+        out.append([(d, lo, hi) for d, (lo, hi) in sorted(new_box.items())])
+    return out
+
+
+def _merge(p: Piece, q: Piece, shape) -> Piece | None:
+    if p.source != q.source or str(p.map) != str(q.map):
+        return None
+    dims = sorted(set(p.box) | set(q.box))
+    diff = []
+    for d in dims:
+        a, b = p.extent(d, shape), q.extent(d, shape)
+        if a is None or b is None:
+            return None
+        if a != b:
+            diff.append((d, a, b))
+    if len(diff) != 1:
+        return None
+    d, a, b = diff[0]
+    if a[1] == b[0] or b[1] == a[0]:
+        lo, hi = min(a[0], b[0]), max(a[1], b[1])
+        box = {k: p.extent(k, shape) for k in dims}
+        box[d] = (lo, hi)
+        ranges = tuple((k, l, h) for k, (l, h) in box.items()
+                       if not (shape is not None and _is_static(shape[k]) and l == 0
+                               and h == shape[k]))
+        return Piece(p.source, p.map, ranges)
+    return None

@@ -1,0 +1,329 @@
+"""vtmlir passes: the `Pass` base class, typed pass options, and the registry of pass names.
+
+Writing a pass (one module per pass or tight family, DESIGN.md §5)::
+
+    from vtmlir.passes.registry import Option, Pass, register_pass
+
+    @register_pass
+    class EliminateDataMovement(Pass):
+        name = "vt-eliminate-data-movement"          # `area-verb-object`, binding for users
+        summary = "Replace data-movement ops by virtual tensors"
+        description = "Longer text shown by `vt-opt --list-passes` (optional)."
+        options = (
+            Option("max-depth", int, 8, "longest chain of views to fold"),
+            Option("dump-vtog", str, "", "write the VTOG as Graphviz DOT to this path"),
+        )
+
+        def run(self, module):                         # module: the builtin.module ir.Operation
+            ...                                        # self.max_depth, self.dump_vtog
+            self.emit_error(op, "cannot ...")          # error diagnostic + pass failure
+
+then add one line to `_BUILTIN_PASSES` below (name → module). Modules are imported only when a pass
+is asked for by name, so `vt-opt` starts without importing every pass (or torch).
+
+Options are written like MLIR pass options, `vt-stats{json=true output=stats.txt}`: space-separated
+`key=value`; a bare `key` sets a bool option to true; list options take `1,2,3` (or `{1,2,3}`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..errors import VtmlirError
+
+# Pass name -> module that defines (and registers) it. The one place passes are listed; imported lazily.
+_BUILTIN_PASSES: dict[str, str] = {
+    "vt-stats": "vtmlir.passes.vt_stats",
+}
+
+_REGISTRY: dict[str, type[Pass]] = {}
+
+OPTION_TYPES = (bool, int, float, str, list[int], list[str])
+
+
+class PassFailure(VtmlirError):
+    """Raised inside `Pass.run` to fail the pass with an error diagnostic at `location` (or the module)."""
+
+    def __init__(self, message: str, location=None):
+        super().__init__(message)
+        self.location = location
+
+
+@dataclass(frozen=True)
+class Option:
+    """A typed pass option: `name` as written in pipelines (dashes), read as `pass_.<name_with_underscores>`."""
+
+    name: str
+    type: Any
+    default: Any
+    help: str = ""
+
+    def __post_init__(self):
+        if self.type not in OPTION_TYPES:
+            raise TypeError(f"option '{self.name}': type must be one of bool, int, float, str, list[int], list[str]")
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def type_name(self) -> str:
+        return {bool: "bool", int: "int", float: "float", str: "string", list[int]: "list<int>", list[str]: "list<string>"}[
+            self.type
+        ]
+
+    def parse(self, text: str, pass_name: str):
+        """Convert the textual value `text` to this option's type, or raise a `VtmlirError`."""
+        text = _unquote(text.strip())
+
+        def bad(expected: str) -> VtmlirError:
+            return VtmlirError(
+                f"error: invalid value '{text}' for option '{self.name}' of pass '{pass_name}': expected {expected}"
+            )
+
+        if self.type is bool:
+            low = text.lower()
+            if low in ("", "true", "1", "on", "yes"):
+                return True
+            if low in ("false", "0", "off", "no"):
+                return False
+            raise bad("a boolean (true or false)")
+        if self.type is int:
+            try:
+                return int(text, 0)
+            except ValueError:
+                raise bad("an integer") from None
+        if self.type is float:
+            try:
+                return float(text)
+            except ValueError:
+                raise bad("a number") from None
+        if self.type is str:
+            return text
+        if text.startswith("{") and text.endswith("}"):
+            text = text[1:-1]
+        items = [_unquote(i.strip()) for i in _split_top_level(text, ",")] if text.strip() else []
+        if self.type == list[int]:
+            try:
+                return [int(i, 0) for i in items]
+            except ValueError:
+                raise bad("a comma-separated list of integers") from None
+        return items
+
+    def check(self, value, pass_name: str):
+        """Validate a Python value given for this option (constructor keyword)."""
+        ok = {
+            bool: lambda v: isinstance(v, bool),
+            int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+            float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            str: lambda v: isinstance(v, str),
+        }
+        if self.type in ok:
+            good = ok[self.type](value)
+        else:
+            elem = int if self.type == list[int] else str
+            good = isinstance(value, (list, tuple)) and all(
+                isinstance(v, elem) and not isinstance(v, bool) for v in value
+            )
+        if not good:
+            raise VtmlirError(
+                f"error: invalid value {value!r} for option '{self.name}' of pass '{pass_name}': expected {self.type_name}"
+            )
+        if self.type is float:
+            return float(value)
+        if self.type in (list[int], list[str]):
+            return list(value)
+        return value
+
+    def format(self, value) -> str:
+        if self.type is bool:
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(str(v) for v in value)
+        text = str(value)
+        if self.type is str and (not text or re.search(r"[\s{}\"',]", text)):
+            return '"' + text.replace('"', '\\"') + '"'
+        return text
+
+
+class Pass:
+    """Base class of vtmlir passes. Subclasses set `name`, `summary`, `options` and implement `run`.
+
+    A pass instance carries its option values as attributes. It runs inside an MLIR PassManager as a
+    Python pass on the `builtin.module`, so it mixes with upstream passes, is verified after, and shows
+    in `--mlir-print-ir-after-all` dumps.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, **values):
+        self._failed = False
+        by_attr = {o.attr: o for o in self.options}
+        for key, value in values.items():
+            opt = by_attr.get(key.replace("-", "_"))
+            if opt is None:
+                raise VtmlirError(self._unknown_option_message(key))
+            setattr(self, opt.attr, opt.check(value, self.name))
+        for opt in self.options:
+            if opt.attr not in self.__dict__:
+                default = list(opt.default) if isinstance(opt.default, (list, tuple)) else opt.default
+                setattr(self, opt.attr, default)
+
+    # -- construction from text ----------------------------------------------------------------
+    @classmethod
+    def from_options(cls, text: str | None) -> Pass:
+        """An instance from MLIR-style option text (`json=true output=x.txt`, without braces)."""
+        instance = cls()
+        if not text or not text.strip():
+            return instance
+        by_name = {o.name: o for o in cls.options}
+        by_name.update({o.attr: o for o in cls.options})
+        for token in _split_top_level(text.strip(), None):
+            key, eq, value = token.partition("=")
+            key = key.strip()
+            opt = by_name.get(key)
+            if opt is None:
+                raise VtmlirError(cls._unknown_option_message(key))
+            if not eq and opt.type is not bool:
+                raise VtmlirError(f"error: option '{key}' of pass '{cls.name}' requires a value ({opt.type_name})")
+            setattr(instance, opt.attr, opt.parse(value, cls.name) if eq else True)
+        return instance
+
+    @classmethod
+    def _unknown_option_message(cls, key: str) -> str:
+        valid = ", ".join(o.name for o in cls.options) or "none"
+        return f"error: no such option '{key}' for pass '{cls.name}' (valid options: {valid})"
+
+    # -- introspection -----------------------------------------------------------------------------
+    def option_values(self) -> dict[str, Any]:
+        return {o.name: getattr(self, o.attr) for o in self.options}
+
+    def pipeline_text(self) -> str:
+        """This pass as a pipeline element, `name{opt=val ...}` listing non-default options."""
+        changed = [f"{o.name}={o.format(getattr(self, o.attr))}" for o in self.options if getattr(self, o.attr) != o.default]
+        return f"{self.name}{{{' '.join(changed)}}}" if changed else self.name
+
+    def __repr__(self) -> str:
+        return f"<pass {self.pipeline_text()}>"
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self, module) -> None:
+        """Transform or analyse `module` (the `builtin.module` `ir.Operation`) in place."""
+        raise NotImplementedError(f"pass '{self.name}' does not implement run()")
+
+    def emit_error(self, where, message: str) -> None:
+        """Emit an error diagnostic at an op / value / location and make the pass fail."""
+        loc = getattr(where, "location", where)
+        self._failed = True
+        loc.emit_error(message)
+
+    def _run_in_pass_manager(self, op, external_pass) -> None:
+        """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics."""
+        self._failed = False
+        try:
+            self.run(op)
+        except PassFailure as failure:
+            loc = failure.location if failure.location is not None else op.location
+            getattr(loc, "location", loc).emit_error(str(failure))
+            self._failed = True
+        except VtmlirError as err:
+            op.location.emit_error(f"{self.name}: {err}")
+            self._failed = True
+        if self._failed:
+            external_pass.signal_pass_failure()
+
+
+# -- registry ------------------------------------------------------------------------------------
+
+
+def register_pass(cls: type[Pass]) -> type[Pass]:
+    """Class decorator: make `cls` available by `cls.name` in pipelines and `vt-opt` flags."""
+    if not (isinstance(cls, type) and issubclass(cls, Pass)):
+        raise TypeError("register_pass expects a subclass of vtmlir.passes.registry.Pass")
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", cls.name or ""):
+        raise TypeError(f"{cls.__name__}: pass name '{cls.name}' must be lower-case `area-verb-object`")
+    if not cls.summary:
+        raise TypeError(f"{cls.__name__}: pass '{cls.name}' needs a one-line summary")
+    reserved = {n for n in dir(Pass) if not n.startswith("__")}
+    for opt in cls.options:
+        if opt.attr in reserved:
+            raise TypeError(f"{cls.__name__}: option '{opt.name}' clashes with Pass.{opt.attr}")
+    existing = _REGISTRY.get(cls.name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise TypeError(f"pass '{cls.name}' registered twice ({existing.__qualname__} and {cls.__qualname__})")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def is_registered(name: str) -> bool:
+    return name in _REGISTRY or name in _BUILTIN_PASSES
+
+
+def get_pass(name: str) -> type[Pass]:
+    """The pass class registered as `name` (importing its module on first use)."""
+    if name not in _REGISTRY and name in _BUILTIN_PASSES:
+        importlib.import_module(_BUILTIN_PASSES[name])
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise VtmlirError(f"error: '{name}' is not a registered vtmlir pass") from None
+
+
+def all_passes() -> dict[str, type[Pass]]:
+    """Every registered pass by name (imports all pass modules), sorted by name."""
+    for name in _BUILTIN_PASSES:
+        get_pass(name)
+    return dict(sorted(_REGISTRY.items()))
+
+
+# -- option text helpers -------------------------------------------------------------------------
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1].replace("\\" + text[0], text[0])
+    return text
+
+
+def _split_top_level(text: str, sep: str | None) -> list[str]:
+    """Split on `sep` (None: whitespace) outside quotes and braces."""
+    parts, current, depth, quote = [], [], 0, None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            current.append(ch)
+            if ch == "\\" and i + 1 < len(text):
+                current.append(text[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            current.append(ch)
+        elif ch == "{":
+            depth += 1
+            current.append(ch)
+        elif ch == "}":
+            depth -= 1
+            current.append(ch)
+        elif depth == 0 and ((sep is None and ch.isspace()) or ch == sep):
+            if current or sep is not None:
+                parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    if quote:
+        raise VtmlirError(f"error: unterminated quote in pass options '{text}'")
+    if depth != 0:
+        raise VtmlirError(f"error: unbalanced braces in pass options '{text}'")
+    if current or (sep is not None and parts):
+        parts.append("".join(current))
+    return [p for p in parts if sep is not None or p]
