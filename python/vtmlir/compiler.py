@@ -57,7 +57,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
         return compile_cpu(graph, signature, stages, opt_level=opt_level)
     from .backend.cuda import compile_cuda
 
-    return compile_cuda(graph, signature, stages, chip=chip)
+    executable = compile_cuda(graph, chip=chip, function=signature.name)
+    executable.signature = signature
+    executable.stages = {**stages, **executable.stages}
+    return executable
 
 
 def _is_torch_module(obj) -> bool:

@@ -1,19 +1,161 @@
-"""The `layout` dialect: memory and register layouts. Placeholder op set, completed by the dialect work."""
+"""The `layout` dialect: memory layouts (VTensor) — and, later, register layouts (Tilus §4).
 
+Defined in Python with `torch_mlir.dialects.ext`. Layout values are attributes (see
+`memory_layout.Layout` for the encoding); tensor types stay physical shapes, so a tensor in NHWC has
+type `tensor<NxHxWxCxf32>` and its layout says how that maps back to the logical NCHW order.
 
-from typing import Any
+Ops:
+- `layout.convert` — the materialised conversion of a tensor held in `src_layout` into `dst_layout`:
+  result[dst.apply(l)] = source[src.apply(l)] for every logical index l. Pure.
+
+Attributes other passes put on any op (names exported as constants):
+- `layout.produced` (`PRODUCED_LAYOUTS_ATTR`): array, one layout per result — the physical layout the
+  op's results are produced in (VTensor `produced_layout`);
+- `layout.required` (`REQUIRED_LAYOUTS_ATTR`): array, one entry per operand — the layout the op's
+  kernel requires, or the string "any" (`ANY_LAYOUT`, VTensor `LAYOUT::ANY`).
+
+Extension point for register layouts (issue 6): add their attribute class/encoding in a sibling
+module, append a decoder to `memory_layout.LAYOUT_DECODERS`, and add register-level ops here
+(e.g. a register-layout conversion); `layout.convert` stays the memory-level conversion.
+
+No `from __future__ import annotations` here: `ext` reads the annotations as real objects.
+"""
+
+from collections.abc import Sequence
 
 from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
+
+from ._ext_support import fail, missing_attribute, ranked_shape
+from .memory_layout import Layout, LayoutFormatError, layout_from_attr
+
+PRODUCED_LAYOUTS_ATTR = "layout.produced"
+REQUIRED_LAYOUTS_ATTR = "layout.required"
+ANY_LAYOUT = "any"
 
 
 class LayoutDialect(ext.Dialect, name="layout"):
     pass
 
 
+def _decode(op, attr, which: str) -> Layout | None:
+    try:
+        layout = layout_from_attr(attr)
+    except LayoutFormatError as e:
+        fail(op, f"invalid {which}: {e}")
+        return None
+    if not isinstance(layout, Layout):
+        fail(op, f"{which} must be a memory layout, got {attr}")
+        return None
+    return layout
+
+
 class ConvertOp(LayoutDialect.Operation, name="convert", traits=[ext.Pure]):
+    """result (in dst_layout) holds the same logical tensor as source (in src_layout)."""
+
     source: Operand[ir.RankedTensorType]
-    src_layout: Any
-    dst_layout: Any
+    src_layout: ir.DictAttr
+    dst_layout: ir.DictAttr
     result: Result[ir.RankedTensorType]
+
+    @property
+    def src(self) -> Layout:
+        return Layout.from_attr(self.src_layout)
+
+    @property
+    def dst(self) -> Layout:
+        return Layout.from_attr(self.dst_layout)
+
+    @staticmethod
+    def verify_invariants(op) -> bool:
+        if missing_attribute(op, "src_layout", "dst_layout"):
+            return False
+        src = _decode(op, op.src_layout, "src_layout")
+        if src is None:
+            return False
+        dst = _decode(op, op.dst_layout, "dst_layout")
+        if dst is None:
+            return False
+        if src.rank != dst.rank:
+            return fail(op, f"src_layout has logical rank {src.rank} but dst_layout has {dst.rank}")
+        src_shape = ranked_shape(op.source)
+        result_shape = ranked_shape(op.result)
+        if src_shape is None or result_shape is None:
+            return fail(op, "source and result must be ranked tensors")
+        src_elt = ir.RankedTensorType(op.source.type).element_type
+        res_elt = ir.RankedTensorType(op.result.type).element_type
+        if src_elt != res_elt:
+            return fail(op, f"result element type {res_elt} differs from source element type {src_elt}")
+        if len(src_shape) != src.physical_rank:
+            return fail(op, f"source has rank {len(src_shape)} but src_layout has physical rank "
+                            f"{src.physical_rank}")
+        try:
+            logical = src.logical_shape(src_shape)
+        except ValueError as e:
+            return fail(op, f"source does not fit src_layout: {e}")
+        error = dst.check_shape(logical)
+        if error:
+            return fail(op, f"dst_layout cannot hold the logical shape {_fmt(logical)}: {error}")
+        expected = dst.physical_shape(logical)
+        if len(result_shape) != len(expected) or any(
+                a >= 0 and b >= 0 and a != b for a, b in zip(result_shape, expected)):
+            return fail(op, f"result shape {_fmt(result_shape)} does not match {_fmt(expected)} "
+                            f"(logical shape {_fmt(logical)} in dst_layout)")
+        return True
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(e) if e >= 0 else "?" for e in shape) + "]"
+
+
+# -- builders and attribute helpers ------------------------------------------------------------
+
+
+def convert(source: ir.Value, src: Layout, dst: Layout, *, loc=None, ip=None) -> ir.Value:
+    """Build `layout.convert`, inferring the result shape from the layouts."""
+    t = ir.RankedTensorType(source.type)
+    logical = src.logical_shape(list(t.shape))
+    result_type = ir.RankedTensorType.get(dst.physical_shape(logical), t.element_type)
+    return ConvertOp(source, src.to_attr(), dst.to_attr(), result_type, loc=loc, ip=ip).result
+
+
+def _layout_entry(layout: Layout | str | None) -> ir.Attribute:
+    if layout is None or layout == ANY_LAYOUT:
+        return ir.StringAttr.get(ANY_LAYOUT)
+    return layout.to_attr()
+
+
+def set_produced_layouts(op, layouts: Sequence[Layout]) -> None:
+    """Record the layouts `op`'s results are produced in (one per result)."""
+    op = getattr(op, "operation", op)
+    op.attributes[PRODUCED_LAYOUTS_ATTR] = ir.ArrayAttr.get([l.to_attr() for l in layouts])
+
+
+def set_required_layouts(op, layouts: Sequence[Layout | str | None]) -> None:
+    """Record the layouts `op` requires of its operands (one per operand; None/"any" = ANY)."""
+    op = getattr(op, "operation", op)
+    op.attributes[REQUIRED_LAYOUTS_ATTR] = ir.ArrayAttr.get([_layout_entry(l) for l in layouts])
+
+
+def _read(op, name: str) -> list | None:
+    op = getattr(op, "operation", op)
+    if name not in op.attributes:
+        return None
+    out = []
+    for a in ir.ArrayAttr(op.attributes[name]):
+        if isinstance(a, ir.StringAttr) and a.value == ANY_LAYOUT:
+            out.append(ANY_LAYOUT)
+        else:
+            out.append(layout_from_attr(a))
+    return out
+
+
+def produced_layouts(op) -> list | None:
+    """Layouts recorded under `layout.produced`, or None."""
+    return _read(op, PRODUCED_LAYOUTS_ATTR)
+
+
+def required_layouts(op) -> list | None:
+    """Layouts (or "any") recorded under `layout.required`, or None."""
+    return _read(op, REQUIRED_LAYOUTS_ATTR)

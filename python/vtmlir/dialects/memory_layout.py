@@ -69,8 +69,9 @@ class Layout:
 
     @classmethod
     def from_name(cls, name: str, logical: str = "NCHW") -> "Layout":
-        """oneDNN-style names over the letters of `logical`: "NHWC", "NCHW16c", "OIhw4i16o4i"
-        (upper case: an outer dim; a number then lower case: an inner block of that dim)."""
+        """oneDNN-style names over the letters of `logical`: "NHWC", "NCHW16c" (= oneDNN nChw16c),
+        "OIhw4i16o4i": a letter alone is an outer dim (either case), a number then a lower-case
+        letter an inner block of that dim."""
         logical = logical.upper()
         perm, blocks, i = [], [], 0
         while i < len(name):
@@ -82,11 +83,11 @@ class Layout:
                     raise LayoutFormatError(f"'{name}': a block size must precede a lower-case dim")
                 blocks.append((_letter(logical, name[j], name), int(name[i:j])))
                 i = j + 1
-            elif name[i].isupper():
+            elif name[i].isalpha():
                 perm.append(_letter(logical, name[i], name))
                 i += 1
             else:
-                raise LayoutFormatError(f"'{name}': unexpected '{name[i]}' (lower-case dims need a size)")
+                raise LayoutFormatError(f"'{name}': unexpected '{name[i]}'")
         layout = cls(tuple(perm), tuple(blocks))
         error = layout.validate()
         if error:
@@ -271,7 +272,8 @@ def _letter(logical: str, ch: str, name: str) -> int:
 LayoutDecoder = Callable[[ir.Attribute], object | None]
 
 #: Decoders tried in order by `layout_from_attr`; each returns a layout object or None when the
-#: attribute is not its kind. Register layouts (Tilus) append theirs here.
+#: attribute is not its kind. The memory decoder (last) claims every dictionary, so register layouts
+#: (Tilus) either use another encoding or insert their decoder in front of it.
 LAYOUT_DECODERS: list[LayoutDecoder] = []
 
 
@@ -280,8 +282,7 @@ def _decode_memory(attr: ir.Attribute):
         d = ir.DictAttr(attr)
     except ValueError:
         return None
-    names = {d[i].name for i in range(len(d))}
-    return Layout.from_attr(d) if "perm" in names else None
+    return Layout.from_attr(d)
 
 
 LAYOUT_DECODERS.append(_decode_memory)

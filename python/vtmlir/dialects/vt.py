@@ -26,7 +26,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
-from ._ext_support import fail, ranked_shape, single_variadic
+from ._ext_support import fail, missing_attribute, ranked_shape, type_groups
 from .vt_mapping import MappingFormatError, MappingFunction
 
 MAPPING_ATTR = "mapping"
@@ -51,13 +51,26 @@ def _element_type(t) -> ir.Type:
     return ir.RankedTensorType(t).element_type
 
 
-@single_variadic
 class ViewOp(VTDialect.Operation, name="view", traits=[ext.Pure]):
-    """result[x] = sources[j][y], (j, y) = mapping(x)."""
+    """result[x] = sources[j][y], (j, y) = mapping(x).
 
-    sources: Sequence[Operand[ir.RankedTensorType]]
+    Build with `ViewOp(sources, mapping, result_type)`; `sources` is the flat operand list (the
+    `sources_<k>` groups only carry IRDL typing, see `_ext_support`)."""
+
+    sources_0: Sequence[Operand[ir.RankedTensorType]]
+    sources_1: Sequence[Operand[ir.RankedTensorType]]
+    sources_2: Sequence[Operand[ir.RankedTensorType]]
+    sources_3: Sequence[Operand[ir.RankedTensorType]]
+    sources_4: Sequence[Operand[ir.RankedTensorType]]
+    sources_5: Sequence[Operand[ir.RankedTensorType]]
+    sources_6: Sequence[Operand[ir.RankedTensorType]]
+    sources_7: Sequence[Operand[ir.RankedTensorType]]
     mapping: ir.ArrayAttr
     result: Result[ir.RankedTensorType]
+
+    @property
+    def sources(self) -> list[ir.Value]:
+        return list(self.operation.operands)
 
     @property
     def mapping_function(self) -> MappingFunction:
@@ -65,6 +78,8 @@ class ViewOp(VTDialect.Operation, name="view", traits=[ext.Pure]):
 
     @staticmethod
     def verify_invariants(op) -> bool:
+        if missing_attribute(op, MAPPING_ATTR):
+            return False
         sources = list(op.sources)
         if not sources:
             return fail(op, "expects at least one source")
@@ -81,14 +96,38 @@ class ViewOp(VTDialect.Operation, name="view", traits=[ext.Pure]):
         return _check_mapping(op, op.mapping, result_type, sources, "source")
 
 
-@single_variadic
 class StoreIntoOp(VTDialect.Operation, name="store_into", traits=[ext.Pure]):
-    """updated[j][y] = value[x] for (j, y) = mapping(x); the rest of each destination unchanged."""
+    """updated[j][y] = value[x] for (j, y) = mapping(x); the rest of each destination unchanged.
+
+    Build with `StoreIntoOp(value, dests, mapping)`; `dests` and `updated` are flat lists (the
+    `dests_<k>`/`updated_<k>` groups only carry IRDL typing, see `_ext_support`)."""
 
     value: Operand[ir.RankedTensorType]
-    dests: Sequence[Operand[ir.RankedTensorType]]
+    dests_0: Sequence[Operand[ir.RankedTensorType]]
+    dests_1: Sequence[Operand[ir.RankedTensorType]]
+    dests_2: Sequence[Operand[ir.RankedTensorType]]
+    dests_3: Sequence[Operand[ir.RankedTensorType]]
+    dests_4: Sequence[Operand[ir.RankedTensorType]]
+    dests_5: Sequence[Operand[ir.RankedTensorType]]
+    dests_6: Sequence[Operand[ir.RankedTensorType]]
+    dests_7: Sequence[Operand[ir.RankedTensorType]]
     mapping: ir.ArrayAttr
-    updated: Sequence[Result[ir.RankedTensorType]]
+    updated_0: Sequence[Result[ir.RankedTensorType]]
+    updated_1: Sequence[Result[ir.RankedTensorType]]
+    updated_2: Sequence[Result[ir.RankedTensorType]]
+    updated_3: Sequence[Result[ir.RankedTensorType]]
+    updated_4: Sequence[Result[ir.RankedTensorType]]
+    updated_5: Sequence[Result[ir.RankedTensorType]]
+    updated_6: Sequence[Result[ir.RankedTensorType]]
+    updated_7: Sequence[Result[ir.RankedTensorType]]
+
+    @property
+    def dests(self) -> list[ir.Value]:
+        return list(self.operation.operands)[1:]
+
+    @property
+    def updated(self) -> list[ir.Value]:
+        return list(self.operation.results)
 
     @property
     def mapping_function(self) -> MappingFunction:
@@ -96,6 +135,8 @@ class StoreIntoOp(VTDialect.Operation, name="store_into", traits=[ext.Pure]):
 
     @staticmethod
     def verify_invariants(op) -> bool:
+        if missing_attribute(op, MAPPING_ATTR):
+            return False
         dests = list(op.dests)
         updated = list(op.updated)
         if not dests:
@@ -118,6 +159,35 @@ class StoreIntoOp(VTDialect.Operation, name="store_into", traits=[ext.Pure]):
         return _check_mapping(op, op.mapping, op.value.type, dests, "destination")
 
 
+def _install_builders():
+    view_init = ViewOp.__init__
+    store_init = StoreIntoOp.__init__
+
+    def view__init__(self, sources, mapping, result, *, loc=None, ip=None):
+        groups = type_groups(list(sources), what="sources")
+        kwargs = {f"sources_{k}": g for k, g in enumerate(groups)}
+        view_init(self, **kwargs, mapping=mapping, result=result, loc=loc, ip=ip)
+
+    def store__init__(self, value, dests, mapping, updated=None, *, loc=None, ip=None):
+        dests = list(dests)
+        groups = type_groups(dests, what="destinations")
+        types = list(updated) if updated is not None else [d.type for d in dests]
+        kwargs = {f"dests_{k}": g for k, g in enumerate(groups)}
+        # Results are grouped like the destinations they update (same types when valid).
+        pos = 0
+        for k, g in enumerate(groups):
+            kwargs[f"updated_{k}"] = types[pos:pos + len(g)]
+            pos += len(g)
+        kwargs[f"updated_{len(groups) - 1}"] = kwargs[f"updated_{len(groups) - 1}"] + types[pos:]
+        store_init(self, value, **kwargs, mapping=mapping, loc=loc, ip=ip)
+
+    ViewOp.__init__ = view__init__
+    StoreIntoOp.__init__ = store__init__
+
+
+_install_builders()
+
+
 # -- builders ---------------------------------------------------------------------------------
 
 
@@ -135,5 +205,5 @@ def store_into(value: ir.Value, dests: Sequence[ir.Value],
     """Build `vt.store_into`; returns the updated destinations."""
     dests = list(dests)
     attr = mapping.to_attr() if isinstance(mapping, MappingFunction) else mapping
-    op = StoreIntoOp(value, dests, attr, [d.type for d in dests], loc=loc, ip=ip)
+    op = StoreIntoOp(value, dests, attr, loc=loc, ip=ip)
     return list(op.updated)

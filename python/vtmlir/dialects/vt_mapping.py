@@ -320,7 +320,7 @@ class MappingFunction:
         to B's sources: V[x] = P[self(outer(x))].
 
         Sources of the result: outer's sources before `at`, then B's sources, then outer's sources
-        after `at` (see `composed_sources`). `shape` is V's shape; it is needed (static extents) only
+        after `at` (see `composed_sources`); some may end up unread (`drop_unused_sources`). `shape` is V's shape; it is needed (static extents) only
         where a piece of `self` is selected by a box that must be pulled back through `outer`.
         Raises `MappingCompositionError` where the pulled-back region is not a union of boxes of the
         encoding (a split dimension read through an expression of several virtual dims that straddles
@@ -343,6 +343,14 @@ class MappingFunction:
         if not pieces:
             raise MappingCompositionError("composition selects no piece (empty virtual tensor?)")
         return MappingFunction(pieces).simplified(shape)
+
+    def drop_unused_sources(self) -> tuple["MappingFunction", list[int]]:
+        """Renumber sources densely over those some piece reads (a composition can make a source
+        unreachable, e.g. a slice of a concat). Returns the mapping and the kept old indices, in
+        order, so `[sources[i] for i in kept]` is the new operand list."""
+        kept = sorted({p.source for p in self.pieces})
+        new_index = {old: new for new, old in enumerate(kept)}
+        return MappingFunction(Piece(new_index[p.source], p.map, p.ranges) for p in self.pieces), kept
 
     def simplified(self, shape: Sequence[int] | None = None) -> "MappingFunction":
         """Same function, fewer pieces: drop ranges that span a whole static dim, merge neighbours

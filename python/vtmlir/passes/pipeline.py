@@ -235,7 +235,23 @@ def _add_upstream(pm: passmanager.PassManager, element, pipeline: Pipeline) -> N
         if ok:
             return
         nest = _NEST.search(message)
-    raise pipeline_error(pipeline.source, element.offset, _reword_upstream_error(message, element, nest), chunk)
+    offset = element.offset
+    name = re.search(r"'([^']*)' does not refer to a registered pass", message) or _FAILED_ADD.search(message)
+    culprit = _find_entry(element, name.group(1)) if name else None
+    if culprit is not None:
+        offset = culprit.offset
+    raise pipeline_error(pipeline.source, offset, _reword_upstream_error(message, element, nest), chunk)
+
+
+def _find_entry(element, name: str):
+    """The first pass entry called `name` in `element` (for pointing errors at nested passes)."""
+    if isinstance(element, PassEntry):
+        return element if element.name == name else None
+    for child in element.elements:
+        found = _find_entry(child, name)
+        if found is not None:
+            return found
+    return None
 
 
 def _try_add(pm, chunk: str) -> tuple[bool, str]:
@@ -316,9 +332,10 @@ def _strip_error(message: str) -> str:
 
 def _current_or_new_context() -> ir.Context:
     try:
-        return ir.Context.current
+        current = ir.Context.current
     except ValueError:
-        return ir.Context()
+        current = None
+    return current if current is not None else ir.Context()
 
 
 # -- running -------------------------------------------------------------------------------------

@@ -66,6 +66,11 @@ class Option:
             raise TypeError(f"option '{self.name}': type must be one of bool, int, float, str, list[int], list[str]")
 
     @property
+    def default_value(self):
+        """The default as an instance holds it (a fresh list for list options)."""
+        return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
+
+    @property
     def attr(self) -> str:
         return self.name.replace("-", "_")
 
@@ -172,8 +177,7 @@ class Pass:
             setattr(self, opt.attr, opt.check(value, self.name))
         for opt in self.options:
             if opt.attr not in self.__dict__:
-                default = list(opt.default) if isinstance(opt.default, (list, tuple)) else opt.default
-                setattr(self, opt.attr, default)
+                setattr(self, opt.attr, opt.default_value)
 
     # -- construction from text ----------------------------------------------------------------
     @classmethod
@@ -206,7 +210,9 @@ class Pass:
 
     def pipeline_text(self) -> str:
         """This pass as a pipeline element, `name{opt=val ...}` listing non-default options."""
-        changed = [f"{o.name}={o.format(getattr(self, o.attr))}" for o in self.options if getattr(self, o.attr) != o.default]
+        changed = [
+            f"{o.name}={o.format(getattr(self, o.attr))}" for o in self.options if getattr(self, o.attr) != o.default_value
+        ]
         return f"{self.name}{{{' '.join(changed)}}}" if changed else self.name
 
     def __repr__(self) -> str:
@@ -235,6 +241,9 @@ class Pass:
         except VtmlirError as err:
             op.location.emit_error(f"{self.name}: {err}")
             self._failed = True
+        except Exception as exc:  # a bug in the pass: propagates out of PassManager.run
+            exc.add_note(f"in vtmlir pass '{self.name}'")
+            raise
         if self._failed:
             external_pass.signal_pass_failure()
 

@@ -20,20 +20,21 @@ NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 ALLOWED_DIALECTS = ("llvm", "nvvm")
 
 
-def offending_op(module) -> str | None:
-    """The first op that is neither builtin.module nor llvm/nvvm (with its location), or None."""
+def offending_op(root) -> str | None:
+    """The first op under `root` (excluded) that is not llvm/nvvm, with its location; or None."""
     from torch_mlir import ir
 
     found: list[str] = []
+    root_op = root.operation
 
     def visit(op):
         name = op.name
-        if name != "builtin.module" and name.split(".", 1)[0] not in ALLOWED_DIALECTS:
+        if op != root_op and name.split(".", 1)[0] not in ALLOWED_DIALECTS:
             found.append(f"'{name}' at {op.location}")
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    root_op.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found[0] if found else None
 
 
@@ -54,14 +55,35 @@ def to_llvm_ir(mlir_text: str) -> str:
         return str(llvm_dialect.translate_module_to_llvmir(module.operation))
 
 
-def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
-    """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
+_LIBDEVICE_CACHE: dict = {}
+
+
+def _libdevice(path: str):
+    """libdevice parsed once per process (it is ~500 KB of bitcode); linked in with preserve=True."""
+    import llvmlite.binding as llvm
+
+    if path not in _LIBDEVICE_CACHE:
+        with open(path, "rb") as f:
+            lib = llvm.parse_bitcode(f.read())
+        lib.triple = NVPTX_TRIPLE
+        _LIBDEVICE_CACHE[path] = lib
+    return _LIBDEVICE_CACHE[path]
+
+
+def target_machine(chip: str, features: str):
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     target = llvm.Target.from_triple(NVPTX_TRIPLE)
-    machine = target.create_target_machine(cpu=chip, features=features, opt=3)
+    return target.create_target_machine(cpu=chip, features=features, opt=3)
+
+
+def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
+    """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
+    import llvmlite.binding as llvm
+
+    machine = target_machine(chip, features)
 
     module = llvm.parse_assembly(llvm_ir)
     module.triple = NVPTX_TRIPLE
@@ -71,11 +93,9 @@ def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str
         if libdevice is None:
             raise ValueError("the kernel calls libdevice (__nv_*) but libdevice.10.bc was not found "
                              "(install the nvidia-nvvm package)")
-        with open(libdevice, "rb") as f:
-            lib = llvm.parse_bitcode(f.read())
-        lib.triple = NVPTX_TRIPLE
+        lib = _libdevice(libdevice)
         lib.data_layout = module.data_layout
-        module.link_in(lib)
+        module.link_in(lib, preserve=True)
         # Only the kernels stay visible; O3 then drops the unused part of libdevice.
         for fn in module.functions:
             if not fn.is_declaration and fn.name not in own_functions:

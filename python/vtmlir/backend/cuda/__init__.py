@@ -1,0 +1,145 @@
+"""CUDA backend: graph-level module → NVVM kernels → PTX (+ launch configurations and a host program).
+
+    exe = compile_cuda(module, chip="sm_80")
+    exe.kernels            # [CudaKernel(name, function, ptx, grid, block, iteration_space, llvm_ir)]
+    exe.ptx                # {kernel name: PTX text}
+    exe.stages             # {stage name: IR text after it}: "bufferize", then the GPU lowering stages
+    exe.host_program       # HostProgram: allocate / upload constant / launch steps, printable
+    exe.assemble("sm_90")  # {kernel name: cubin bytes}; raises VtmlirError with ptxas's message
+    exe(*tensors)          # runs on GPU 0 (cuda-python driver API; cubins assembled for that GPU's
+                           # arch); VtmlirError("no CUDA device available ...") without one
+
+Pipeline (see `lower.py`, `ptx.py`, `host.py`, `runtime.py`): bufferize (a copy of the input module:
+the caller's module is never modified) → `lower_to_nvvm` (named stages) → per `gpu.module` LLVM IR and
+PTX in a subprocess (a crash of the LLVM translation cannot kill the caller) → `build_host_program`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import VtmlirError
+from ..bufferize import bufferize
+from .host import HostProgram, Launch, build_host_program
+from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, lower_to_nvvm
+from .ptx import kernel_sources, translate_kernels
+from .ptxas import assemble, find_ptxas
+from .runtime import cuda_available
+
+__all__ = [
+    "CudaExecutable", "CudaKernel", "DEFAULT_STAGES", "GpuStage", "HostProgram", "assemble",
+    "compile_cuda", "cuda_available", "find_ptxas", "lower_to_nvvm",
+]
+
+
+@dataclass
+class CudaKernel:
+    """One kernel: `name` is its gpu.module symbol (unique), `function` the entry inside the PTX.
+
+    `iteration_space` holds the trip counts of the parallel loop nest it came from; the first three
+    dimensions are spread over grid × block, the rest are loops inside each thread.
+    """
+
+    name: str
+    function: str
+    ptx: str = field(repr=False)
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    iteration_space: tuple = ()
+    llvm_ir: str = field(default="", repr=False)
+
+    @property
+    def threads(self) -> int:
+        return int(np.prod(self.grid)) * int(np.prod(self.block))
+
+
+class CudaExecutable:
+    """A module compiled for CUDA: kernels with PTX and launch configurations, the host program."""
+
+    def __init__(self, kernels: list[CudaKernel], host_program: HostProgram, stages: dict[str, str],
+                 chip: str):
+        self.kernels = kernels
+        self.host_program = host_program
+        self.stages = stages
+        self.chip = chip
+        self._cubins: dict[str, dict[str, bytes]] = {}
+        self._runtime = None
+
+    @property
+    def ptx(self) -> dict[str, str]:
+        return {k.name: k.ptx for k in self.kernels}
+
+    def assemble(self, arch: str | None = None) -> dict[str, bytes]:
+        """Assemble every kernel with ptxas for `arch` (default: the chip compiled for) → cubins."""
+        arch = arch or self.chip
+        if arch not in self._cubins:
+            self._cubins[arch] = {k.name: assemble(k.ptx, arch, k.name) for k in self.kernels}
+        return self._cubins[arch]
+
+    def __call__(self, *inputs):
+        """Run on GPU 0 with torch tensors or numpy arrays; returns a torch tensor or a tuple of them."""
+        import torch
+
+        if self._runtime is None:
+            if not cuda_available():
+                raise VtmlirError("error: no CUDA device available (no driver or no GPU); the CUDA "
+                                  "executable can be inspected (ptx, host_program) but not run here")
+            from .runtime import CudaRuntime, device_arch
+
+            # A cubin runs only on its own major architecture (sm_80 code does not load on sm_90), so
+            # assemble for the device itself; if this ptxas does not know it, the driver JITs the PTX.
+            try:
+                images = self.assemble(device_arch())
+            except VtmlirError:
+                images = {k.name: k.ptx.encode() for k in self.kernels}
+            self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
+        arrays = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x) for x in inputs]
+        outputs = [torch.from_numpy(a) for a in self._runtime.run(arrays)]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def __repr__(self):
+        return f"CudaExecutable({len(self.kernels)} kernels for {self.chip})"
+
+
+def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
+                 function: str = "main") -> CudaExecutable:
+    """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
+
+    The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
+    """
+    from ...frontend import as_module
+
+    source = as_module(module)
+    num_outputs = _num_results(source, function)
+    work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
+    recorded: dict[str, str] = {}
+    bufferize(work)
+    recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+    lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages)
+    recorded.update(lowering.stages)
+    program = build_host_program(work, num_outputs, function)
+
+    sources = {s.module_name: s for s in kernel_sources(work)}
+    translated = translate_kernels([(name, s.mlir) for name, s in sources.items()], chip=chip)
+    launches: list[Launch] = program.launches()
+    spaces = lowering.iteration_spaces if len(lowering.iteration_spaces) == len(launches) else [()] * len(launches)
+    kernels = []
+    for launch, space in zip(launches, spaces):
+        out = translated[launch.kernel]
+        kernels.append(CudaKernel(launch.kernel, launch.function, out["ptx"], launch.grid, launch.block,
+                                  tuple(space), out["llvm_ir"]))
+    unused = set(sources) - {k.name for k in kernels}
+    if unused:
+        raise VtmlirError(f"error: kernel(s) {', '.join(sorted(unused))} are never launched by @{function}")
+    return CudaExecutable(kernels, program, recorded, chip)
+
+
+def _num_results(module, function: str) -> int:
+    from torch_mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
+            return len(ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results)
+    raise VtmlirError(f"error: the module has no function @{function}")

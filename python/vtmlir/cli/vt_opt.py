@@ -1,0 +1,667 @@
+"""`vt-opt`: vtmlir's `mlir-opt`.
+
+    vt-opt [options] [input.mlir | -]
+
+Reads `.mlir` (a file or stdin), runs a pass pipeline mixing vtmlir passes (`--list-passes`) and
+upstream MLIR passes, and prints the result. Passes are given either as one `--pass-pipeline=` or as
+flags in command-line order: `--vt-stats="json=true" --canonicalize --cse`. Any `--<name>` that is not a
+vt-opt option is taken as a pass name (validated by MLIR), and upstream passes that only run on e.g.
+`func.func` are nested implicitly, like mlir-opt does.
+
+Errors are printed the way mlir-opt prints them (`file:line:col: error: ...` with the source line),
+exit status 1; command-line problems are `vt-opt: error: ...`, exit 1; a bug in vtmlir is one
+`vt-opt: internal error: ...` line, exit 2 (set VTMLIR_DEBUG=1 for the Python traceback).
+
+Design notes:
+- Imports are lazy: `--help` needs no MLIR, and nothing here imports torch.
+- `--split-input-file`: chunks are parsed with their original line numbers (each chunk is padded with
+  the newlines that precede it), so diagnostics and `expected-*` directives refer to the real file.
+- Diagnostics reach one handler on the context (`emit_error_diagnostics` on), parse and verifier
+  errors included; `--verify-diagnostics` matches them against `expected-*` directives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+PROG = "vt-opt"
+DEFAULT_SPLIT_MARKER = "// -----"
+
+USAGE = f"""\
+OVERVIEW: vtmlir modular optimizer driver (like mlir-opt)
+
+USAGE: {PROG} [options] [<input file> | -]
+
+OPTIONS:
+  --pass-pipeline=<pipeline>   textual pipeline, e.g. 'builtin.module(vt-stats, func.func(canonicalize), cse)'
+  --<pass>[=<options>]         add a pass (vtmlir or upstream MLIR), in command-line order,
+                               e.g. --vt-stats='json=true' --canonicalize --cse
+  --list-passes                list vtmlir passes and their options
+  -o <file>                    output file (default: stdout)
+  --split-input-file[=<marker>]
+                               split the input on '// -----' lines and process each chunk separately
+  --verify-diagnostics         check diagnostics against expected-(error|warning|note|remark) directives
+  --mlir-print-ir-after-all    print the IR after every pass (to stderr)
+  --mlir-print-ir-module-scope print the whole module in IR dumps
+  --mlir-print-debuginfo       print locations
+  --mlir-print-op-generic      print ops in generic form
+  --mlir-timing                report pass timing
+  --mlir-disable-threading     run passes single-threaded
+  --dump-pass-pipeline         print the pass pipeline before running it
+  --verify-each[=<bool>]       verify the IR after each pass (default: true)
+  --allow-unregistered-dialect allow ops of unregistered dialects
+  --version                    print the vtmlir version
+  -h, --help                   print this help
+"""
+
+_BOOL_FLAGS = {
+    "verify-diagnostics": "verify_diagnostics",
+    "mlir-print-ir-after-all": "print_ir_after_all",
+    "mlir-print-ir-module-scope": "print_module_scope",
+    "mlir-print-debuginfo": "print_debuginfo",
+    "mlir-print-op-generic": "print_generic",
+    "mlir-timing": "timing",
+    "mlir-disable-threading": "disable_threading",
+    "dump-pass-pipeline": "dump_pass_pipeline",
+    "verify-each": "verify_each",
+    "allow-unregistered-dialect": "allow_unregistered",
+    "list-passes": "list_passes",
+    "help": "help",
+    "h": "help",
+    "version": "version",
+}
+
+
+class UsageError(Exception):
+    """A command-line problem: printed as `vt-opt: error: ...`, exit 1."""
+
+
+@dataclass
+class Options:
+    input: str | None = None
+    output: str = "-"
+    pass_pipeline: str | None = None
+    pass_flags: list = field(default_factory=list)  # (flag text, name, options text or None)
+    split_marker: str | None = None
+    verify_diagnostics: bool = False
+    print_ir_after_all: bool = False
+    print_module_scope: bool = False
+    print_debuginfo: bool = False
+    print_generic: bool = False
+    timing: bool = False
+    disable_threading: bool = False
+    dump_pass_pipeline: bool = False
+    verify_each: bool = True
+    allow_unregistered: bool = False
+    list_passes: bool = False
+    help: bool = False
+    version: bool = False
+
+
+def _parse_bool(flag: str, value: str) -> bool:
+    low = value.lower()
+    if low in ("true", "1", "on", "yes", ""):
+        return True
+    if low in ("false", "0", "off", "no"):
+        return False
+    raise UsageError(f"invalid value '{value}' for '{flag}': expected true or false")
+
+
+def parse_args(argv: list[str]) -> Options:
+    opts = Options()
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            positional.extend(argv[i:])
+            break
+        if arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+            continue
+        body = arg[2:] if arg.startswith("--") else arg[1:]
+        key, eq, value = body.partition("=")
+
+        def take_value() -> str:
+            nonlocal i
+            if eq:
+                return value
+            if i >= len(argv):
+                raise UsageError(f"option '{arg}' requires a value")
+            i += 1
+            return argv[i - 1]
+
+        if key == "o":
+            opts.output = take_value()
+        elif key == "pass-pipeline":
+            opts.pass_pipeline = take_value()
+        elif key == "split-input-file":
+            opts.split_marker = value if eq and value else DEFAULT_SPLIT_MARKER
+        elif key in _BOOL_FLAGS:
+            setattr(opts, _BOOL_FLAGS[key], _parse_bool(arg, value) if eq else True)
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", key):
+            opts.pass_flags.append((arg, key, value if eq else None))
+        else:
+            raise UsageError(f"unknown command line argument '{arg}'; try '{PROG} --help'")
+    if len(positional) > 1:
+        raise UsageError(f"too many positional arguments: {' '.join(positional)} (expected one input file)")
+    opts.input = positional[0] if positional else "-"
+    if opts.pass_pipeline is not None and opts.pass_flags:
+        raise UsageError(
+            f"'--pass-pipeline' can't be used with individual pass options ({opts.pass_flags[0][0]})"
+        )
+    return opts
+
+
+# -- pass listing --------------------------------------------------------------------------------
+
+
+def list_passes_text() -> str:
+    from vtmlir.passes import all_passes
+
+    lines = ["Available vtmlir passes (run on builtin.module):"]
+    for name, cls in all_passes().items():
+        lines.append(f"  --{name:<30} {cls.summary}")
+        for opt in cls.options:
+            default = opt.format(opt.default)
+            lines.append(f"      {opt.name + '=<' + opt.type_name + '>':<30} {opt.help} (default: {default})")
+    lines += [
+        "",
+        "Options are given as --<pass>='opt=value other' or in a pipeline as <pass>{opt=value other}.",
+        "Upstream MLIR passes and pass pipelines (e.g. --canonicalize, --cse, --convert-linalg-to-loops,",
+        "'func.func(canonicalize)') are accepted too; see the MLIR pass documentation for those.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- pipeline --------------------------------------------------------------------------------------
+
+
+def build_pipeline(opts: Options):
+    from vtmlir.errors import VtmlirError
+    from vtmlir.passes.pipeline import Pipeline, parse_pipeline
+
+    if opts.pass_pipeline is not None:
+        return parse_pipeline(opts.pass_pipeline)
+    elements = []
+    for flag, name, options in opts.pass_flags:
+        text = name if options is None else f"{name}{{{options}}}"
+        try:
+            elements.extend(parse_pipeline(text, implicit_nesting=True).elements)
+        except VtmlirError as err:
+            first = str(err).splitlines()[0]
+            message = first.split(" error: ", 1)[-1]
+            if "does not refer to a registered pass" in message:
+                raise UsageError(
+                    f"unknown command line option or pass '{flag}' "
+                    f"(see '{PROG} --help' and '{PROG} --list-passes')"
+                ) from None
+            raise UsageError(f"{flag}: {message}") from None
+    return Pipeline(elements, ",".join(e.text() for e in elements), implicit_nesting=True)
+
+
+# -- diagnostics -----------------------------------------------------------------------------------
+
+_FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+_SEVERITY_NAMES = ("error", "warning", "note", "remark")
+
+
+@dataclass
+class Diag:
+    severity: str
+    message: str
+    location: str  # raw loc text
+    file: str | None
+    line: int
+    col: int
+    notes: list = field(default_factory=list)
+
+
+def _to_diag(d) -> Diag:
+    from torch_mlir import ir
+
+    severity = {
+        ir.DiagnosticSeverity.ERROR: "error",
+        ir.DiagnosticSeverity.WARNING: "warning",
+        ir.DiagnosticSeverity.NOTE: "note",
+        ir.DiagnosticSeverity.REMARK: "remark",
+    }.get(d.severity, "error")
+    loc = str(d.location)
+    m = _FILE_LOC.search(loc)
+    file, line, col = (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
+    return Diag(severity, str(d.message), loc, file, line, col, [_to_diag(n) for n in d.notes])
+
+
+class Source:
+    """The input buffer: its name (as diagnostics show it) and lines for caret printing."""
+
+    def __init__(self, name: str, text: str):
+        self.name = name
+        self.text = text
+        self.lines = text.split("\n")
+
+    def render(self, severity: str, message: str, file: str | None, line: int, col: int, loc_text: str = "") -> str:
+        if file is None:
+            where = self.name if loc_text in ("", "loc(unknown)") else loc_text
+            return f"{where}: {severity}: {message}"
+        head = f"{file}:{line}:{col}: {severity}: {message}"
+        if file == self.name and 1 <= line <= len(self.lines) and col >= 1:
+            src = self.lines[line - 1].rstrip("\r")
+            return f"{head}\n{src}\n{' ' * (col - 1)}^"
+        return head
+
+    def render_diag(self, d: Diag) -> str:
+        out = [self.render(d.severity, d.message, d.file, d.line, d.col, d.location)]
+        previous = d.location
+        for n in d.notes:
+            note = self.render(n.severity, n.message, n.file, n.line, n.col, n.location)
+            # Like mlir-opt, a note at the same place as what it annotates does not repeat the source.
+            out.append(note.split("\n", 1)[0] if n.location == previous else note)
+            previous = n.location
+        return "\n".join(out)
+
+
+# -- --verify-diagnostics -------------------------------------------------------------------------
+
+_EXPECTED = re.compile(r"expected-(error|note|remark|warning)(-re)? *(@([+-][0-9]+|above|below))? *\{\{(.*)\}\}")
+
+
+@dataclass
+class Expected:
+    severity: str
+    text: str
+    regex: re.Pattern | None
+    line: int  # line the diagnostic must be on (1-based, original file)
+    directive_line: int
+    directive_col: int
+    matched: bool = False
+
+    def matches(self, message: str) -> bool:
+        return bool(self.regex.search(message)) if self.regex is not None else self.text in message
+
+
+def _regex_from(text: str) -> re.Pattern:
+    """MLIR's `-re` form: literal text with `{{regex}}` pieces."""
+    parts, pos = [], 0
+    while True:
+        start = text.find("{{", pos)
+        if start < 0:
+            parts.append(re.escape(text[pos:]))
+            break
+        end = text.find("}}", start + 2)
+        if end < 0:
+            parts.append(re.escape(text[pos:]))
+            break
+        parts.append(re.escape(text[pos:start]))
+        parts.append("(?:" + text[start + 2 : end] + ")")
+        pos = end + 2
+    return re.compile("".join(parts))
+
+
+def parse_expected(text: str) -> list[Expected]:
+    """Scan `text` (a padded chunk: line numbers are the file's) for expected-* directives."""
+    expected: list[Expected] = []
+    below: list[Expected] = []
+    last_plain = 0
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        lineno = index + 1
+        m = _EXPECTED.search(line)
+        if not m:
+            if line.strip():
+                for e in below:
+                    e.line = lineno
+                below.clear()
+                last_plain = lineno
+            elif below:
+                # mlir-opt applies @below to the next line without a directive, blank or not.
+                for e in below:
+                    e.line = lineno
+                below.clear()
+                last_plain = lineno
+            else:
+                last_plain = lineno
+            continue
+        severity, is_re, _, offset, body = m.groups()
+        try:
+            regex = _regex_from(body) if is_re else None
+        except re.error as err:
+            raise _DirectiveError(lineno, m.start() + 1, f"invalid regex in expected-{severity}-re: {err}") from None
+        e = Expected(severity, body, regex, lineno, lineno, m.start() + 1)
+        if offset:
+            if offset[0] in "+-":
+                e.line = lineno + int(offset)
+            elif offset == "above":
+                e.line = last_plain
+            else:
+                e.line = len(lines)
+                below.append(e)
+        expected.append(e)
+    return expected
+
+
+class _DirectiveError(Exception):
+    def __init__(self, line: int, col: int, message: str):
+        super().__init__(message)
+        self.line, self.col = line, col
+
+
+def verify_diagnostics(diags: list[Diag], expected: list[Expected], source: Source) -> list[str]:
+    """mlir-opt's -verify-diagnostics: the problems found (empty when everything matched)."""
+    problems: list[str] = []
+
+    def process(d: Diag):
+        if d.file is None or d.file != source.name:
+            problems.append(source.render("error", f"unexpected {d.severity}: {d.message}", d.file, d.line, d.col, d.location))
+            return
+        near = None
+        for e in expected:
+            if e.line != d.line or not e.matches(d.message):
+                continue
+            if e.severity != d.severity:
+                near = e
+                continue
+            e.matched = True
+            return
+        if near is not None:
+            problems.append(
+                source.render(
+                    "error",
+                    f"'{d.severity}' diagnostic emitted when expecting a '{near.severity}'",
+                    source.name,
+                    near.directive_line,
+                    near.directive_col,
+                )
+            )
+        else:
+            problems.append(source.render("error", f"unexpected {d.severity}: {d.message}", d.file, d.line, d.col))
+
+    for d in diags:
+        process(d)
+        for n in d.notes:
+            if not n.message.startswith("see current operation:"):
+                process(n)
+    for e in expected:
+        if not e.matched:
+            problems.append(
+                source.render(
+                    "error",
+                    f'expected {e.severity} "{e.text}" was not produced',
+                    source.name,
+                    e.directive_line,
+                    e.directive_col,
+                )
+            )
+    return problems
+
+
+# -- processing ------------------------------------------------------------------------------------
+
+
+def split_chunks(text: str, marker: str | None) -> list[tuple[str, int]]:
+    """(chunk text padded to its original line numbers, first line) per chunk."""
+    if marker is None:
+        return [(text, 1)]
+    lines = text.split("\n")
+    chunks, start = [], 0
+    for index, line in enumerate(lines):
+        if line.strip().startswith(marker) and line.strip()[len(marker) :].strip("-").strip() == "":
+            chunks.append((start, index))
+            start = index + 1
+    chunks.append((start, len(lines)))
+    return [("\n" * s + "\n".join(lines[s:e]), s + 1) for s, e in chunks]
+
+
+def _parse_module(text: str, name: str, ctx):
+    """Parse like mlir-opt: one top-level builtin.module is the module, anything else gets wrapped."""
+    from torch_mlir import ir
+
+    op = ir.Operation.parse(text, source_name=name, context=ctx)
+    if op.operation.name == "builtin.module":
+        return op.operation
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        module.body.append(op.operation)
+        return module.operation
+
+
+_TOP_LEVEL_DEF = re.compile(r"^\s*[#!][\w$.\-]+\s*=")
+
+
+def _wrap_in_module(text: str) -> str:
+    """Wrap several top-level ops in `module { ... }` like mlir-opt's implicit module, without moving
+    any line: `module {` goes on the blank or comment line just before the first op (after attribute
+    and type aliases, which must stay outside), else in front of that op's line; `}` goes at the end,
+    before a `{-# ... #-}` resource section if there is one."""
+    lines = text.split("\n")
+
+    def is_trivia(line: str) -> bool:
+        stripped = line.strip()
+        return not stripped or stripped.startswith("//")
+
+    first_op = next(
+        (i for i, line in enumerate(lines) if not is_trivia(line) and not _TOP_LEVEL_DEF.match(line)), len(lines)
+    )
+    if first_op > 0 and is_trivia(lines[first_op - 1]):
+        lines[first_op - 1] = "module {" + lines[first_op - 1]
+    elif first_op < len(lines):
+        lines[first_op] = "module {" + lines[first_op]
+    else:
+        lines.append("module {")
+    for i in range(first_op, len(lines)):
+        if lines[i].lstrip().startswith("{-#"):
+            lines[i] = "}" + lines[i]
+            return "\n".join(lines)
+    return "\n".join(lines) + "\n}"
+
+
+class Driver:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.pipeline = None
+
+    def run(self) -> int:
+        opts = self.opts
+        name, text = self._read_input()
+        source = Source(name, text)
+
+        from torch_mlir import ir
+
+        from vtmlir.context import make_context
+
+        self.pipeline = build_pipeline(opts) if (opts.pass_pipeline is not None or opts.pass_flags) else None
+        if opts.dump_pass_pipeline and self.pipeline is not None:
+            sys.stderr.write(f"Pass Manager with {len(self.pipeline.elements)} passes:\n{self.pipeline.text()}\n")
+
+        outputs: list[str] = []
+        ok = True
+        for chunk, _first_line in split_chunks(text, opts.split_marker):
+            ctx = make_context()
+            if opts.allow_unregistered:
+                ctx.allow_unregistered_dialects = True
+            if opts.disable_threading or (opts.print_ir_after_all and opts.print_module_scope):
+                ctx.enable_multithreading(False)
+            chunk_ok, out = self._process_chunk(chunk, source, ctx, ir)
+            ok &= chunk_ok
+            if out is not None:
+                outputs.append(out)
+        result = "// -----\n".join(outputs)
+        self._write_output(result, ok)
+        return 0 if ok else 1
+
+    def _read_input(self) -> tuple[str, str]:
+        path = self.opts.input
+        if path == "-":
+            return "<stdin>", sys.stdin.read()
+        try:
+            with open(path, encoding="utf-8") as f:
+                return path, f.read()
+        except OSError as err:
+            raise UsageError(f"could not open input file '{path}': {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"could not read input file '{path}': not UTF-8 text") from None
+
+    def _write_output(self, text: str, ok: bool) -> None:
+        path = self.opts.output
+        if path == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        if not ok:
+            return  # like mlir-opt: the output file is only kept on success
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as err:
+            raise UsageError(f"could not open output file '{path}': {err.strerror}") from None
+
+    def _process_chunk(self, chunk: str, source: Source, ctx, ir) -> tuple[bool, str | None]:
+        opts = self.opts
+        diags: list[Diag] = []
+
+        def handler(d):
+            diag = _to_diag(d)
+            diags.append(diag)
+            if not opts.verify_diagnostics and not buffering:
+                sys.stderr.write(source.render_diag(diag) + "\n")
+                sys.stderr.flush()
+            return True
+
+        buffering = True
+        ctx.emit_error_diagnostics = True
+        handle = ctx.attach_diagnostic_handler(handler)
+        try:
+            module = None
+            try:
+                module = _parse_module(chunk, source.name, ctx)
+            except ir.MLIRError:
+                if len(diags) == 1 and "source must contain a single top-level operation" in diags[0].message:
+                    diags.clear()
+                    try:
+                        module = _parse_module(_wrap_in_module(chunk), source.name, ctx)
+                    except ir.MLIRError:
+                        module = None
+            buffering = False
+            if not opts.verify_diagnostics:
+                for d in diags:
+                    sys.stderr.write(source.render_diag(d) + "\n")
+                sys.stderr.flush()
+
+            failed = module is None
+            if module is not None and self.pipeline is not None:
+                failed = not self._run_passes(module, ctx, ir, diags, source)
+
+            output = None
+            if not failed:
+                output = module.get_asm(
+                    enable_debug_info=opts.print_debuginfo,
+                    print_generic_op_form=opts.print_generic,
+                    assume_verified=True,
+                )
+                if not output.endswith("\n"):
+                    output += "\n"
+            if opts.verify_diagnostics:
+                try:
+                    expected = parse_expected(chunk)
+                except _DirectiveError as err:
+                    sys.stderr.write(source.render("error", str(err), source.name, err.line, err.col) + "\n")
+                    return False, output
+                problems = verify_diagnostics(diags, expected, source)
+                for p in problems:
+                    sys.stderr.write(p + "\n")
+                sys.stderr.flush()
+                return not problems, output
+            if failed and not any(d.severity == "error" for d in diags):
+                sys.stderr.write(f"{source.name}: error: pass pipeline failed without a diagnostic\n")
+            return not failed, output
+        finally:
+            handle.detach()
+
+    def _run_passes(self, module, ctx, ir, diags, source) -> bool:
+        opts = self.opts
+        pm = self.pipeline.to_pass_manager(ctx)
+        if not opts.verify_each:
+            pm.enable_verifier(False)
+        if opts.print_ir_after_all:
+            pm.enable_ir_printing(
+                print_after_all=True,
+                print_module_scope=opts.print_module_scope,
+                enable_debug_info=opts.print_debuginfo,
+                print_generic_op_form=opts.print_generic,
+            )
+        if opts.timing:
+            pm.enable_timing()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pm.run(module)
+            return True
+        except ir.MLIRError:
+            return False
+        finally:
+            sys.stderr.flush()
+            del pm  # timing reports print when the pass manager goes away
+
+
+# -- entry point -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        opts = parse_args(argv)
+        if opts.help:
+            sys.stdout.write(USAGE)
+            return 0
+        if opts.version:
+            from vtmlir import __version__
+
+            sys.stdout.write(f"vt-opt (vtmlir) {__version__}\n")
+            return 0
+        if opts.list_passes:
+            sys.stdout.write(list_passes_text())
+            return 0
+        return Driver(opts).run()
+    except UsageError as err:
+        _stderr(f"{PROG}: error: {err}")
+        return 1
+    except KeyboardInterrupt:
+        _stderr(f"{PROG}: interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the one place every failure ends up
+        from vtmlir.errors import VtmlirError
+
+        if isinstance(exc, VtmlirError):
+            text = str(exc)
+            _stderr(text if re.match(r"^\S*:\d+:\d+: |^[^\s:]+: error: ", text) else f"{PROG}: {text}")
+            return 1
+        if os.environ.get("VTMLIR_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        notes = "; ".join(getattr(exc, "__notes__", []) or [])
+        where = f" ({notes})" if notes else ""
+        summary = str(exc).splitlines()[0] if str(exc) else ""
+        _stderr(
+            f"{PROG}: internal error: {type(exc).__name__}: {summary}{where} "
+            "-- this is a bug in vtmlir; rerun with VTMLIR_DEBUG=1 for the Python traceback"
+        )
+        return 2
+
+
+def _stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text.rstrip("\n") + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""CUDA backend: PTX per kernel (ptxas for sm_80 and sm_90), launch configurations, host program,
+crash-safe LLVM translation, and (where a GPU exists) numerics against PyTorch."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from vtmlir.backend.cuda import compile_cuda, cuda_available
+from vtmlir.backend.cuda import ptx as ptx_module
+from vtmlir.backend.cuda.host import Launch, MemrefView, UploadConstant, build_host_program
+from vtmlir.backend.cuda.ptx import check_llvm_only, translate_kernels
+from vtmlir.backend.cuda.ptxas import assemble
+from vtmlir.errors import VtmlirError
+from vtmlir.frontend import as_module, import_torch
+
+
+class ConvBnReluResidual(torch.nn.Module):
+    def __init__(self, channels=4):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(channels)
+        with torch.no_grad():  # non-trivial running statistics
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)) + x)
+
+
+class AttentionBlock(torch.nn.Module):
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.norm = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        return x + torch.nn.functional.gelu(self.out(y))
+
+
+class ReductionMix(torch.nn.Module):
+    """A full reduction (no parallel dimension: becomes a one-thread kernel) and a row reduction."""
+
+    def forward(self, x):
+        return (x * 2).sum() + x.mean(), torch.exp(x).amax(dim=1)
+
+
+CASES = {
+    "conv_bn_relu_residual": (ConvBnReluResidual, (1, 4, 8, 8)),
+    "attention": (AttentionBlock, (2, 8, 16)),
+    "reduction_mix": (ReductionMix, (4, 5)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def compiled(request):
+    torch.manual_seed(0)
+    cls, shape = CASES[request.param]
+    model = cls().eval()
+    x = torch.randn(*shape)
+    module = import_torch(model, x)
+    before = str(module)
+    exe = compile_cuda(module, chip="sm_80")
+    assert str(module) == before, "compile_cuda must not modify the caller's module"
+    return model, x, exe
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_kernel_assembles(compiled, arch):
+    _, _, exe = compiled
+    assert exe.kernels
+    cubins = exe.assemble(arch)
+    assert set(cubins) == set(exe.ptx)
+    for name, cubin in cubins.items():
+        assert cubin[:4] == b"\x7fELF", name
+    for kernel in exe.kernels:
+        assert ".target sm_80" in kernel.ptx
+        assert f".entry {kernel.function}(" in kernel.ptx
+        assert ".extern" not in kernel.ptx, "libdevice must be linked: no unresolved external functions"
+
+
+def test_launch_configuration_covers_iteration_space(compiled):
+    _, _, exe = compiled
+    for kernel in exe.kernels:
+        assert kernel.iteration_space, kernel.name
+        assert all(isinstance(n, int) and n > 0 for n in kernel.iteration_space)
+        mapped = kernel.iteration_space[:3]
+        for axis in range(3):
+            covered = kernel.grid[axis] * kernel.block[axis]
+            if axis < len(mapped):
+                assert covered >= mapped[axis], (kernel.name, kernel.grid, kernel.block, mapped)
+            else:
+                assert covered == 1, (kernel.name, kernel.grid, kernel.block)
+        assert kernel.threads >= int(np.prod(mapped))
+
+
+def test_host_program_is_consistent(compiled):
+    model, x, exe = compiled
+    program = exe.host_program
+    assert len(program.inputs) == 1 and program.outputs
+    launched = [step.kernel for step in program.steps if isinstance(step, Launch)]
+    assert launched == [k.name for k in exe.kernels]
+    known = set(program.buffers)
+    for step in program.launches():
+        assert len(step.params()) == len(step.param_types)
+        for arg in step.args:
+            if isinstance(arg, MemrefView):
+                assert arg.buffer in known
+                buf = program.buffers[arg.buffer]
+                # the view stays inside its buffer
+                last = arg.offset + sum((s - 1) * st for s, st in zip(arg.sizes, arg.strides))
+                assert 0 <= arg.offset and last < max(1, int(np.prod(buf.shape)))
+    # Every weight of the model is uploaded bit for bit.
+    uploaded = [step.data for step in program.steps if isinstance(step, UploadConstant)]
+    for name, param in model.state_dict().items():
+        if param.dtype.is_floating_point and param.numel() > 1:
+            assert any(u.shape == tuple(param.shape) and np.array_equal(u, param.numpy()) for u in uploaded), name
+    assert "launch" in str(program)
+
+
+def test_stages_are_recorded(compiled):
+    _, _, exe = compiled
+    assert list(exe.stages)[:2] == ["bufferize", "strip-runtime-asserts"]
+    assert list(exe.stages)[-1] == "to-nvvm"
+    assert "gpu.launch_func" in exe.stages["to-nvvm"] and "nvvm.read.ptx.sreg" in exe.stages["to-nvvm"]
+    assert "scf.parallel" in exe.stages["parallel-loops"]
+
+
+def test_libdevice_is_linked_for_math_functions():
+    torch.manual_seed(0)
+    exe = compile_cuda(import_torch(AttentionBlock().eval(), torch.randn(2, 8, 16)))
+    calls = [k for k in exe.kernels if "__nv_" in k.llvm_ir]
+    assert calls, "softmax/gelu should call libdevice (__nv_expf, __nv_erff)"
+    for kernel in calls:
+        assert ".extern" not in kernel.ptx
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+def test_runs_on_gpu_like_pytorch(compiled):
+    model, x, exe = compiled
+    got = exe(x)
+    want = model(x)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w.detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_call_without_gpu_raises_clear_error(compiled):
+    if cuda_available():
+        pytest.skip("a CUDA device is present")
+    _, x, exe = compiled
+    with pytest.raises(VtmlirError, match="no CUDA device available"):
+        exe(x)
+
+
+NON_LLVM = """
+module attributes {llvm.target_triple = "nvptx64-nvidia-cuda"} {
+  llvm.func @k(%arg0: i64) attributes {nvvm.kernel} {
+    %0 = builtin.unrealized_conversion_cast %arg0 : i64 to index
+    %1 = arith.addi %0, %0 : index
+    llvm.return
+  }
+}
+"""
+
+
+def test_translation_refuses_non_llvm_ops():
+    with pytest.raises(VtmlirError, match="builtin.unrealized_conversion_cast.*not in the LLVM or NVVM"):
+        check_llvm_only(NON_LLVM, "k")
+    # The subprocess worker refuses it too (it never reaches translate_module_to_llvmir).
+    with pytest.raises(VtmlirError, match="kernel k: .*unrealized_conversion_cast"):
+        translate_kernels([("k", NON_LLVM)])
+
+
+def test_translation_crash_becomes_error(monkeypatch):
+    crash = ("import os, signal, sys; sys.stderr.write('translating second\\n'); sys.stderr.flush(); "
+             f"os.kill(os.getpid(), {int(signal.SIGSEGV)})")
+    monkeypatch.setattr(ptx_module, "TRANSLATE_COMMAND", [sys.executable, "-c", crash])
+    with pytest.raises(VtmlirError, match=r"kernel second: the LLVM translation crashed \(signal 11\)"):
+        translate_kernels([("first", "module {}"), ("second", "module {}")])
+
+
+def test_ptxas_reports_invalid_ptx():
+    with pytest.raises(VtmlirError, match="ptxas rejected kernel broken for sm_80"):
+        assemble(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { bogus; }\n",
+                 "sm_80", "broken")
+
+
+def test_host_program_names_unsupported_op():
+    module = as_module("""
+    func.func @main(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
+      %c0 = arith.constant 0 : index
+      %0 = memref.load %arg0[%c0] : memref<4xf32>
+      memref.store %0, %arg1[%c0] : memref<4xf32>
+      return
+    }""")
+    with pytest.raises(VtmlirError, match="op 'memref.load' in the host function is not supported"):
+        build_host_program(module, num_outputs=1)
