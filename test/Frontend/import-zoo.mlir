@@ -12,7 +12,9 @@
 
 // TORCH-LABEL: func.func @main(
 // TORCH-SAME:    !torch.vtensor<[1,{{[0-9]+}}],f32>
-// TORCH:         torch.aten.linear
+// TORCH:         torch.aten.mm
+// TORCH:         torch.aten.gelu
+// TORCH-NOT:     linalg.
 
 // CONV-LABEL: func.func @main(
 // CONV:         tensor.pad

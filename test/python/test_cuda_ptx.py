@@ -17,36 +17,7 @@ from vtmlir.backend.cuda.ptx import check_llvm_only, translate_kernels
 from vtmlir.backend.cuda.ptxas import assemble
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import as_module, import_torch
-
-
-class ConvBnReluResidual(torch.nn.Module):
-    def __init__(self, channels=4):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(channels, channels, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(channels)
-        with torch.no_grad():  # non-trivial running statistics
-            self.bn.running_mean.uniform_(-0.5, 0.5)
-            self.bn.running_var.uniform_(0.5, 1.5)
-
-    def forward(self, x):
-        return torch.relu(self.bn(self.conv(x)) + x)
-
-
-class AttentionBlock(torch.nn.Module):
-    def __init__(self, dim=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.norm = torch.nn.LayerNorm(dim)
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.out = torch.nn.Linear(dim, dim)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.norm(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        return x + torch.nn.functional.gelu(self.out(y))
+from vtmlir.models import ZOO
 
 
 class ReductionMix(torch.nn.Module):
@@ -56,24 +27,22 @@ class ReductionMix(torch.nn.Module):
         return (x * 2).sum() + x.mean(), torch.exp(x).amax(dim=1)
 
 
-CASES = {
-    "conv_bn_relu_residual": (ConvBnReluResidual, (1, 4, 8, 8)),
-    "attention": (AttentionBlock, (2, 8, 16)),
-    "reduction_mix": (ReductionMix, (4, 5)),
-}
+def _build(name):
+    if name == "reduction_mix":
+        torch.manual_seed(0)
+        return ReductionMix().eval(), (torch.randn(4, 5),)
+    return ZOO[name].build(batch=1, seed=0)
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
+# Every zoo model, plus a full reduction (a kernel with no parallel dimension).
+@pytest.fixture(scope="module", params=[*ZOO, "reduction_mix"])
 def compiled(request):
-    torch.manual_seed(0)
-    cls, shape = CASES[request.param]
-    model = cls().eval()
-    x = torch.randn(*shape)
-    module = import_torch(model, x)
+    model, inputs = _build(request.param)
+    module = import_torch(model, *inputs)
     before = str(module)
     exe = compile_cuda(module, chip="sm_80")
     assert str(module) == before, "compile_cuda must not modify the caller's module"
-    return model, x, exe
+    return model, inputs, exe
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -106,9 +75,9 @@ def test_launch_configuration_covers_iteration_space(compiled):
 
 
 def test_host_program_is_consistent(compiled):
-    model, x, exe = compiled
+    model, inputs, exe = compiled
     program = exe.host_program
-    assert len(program.inputs) == 1 and program.outputs
+    assert len(program.inputs) == len(inputs) and program.outputs
     launched = [step.kernel for step in program.steps if isinstance(step, Launch)]
     assert launched == [k.name for k in exe.kernels]
     known = set(program.buffers)
@@ -138,8 +107,8 @@ def test_stages_are_recorded(compiled):
 
 
 def test_libdevice_is_linked_for_math_functions():
-    torch.manual_seed(0)
-    exe = compile_cuda(import_torch(AttentionBlock().eval(), torch.randn(2, 8, 16)))
+    model, inputs = ZOO["transformer_block"].build(batch=1, seed=0)
+    exe = compile_cuda(import_torch(model, *inputs))
     calls = [k for k in exe.kernels if "__nv_" in k.llvm_ir]
     assert calls, "softmax/gelu should call libdevice (__nv_expf, __nv_erff)"
     for kernel in calls:
@@ -148,9 +117,10 @@ def test_libdevice_is_linked_for_math_functions():
 
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 def test_runs_on_gpu_like_pytorch(compiled):
-    model, x, exe = compiled
-    got = exe(x)
-    want = model(x)
+    model, inputs, exe = compiled
+    got = exe(*inputs)
+    with torch.no_grad():
+        want = model(*inputs)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     for g, w in zip(got, want):
@@ -160,9 +130,9 @@ def test_runs_on_gpu_like_pytorch(compiled):
 def test_call_without_gpu_raises_clear_error(compiled):
     if cuda_available():
         pytest.skip("a CUDA device is present")
-    _, x, exe = compiled
+    _, inputs, exe = compiled
     with pytest.raises(VtmlirError, match="no CUDA device available"):
-        exe(x)
+        exe(*inputs)
 
 
 NON_LLVM = """
