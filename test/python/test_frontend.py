@@ -7,7 +7,7 @@ import torch
 
 import vtmlir
 from vtmlir import UnsupportedOpError, VtmlirError
-from vtmlir.backend.pipeline import walk_ops
+from vtmlir.ir_utils import walk_ops
 
 
 class Block(torch.nn.Module):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
-from .pipeline import run_pipeline, walk_ops
+from ..ir_utils import walk_ops
+from ..passes import run_pipeline
 
 GRAPH_TO_KERNELS = (
     "builtin.module("
@@ -23,7 +24,7 @@ GRAPH_TO_KERNELS = (
 
 def bufferize(module: ir.Module) -> None:
     """Bufferize `module` in place (tensors → memrefs, results → trailing out-params)."""
-    run_pipeline(module, GRAPH_TO_KERNELS, "bufferizing (graph level → kernel level)")
+    run_pipeline(module, GRAPH_TO_KERNELS, what="bufferizing (graph level → kernel level)")
     copies_to_linalg(module)
 
 

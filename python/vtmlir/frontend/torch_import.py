@@ -8,14 +8,13 @@ the op and the Python source line it came from instead of torch-mlir's generic p
 
 from __future__ import annotations
 
-import contextlib
-import io
 import warnings
 
-from torch_mlir import ir, passmanager
+from torch_mlir import ir
 
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
+from ..passes import run_pipeline
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
@@ -69,12 +68,12 @@ def import_torch(
         importer.import_frozen_program(program, func_name=func_name)
     mod = importer.module
 
-    _run(mod, _TORCH_BACKEND, "lowering to the torch backend contract")
+    run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
     if output_type == "torch":
         return mod
     torch_level = mod.operation.clone()
     try:
-        _run(mod, _LINALG_BACKEND, "lowering torch to linalg-on-tensors")
+        run_pipeline(mod, _LINALG_BACKEND, what="lowering torch to linalg-on-tensors")
     except VtmlirError as err:
         raise _explain_lowering_failure(torch_level, err) from None
     return mod
@@ -89,38 +88,12 @@ def _as_torch(value):
     return value
 
 
-def _run(module: ir.Module, pipeline: str, what: str) -> None:
-    """Run a pipeline, collecting its diagnostics into a VtmlirError instead of stderr."""
-    diagnostics: list[str] = []
-
-    def handler(diag):
-        from ..errors import format_diagnostic
-
-        diagnostics.append(format_diagnostic(diag))
-        return True  # handled: keep it off stderr
-
-    with module.context:
-        handle = module.context.attach_diagnostic_handler(handler)
-        try:
-            pm = passmanager.PassManager.parse(pipeline)
-            with contextlib.redirect_stderr(io.StringIO()):
-                pm.run(module.operation)
-        except ir.MLIRError as err:
-            from ..errors import format_diagnostic
-
-            lines = diagnostics or [format_diagnostic(d) for d in err.error_diagnostics]
-            raise VtmlirError("\n".join(lines + [f"note: while {what}"])) from None
-        finally:
-            handle.detach()
-
-
 def _explain_lowering_failure(torch_level, err: VtmlirError) -> VtmlirError:
     """Name the torch ops that have no linalg lowering (with their source lines)."""
     module = ir.Module.parse(torch_level.get_asm(enable_debug_info=True), torch_level.context)
     try:
-        with module.context:
-            passmanager.PassManager.parse(_PARTIAL_TO_LINALG).run(module.operation)
-    except ir.MLIRError:
+        run_pipeline(module, _PARTIAL_TO_LINALG)
+    except VtmlirError:
         return err
     leftovers: list[tuple[str, str]] = []
 

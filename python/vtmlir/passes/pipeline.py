@@ -351,10 +351,12 @@ def run_pipeline(
     print_module_scope: bool = False,
     verify_each: bool = True,
     implicit_nesting: bool = False,
+    what: str | None = None,
 ) -> None:
     """Run a (mixed) pipeline on `module` (an `ir.Module` or its `builtin.module` operation) in place.
 
-    Raises a `VtmlirError` listing the diagnostics (`file:line:col: error: ...`) when a pass fails.
+    Raises a `VtmlirError` listing the diagnostics (`file:line:col: error: ...`) when a pass fails;
+    `what` (e.g. "bufferizing") is added as a note saying which step of vtmlir ran the pipeline.
     `print_ir_after_all` dumps the IR to stderr after every pass, like `--mlir-print-ir-after-all`.
     """
     op = module.operation if isinstance(module, ir.Module) else module
@@ -382,7 +384,9 @@ def run_pipeline(
         try:
             pm.run(op)
         except ir.MLIRError as err:
-            lines = [format_diagnostic(d) for d in err.error_diagnostics]
-            raise VtmlirError("\n".join(lines) or f"error: {err.message}") from None
+            lines = [format_diagnostic(d) for d in err.error_diagnostics] or [f"error: {err.message}"]
+            if what:
+                lines.append(f"note: while {what}")
+            raise VtmlirError("\n".join(lines)) from None
         finally:
             sys.stderr.flush()

@@ -9,11 +9,13 @@ Classification (graph level = linalg-on-tensors + tensor + vt + layout, DESIGN.m
   `linalg.copy`, a `linalg.generic` whose body only yields inputs through permutation / projection /
   broadcast maps (all loops parallel), `tensor.extract_slice`, `tensor.insert_slice`, `tensor.concat`,
   `tensor.pad`, `tensor.reshape`, `tensor.gather`/`scatter`, `layout.convert`, and `vt.*` ops other
-  than `vt.view`. Bytes = result elements × element size (`insert_slice`/`scatter`: the inserted
+  than `vt.view` and `vt.store_into`. Bytes = result elements × element size (`insert_slice`/`scatter`: the inserted
   source only).
 - **view** — zero-copy reinterpretations, listed but moving 0 bytes: `tensor.expand_shape`,
-  `tensor.collapse_shape`, and `vt.view` (a virtual tensor is read through its mapping by its consumers;
-  that is the whole point of VTC, so a transpose turned into a `vt.view` stops costing bytes).
+  `tensor.collapse_shape`, `vt.view` (a virtual tensor is read through its mapping by its consumers;
+  that is the whole point of VTC, so a transpose turned into a `vt.view` stops costing bytes) and
+  `vt.store_into` (its producer writes straight into the destinations: the store is folded into the
+  producer's kernel, it is not a copy of its own).
 - **compute** — every other `linalg` op (matmul, conv, reductions, elementwise generics, fill) and
   `arith`/`math` ops on tensors.
 - **other** — remaining ops producing tensors (calls, `tensor.from_elements`, ...), listed for honesty.
@@ -59,6 +61,7 @@ _VIEW_OPS = {
     "tensor.expand_shape": "reshape",
     "tensor.collapse_shape": "reshape",
     "vt.view": "virtual",
+    "vt.store_into": "mapped-store",
 }
 # Ops whose bytes are those of their first operand (the slice written), not of the full result.
 _SOURCE_SIZED = {"tensor.insert_slice", "tensor.scatter"}

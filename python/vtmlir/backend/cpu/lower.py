@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..pipeline import run_pipeline
+from ...passes import run_pipeline
 
 # (stage name, pipeline). Loops are naive scf loops for now: correct, structured for later tiling.
 CPU_STAGES: tuple[tuple[str, str], ...] = (
@@ -37,6 +37,6 @@ def lower_to_llvm(module: ir.Module, record=None) -> None:
     """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage."""
     mark_c_interface(module)
     for stage, pipeline in CPU_STAGES:
-        run_pipeline(module, pipeline, f"lowering for the CPU (stage '{stage}')")
+        run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
         if record is not None:
             record(stage, module)

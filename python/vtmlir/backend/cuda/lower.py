@@ -39,7 +39,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, scf
 
 from ...errors import VtmlirError
-from ..pipeline import run_pipeline, walk_ops
+from ...ir_utils import walk_ops
+from ...passes import run_pipeline
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class GpuStage:
             self.rewrite(module)
         if self.pipeline is not None:
             text = f"builtin.module({self.pipeline.format(chip=chip)})"
-            run_pipeline(module, text, f"GPU lowering stage '{self.name}'")
+            run_pipeline(module, text, what=f"GPU lowering stage '{self.name}'")
 
 
 def strip_runtime_asserts(module: ir.Module) -> None:
