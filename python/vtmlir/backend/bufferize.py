@@ -1,38 +1,26 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
 Results become out-parameters of the public functions (DESIGN.md §2 pitfall: otherwise outputs stay
-zero) and every `memref.copy` becomes a `linalg.copy`, because the torch-mlir wheel has no
-`libmlir_c_runner_utils` to provide `memrefCopy`, and on the GPU path a copy must become a kernel anyway.
+zero) and every `memref.copy` becomes a `linalg.copy` (`memref-copy-to-linalg`: the torch-mlir wheel
+has no `libmlir_c_runner_utils` to provide `memrefCopy`, and on the GPU path a copy must become a
+kernel anyway). The pipeline is mirrored in `passes/bufferize.pipeline`.
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg
 
-from ..ir_utils import walk_ops
 from ..passes import run_pipeline
 
 GRAPH_TO_KERNELS = (
     "builtin.module("
-    "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse),"
-    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
-    "buffer-results-to-out-params{modify-public-functions},"
-    "canonicalize, cse)"
+    "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
+    "buffer-results-to-out-params{modify-public-functions}, "
+    "canonicalize, cse, memref-copy-to-linalg)"
 )
 
 
 def bufferize(module: ir.Module) -> None:
     """Bufferize `module` in place (tensors → memrefs, results → trailing out-params)."""
     run_pipeline(module, GRAPH_TO_KERNELS, what="bufferizing (graph level → kernel level)")
-    copies_to_linalg(module)
-
-
-def copies_to_linalg(module: ir.Module) -> int:
-    """Rewrite every `memref.copy` into an equivalent `linalg.copy`; returns how many."""
-    copies = walk_ops(module, "memref.copy")
-    for op in copies:
-        with ir.InsertionPoint(op), op.location:
-            linalg.copy(op.operands[0], outs=[op.operands[1]])
-        op.erase()
-    return len(copies)

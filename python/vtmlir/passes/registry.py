@@ -37,6 +37,10 @@ from ..errors import VtmlirError
 # Pass name -> module that defines (and registers) it. The one place passes are listed; imported lazily.
 _BUILTIN_PASSES: dict[str, str] = {
     "vt-stats": "vtmlir.passes.vt_stats",
+    # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
+    "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
+    "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
+    "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

@@ -1,7 +1,8 @@
 """Kernel level → LLVM dialect for the host CPU.
 
-The lowering is a list of named stages so later work (tiling, vectorisation, the VM of DVM) inserts a
-stage instead of rewriting the pipeline. Each stage's IR is recorded for inspection.
+The lowering is a list of named stages, each a textual pipeline, so later work (tiling,
+vectorisation, the VM of DVM) inserts a stage instead of rewriting the lowering. Each stage's IR is
+recorded for inspection. The stages are mirrored in `passes/cpu.pipeline`.
 """
 
 from __future__ import annotations
@@ -15,27 +16,18 @@ CPU_STAGES: tuple[tuple[str, str], ...] = (
     ("loops", "builtin.module(func.func(convert-linalg-to-loops), canonicalize)"),
     (
         "llvm",
+        # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
         # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls,
         # which the JIT resolves in the host process.
-        "builtin.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, "
-        "func.func(convert-math-to-llvm), convert-math-to-libm, "
+        "builtin.module(func.func(llvm-request-c-wrappers), expand-strided-metadata, lower-affine, "
+        "convert-scf-to-cf, func.func(convert-math-to-llvm), convert-math-to-libm, "
         "convert-to-llvm, reconcile-unrealized-casts)",
     ),
 )
 
 
-def mark_c_interface(module: ir.Module) -> None:
-    """Public functions get `llvm.emit_c_interface` so the JIT exposes `_mlir_ciface_<name>`."""
-    with module.context:
-        for op in module.body.operations:
-            op = op.operation
-            if op.name == "func.func" and "sym_visibility" not in op.attributes and len(op.regions[0].blocks):
-                op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-
-
 def lower_to_llvm(module: ir.Module, record=None) -> None:
     """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage."""
-    mark_c_interface(module)
     for stage, pipeline in CPU_STAGES:
         run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
         if record is not None:

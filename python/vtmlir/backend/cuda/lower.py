@@ -1,22 +1,19 @@
 """Kernel level → GPU target level: bufferized `func.func`s to outlined NVVM kernels plus a host function.
 
-The lowering is a list of named stages (`GpuStage`). Each stage is either an upstream textual pipeline
-or a Python rewrite over the IR; the IR after every stage is recorded so users (and tests) can see
-what each step did. New stages — tiling the parallel loops onto thread blocks, vectorisation, shared
+The lowering is a list of named stages (`GpuStage`), each a textual pipeline of upstream and vtmlir
+passes (mirrored in `passes/cuda.pipeline`, so `vt-opt` can replay it); the IR after every stage is
+recorded so users (and tests) can see what each step did. New stages — tiling the parallel loops onto thread blocks, vectorisation, shared
 memory promotion — slot in between `parallel-loops` and `map-to-gpu` without touching the rest.
 
 The default stages (DESIGN.md §9, verified on conv and attention blocks):
 
-1. `strip-runtime-asserts` — erase `cf.assert`. torch-mlir emits them for checks such as
-   "unimplemented: tensor with zero element" (batch norm's `sqrt(var + eps) != 0`). An `scf.parallel`
-   holding a `cf.assert` is not converted by `convert-parallel-loops-to-gpu` (it stays on the host), so
-   the whole loop nest would run nowhere. The GPU path has no way to report a device-side assert
-   anyway; the CPU path keeps them.
+1. `strip-runtime-asserts` — `gpu-strip-runtime-asserts` erases `cf.assert` (see
+   `vtmlir.passes.gpu_kernel_prep` for why); the CPU path keeps them.
 2. `parallel-loops` — `convert-linalg-to-parallel-loops`: every linalg op becomes an `scf.parallel`
    over its parallel dimensions with sequential `scf.for` reductions inside. A linalg op with no
    parallel dimension (a full reduction, a 0-d op) becomes plain `scf.for`s or loads and stores in the
-   host function; `wrap_serial_code` puts each such run of ops in a one-iteration `scf.parallel`, so
-   it becomes a one-thread kernel instead of host code. The trip counts of every top-level
+   host function; `gpu-wrap-serial-code` puts each such run of ops in a one-iteration `scf.parallel`,
+   so it becomes a one-thread kernel instead of host code. The trip counts of every top-level
    `scf.parallel` are recorded here (`GpuLowering.iteration_spaces`, in launch order).
 3. `map-to-gpu` — `gpu-map-parallel-loops` + `convert-parallel-loops-to-gpu`: the outer (up to three)
    parallel dimensions become the grid; the rest are loops in the kernel. One thread per block for now:
@@ -33,10 +30,7 @@ The default stages (DESIGN.md §9, verified on conv and attention blocks):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 from torch_mlir import ir
-from torch_mlir.dialects import arith, scf
 
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
@@ -45,86 +39,18 @@ from ...passes import run_pipeline
 
 @dataclass(frozen=True)
 class GpuStage:
-    """One named step of the GPU lowering.
-
-    `pipeline` is a textual pass pipeline nested under `builtin.module(...)`; it may contain `{chip}`,
-    filled in with the target chip. `rewrite` is a Python function over the module instead.
-    """
+    """One named step of the GPU lowering: a textual pipeline (vtmlir and upstream passes) nested
+    under `builtin.module(...)`; it may contain `{chip}`, filled in with the target chip."""
 
     name: str
     summary: str
-    pipeline: str | None = None
-    rewrite: Callable[[ir.Module], None] | None = None
+    pipeline: str
+
+    def text(self, chip: str) -> str:
+        return f"builtin.module({self.pipeline.format(chip=chip)})"
 
     def run(self, module: ir.Module, chip: str) -> None:
-        if self.rewrite is not None:
-            self.rewrite(module)
-        if self.pipeline is not None:
-            text = f"builtin.module({self.pipeline.format(chip=chip)})"
-            run_pipeline(module, text, what=f"GPU lowering stage '{self.name}'")
-
-
-def strip_runtime_asserts(module: ir.Module) -> None:
-    """Erase every `cf.assert` (see the module docstring for why the GPU path drops them)."""
-    for op in walk_ops(module, "cf.assert"):
-        op.erase()
-
-
-# Ops that stay in the host function: buffers, views of buffers, constants, the loop nests that become
-# kernels. Everything else at the top level of a function is device work.
-HOST_OPS = frozenset({
-    "arith.constant", "memref.alloc", "memref.alloca", "memref.dealloc", "memref.get_global",
-    "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
-    "memref.reinterpret_cast", "scf.parallel", "func.return",
-})
-
-
-def wrap_serial_code(module: ir.Module) -> None:
-    """Move each run of top-level device ops (scf.for, loads, stores, ...) into a 1-iteration scf.parallel.
-
-    A run whose results are used after it stays where it is (the host program then names the op).
-    """
-    for func_op in walk_ops(module, "func.func"):
-        if not func_op.regions[0].blocks:
-            continue
-        runs, current = [], []
-        for op in func_op.regions[0].blocks[0].operations:
-            if op.operation.name in HOST_OPS:
-                if current:
-                    runs.append(current)
-                current = []
-            else:
-                current.append(op.operation)
-        if current:
-            runs.append(current)
-        for run in runs:
-            if not _used_outside(run):
-                _wrap_in_parallel(run)
-
-
-def _used_outside(run: list) -> bool:
-    """Whether a result of an op in `run` is used by a top-level op outside `run`."""
-    for op in run:
-        for result in op.results:
-            for use in result.uses:
-                user = use.owner.operation
-                while user.parent is not None and user.parent.operation.name != "func.func":
-                    user = user.parent.operation
-                if not any(user == r for r in run):
-                    return True
-    return False
-
-
-def _wrap_in_parallel(run: list) -> None:
-    with ir.InsertionPoint(run[0]), run[0].location:
-        zero = arith.ConstantOp(ir.IndexType.get(), 0).result
-        one = arith.ConstantOp(ir.IndexType.get(), 1).result
-        loop = scf.ParallelOp([], [zero], [one], [one], [])
-        body = loop.regions[0].blocks.append(ir.IndexType.get())
-    with ir.InsertionPoint(body), run[0].location:
-        terminator = scf.ReduceOp([], 0)
-    for op in run:
-        op.move_before(terminator)
+        run_pipeline(module, self.text(chip), what=f"GPU lowering stage '{self.name}'")
 
 
 def _constant_index(value) -> int | None:
@@ -153,11 +79,11 @@ def record_iteration_spaces(module: ir.Module, into: list) -> None:
 
 DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("strip-runtime-asserts", "drop cf.assert so every loop nest can become a kernel",
-             pipeline="func.func(canonicalize)", rewrite=strip_runtime_asserts),
+             pipeline="gpu-strip-runtime-asserts, func.func(canonicalize)"),
     GpuStage("parallel-loops", "linalg ops → scf.parallel loop nests",
              pipeline="func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",
-             rewrite=wrap_serial_code),  # no canonicalize: it would inline 1-iteration loops again
+             pipeline="gpu-wrap-serial-code"),  # no canonicalize: it would inline 1-iteration loops again
     GpuStage("map-to-gpu", "outer parallel dimensions → grid, gpu.launch regions",
              pipeline="func.func(gpu-map-parallel-loops), convert-parallel-loops-to-gpu"),
     GpuStage("outline", "gpu.launch → gpu.module kernels + gpu.launch_func on the host",
