@@ -49,6 +49,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
         run_pipeline(graph, pipeline)
         stages["optimized"] = print_ir(graph)
+    check_lowerable(graph)
     signature = signature_of(find_entry(graph, entry))
 
     if target == "cpu":
@@ -61,6 +62,31 @@ def compile(  # noqa: A001 - mirrors torch.compile
     executable.signature = signature
     executable.stages = {**stages, **executable.stages}
     return executable
+
+
+# Dialects the graph level may hold that no backend lowers (yet), and what to tell the user.
+_NOT_LOWERABLE = {
+    "torch": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
+             "(the default output_type of vtmlir.import_torch)",
+    "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
+               "(the default output_type of vtmlir.import_torch)",
+    "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
+    "vt": "virtual tensors have no lowering to kernels yet",
+    "layout": "layout conversions have no lowering to kernels yet",
+}
+
+
+def check_lowerable(module) -> None:
+    """Refuse, naming the op and its location, graph-level ops that code generation cannot lower."""
+    from .errors import UnsupportedOpError, format_location
+    from .ir_utils import walk_ops
+
+    for op in walk_ops(module):
+        dialect = op.name.split(".", 1)[0]
+        if dialect in _NOT_LOWERABLE:
+            where = format_location(op.location, "<module>")
+            raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
+                                     op_name=op.name)
 
 
 def _is_torch_module(obj) -> bool:

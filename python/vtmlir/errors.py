@@ -7,7 +7,11 @@ prints it verbatim and exits 1 instead of showing a Python traceback.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import tempfile
 
 from torch_mlir import ir
 
@@ -60,3 +64,25 @@ def from_mlir_error(err: ir.MLIRError, default_file: str = "-", what: str | None
     elif what:
         diags.append(f"{default_file}: note: while {what}")
     return VtmlirError("\n".join(diags))
+
+
+@contextlib.contextmanager
+def capture_native_stderr():
+    """Capture what C++ writes to fd 2 (LLVM's option parser and JIT report errors there, not as
+    diagnostics); the captured text is appended to the yielded list when the block ends."""
+    captured: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield captured
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            captured.append(tmp.read().decode(errors="replace").strip())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 
@@ -17,6 +18,7 @@ _NUMPY_DTYPES = {
     "f64": np.float64,
     "f32": np.float32,
     "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
     "i64": np.int64,
     "i32": np.int32,
     "i16": np.int16,

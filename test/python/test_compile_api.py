@@ -80,3 +80,59 @@ def test_bad_sources_are_clear_errors(tmp_path):
         vtmlir.compile(ADD_MLIR, entry="nope")
     with pytest.raises(VtmlirError, match="expected an nn.Module"):
         vtmlir.compile(42)
+
+
+VIEW_MLIR = """
+func.func @main(%a: tensor<4x2xf32>) -> tensor<2x4xf32> {
+  %0 = "vt.view"(%a) {mapping = [{source = 0 : i64, map = affine_map<(d0, d1) -> (d1, d0)>}],
+                      operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4x2xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_ops_without_lowering_are_named_with_location(target):
+    with pytest.raises(vtmlir.UnsupportedOpError, match=r"<string>:3:\d+: error: cannot compile 'vt.view'") as info:
+        vtmlir.compile(VIEW_MLIR, target=target)
+    assert info.value.op_name == "vt.view"
+
+
+def test_torch_level_module_is_refused_with_advice():
+    torch_level = vtmlir.import_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), output_type="torch")
+    with pytest.raises(vtmlir.UnsupportedOpError, match="at torch level; vtmlir.compile needs linalg-on-tensors"):
+        vtmlir.compile(torch_level)
+
+
+def test_dynamic_result_shapes_are_refused_clearly():
+    batch = torch.export.Dim("batch", min=2, max=64)
+    args = (torch.nn.Linear(4, 4), torch.randn(2, 4))
+    with pytest.raises(VtmlirError, match=r"result 0 of @main has dynamic shape tensor<\?x4xf32>"):
+        vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}})
+    with pytest.raises(VtmlirError, match="dynamic shape .* not supported by the CUDA backend"):
+        vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}}, target="cuda")
+
+
+def test_unknown_cuda_chip_is_refused_before_any_work():
+    with pytest.raises(VtmlirError, match="unsupported CUDA chip 'sm_999'"):
+        vtmlir.compile(ADD_MLIR, target="cuda", chip="sm_999")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_other_float_types_run_on_the_cpu(dtype):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).to(dtype)
+    x = torch.randn(3, 8, dtype=dtype)
+    got = vtmlir.compile(model, x)(x)
+    assert got.dtype == dtype
+    with torch.no_grad():
+        want = model(x)
+    # vtmlir accumulates in the element type; torch accumulates half types in fp32.
+    tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float64: 1e-12}[dtype]
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def test_integer_inputs_embedding():
+    model = torch.nn.Embedding(10, 4)
+    ids = torch.tensor([[1, 2, 9]])
+    with torch.no_grad():
+        torch.testing.assert_close(vtmlir.compile(model, ids)(ids), model(ids))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir, passmanager
 
-from ..errors import VtmlirError, format_diagnostic
+from ..errors import VtmlirError, capture_native_stderr, format_diagnostic
 from . import registry
 
 ROOT_ANCHOR = "builtin.module"
@@ -255,7 +255,7 @@ def _find_entry(element, name: str):
 
 
 def _try_add(pm, chunk: str) -> tuple[bool, str]:
-    with _capture_native_stderr() as captured:
+    with capture_native_stderr() as captured:
         try:
             pm.add(chunk)
             return True, ""
@@ -289,27 +289,6 @@ def _reword_upstream_error(message: str, element, nest) -> str:
         detail = f": {detail}" if detail else ""
         return f"invalid options '{failed.group(2)}' for pass '{failed.group(1)}'{detail}"
     return message.strip().replace("\n", " ")
-
-
-@contextlib.contextmanager
-def _capture_native_stderr():
-    """Capture what C++ writes to fd 2 (LLVM's option parser reports bad values there)."""
-    captured: list[str] = []
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        yield captured
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield captured
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            captured.append(tmp.read().decode(errors="replace").strip())
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ctypes
 
+import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
-from ...errors import VtmlirError, format_diagnostic
+from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
 from ...signature import Signature
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
@@ -37,7 +38,7 @@ class CpuExecutable:
         outputs = [np.zeros(spec.shape, spec.numpy_dtype) for spec in self.signature.results]
         pointers = [_memref_pointer(a) for a in arrays + outputs]
         self._engine.invoke(self.signature.name, *pointers)
-        tensors = tuple(torch.from_numpy(o) for o in outputs)
+        tensors = tuple(numpy_to_torch(o) for o in outputs)
         return tensors[0] if len(tensors) == 1 else tensors
 
     def ir(self, stage: str) -> str:
@@ -62,8 +63,12 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     record("kernels", module)
     lower_to_llvm(module, record)
     engine = _create_engine(module, opt_level)
-    if not engine.raw_lookup("_mlir_ciface_" + signature.name):
-        raise VtmlirError(f"error: JIT has no symbol for @{signature.name} (missing runtime symbols?)")
+    # The JIT materialises code at the first lookup; unresolved symbols are reported then, on fd 2.
+    with capture_native_stderr() as jit_messages:
+        found = engine.raw_lookup("_mlir_ciface_" + signature.name)
+    if not found:
+        detail = " ".join(m for m in jit_messages if m) or "no symbol was produced"
+        raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
     return CpuExecutable(engine, signature, stages)
 
 
@@ -90,14 +95,24 @@ def print_ir(module: ir.Module) -> str:
     return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
 
 
-def _to_numpy(value, index: int) -> np.ndarray:
-    try:
-        import torch
+def numpy_to_torch(array: np.ndarray):
+    """A torch tensor sharing `array`'s memory (bf16 through its bits: torch has no numpy bf16)."""
+    import torch
 
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().contiguous().numpy()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def _to_numpy(value, index: int) -> np.ndarray:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().contiguous()
+        if value.dtype == torch.bfloat16:
+            value = value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        else:
+            value = value.numpy()
     if not isinstance(value, np.ndarray):
         if isinstance(value, (bool, int, float, np.number)):
             value = np.asarray(value)

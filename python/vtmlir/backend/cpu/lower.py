@@ -18,9 +18,10 @@ CPU_STAGES: tuple[tuple[str, str], ...] = (
         "llvm",
         # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
         # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls,
-        # which the JIT resolves in the host process.
+        # which the JIT resolves in the host process. bf16 conversions are expanded to integer ops:
+        # LLVM would call compiler-rt's __truncsfbf2, which the process does not have.
         "builtin.module(func.func(llvm-request-c-wrappers), expand-strided-metadata, lower-affine, "
-        "convert-scf-to-cf, func.func(convert-math-to-llvm), convert-math-to-libm, "
+        "convert-scf-to-cf, func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, "
         "convert-to-llvm, reconcile-unrealized-casts)",
     ),
 )

@@ -24,7 +24,7 @@ from ...errors import VtmlirError
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, lower_to_nvvm
-from .ptx import kernel_sources, translate_kernels
+from .ptx import check_chip, kernel_sources, translate_kernels
 from .ptxas import assemble, find_ptxas
 from .runtime import cuda_available
 
@@ -111,6 +111,7 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     """
     from ...frontend import as_module
 
+    check_chip(chip)
     source = as_module(module)
     num_outputs = _num_results(source, function)
     work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)

@@ -39,8 +39,19 @@ class KernelSource:
     mlir: str
 
 
+SUPPORTED_CHIPS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a")
+
+
+def check_chip(chip: str) -> None:
+    """LLVM silently accepts an unknown `cpu` name and emits PTX for a generic target, so an unknown
+    chip is refused up front rather than discovered by ptxas later."""
+    if chip not in SUPPORTED_CHIPS:
+        raise VtmlirError(f"error: unsupported CUDA chip '{chip}'; supported: {', '.join(SUPPORTED_CHIPS)}")
+
+
 def ptx_features(chip: str) -> str:
-    """PTX ISA version for a chip: 8.0 covers sm_50 … sm_90a (ptxas 13 accepts it for all of them)."""
+    """PTX ISA version for a chip: 8.0 covers sm_70 … sm_90a (ptxas 13 accepts it for all of them)."""
+    check_chip(chip)
     return "+ptx80"
 
 
