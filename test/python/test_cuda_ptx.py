@@ -178,3 +178,16 @@ def test_host_program_names_unsupported_op():
     }""")
     with pytest.raises(VtmlirError, match="op 'memref.load' in the host function is not supported"):
         build_host_program(module, num_outputs=1)
+
+
+def test_launch_beyond_cuda_grid_limits_is_refused():
+    # Dim 1 of the loop nest lands on grid.y, whose limit is 65535.
+    text = """
+    func.func @main(%a: tensor<2x70000xf32>) -> tensor<2x70000xf32> {
+      %e = tensor.empty() : tensor<2x70000xf32>
+      %r = linalg.add ins(%a, %a : tensor<2x70000xf32>, tensor<2x70000xf32>) outs(%e : tensor<2x70000xf32>) -> tensor<2x70000xf32>
+      return %r : tensor<2x70000xf32>
+    }
+    """
+    with pytest.raises(VtmlirError, match=r"<string>:4:\d+: error: kernel main_kernel: grid size 70000 along y exceeds the CUDA limit 65535"):
+        compile_cuda(text)
