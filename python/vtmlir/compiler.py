@@ -59,7 +59,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     from .backend.cuda import compile_cuda
 
     executable = compile_cuda(graph, chip=chip, function=signature.name)
-    executable.signature = signature
     executable.stages = {**stages, **executable.stages}
     return executable
 

@@ -115,3 +115,33 @@ def signature_of(func_op: ir.Operation) -> Signature:
     inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}") for i, t in enumerate(ftype.inputs))
     results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}") for i, t in enumerate(ftype.results))
     return Signature(name, inputs, results)
+
+
+# Values crossing the boundary: what a compiled function is called with and returns.
+
+
+def to_torch(array: np.ndarray):
+    """A torch tensor sharing `array`'s memory (bf16 through its bits: torch has no numpy bf16)."""
+    import torch
+
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def to_numpy(value, index: int) -> np.ndarray:
+    """Input `index` (a torch tensor, numpy array or Python scalar) as a C-contiguous numpy array."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().contiguous()
+        if value.dtype == torch.bfloat16:
+            value = value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        else:
+            value = value.numpy()
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (bool, int, float, np.number)):
+            value = np.asarray(value)
+        else:
+            raise VtmlirError(f"error: input {index} is a {type(value).__name__}; pass torch tensors or numpy arrays")
+    return np.ascontiguousarray(value)

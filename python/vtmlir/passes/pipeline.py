@@ -14,11 +14,8 @@ passes as Python passes, in order, so IR printing, verification and timing cover
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 from torch_mlir import ir, passmanager

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import ctypes
 
-import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
-from ...signature import Signature
+from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
 
@@ -31,14 +30,12 @@ class CpuExecutable:
         self.stages = stages
 
     def __call__(self, *args):
-        import torch
-
-        arrays = [_to_numpy(a, i) for i, a in enumerate(args)]
+        arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         outputs = [np.zeros(spec.shape, spec.numpy_dtype) for spec in self.signature.results]
         pointers = [_memref_pointer(a) for a in arrays + outputs]
         self._engine.invoke(self.signature.name, *pointers)
-        tensors = tuple(numpy_to_torch(o) for o in outputs)
+        tensors = tuple(to_torch(o) for o in outputs)
         return tensors[0] if len(tensors) == 1 else tensors
 
     def ir(self, stage: str) -> str:
@@ -93,32 +90,6 @@ def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
 def print_ir(module: ir.Module) -> str:
     """IR text for inspection, with large constants elided so stages stay small."""
     return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
-
-
-def numpy_to_torch(array: np.ndarray):
-    """A torch tensor sharing `array`'s memory (bf16 through its bits: torch has no numpy bf16)."""
-    import torch
-
-    if array.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
-
-
-def _to_numpy(value, index: int) -> np.ndarray:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().contiguous()
-        if value.dtype == torch.bfloat16:
-            value = value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        else:
-            value = value.numpy()
-    if not isinstance(value, np.ndarray):
-        if isinstance(value, (bool, int, float, np.number)):
-            value = np.asarray(value)
-        else:
-            raise VtmlirError(f"error: input {index} is a {type(value).__name__}; pass torch tensors or numpy arrays")
-    return np.ascontiguousarray(value)
 
 
 def _memref_pointer(array: np.ndarray):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import VtmlirError
+from ...signature import Signature, find_entry, signature_of, to_numpy, to_torch
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, lower_to_nvvm
@@ -58,8 +59,11 @@ class CudaKernel:
 class CudaExecutable:
     """A module compiled for CUDA: kernels with PTX and launch configurations, the host program."""
 
+    target = "cuda"
+
     def __init__(self, kernels: list[CudaKernel], host_program: HostProgram, stages: dict[str, str],
-                 chip: str):
+                 chip: str, signature: Signature):
+        self.signature = signature
         self.kernels = kernels
         self.host_program = host_program
         self.stages = stages
@@ -80,8 +84,8 @@ class CudaExecutable:
 
     def __call__(self, *inputs):
         """Run on GPU 0 with torch tensors or numpy arrays; returns a torch tensor or a tuple of them."""
-        import torch
-
+        arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
+        self.signature.check_inputs(arrays)
         if self._runtime is None:
             if not cuda_available():
                 raise VtmlirError("error: no CUDA device available (no driver or no GPU); the CUDA "
@@ -95,8 +99,7 @@ class CudaExecutable:
             except VtmlirError:
                 images = {k.name: k.ptx.encode() for k in self.kernels}
             self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
-        arrays = [x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x) for x in inputs]
-        outputs = [torch.from_numpy(a) for a in self._runtime.run(arrays)]
+        outputs = [to_torch(a) for a in self._runtime.run(arrays)]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def __repr__(self):
@@ -113,7 +116,8 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
 
     check_chip(chip)
     source = as_module(module)
-    num_outputs = _num_results(source, function)
+    signature = signature_of(find_entry(source, function))
+    num_outputs = len(signature.results)
     work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
     recorded: dict[str, str] = {}
     bufferize(work)
@@ -134,13 +138,4 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     unused = set(sources) - {k.name for k in kernels}
     if unused:
         raise VtmlirError(f"error: kernel(s) {', '.join(sorted(unused))} are never launched by @{function}")
-    return CudaExecutable(kernels, program, recorded, chip)
-
-
-def _num_results(module, function: str) -> int:
-    from torch_mlir import ir
-
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
-            return len(ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results)
-    raise VtmlirError(f"error: the module has no function @{function}")
+    return CudaExecutable(kernels, program, recorded, chip, signature)
