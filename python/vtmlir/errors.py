@@ -42,15 +42,19 @@ def format_location(loc: ir.Location, default_file: str = "-") -> str:
     return text[len("loc(") : -1] if text.startswith("loc(") else text
 
 
-def format_diagnostic(diag, default_file: str = "-") -> str:
-    """One diagnostic (and its notes) as mlir-opt prints it."""
-    severity = {
+def severity_name(diag) -> str:
+    """"error", "warning", "note" or "remark" for an MLIR diagnostic."""
+    return {
         ir.DiagnosticSeverity.ERROR: "error",
         ir.DiagnosticSeverity.WARNING: "warning",
         ir.DiagnosticSeverity.NOTE: "note",
         ir.DiagnosticSeverity.REMARK: "remark",
     }.get(diag.severity, "error")
-    lines = [f"{format_location(diag.location, default_file)}: {severity}: {diag.message}"]
+
+
+def format_diagnostic(diag, default_file: str = "-") -> str:
+    """One diagnostic (and its notes) as mlir-opt prints it."""
+    lines = [f"{format_location(diag.location, default_file)}: {severity_name(diag)}: {diag.message}"]
     for note in diag.notes:
         lines.append(format_diagnostic(note, default_file))
     return "\n".join(lines)

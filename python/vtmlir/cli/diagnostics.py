@@ -25,14 +25,9 @@ class Diag:
 
 
 def to_diag(d) -> Diag:
-    from torch_mlir import ir
+    from ..errors import severity_name  # imports MLIR: only once diagnostics exist
 
-    severity = {
-        ir.DiagnosticSeverity.ERROR: "error",
-        ir.DiagnosticSeverity.WARNING: "warning",
-        ir.DiagnosticSeverity.NOTE: "note",
-        ir.DiagnosticSeverity.REMARK: "remark",
-    }.get(d.severity, "error")
+    severity = severity_name(d)
     loc = str(d.location)
     m = _FILE_LOC.search(loc)
     file, line, col = (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
