@@ -1,0 +1,41 @@
+// The CPU lowering stage by stage: kernel level (memrefs, results as out-params), loops, LLVM.
+// RUN: vtmlir compile %s --emit stages | filecheck %s --check-prefix=STAGES
+// RUN: vtmlir compile %s --emit kernels | filecheck %s --check-prefix=KERNELS
+// RUN: vtmlir compile %s --emit loops | filecheck %s --check-prefix=LOOPS
+// RUN: vtmlir compile %s | filecheck %s --check-prefix=LLVM
+// RUN: not vtmlir compile %s --emit ptx 2>&1 | filecheck %s --check-prefix=BAD
+
+// STAGES:      graph
+// STAGES-NEXT: kernels
+// STAGES-NEXT: loops
+// STAGES-NEXT: llvm
+
+// KERNELS-LABEL: func.func @main(
+// KERNELS-SAME:    memref<2x8xf32>, %{{.*}}: memref<8x2xf32>)
+// KERNELS-NOT:     tensor<
+// KERNELS:         linalg.generic
+
+// LOOPS-LABEL: func.func @main(
+// LOOPS:         scf.for
+// LOOPS:           scf.for
+// LOOPS:             math.erf
+
+// LLVM: llvm.func @erff
+// LLVM: llvm.func @main(
+// LLVM: llvm.call @erff
+// LLVM: llvm.func @_mlir_ciface_main(
+
+// BAD: error: nothing to emit called 'ptx'; choose one of: stages, graph, kernels, loops, llvm
+
+func.func @main(%x: tensor<2x8xf32>) -> tensor<8x2xf32> {
+  %e = tensor.empty() : tensor<8x2xf32>
+  %t = linalg.transpose ins(%x : tensor<2x8xf32>) outs(%e : tensor<8x2xf32>) permutation = [1, 0]
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%t : tensor<8x2xf32>) outs(%e : tensor<8x2xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = math.erf %in : f32
+    linalg.yield %v : f32
+  } -> tensor<8x2xf32>
+  return %r : tensor<8x2xf32>
+}
