@@ -3,6 +3,7 @@
 Entry points:
 - `vtmlir.import_torch(module, *example_args)`: PyTorch → linalg-on-tensors `ir.Module`.
 - `vtmlir.compile(module, *example_args, target="cpu"|"cuda")`: a runnable compiled object.
+- `vtmlir.quantize(model, dtype="u4", group_size=128)`: weight-only 1–8 bit quantisation (Tilus types).
 - `vt-opt`: the `mlir-opt` of vtmlir (see `vtmlir.cli.vt_opt`).
 """
 
@@ -22,4 +23,11 @@ def compile(module, *example_args, target: str = "cpu", **options):  # noqa: A00
     return _compile(module, *example_args, target=target, **options)
 
 
-__all__ = ["UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir"]
+def quantize(model, dtype: str = "u4", group_size: int = 128, **options):
+    """Weight-only quantisation of `model`'s linear layers to a 1–8 bit type (see `vtmlir.lowbit`)."""
+    from .lowbit import quantize as _quantize  # imports torch: only when asked for
+
+    return _quantize(model, dtype=dtype, group_size=group_size, **options)
+
+
+__all__ = ["UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir", "quantize"]

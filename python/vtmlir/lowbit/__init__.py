@@ -1,0 +1,24 @@
+"""Arbitrary 1–8 bit element types, compact storage and weight-only quantisation (Tilus, issue 6).
+
+- `LowBitType`, `parse_dtype`: the value sets (types.py; docs/lowbit.md has the tables).
+- `pack_bits` / `unpack_bits`: compact storage with no bit gaps (storage.py, Tilus §6.1).
+- `quantize(model, dtype=..., group_size=128)`: nn.Linear → `QuantizedLinear` (quantize.py).
+"""
+
+from .quantize import QuantizedLinear, quantize, quantize_weight
+from .storage import pack_bits, packed_nbytes, unpack_bits
+from .types import FLOAT_SPECIALS, NAMED_FLOATS, LowBitType, all_types, parse_dtype
+
+__all__ = [
+    "FLOAT_SPECIALS",
+    "NAMED_FLOATS",
+    "LowBitType",
+    "QuantizedLinear",
+    "all_types",
+    "pack_bits",
+    "packed_nbytes",
+    "parse_dtype",
+    "quantize",
+    "quantize_weight",
+    "unpack_bits",
+]
