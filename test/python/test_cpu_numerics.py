@@ -17,6 +17,8 @@ def _as_tuple(x):
 def test_zoo_model_matches_pytorch(name):
     model, inputs = ZOO[name].build(batch=2, seed=1)
     compiled = vtmlir.compile(model, *inputs)
+    kernels = compiled.stages["kernels"]
+    assert kernels.count("memref.alloc(") == kernels.count("memref.dealloc "), "every intermediate is freed"
     got = _as_tuple(compiled(*inputs))
     with torch.no_grad():
         want = _as_tuple(model(*inputs))

@@ -37,10 +37,18 @@ from ..errors import VtmlirError
 # Pass name -> module that defines (and registers) it. The one place passes are listed; imported lazily.
 _BUILTIN_PASSES: dict[str, str] = {
     "vt-stats": "vtmlir.passes.vt_stats",
+    # VTC (python/vtmlir/vtc, docs/vtc.md).
+    "vt-build-vtog": "vtmlir.vtc.vtog",
+    # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
+    "layout-resolve": "vtmlir.layouts.passes",
+    "layout-select-ilp": "vtmlir.layouts.passes",
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
+    # TeMCO (python/vtmlir/temco, docs/temco.md).
+    "temco-decompose": "vtmlir.temco.decompose",
+    "temco-analyze-peak-memory": "vtmlir.temco.memory",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}
@@ -237,7 +245,8 @@ class Pass:
         """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics."""
         self._failed = False
         try:
-            self.run(op)
+            with op.context:  # passes build attributes and types: give them the module's context
+                self.run(op)
         except PassFailure as failure:
             loc = failure.location if failure.location is not None else op.location
             getattr(loc, "location", loc).emit_error(str(failure))

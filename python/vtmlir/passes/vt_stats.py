@@ -259,8 +259,11 @@ def _generic_data_movement(op) -> str | None:
         if arg.owner != block or arg.arg_number >= n_inputs:
             return None
         in_map, out_map = maps[arg.arg_number], maps[n_inputs + out_index]
-        if not all(_is_dim_or_zero(e) for e in in_map.results):
+        if not all(_is_dim_or_zero(e) for e in in_map.results) or not out_map.is_permutation:
             return None
+        read_dims = [e.position for e in in_map.results if isinstance(e, ir.AffineDimExpr)]
+        if len(read_dims) != len(set(read_dims)):
+            return None  # a diagonal read (one loop indexing two dims) is not pure data movement
         if in_map == out_map:
             continue
         if in_map.is_permutation and out_map.is_permutation:

@@ -1,0 +1,336 @@
+"""Element-wise optimisation (VTensor §5.2, EWO): choose layouts for flexible ops by an ILP (HiGHS).
+
+The paper gives every non-constant node a candidate set — element-wise ops with broadcast
+{LB, NHWC, NCHW} (LB dropped when the broadcast operand cannot be held in it), other element-wise
+ops {their inputs' layout, NHWC, NCHW}, everything else its `required_layout` — a 0/1 vector x_i
+with one 1, a cost C_ij[m][k] = 1 when the layouts of the edge's two ends differ, and minimises
+Σ x_iᵀ C_ij x_j. vtmlir goes beyond it in three ways:
+
+1. **Bytes, not counts**: a conversion costs the bytes of the tensor it converts (what `vt-stats`
+   counts for a `layout.convert`), so converting a 1×2048×7×7 tensor outweighs a 1×64×56×56 one
+   correctly and a network's conversions are compared by traffic.
+2. **Constants are free**: weights, BN parameters and anything computed from constants only are laid
+   out at compile time, so their edges are not in the problem (§5.2 applies this only to broadcast
+   constants, after the ILP).
+3. **Shared conversions**: a value converted to layout k once serves every consumer that wants k
+   (one `layout.convert`, what LHO achieves by hoisting, §5.2), so the model has a variable
+   c_{v,k} per (value, layout) instead of one per edge; `share=False` gives the per-edge model.
+
+Candidate sets: flexible ops (conventions with `flexible=True`) get the target's per-rank candidates
+(NCHW, NHWC for rank 4), their resolved layout, and — propagated to a fixpoint through chains of
+flexible ops — every layout a neighbouring op produces or requires, filtered by what the op accepts;
+other ops keep the variant resolution chose.
+
+Linearisation (exact for 0/1 x): with P_{v,k} = Σ{x_{i,a} : candidate a of v's producer produces
+k} and R_{u,k} = Σ{x_{j,b} : candidate b of use u's consumer requires k},
+
+    minimise Σ_{v,k} bytes(v)·c_{v,k}
+    s.t.     Σ_a x_{n,a} = 1                      for every node n with ≥ 2 candidates
+             c_{v,k} ≥ R_{u,k} − P_{v,k}          for every use u of v and layout k
+             x ∈ {0,1}, 0 ≤ c ≤ 1
+
+(nodes with one candidate contribute constants). `solve_bruteforce` enumerates all assignments of
+the same `EwoProblem`, for the tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from ..dialects.memory_layout import Layout
+from .conventions import KernelSite, Target
+from .resolve import (
+    Decision,
+    Resolution,
+    any_decision,
+    conversion_bytes,
+)
+
+# -- the abstract problem ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One choice for a node: a layout key per operand it requires (None: no requirement) and per
+    result it produces."""
+
+    label: str
+    requires: tuple[Hashable | None, ...]
+    produces: tuple[Hashable | None, ...]
+
+
+@dataclass
+class EwoValue:
+    """A run-time tensor: produced by `producer` (node index, result index) or fixed in `fixed`
+    (function arguments); read by `uses` (node index, operand index); converting it costs `cost`."""
+
+    cost: float
+    uses: list[tuple[int, int]]
+    producer: tuple[int, int] | None = None
+    fixed: Hashable | None = None
+
+
+@dataclass
+class EwoProblem:
+    nodes: list[list[Candidate]]
+    values: list[EwoValue]
+    share: bool = True
+
+    def produced(self, value: EwoValue, choice: Sequence[int]):
+        if value.producer is None:
+            return value.fixed
+        n, r = value.producer
+        return self.nodes[n][choice[n]].produces[r]
+
+    def cost(self, choice: Sequence[int]) -> float:
+        """Objective of an assignment (one candidate index per node)."""
+        total = 0.0
+        for v in self.values:
+            have = self.produced(v, choice)
+            wants = [self.nodes[j][choice[j]].requires[p] for j, p in v.uses]
+            wants = [w for w in wants if w is not None and w != have]
+            total += v.cost * (len(set(wants)) if self.share else len(wants))
+        return total
+
+    def conversions(self, choice: Sequence[int]) -> int:
+        n = 0
+        for v in self.values:
+            have = self.produced(v, choice)
+            wants = [self.nodes[j][choice[j]].requires[p] for j, p in v.uses]
+            wants = [w for w in wants if w is not None and w != have]
+            n += len(set(wants)) if self.share else len(wants)
+        return n
+
+
+@dataclass
+class EwoSolution:
+    choice: list[int]
+    objective: float
+    variables: int = 0
+    integer_variables: int = 0
+    constraints: int = 0
+    solve_seconds: float = 0.0
+    status: str = ""
+
+
+def solve_bruteforce(problem: EwoProblem) -> EwoSolution:
+    """Enumerate every assignment (test oracle; exponential)."""
+    best, best_cost = None, None
+    for choice in itertools.product(*[range(len(c)) for c in problem.nodes]):
+        c = problem.cost(choice)
+        if best_cost is None or c < best_cost:
+            best, best_cost = list(choice), c
+    return EwoSolution(best or [], best_cost or 0.0, status="enumerated")
+
+
+def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
+    """Solve `problem` exactly with HiGHS (highspy)."""
+    import highspy
+    import numpy as np
+
+    t0 = time.perf_counter()
+    cols_cost: list[float] = []
+    cols_int: list[int] = []
+    x: dict[tuple[int, int], int] = {}
+    for n, cands in enumerate(problem.nodes):
+        if len(cands) > 1:
+            for a in range(len(cands)):
+                x[(n, a)] = len(cols_cost)
+                cols_cost.append(0.0)
+                cols_int.append(1)
+    rows: list[tuple[float, float, dict[int, float]]] = []
+    for n, cands in enumerate(problem.nodes):
+        if len(cands) > 1:
+            rows.append((1.0, 1.0, {x[(n, a)]: 1.0 for a in range(len(cands))}))
+
+    def indicator(node: int, test) -> tuple[float, dict[int, float]]:
+        """Σ x_{node,a} over candidates a passing `test`, as (constant, linear terms)."""
+        cands = problem.nodes[node]
+        if len(cands) == 1:
+            return (1.0 if test(cands[0]) else 0.0), {}
+        return 0.0, {x[(node, a)]: 1.0 for a, c in enumerate(cands) if test(c)}
+
+    for v in problem.values:
+        if not v.uses or v.cost <= 0:
+            continue
+        layouts = []
+        for j, p in v.uses:
+            for c in problem.nodes[j]:
+                k = c.requires[p]
+                if k is not None and k not in layouts:
+                    layouts.append(k)
+        for k in layouts:
+            if v.producer is None:
+                p_const, p_terms = (1.0 if v.fixed == k else 0.0), {}
+            else:
+                n, r = v.producer
+                p_const, p_terms = indicator(n, lambda c, r=r, k=k: c.produces[r] == k)
+            if p_const >= 1.0:
+                continue  # the producer always produces k: never converted to k
+            shared_col = None
+            for j, p in v.uses:
+                r_const, r_terms = indicator(j, lambda c, p=p, k=k: c.requires[p] == k)
+                if r_const == 0.0 and not r_terms:
+                    continue
+                if problem.share:
+                    if shared_col is None:
+                        shared_col = len(cols_cost)
+                        cols_cost.append(v.cost)
+                        cols_int.append(0)
+                    col = shared_col
+                else:
+                    col = len(cols_cost)
+                    cols_cost.append(v.cost)
+                    cols_int.append(0)
+                # c - R + P >= R_const - P_const
+                terms = {col: 1.0}
+                for i, coef in r_terms.items():
+                    terms[i] = terms.get(i, 0.0) - coef
+                for i, coef in p_terms.items():
+                    terms[i] = terms.get(i, 0.0) + coef
+                rows.append((r_const - p_const, highspy.kHighsInf, terms))
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(time_limit))
+    h.setOptionValue("mip_rel_gap", 0.0)
+    ncols = len(cols_cost)
+    if ncols:
+        h.addVars(ncols, np.zeros(ncols), np.ones(ncols))
+        h.changeColsCost(ncols, np.arange(ncols, dtype=np.int32), np.array(cols_cost, dtype=np.float64))
+        ints = [i for i in range(ncols) if cols_int[i]]
+        if ints:
+            h.changeColsIntegrality(len(ints), np.array(ints, dtype=np.int32),
+                                    np.array([highspy.HighsVarType.kInteger] * len(ints)))
+        for lo, hi, terms in rows:
+            idx = np.array(list(terms), dtype=np.int32)
+            val = np.array([terms[i] for i in terms], dtype=np.float64)
+            h.addRow(lo, hi, len(idx), idx, val)
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            from ..errors import VtmlirError
+
+            raise VtmlirError(f"error: layout ILP not solved to optimality: {status}")
+        values = list(h.getSolution().col_value)
+    else:
+        status, values = "trivial", []
+    choice = []
+    for n, cands in enumerate(problem.nodes):
+        if len(cands) == 1:
+            choice.append(0)
+        else:
+            choice.append(max(range(len(cands)), key=lambda a: values[x[(n, a)]]))
+    elapsed = time.perf_counter() - t0
+    return EwoSolution(choice, problem.cost(choice), variables=ncols, integer_variables=sum(cols_int),
+                       constraints=len(rows), solve_seconds=elapsed, status=status)
+
+
+# -- from a resolved function to a problem and back ---------------------------------------------------
+
+
+@dataclass
+class EwoModel:
+    """An `EwoProblem` built from a `Resolution`, with the decisions each candidate stands for."""
+
+    resolution: Resolution
+    problem: EwoProblem
+    decisions: list[list[Decision]] = field(default_factory=list)  # per entry, per candidate
+
+    def initial_choice(self) -> list[int]:
+        """The candidate index of each node's current (resolved) decision."""
+        out = []
+        for i, (_, d) in enumerate(self.resolution.entries):
+            out.append(next(a for a, c in enumerate(self.decisions[i]) if c == d))
+        return out
+
+    def apply(self, choice: Sequence[int]) -> None:
+        for i, a in enumerate(choice):
+            self.resolution.replace(i, self.decisions[i][a])
+
+
+def _decision_candidate(d: Decision) -> Candidate:
+    return Candidate(d.variant, tuple(d.operands), tuple(d.results))
+
+
+def build_model(res: Resolution, target: Target, *, share: bool = True) -> EwoModel:
+    """Candidate sets (module docstring) and the problem over `res`'s run-time values."""
+    entries = res.entries
+    sites = [KernelSite(op) for op, _ in entries]
+    flexible = [conv is not None and conv.flexible and conv.any is not None for conv in res.conventions]
+    index_of_value = {}
+    for i, (op, _) in enumerate(entries):
+        for k, r in enumerate(op.results):
+            index_of_value[r] = (i, k)
+
+    # Candidate layouts of flexible nodes, propagated to a fixpoint through neighbours.
+    layouts: list[list[Layout]] = []
+    for i, (op, d) in enumerate(entries):
+        if not flexible[i]:
+            layouts.append([])
+            continue
+        rank = sites[i].result_types[0].rank
+        init = target.candidate_layouts(rank) + [d.results[0]]
+        layouts.append([])
+        for l in init:
+            if l is not None and l not in layouts[i] and any_decision(res.conventions[i], sites[i], l):
+                layouts[i].append(l)
+
+    def offered(i) -> list[Layout]:
+        if flexible[i]:
+            return layouts[i]
+        d = entries[i][1]
+        return [l for l in list(d.operands) + list(d.results) if l is not None]
+
+    users: dict[int, set[int]] = {i: set() for i in range(len(entries))}
+    producers: dict[int, set[int]] = {i: set() for i in range(len(entries))}
+    for j, (op, _) in enumerate(entries):
+        for v in op.operands:
+            if v in res.constants or v not in index_of_value:
+                continue
+            i = index_of_value[v][0]
+            users[i].add(j)
+            producers[j].add(i)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(entries)):
+            if not flexible[i]:
+                continue
+            for nb in sorted(users[i] | producers[i]):
+                for l in offered(nb):
+                    if l not in layouts[i] and l.rank == layouts[i][0].rank \
+                            and any_decision(res.conventions[i], sites[i], l) is not None:
+                        layouts[i].append(l)
+                        changed = True
+
+    decisions: list[list[Decision]] = []
+    for i, (op, d) in enumerate(entries):
+        if flexible[i]:
+            cands = [any_decision(res.conventions[i], sites[i], l) for l in layouts[i]]
+            cands = [c for c in cands if c is not None]
+            if d not in cands:
+                cands.insert(0, d)
+            decisions.append(cands)
+        else:
+            decisions.append([d])
+    nodes = [[_decision_candidate(c) for c in cands] for cands in decisions]
+
+    values: list[EwoValue] = []
+    by_value: dict = {}
+    for j, (op, _) in enumerate(entries):
+        for p, v in enumerate(op.operands):
+            if v in res.constants or res.produced(v) is None:
+                continue
+            if v not in by_value:
+                if v in index_of_value:
+                    ev = EwoValue(conversion_bytes(v), [], producer=index_of_value[v])
+                else:
+                    ev = EwoValue(conversion_bytes(v), [], fixed=res.produced(v))
+                by_value[v] = ev
+                values.append(ev)
+            by_value[v].uses.append((j, p))
+    return EwoModel(res, EwoProblem(nodes, values, share), decisions)

@@ -1,0 +1,36 @@
+"""TeMCO in vtmlir: tensor-decomposed models and the memory of their internal tensors.
+
+Song et al., "TeMCO: Tensor Memory Compiler Optimization across Tensor Decompositions in Deep Learning
+Inference", ICPP'24 (../shared/papers/temco-decomposition-memory.txt). Docs: docs/temco.md.
+
+- `temco-decompose` (`decompose.decompose_convs`): Tucker-2 (HOSVD) decomposition of constant-weight
+  convs into fconv (1x1) -> core -> lconv (1x1), §2.1; math in `tucker`, weight I/O in `weights`.
+- `temco-analyze-peak-memory` (`memory.analyze_peak_memory`): tensor liveness and internal-tensor
+  memory over the schedule, weights apart, §2.2 and Alg. 1 l. 11-16; PNG plots in `plot` (Fig. 4).
+"""
+
+from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
+from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
+from .plot import plot_memory
+from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
+from .weights import constant_array, make_constant
+
+__all__ = [
+    "Buffer",
+    "DecompositionReport",
+    "LayerDecomposition",
+    "MemoryReport",
+    "MemoryTimeline",
+    "TemcoAnalyzePeakMemory",
+    "TemcoDecompose",
+    "Tucker2",
+    "analyze_function",
+    "analyze_peak_memory",
+    "constant_array",
+    "decompose_convs",
+    "make_constant",
+    "plot_memory",
+    "relative_error",
+    "tucker2_decompose",
+    "tucker2_ranks",
+]

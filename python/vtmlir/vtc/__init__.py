@@ -1,0 +1,45 @@
+"""VTC (virtual tensors for data-movement elimination) at graph level.
+
+- `catalogue`: one declarative entry per data-movement op kind: its mapping function F (VTC Def. 2)
+  and virtualisation rules in both directions (VTC §4.4);
+- `contiguity`: Defs. 4–5 with the target's transfer unit as a parameter, Type I / II (Thm. 1);
+- `vtog`: the virtual tensor opportunity graph and conflict sets (VTC Def. 6, Alg. 1) and the
+  `vt-build-vtog` analysis pass.
+
+See docs/vtc.md.
+"""
+
+from .catalogue import (
+    CATALOGUE,
+    IN_PLACE,
+    INPUT_OF_OUTPUT,
+    OUTPUT_OF_INPUT,
+    Analysis,
+    Candidate,
+    DataMovementKind,
+    NotVirtualisable,
+    Rule,
+    analyse,
+    entry_for,
+    is_data_movement,
+)
+from .contiguity import (
+    CPU_CACHE_LINE,
+    CUDA_COALESCING,
+    TYPE_I,
+    TYPE_II,
+    Contiguity,
+    PieceContiguity,
+    Profitability,
+    TransferUnit,
+    classify,
+    contiguity,
+    piece_contiguity,
+)
+
+__all__ = [
+    "CATALOGUE", "IN_PLACE", "INPUT_OF_OUTPUT", "OUTPUT_OF_INPUT", "Analysis", "Candidate",
+    "DataMovementKind", "NotVirtualisable", "Rule", "analyse", "entry_for", "is_data_movement",
+    "CPU_CACHE_LINE", "CUDA_COALESCING", "TYPE_I", "TYPE_II", "Contiguity", "PieceContiguity",
+    "Profitability", "TransferUnit", "classify", "contiguity", "piece_contiguity",
+]
