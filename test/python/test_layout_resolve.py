@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from torch_mlir import ir
 
 import vtmlir
 from vtmlir.dialects import layout as layout_dialect
