@@ -13,5 +13,14 @@ module {
       %3 = irdl.base "!builtin.tensor"
       irdl.results(result: %3)
     }
+    irdl.operation @reinterpret {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(source: %0)
+      %1 = irdl.base "#builtin.dictionary"
+      %2 = irdl.base "#builtin.dictionary"
+      irdl.attributes {"src_layout" = %1, "dst_layout" = %2}
+      %3 = irdl.base "!builtin.tensor"
+      irdl.results(result: %3)
+    }
   }
 }

@@ -4,6 +4,12 @@
 // structural constraints live in Python (see dialects/README.md).
 module {
   irdl.dialect @vt {
+    irdl.type @float {
+      %0 = irdl.base "#builtin.integer"
+      %1 = irdl.base "#builtin.integer"
+      %2 = irdl.base "#builtin.string"
+      irdl.parameters(exponent: %0, mantissa: %1, specials: %2)
+    }
     irdl.operation @view {
       %0 = irdl.base "!builtin.tensor"
       %1 = irdl.base "!builtin.tensor"

@@ -18,6 +18,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     dynamic_shapes=None,
     opt_level: int = 2,
     chip: str = "sm_80",
+    track_memory: bool = False,
 ):
     """Compile `module` for `target`.
 
@@ -27,6 +28,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
       and upstream MLIR passes mix freely (e.g. "vt-stats, canonicalize").
     - `entry`: the function to compile (default `@main`, else the only public function).
     - `opt_level`: LLVM optimisation level of the CPU JIT; `chip`: the sm_XX the PTX targets.
+    - `track_memory` (CPU): count the bytes each call allocates; `compiled.memory_stats()` reports
+      the last call's peak (see `vtmlir.backend.cpu.memory_tracking`).
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
@@ -49,13 +52,19 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
         run_pipeline(graph, pipeline)
         stages["optimized"] = print_ir(graph)
+    from .vtc.lower import lower_views  # virtual tensors -> indexing maps / gathers (vt-lower-views)
+
+    if any(lower_views(graph)):
+        stages["vt-lowered"] = print_ir(graph)
     check_lowerable(graph)
     signature = signature_of(find_entry(graph, entry))
 
     if target == "cpu":
         from .backend.cpu import compile_cpu
 
-        return compile_cpu(graph, signature, stages, opt_level=opt_level)
+        return compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory)
+    if track_memory:
+        raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
     executable = compile_cuda(graph, chip=chip, function=signature.name)
@@ -70,7 +79,7 @@ _NOT_LOWERABLE = {
     "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
                "(the default output_type of vtmlir.import_torch)",
     "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
-    "vt": "virtual tensors have no lowering to kernels yet",
+    "vt": "vt.store_into has no lowering to kernels yet (vt.view is lowered by vt-lower-views)",
     "layout": "layout conversions have no lowering to kernels yet",
 }
 

@@ -82,20 +82,22 @@ def test_bad_sources_are_clear_errors(tmp_path):
         vtmlir.compile(42)
 
 
-VIEW_MLIR = """
-func.func @main(%a: tensor<4x2xf32>) -> tensor<2x4xf32> {
-  %0 = "vt.view"(%a) {mapping = [{source = 0 : i64, map = affine_map<(d0, d1) -> (d1, d0)>}],
-                      operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4x2xf32>) -> tensor<2x4xf32>
-  return %0 : tensor<2x4xf32>
+STORE_MLIR = """
+func.func @main(%v: tensor<2x4xf32>, %d: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = "vt.store_into"(%v, %d) {mapping = [{source = 0 : i64, map = affine_map<(d0, d1) -> (d0 + 1, d1)>}],
+                                 operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0>,
+                                 resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>}
+      : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
 }
 """
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_ops_without_lowering_are_named_with_location(target):
-    with pytest.raises(vtmlir.UnsupportedOpError, match=r"<string>:3:\d+: error: cannot compile 'vt.view'") as info:
-        vtmlir.compile(VIEW_MLIR, target=target)
-    assert info.value.op_name == "vt.view"
+    with pytest.raises(vtmlir.UnsupportedOpError, match=r"<string>:3:\d+: error: cannot compile 'vt.store_into'") as info:
+        vtmlir.compile(STORE_MLIR, target=target)
+    assert info.value.op_name == "vt.store_into"
 
 
 def test_torch_level_module_is_refused_with_advice():

@@ -176,6 +176,31 @@ def test_builtin_mlir_types():
             assert str(t.mlir_type()) == printed
             # The printed form parses back to the same type.
             assert ir.Type.parse(printed) == t.mlir_type()
-        for name in ("e3m3", "e2m2", "e1m1", "e5m1", "e3m1", "e4m3finite", "e3m2nan"):
+            assert LowBitType.from_mlir_type(t.mlir_type(), signed=t.kind != "uint") == t
+
+
+def test_vt_float_types_for_the_rest():
+    """Floats without a builtin get `!vt.float<e, m, "specials">`; it round-trips through the parser
+    and back to the same LowBitType; invalid parameters are refused."""
+    from vtmlir.context import make_context
+    from vtmlir.dialects.vt import FloatType, element_bits, float_type, float_type_params
+
+    with make_context(), ir.Location.unknown():
+        for name in ("e3m3", "e2m2", "e1m1", "e5m1", "e3m1", "e4m3finite", "e3m2nan", "e2m0"):
             t = parse_dtype(name)
-            assert t.mlir_builtin_name is None and t.mlir_type() is None
+            assert t.mlir_builtin_name is None
+            mt = t.mlir_type()
+            assert isinstance(mt, FloatType)
+            assert str(mt) == f'!vt.float<{t.exponent} : i64, {t.mantissa} : i64, "{t.specials}">'
+            assert ir.Type.parse(str(mt)) == mt
+            assert ir.Type.parse(f'!vt.float<{t.exponent}, {t.mantissa}, "{t.specials}">') == mt
+            assert LowBitType.from_mlir_type(mt) == t
+            assert element_bits(mt) == t.bits
+            assert element_bits(ir.RankedTensorType.get([4], mt).element_type) == t.bits
+        for bad in ((0, 2, "finite"), (4, 4, "finite"), (1, 1, "ieee"), (3, 3, "inf")):
+            with pytest.raises(ValueError):
+                float_type(*bad)
+        # The parser accepts any parameters of the right kinds; the value check reports them.
+        with pytest.raises(ValueError, match="invalid !vt.float<7, 3"):
+            float_type_params(ir.Type.parse('!vt.float<7, 3, "finite">'))
+        assert float_type_params(ir.F32Type.get()) is None and element_bits(ir.F32Type.get()) == 32

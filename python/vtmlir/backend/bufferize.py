@@ -1,8 +1,9 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
 Results become out-parameters of the public functions (DESIGN.md §2 pitfall: otherwise outputs stay
-zero); every intermediate buffer is freed after its last use (`buffer-deallocation-pipeline`:
-without it each call leaks its intermediates, and memory measurements mean nothing); and every `memref.copy` becomes a `linalg.copy` (`memref-copy-to-linalg`: the torch-mlir wheel
+zero); every intermediate buffer is freed (`buffer-deallocation-pipeline`: without it each call
+leaks its intermediates), right after its last use (`memref-dealloc-at-last-use`: the upstream
+pipeline frees at the end of the block, which makes the peak the sum of all intermediates); and every `memref.copy` becomes a `linalg.copy` (`memref-copy-to-linalg`: the torch-mlir wheel
 has no `libmlir_c_runner_utils` to provide `memrefCopy`, and on the GPU path a copy must become a
 kernel anyway). The pipeline is mirrored in `passes/bufferize.pipeline`.
 """
@@ -19,7 +20,7 @@ GRAPH_TO_KERNELS = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
     "buffer-results-to-out-params{modify-public-functions}, "
     "buffer-deallocation-pipeline, "
-    "canonicalize, cse, memref-copy-to-linalg)"
+    "canonicalize, cse, memref-copy-to-linalg, memref-dealloc-at-last-use)"
 )
 
 

@@ -2,7 +2,9 @@
 
 - `vt` (`vt.py`): virtual tensors — `vt.view`, `vt.store_into`; mapping functions in `vt_mapping.py`.
 - `layout` (`layout.py`): memory layouts — `layout.convert`, produced/required layout attributes;
-  the `Layout` model in `memory_layout.py`.
+  the `Layout` model in `memory_layout.py`; register layouts (Tilus §4) in `register_layout.py`
+  (`RegisterLayout`, `local`/`spatial`/`column_*`, composition, division, reinterpretation) and
+  `layout.reinterpret`.
 
 `load_dialects(ctx)` loads both into a context; `vtmlir.context.make_context()` calls it for every
 context vtmlir creates. `irdl_text(dialect)` is the IRDL the Python definitions emit; the checked-in
@@ -20,9 +22,21 @@ from .layout import (
     REQUIRED_LAYOUTS_ATTR,
     ConvertOp,
     LayoutDialect,
+    ReinterpretOp,
 )
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
-from .vt import StoreIntoOp, ViewOp, VTDialect
+from .register_layout import (
+    LayoutDivisionError,
+    RegisterLayout,
+    can_reinterpret,
+    column_local,
+    column_spatial,
+    local,
+    parse_register_layout,
+    reinterpret,
+    spatial,
+)
+from .vt import FloatType, StoreIntoOp, ViewOp, VTDialect, element_bits, float_type
 from .vt_mapping import (
     MappingCompositionError,
     MappingFormatError,
@@ -34,9 +48,11 @@ from .vt_mapping import (
 ALL_DIALECTS = (VTDialect, LayoutDialect)
 
 __all__ = [
-    "ALL_DIALECTS", "ANY_LAYOUT", "ConvertOp", "Layout", "LayoutDialect", "LayoutFormatError",
+    "ALL_DIALECTS", "ANY_LAYOUT", "ConvertOp", "Layout", "LayoutDialect", "LayoutDivisionError",
+    "LayoutFormatError", "RegisterLayout", "can_reinterpret", "column_local", "column_spatial",
+    "local", "parse_register_layout", "reinterpret", "spatial",
     "MappingCompositionError", "MappingFormatError", "MappingFunction", "PRODUCED_LAYOUTS_ATTR",
-    "Piece", "REQUIRED_LAYOUTS_ATTR", "StoreIntoOp", "VTDialect", "ViewOp", "composed_sources",
+    "FloatType", "Piece", "element_bits", "float_type", "REQUIRED_LAYOUTS_ATTR", "ReinterpretOp", "StoreIntoOp", "VTDialect", "ViewOp", "composed_sources",
     "irdl_text", "layout_from_attr", "load_dialects",
 ]
 

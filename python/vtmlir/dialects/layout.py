@@ -8,15 +8,20 @@ Ops:
 - `layout.convert` — the materialised conversion of a tensor held in `src_layout` into `dst_layout`:
   result[dst.apply(l)] = source[src.apply(l)] for every logical index l. Pure.
 
+- `layout.reinterpret` — Tilus `View` (§3, Fig. 2(c), Table 1): a register tile (`src_layout`, a
+  register layout) viewed at no cost as another element type and register layout (`dst_layout`):
+  every thread keeps its bits (register 0 first, compactly, §6.1 order). Valid iff both layouts use
+  the same threads and bits per thread agree (`register_layout.reinterpret_error`). Pure.
+
 Attributes other passes put on any op (names exported as constants):
 - `layout.produced` (`PRODUCED_LAYOUTS_ATTR`): array, one layout per result — the physical layout the
   op's results are produced in (VTensor `produced_layout`);
 - `layout.required` (`REQUIRED_LAYOUTS_ATTR`): array, one entry per operand — the layout the op's
   kernel requires, or the string "any" (`ANY_LAYOUT`, VTensor `LAYOUT::ANY`).
 
-Extension point for register layouts (issue 6): add their attribute class/encoding in a sibling
-module, append a decoder to `memory_layout.LAYOUT_DECODERS`, and add register-level ops here
-(e.g. a register-layout conversion); `layout.convert` stays the memory-level conversion.
+Register layouts (issue 6) live in `register_layout.py`; their decoder sits in front of the memory
+one in `memory_layout.LAYOUT_DECODERS`, so `layout_from_attr` returns either kind.
+`layout.convert` stays the memory-level conversion.
 
 No `from __future__ import annotations` here: `ext` reads the annotations as real objects.
 """
@@ -29,6 +34,8 @@ from torch_mlir.dialects.ext import Operand, Result
 
 from ._ext_support import fail, missing_attribute, ranked_shape
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
+from .register_layout import RegisterLayout, reinterpret_error
+from .vt import element_bits
 
 PRODUCED_LAYOUTS_ATTR = "layout.produced"
 REQUIRED_LAYOUTS_ATTR = "layout.required"
@@ -105,6 +112,69 @@ class ConvertOp(LayoutDialect.Operation, name="convert", traits=[ext.Pure]):
         return True
 
 
+def _decode_register(op, attr, which: str) -> RegisterLayout | None:
+    try:
+        layout = layout_from_attr(attr)
+    except LayoutFormatError as e:
+        fail(op, f"invalid {which}: {e}")
+        return None
+    if not isinstance(layout, RegisterLayout):
+        fail(op, f"{which} must be a register layout, got {attr}")
+        return None
+    return layout
+
+
+class ReinterpretOp(LayoutDialect.Operation, name="reinterpret", traits=[ext.Pure]):
+    """result (dst element type, dst_layout) holds source's per-thread bits (Tilus View)."""
+
+    source: Operand[ir.RankedTensorType]
+    src_layout: ir.DictAttr
+    dst_layout: ir.DictAttr
+    result: Result[ir.RankedTensorType]
+
+    @property
+    def src(self) -> RegisterLayout:
+        return RegisterLayout.from_attr(self.src_layout)
+
+    @property
+    def dst(self) -> RegisterLayout:
+        return RegisterLayout.from_attr(self.dst_layout)
+
+    @staticmethod
+    def verify_invariants(op) -> bool:
+        if missing_attribute(op, "src_layout", "dst_layout"):
+            return False
+        src = _decode_register(op, op.src_layout, "src_layout")
+        if src is None:
+            return False
+        dst = _decode_register(op, op.dst_layout, "dst_layout")
+        if dst is None:
+            return False
+        src_shape, result_shape = ranked_shape(op.source), ranked_shape(op.result)
+        if src_shape is None or result_shape is None:
+            return fail(op, "source and result must be ranked tensors")
+        if tuple(src_shape) != src.shape:
+            return fail(op, f"source shape {_fmt(src_shape)} differs from src_layout shape "
+                            f"{_fmt(src.shape)}")
+        if tuple(result_shape) != dst.shape:
+            return fail(op, f"result shape {_fmt(result_shape)} differs from dst_layout shape "
+                            f"{_fmt(dst.shape)}")
+        bits = []
+        for what, value in (("source", op.source), ("result", op.result)):
+            elt = ir.RankedTensorType(value.type).element_type
+            try:
+                n = element_bits(elt)
+            except ValueError as e:
+                return fail(op, f"{what} element type: {e}")
+            if n is None:
+                return fail(op, f"{what} element type {elt} has no bit width")
+            bits.append(n)
+        error = reinterpret_error(src, bits[0], dst, bits[1])
+        if error:
+            return fail(op, f"cannot reinterpret: {error}")
+        return True
+
+
 def _fmt(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(e) if e >= 0 else "?" for e in shape) + "]"
 
@@ -118,6 +188,13 @@ def convert(source: ir.Value, src: Layout, dst: Layout, *, loc=None, ip=None) ->
     logical = src.logical_shape(list(t.shape))
     result_type = ir.RankedTensorType.get(dst.physical_shape(logical), t.element_type)
     return ConvertOp(source, src.to_attr(), dst.to_attr(), result_type, loc=loc, ip=ip).result
+
+
+def reinterpret(source: ir.Value, src: RegisterLayout, dst: RegisterLayout, element_type: ir.Type,
+                *, loc=None, ip=None) -> ir.Value:
+    """Build `layout.reinterpret` of `source` (in `src`) as `element_type` in `dst`."""
+    result_type = ir.RankedTensorType.get(list(dst.shape), element_type)
+    return ReinterpretOp(source, src.to_attr(), dst.to_attr(), result_type, loc=loc, ip=ip).result
 
 
 def _layout_entry(layout: Layout | str | None) -> ir.Attribute:

@@ -18,8 +18,8 @@ Attribute encoding (a builtin dictionary; see dialects/README.md):
     {perm = array<i64: 0, 1, 2, 3>, block_dims = array<i64: 1>,
      block_sizes = array<i64: 16>}                                   // NCHW16c
 
-Register layouts (Tilus §4: local, spatial, column variants, composition, division) are a later
-addition to the same dialect: they get their own class and encoding and register a decoder in
+Register layouts (Tilus §4: local, spatial, column variants, composition, division) are in
+`register_layout.py`, with their own encoding; their decoder sits in front of this one in
 `LAYOUT_DECODERS`, so `layout_from_attr` returns either kind.
 """
 

@@ -13,9 +13,9 @@ Ops (graph level, tensor semantics, all `Pure`):
   one-to-one (VTC restricts F so); the verifier checks coverage of the value, not injectivity.
 
 The `mapping` attribute and the `MappingFunction` class are described in `vt_mapping.py` and
-dialects/README.md. Sub-byte and custom float element types (Tilus, issue 6) are to be added here as
-`VTDialect.Type` subclasses; analysis helpers over mappings (contiguity, VTC Defs. 4–5) belong beside
-`MappingFunction`.
+dialects/README.md. Types: `!vt.float<exponent, mantissa, "specials">` (`FloatType`), the Tilus floats
+(issue 6) MLIR has no builtin for (sub-byte ints are builtin signless `iN`). Analysis helpers over
+mappings (contiguity, VTC Defs. 4–5) belong beside `MappingFunction`.
 
 No `from __future__ import annotations` here: `ext` reads the annotations as real objects.
 """
@@ -34,6 +34,72 @@ MAPPING_ATTR = "mapping"
 
 class VTDialect(ext.Dialect, name="vt"):
     pass
+
+
+# -- types ------------------------------------------------------------------------------------
+
+class FloatType(VTDialect.Type, name="float"):
+    """`!vt.float<exponent, mantissa, "specials">`: a 1 + exponent + mantissa bit float the builtins
+    lack (Tilus §6, issue 6: e3m3, e2m2, e1m1, ...). The value set is `vtmlir.lowbit.LowBitType.float(
+    exponent, mantissa, specials)` (docs/lowbit.md): sign-magnitude, bias 2^(exponent-1) - 1,
+    subnormals, `specials` one of "finite" (no inf/NaN), "nan" (E4M3FN style), "ieee" (E5M2 style).
+    Printed `!vt.float<3 : i64, 3 : i64, "finite">`; `!vt.float<3, 3, "finite">` parses too. IRDL checks
+    the parameter kinds; `float_type_params` checks the values."""
+
+    exponent: ir.IntegerAttr
+    mantissa: ir.IntegerAttr
+    specials: ir.StringAttr
+
+
+def float_type(exponent: int, mantissa: int, specials: str = "finite", *, context=None) -> FloatType:
+    """`!vt.float<exponent, mantissa, specials>` (the `vt` dialect must be loaded in the context)."""
+    error = _float_params_error(exponent, mantissa, specials)
+    if error:
+        raise ValueError(error)
+    i64 = ir.IntegerType.get_signless(64, context=context)
+    return FloatType.get(ir.IntegerAttr.get(i64, exponent), ir.IntegerAttr.get(i64, mantissa),
+                         ir.StringAttr.get(specials, context=context), context=context)
+
+
+def _float_params_error(exponent: int, mantissa: int, specials: str) -> str | None:
+    """The rules of `vtmlir.lowbit.LowBitType` (docs/lowbit.md), as an error message or None."""
+    from vtmlir.lowbit.types import LowBitType
+
+    try:
+        LowBitType("float", 1 + exponent + mantissa, exponent, mantissa, specials)
+    except ValueError as e:
+        return f"invalid !vt.float<{exponent}, {mantissa}, \"{specials}\">: {e}"
+    return None
+
+
+def float_type_params(t: ir.Type) -> tuple[int, int, str] | None:
+    """(exponent, mantissa, specials) of a `!vt.float`, None for any other type; ValueError when
+    the parameters are out of range."""
+    if not isinstance(t, FloatType):
+        try:
+            t = ir.Type(t).maybe_downcast()
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(t, FloatType):
+            return None
+    e, m, sp = ir.IntegerAttr(t.exponent).value, ir.IntegerAttr(t.mantissa).value, ir.StringAttr(t.specials).value
+    error = _float_params_error(e, m, sp)
+    if error:
+        raise ValueError(error)
+    return e, m, sp
+
+
+def element_bits(t: ir.Type) -> int | None:
+    """Bit width of a scalar element type (builtin int/float or `!vt.float`), None otherwise."""
+    t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+    if isinstance(t, ir.IntegerType):
+        return t.width
+    if isinstance(t, ir.FloatType):
+        return t.width
+    params = float_type_params(t)
+    if params is not None:
+        return 1 + params[0] + params[1]
+    return None
 
 
 def _check_mapping(op, attr, virtual_type, physical: Sequence[ir.Value], what: str) -> bool:

@@ -73,11 +73,20 @@ def _encode_record(ins: Instr, out: list) -> None:
     out[start + 1] = len(out) - start
 
 
+# records whose fields are all single words (no vec, no f64): their args are copied as they are
+_PLAIN = frozenset(op for op, kinds in _KINDS.items() if not {"vec", "f64"} & set(kinds))
+
+
 def encode(program: Program) -> np.ndarray:
     """Encode a `Program` as the flat int64 bytecode array of Fig. 7."""
     body: list[int] = []
     for ins in program.body:
-        _encode_record(ins, body)
+        if ins.op in _PLAIN:  # fast path: [opcode, length, fields...]
+            body.append(ins.op)
+            body.append(len(ins.args) + 2)
+            body.extend(ins.args)
+        else:
+            _encode_record(ins, body)
     header = [MAGIC, VERSION, 0, int(program.kernel_type), len(body), program.tile_count,
               program.local_bytes, len(program.args), len(program.grid)]
     for a in program.args:

@@ -24,6 +24,7 @@ tm x tn elements.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,10 @@ class CompiledKernel:
     output_shapes: tuple[tuple[int, ...], ...]
     output_dtypes: tuple[DType, ...]
 
-    def __call__(self, *inputs, cores: int | None = None):
-        """Run on numpy arrays (of the compiled shapes and strides); returns the outputs."""
+    def __call__(self, *inputs, cores: int | None = None, native: bool = False):
+        """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
+        `native=True` runs the VM compiled once through MLIR (`native.py`) instead of the numpy
+        reference; `cores` is N of Alg. 2 (native default 1)."""
         from .vm import execute
 
         if len(inputs) != len(self.input_shapes):
@@ -62,7 +65,19 @@ class CompiledKernel:
                                  f"{list(_element_strides(a))}, compiled for {list(shp)} / {list(st)}")
             flat.append(_flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
-        execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
+        if native:
+            from .native import run
+
+            # validated by `decode` at the first native call only (a native VM trusts what it runs)
+            checked = self.__dict__.get("_decoded")
+            if checked is None:
+                from .bytecode import decode
+
+                checked = decode(self.bytecode)
+                object.__setattr__(self, "_decoded", checked)
+            run(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1, program=checked)
+        else:
+            execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
         return outs
 
 
@@ -143,6 +158,9 @@ def _align(n: int, a: int) -> int:
     return -(-n // a) * a
 
 
+_ANALYSES: dict = {}  # id(graph) -> (weakref, structure key, analyses)
+
+
 class _Lowering:
     def __init__(self, graph: Graph, shapes, input_strides, target: Target):
         self.g, self.target = graph, target
@@ -160,6 +178,13 @@ class _Lowering:
         self.args = tuple(
             [ArgDesc(self.nodes[n].dtype, _span(shapes[n], input_strides[i])) for i, n in enumerate(graph.inputs)]
             + [ArgDesc(self.nodes[n].dtype, math.prod(shapes[n])) for n in graph.outputs])
+        # shape-independent analyses, cached per graph (and padded rank): uses, reduction axes,
+        # live order and the schedules of `_schedule`
+        key = (len(graph.nodes), tuple(graph.inputs), tuple(graph.outputs), self.rank)
+        hit = _ANALYSES.get(id(graph))
+        if hit is not None and hit[0]() is graph and hit[1] == key:
+            self.uses, self.red_axes, self.order, self._schedules = hit[2]
+            return
         self.uses: dict[int, list[int]] = {i: [] for i in range(len(self.nodes))}
         for nid, node in enumerate(self.nodes):
             for i in node.inputs:
@@ -169,6 +194,11 @@ class _Lowering:
                          for nid, node in enumerate(self.nodes) if node.kind == "reduce"}
         live = self._needed()
         self.order = [n for n in range(len(self.nodes)) if n in live]
+        self._schedules = {}
+        if len(_ANALYSES) > 256:
+            _ANALYSES.clear()
+        _ANALYSES[id(graph)] = (weakref.ref(graph), key,
+                                (self.uses, self.red_axes, self.order, self._schedules))
 
     def _needed(self) -> set[int]:
         need, stack = set(), list(self.outputs)
@@ -182,7 +212,14 @@ class _Lowering:
     # ---- schedule and liveness (shared by both kernel kinds) ----
     def _schedule(self, skip=()):
         """Steps in execution order: ('load', nid) before first use, ('op', nid), and for each value
-        the index of its last use; stores follow the producing step."""
+        the index of its last use; stores follow the producing step. Shape-independent: cached
+        (callers only read the result)."""
+        key = frozenset(skip)
+        if key not in self._schedules:
+            self._schedules[key] = self._compute_schedule(skip)
+        return self._schedules[key]
+
+    def _compute_schedule(self, skip):
         steps, loaded = [], set()
         for nid in self.order:
             node = self.nodes[nid]

@@ -6,7 +6,9 @@ Framework") in vtmlir: kernel layout conventions, layout resolution and layout s
 - `resolve`: Fig. 8's resolution, the IR form of resolved layouts (attributes + conversion units),
   `resolve_function`, `apply_resolution`, `strip_conversions`;
 - `ewo`: element-wise optimisation (§5.2) as an ILP solved with HiGHS, with a brute-force oracle;
-- `passes`: the registered passes `layout-resolve` and `layout-select-ilp`.
+- `passes`: the registered passes `layout-resolve` and `layout-select-ilp`;
+- `materialize`: the registered pass `layout-materialize` (physical form of permutation layouts,
+  `layout.convert` → `linalg.transpose`, bitwise-identical results).
 
 See docs/layouts.md.
 """

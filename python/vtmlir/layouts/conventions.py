@@ -482,3 +482,21 @@ register_target(Target(
     ),
     candidates={4: ("NCHW", "NHWC")},
 ))
+
+
+register_target(Target(
+    "cpu-nhwc",
+    "channels-last CPU kernels (XNNPACK/TFLite-like): NHWC convolutions (HWIO weights), depthwise "
+    "convolutions (HWC) and pooling, B-transposed matmuls, element-wise ops, pad and concat in any "
+    "layout, reductions row-major; permutation layouts only, so layout-materialize lowers all of it",
+    (
+        KernelConvention("conv2d", ("linalg.conv_2d_nchw_fchw",), operand_dims=CONV_DIMS,
+                         variants=_conv_variants((), nhwc_priority=10)),
+        KernelConvention("depthwise_conv2d", ("linalg.depthwise_conv_2d_nchw_chw",),
+                         operand_dims=DEPTHWISE_DIMS, variants=_depthwise_variants((), 10)),
+        KernelConvention("pooling", POOLING_OPS, operand_dims=POOL_DIMS,
+                         variants=_pool_variants((), 10)),
+        MATMUL, BATCH_MATMUL, REDUCTION, ELEMENTWISE, PAD, CONCAT,
+    ),
+    candidates={4: ("NCHW", "NHWC")},
+))

@@ -275,15 +275,39 @@ class LowBitType:
         return entry[0] if entry else None
 
     def mlir_type(self, context=None):
-        """The builtin `ir.Type` (needs an active context or `context`); None where MLIR has none."""
+        """The MLIR `ir.Type` (needs an active context or `context`): the builtin type where one has
+        exactly this value set (signless `iN` for ints), else `!vt.float<exponent, mantissa,
+        "specials">` (`vtmlir.dialects.vt.FloatType`; the `vt` dialect must be loaded, as in every
+        `vtmlir.context.make_context()` context)."""
         from torch_mlir import ir
 
         if self.kind in ("int", "uint"):
             return ir.IntegerType.get_signless(self.bits, context=context)
         entry = _BUILTIN_FLOATS.get((self.exponent, self.mantissa, self.specials))
         if entry is None:
-            return None
+            from vtmlir.dialects.vt import float_type
+
+            return float_type(self.exponent, self.mantissa, self.specials, context=context)
         return getattr(ir, entry[1]).get(context=context)
+
+    @staticmethod
+    def from_mlir_type(t, signed: bool = True) -> "LowBitType":
+        """The float type of a builtin low-bit float or `!vt.float`, or the int of an `iN`
+        (N <= 8; signless, so `signed` picks int or uint). ValueError for anything else."""
+        from torch_mlir import ir
+
+        from vtmlir.dialects.vt import float_type_params
+
+        t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+        if isinstance(t, ir.IntegerType) and t.width <= 8:
+            return LowBitType.int(t.width) if signed and t.width >= 2 else LowBitType.uint(t.width)
+        params = float_type_params(t)
+        if params is not None:
+            return LowBitType.float(*params)
+        for (e, m, sp), (name, _cls) in _BUILTIN_FLOATS.items():
+            if str(t) == name:
+                return LowBitType.float(e, m, sp)
+        raise ValueError(f"{t} is not a 1-8 bit type vtmlir.lowbit models")
 
     def _require_float(self):
         if self.kind != "float":

@@ -16,6 +16,11 @@ test/python/test_models_import.py).
 
 Families: `mlp` (MLP), `resnet` (residual conv blocks), `llama` (decode-mode decoder layer with GQA,
 rotary, KV cache), `transformer` (pre-LN encoder block), `mixes` (elementwise + reduction glue).
+
+Whole networks (family `layout`: ResNet-50/101/152, DenseNet-169, MobileNetV2, Inception, VGG-19,
+`convnets.py`) live in a second registry, `LAYOUT_ZOO`: they are what the layout passes and
+benchmarks/layouts.py measure (VTensor §6), and too big for the per-model tests that parametrise over
+`ZOO` (CPU numerics, PTX of every kernel). `get` finds names in both.
 """
 
 from __future__ import annotations
@@ -36,15 +41,20 @@ from .resnet import (
     build_resnet_bottleneck_block,
 )
 from .transformer import TransformerBlock, build_transformer_block
+from . import convnets
 
 ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
+#: Whole networks for the layout passes (family "layout"); kept out of `ZOO` (see the docstring).
+LAYOUT_ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
 
 
-def register(spec: ModelSpec) -> ModelSpec:
-    """Add a model to the zoo (later families register theirs the same way)."""
-    if spec.name in ZOO:
+def register(spec: ModelSpec, zoo: "OrderedDict[str, ModelSpec] | None" = None) -> ModelSpec:
+    """Add a model to the zoo (later families register theirs the same way); `zoo=LAYOUT_ZOO` for
+    whole networks."""
+    zoo = ZOO if zoo is None else zoo
+    if spec.name in ZOO or spec.name in LAYOUT_ZOO:
         raise VtmlirError(f"error: model '{spec.name}' is already registered")
-    ZOO[spec.name] = spec
+    zoo[spec.name] = spec
     return spec
 
 
@@ -98,6 +108,24 @@ for _spec in (
 ):
     register(_spec)
 
+for _spec in (
+    ModelSpec("resnet50", "ResNet-50 (v1.5 bottlenecks [3,4,6,3]), stem width 16 (1/4 of the paper's); "
+              "input [B, 3, 32, 32]", convnets.build_resnet50, "layout"),
+    ModelSpec("resnet101", "ResNet-101 (bottlenecks [3,4,23,3]), stem width 16; input [B, 3, 32, 32]",
+              convnets.build_resnet101, "layout"),
+    ModelSpec("resnet152", "ResNet-152 (bottlenecks [3,8,36,3]), stem width 16; input [B, 3, 32, 32]",
+              convnets.build_resnet152, "layout"),
+    ModelSpec("densenet169", "DenseNet-169-style (blocks [6,12,32,32], growth 16, stem 32); "
+              "input [B, 3, 32, 32]", convnets.build_densenet169, "layout"),
+    ModelSpec("mobilenet_v2", "MobileNetV2 (torchvision settings, full width); input [B, 3, 32, 32]",
+              convnets.build_mobilenet_v2, "layout"),
+    ModelSpec("inception", "GoogLeNet-style network, 9 four-branch inception modules, half width; "
+              "input [B, 3, 32, 32]", convnets.build_inception, "layout"),
+    ModelSpec("vgg19", "VGG-19 (16 conv3x3+ReLU, 5 max-pools), quarter width; input [B, 3, 32, 32]",
+              convnets.build_vgg19, "layout"),
+):
+    register(_spec, LAYOUT_ZOO)
+
 
 def names() -> list[str]:
     """The zoo's model names, in registration order."""
@@ -106,12 +134,13 @@ def names() -> list[str]:
 
 def get(name: str) -> ModelSpec:
     """The `ModelSpec` called `name`; a `VtmlirError` listing the available names otherwise."""
-    try:
+    if name in ZOO:
         return ZOO[name]
-    except KeyError:
-        raise VtmlirError(
-            f"error: unknown model '{name}'; available models: {', '.join(ZOO)}"
-        ) from None
+    if name in LAYOUT_ZOO:
+        return LAYOUT_ZOO[name]
+    raise VtmlirError(
+        f"error: unknown model '{name}'; available models: {', '.join([*ZOO, *LAYOUT_ZOO])}"
+    )
 
 
 __all__ = [
@@ -119,6 +148,7 @@ __all__ = [
     "Bottleneck",
     "ConvBnReluResidual",
     "ElementwiseReductionMix",
+    "LAYOUT_ZOO",
     "LlamaDecoderLayer",
     "MLP",
     "ModelSpec",

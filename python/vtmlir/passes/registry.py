@@ -39,16 +39,21 @@ _BUILTIN_PASSES: dict[str, str] = {
     "vt-stats": "vtmlir.passes.vt_stats",
     # VTC (python/vtmlir/vtc, docs/vtc.md).
     "vt-build-vtog": "vtmlir.vtc.vtog",
+    "vt-eliminate-data-movement": "vtmlir.vtc.eliminate",
+    "vt-lower-views": "vtmlir.vtc.lower",
     # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
     "layout-resolve": "vtmlir.layouts.passes",
     "layout-select-ilp": "vtmlir.layouts.passes",
+    "layout-materialize": "vtmlir.layouts.materialize",
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
+    "memref-dealloc-at-last-use": "vtmlir.passes.memref_dealloc_at_last_use",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
     # TeMCO (python/vtmlir/temco, docs/temco.md).
     "temco-decompose": "vtmlir.temco.decompose",
     "temco-analyze-peak-memory": "vtmlir.temco.memory",
+    "temco-remat-skip": "vtmlir.temco.remat",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

@@ -7,15 +7,27 @@ Inference", ICPP'24 (../shared/papers/temco-decomposition-memory.txt). Docs: doc
   convs into fconv (1x1) -> core -> lconv (1x1), §2.1; math in `tucker`, weight I/O in `weights`.
 - `temco-analyze-peak-memory` (`memory.analyze_peak_memory`): tensor liveness and internal-tensor
   memory over the schedule, weights apart, §2.2 and Alg. 1 l. 11-16; PNG plots in `plot` (Fig. 4).
+- measured peak (`measure.measure_peak_memory`): a real CPU run with the runtime's counting allocator
+  (`vtmlir.backend.cpu.memory_tracking`), §4.2; `measure.kernel_allocation_timeline` predicts it.
+- `temco-remat-skip` (`remat.remat_skip_connections`): skip-connection optimisation, §3.1, Algs. 1-2.
 """
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
 from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
+from .measure import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
+from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
 from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
 from .weights import constant_array, make_constant
 
 __all__ = [
+    "AllocationTimeline",
+    "RematReport",
+    "SkipConnection",
+    "TemcoRematSkip",
+    "kernel_allocation_timeline",
+    "measure_peak_memory",
+    "remat_skip_connections",
     "Buffer",
     "DecompositionReport",
     "LayerDecomposition",

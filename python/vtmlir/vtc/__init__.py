@@ -4,7 +4,10 @@
   and virtualisation rules in both directions (VTC §4.4);
 - `contiguity`: Defs. 4–5 with the target's transfer unit as a parameter, Type I / II (Thm. 1);
 - `vtog`: the virtual tensor opportunity graph and conflict sets (VTC Def. 6, Alg. 1) and the
-  `vt-build-vtog` analysis pass.
+  `vt-build-vtog` analysis pass;
+- `greedy`: VTC Alg. 2 (global greedy, MAXEDGES over conflict sets) with a pluggable cost model;
+- `eliminate`: `vt-eliminate-data-movement` (Alg. 2 + rewrite to `vt.view`, mappings composed);
+- `lower`: `vt-lower-views` (views folded into `linalg.generic` indexing maps, or gathered).
 
 See docs/vtc.md.
 """

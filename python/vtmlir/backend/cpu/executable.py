@@ -24,19 +24,46 @@ class CpuExecutable:
 
     target = "cpu"
 
-    def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str]):
+    def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str], allocator=None,
+                 weight_bytes: int = 0):
         self._engine = engine
         self.signature = signature
         self.stages = stages
+        # Only with track_memory: the CountingAllocator whose callbacks the JIT calls (kept alive here).
+        self._allocator = allocator
+        self._weight_bytes = weight_bytes
+        self._last_stats = None
 
     def __call__(self, *args):
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         outputs = [np.zeros(spec.shape, spec.numpy_dtype) for spec in self.signature.results]
         pointers = [_memref_pointer(a) for a in arrays + outputs]
+        if self._allocator is not None:
+            self._allocator.reset()
         self._engine.invoke(self.signature.name, *pointers)
+        if self._allocator is not None:
+            self._last_stats = self._stats(arrays, outputs)
         tensors = tuple(to_torch(o) for o in outputs)
         return tensors[0] if len(tensors) == 1 else tensors
+
+    def memory_stats(self):
+        """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
+        if self._allocator is None:
+            raise VtmlirError("error: memory is not tracked; compile with track_memory=True")
+        if self._last_stats is None:
+            raise VtmlirError("error: no call has been measured yet; call the compiled function first")
+        return self._last_stats
+
+    def _stats(self, arrays, outputs):
+        from .memory_tracking import MemoryStats
+
+        a = self._allocator
+        return MemoryStats(
+            peak_internal_bytes=a.peak, live_internal_bytes=a.live, allocations=a.allocations, frees=a.frees,
+            weight_bytes=self._weight_bytes, input_bytes=sum(x.nbytes for x in arrays),
+            output_bytes=sum(o.nbytes for o in outputs), timeline=list(a.timeline),
+        )
 
     def ir(self, stage: str) -> str:
         if stage not in self.stages:
@@ -44,8 +71,13 @@ class CpuExecutable:
         return self.stages[stage]
 
 
-def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2) -> CpuExecutable:
-    """Bufferize, lower and JIT `module` (graph level, modified in place)."""
+def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
+                track_memory: bool = False) -> CpuExecutable:
+    """Bufferize, lower and JIT `module` (graph level, modified in place).
+
+    `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
+    `CpuExecutable.memory_stats()` then reports them (`memory_tracking`).
+    """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
             raise VtmlirError(
@@ -58,15 +90,23 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
 
     bufferize(module)
     record("kernels", module)
-    lower_to_llvm(module, record)
+    allocator, weight_bytes = None, 0
+    if track_memory:
+        from .memory_tracking import CountingAllocator, weight_bytes_of
+
+        weight_bytes = weight_bytes_of(module)
+    lower_to_llvm(module, record, track_memory=track_memory)
     engine = _create_engine(module, opt_level)
+    if track_memory:
+        allocator = CountingAllocator()
+        allocator.bind(engine)  # before the first lookup materialises the code
     # The JIT materialises code at the first lookup; unresolved symbols are reported then, on fd 2.
     with capture_native_stderr() as jit_messages:
         found = engine.raw_lookup("_mlir_ciface_" + signature.name)
     if not found:
         detail = " ".join(m for m in jit_messages if m) or "no symbol was produced"
         raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
-    return CpuExecutable(engine, signature, stages)
+    return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes)
 
 
 def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:

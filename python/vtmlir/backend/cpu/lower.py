@@ -27,9 +27,17 @@ CPU_STAGES: tuple[tuple[str, str], ...] = (
 )
 
 
-def lower_to_llvm(module: ir.Module, record=None) -> None:
-    """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage."""
+def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False) -> None:
+    """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage.
+
+    `track_memory`: allocations call MLIR's generic `_mlir_memref_to_llvm_alloc`/`_free` (bound to a
+    counting allocator by the executable, see `memory_tracking`) instead of `malloc`/`free`.
+    """
     for stage, pipeline in CPU_STAGES:
+        if track_memory and stage == "llvm":
+            from .memory_tracking import generic_allocation_stage
+
+            pipeline = generic_allocation_stage(pipeline)
         run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
         if record is not None:
             record(stage, module)

@@ -1,0 +1,169 @@
+"""The DVM virtual machine compiled once to native CPU code through vtmlir's MLIR pipeline (Fang et
+al., DVM, §4.3: "the VM ... is compiled once"; Alg. 2).
+
+`native_vm()` parses the MLIR of `native_mlir.vm_module_text()`, lowers it with the CPU backend's
+stages (`backend.cpu.lower.CPU_STAGES`) and JIT-compiles it with the MLIR ExecutionEngine -- once
+per process (the engine is cached). Running a program afterwards costs only the call: a new shape
+is tiling + encoding (`codegen.compile_graph`) and then `run(bytecode, args)`.
+
+Cores (Alg. 2 lines 2-5): core c of N runs tiles ``[m*c, min(M, m*(c+1)))`` with ``m = ceil(M/N)`` on
+its own local memory; the cores are host threads calling the compiled entry concurrently (ctypes
+releases the GIL during the call).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .bytecode import BytecodeError, decode
+from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
+from .native_mlir import CASTS, CASTS_TO_BOOL, MAX_ARGS, MAX_DIMS, handled_opcodes, vm_module_text
+
+_F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
+            | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
+               Opcode.IS_FINITE, Opcode.CMP, Opcode.SELECT, Opcode.MATMUL})
+
+
+def unsupported_reason(program: Program) -> str | None:
+    """Why the native VM cannot run `program` (None if it can). Arithmetic is f32 only; data
+    movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`."""
+    if len(program.args) > MAX_ARGS:
+        return f"{len(program.args)} arguments (the native VM takes at most {MAX_ARGS})"
+    if len(program.grid) > MAX_DIMS:
+        return f"{len(program.grid)} grid dimensions (at most {MAX_DIMS})"
+    ops = handled_opcodes()
+    for ins in program.body:
+        if ins.op not in ops:
+            return f"opcode {ins.op.name}"
+        if ins.op in _F32_OPS and ins.dtype != DType.F32:
+            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f32)"
+        if ins.op == Opcode.CAST:
+            pair = (ins.src_dtype, ins.dst_dtype)
+            if pair not in CASTS and not (ins.dst_dtype == DType.BOOL and ins.src_dtype in CASTS_TO_BOOL):
+                return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"
+        if ins.op in (Opcode.VIEW_LOAD, Opcode.VIEW_STORE) and len(ins.sizes) > MAX_DIMS:
+            return f"{ins.op.name} of {len(ins.sizes)} dimensions (at most {MAX_DIMS})"
+    return None
+
+
+class _Desc1D(ctypes.Structure):
+    """The descriptor of a memref<?xT>: allocated, aligned, offset, size, stride."""
+
+    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
+                ("size", ctypes.c_int64), ("stride", ctypes.c_int64)]
+
+
+def _desc(ptr: int, nbytes_or_words: int):
+    return _Desc1D(ptr, ptr, 0, nbytes_or_words, 1)
+
+
+# `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
+# args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64).
+_PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_NPARAMS = 2 + MAX_ARGS + 2
+
+
+class NativeVM:
+    """The JIT-compiled VM. `stages` holds the IR after every lowering stage ("vm", "loops", "llvm")."""
+
+    def __init__(self, opt_level: int = 3):
+        from torch_mlir import ir
+
+        from ..backend.cpu.executable import _create_engine
+        from ..backend.cpu.lower import lower_to_llvm
+        from ..errors import VtmlirError
+
+        self.source = vm_module_text()
+        self.stages: dict[str, str] = {"vm": self.source}
+        self._ctx = ir.Context()
+        with self._ctx, ir.Location.unknown():
+            module = ir.Module.parse(self.source)
+
+            def record(stage, mod):
+                self.stages[stage] = str(mod)
+
+            lower_to_llvm(module, record)
+            self._engine = _create_engine(module, opt_level)
+        addr = self._engine.raw_lookup("_mlir_ciface_dvm_vm")
+        if not addr:
+            raise VtmlirError("error: the LLVM JIT could not materialise @dvm_vm")
+        self._entry = _PACKED_TYPE(addr)
+        self._module = module
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+
+    def _scratch(self, nbytes: int) -> np.ndarray:
+        buf = getattr(self._local, "buf", None)
+        if buf is None or buf.size < nbytes:
+            buf = np.zeros(max(nbytes, 4096), dtype=np.uint8)
+            self._local.buf = buf
+        return buf
+
+    def run(self, bytecode, args, cores: int | None = 1, program: Program | None = None) -> None:
+        """Run a bytecode program on 1-d dense argument arrays (inputs then outputs, header order),
+        writing the outputs in place. The bytecode is validated by `decode` unless its decoded
+        `program` is given (the caller vouches that it is ``decode(bytecode)``). `cores` is N of
+        Alg. 2 (None: the CPU count)."""
+        code = np.ascontiguousarray(bytecode, dtype=np.int64)
+        if program is None:
+            program = decode(code)
+        reason = unsupported_reason(program)
+        if reason is not None:
+            raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
+        if len(args) != len(program.args):
+            raise BytecodeError(f"dvm native vm: error: program takes {len(program.args)} arguments, got {len(args)}")
+        descs = []
+        for i, (a, d) in enumerate(zip(args, program.args)):
+            if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != d.dtype.numpy or a.size < d.numel
+                    or (a.size > 1 and a.strides[0] != a.itemsize)):
+                raise BytecodeError(f"dvm native vm: error: argument {i} must be a dense 1-d "
+                                    f"{d.dtype.numpy} array of at least {d.numel} elements")
+            descs.append(ctypes.pointer(_desc(a.ctypes.data, a.size * a.itemsize)))
+        while len(descs) < MAX_ARGS:
+            descs.append(descs[0] if descs else ctypes.pointer(_desc(0, 0)))
+        descs.insert(0, ctypes.pointer(_desc(code.ctypes.data, code.size)))
+        M = program.tile_count  # Alg. 2 line 3
+        N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
+        m = -(-M // N)  # line 4
+        nbytes = max(program.local_bytes, 1)
+
+        def core(c):
+            local = self._scratch(nbytes)
+            ptrs = [descs[0], ctypes.pointer(_desc(local.ctypes.data, local.size)), *descs[1:]]
+            t0, t1 = ctypes.c_int64(m * c), ctypes.c_int64(min(M, m * (c + 1)))  # line 5
+            packed = (ctypes.c_void_p * _NPARAMS)(
+                *[ctypes.addressof(x) for x in ptrs], ctypes.addressof(t0), ctypes.addressof(t1))
+            self._entry(packed)
+
+        keep = (code, args)  # noqa: F841 - the buffers outlive the calls
+        if N == 1:
+            core(0)
+            return
+        if self._pool is None or self._pool._max_workers < N:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+            self._pool = ThreadPoolExecutor(max_workers=N)
+        list(self._pool.map(core, range(N)))
+
+
+_VM: NativeVM | None = None
+_LOCK = threading.Lock()
+
+
+def native_vm() -> NativeVM:
+    """The process-wide native VM, compiled at the first call (≈ a second) and cached."""
+    global _VM
+    with _LOCK:
+        if _VM is None:
+            _VM = NativeVM()
+        return _VM
+
+
+def run(bytecode, args, cores: int | None = 1, program: Program | None = None) -> None:
+    """`NativeVM.run` on the cached VM."""
+    native_vm().run(bytecode, args, cores=cores, program=program)

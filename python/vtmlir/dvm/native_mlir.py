@@ -1,0 +1,622 @@
+"""The DVM virtual machine (Fang et al., DVM, §4.3, Algorithm 2) written as MLIR.
+
+`vm_module_text()` returns one MLIR module (func/scf/memref/arith/math only) whose entry
+``@dvm_vm`` interprets the bytecode of `bytecode.py` exactly like the numpy reference `vm.py`:
+
+    func.func @dvm_vm(%code: memref<?xi64>, %local: memref<?xi8>,
+                      %a0 ... %a7: memref<?xi8>, %t0: index, %t1: index)
+
+It runs tiles ``[t0, t1)`` (the tile range of one core, Alg. 2 lines 3-5) on one local memory: for
+each tile ``@run_tile`` runs an ``scf.while`` that walks the code body from ``H`` to ``H + CodeSize`` (lines 6-7), an
+``scf.index_switch`` on the record's opcode is the instruction table I (lines 8-9), memory
+instructions get the tile id (line 11), and the loop steps by the record's ``Insn_Len`` (line 14).
+Arguments are byte buffers (at most `MAX_ARGS`); typed access goes through ``memref.view``.
+``vm_module_text(gpu=True)`` wraps the same ``@run_tile`` in ``@dvm_vm_gpu``, an ``scf.parallel`` over
+the tiles for the CUDA path (`gpu.py`).
+
+The text is generated from Python only to stamp out per-opcode / per-width variants; it is built
+and JIT-compiled once per process (`native.NativeVM`), never per shape. Arithmetic is on f32
+(the other dtypes move through Load/Store/Copy/Broadcast and the casts of `CASTS`);
+`native.supported` tells which programs the native VM runs.
+"""
+
+from __future__ import annotations
+
+from .isa import CmpType, DType, Opcode
+
+MAX_ARGS = 8  # argument buffers of @dvm_vm
+MAX_DIMS = 8  # grid dimensions and view tile dimensions
+
+_ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.F64: 8, DType.I32: 4, DType.I64: 8, DType.I8: 1,
+             DType.U8: 1, DType.I16: 2, DType.BOOL: 1}
+_MLIR_TYPE = {DType.F32: "f32", DType.F16: "f16", DType.I32: "i32", DType.BOOL: "i8"}
+
+#: (src dtype, dst dtype) -> MLIR conversion of %x (type of src) to the dst type, matching numpy's
+#: ``astype`` for in-range values (float -> int truncates, anything -> bool is ``!= 0``).
+CASTS = {
+    (DType.F32, DType.I32): "arith.fptosi {x} : f32 to i32",
+    (DType.I32, DType.F32): "arith.sitofp {x} : i32 to f32",
+    (DType.F32, DType.F16): "arith.truncf {x} : f32 to f16",
+    (DType.F16, DType.F32): "arith.extf {x} : f16 to f32",
+    (DType.BOOL, DType.F32): "arith.uitofp {x} : i8 to f32",
+    (DType.BOOL, DType.I32): "arith.extui {x} : i8 to i32",
+}
+#: casts to bool: compare with zero (NaN is true, as in numpy)
+CASTS_TO_BOOL = {DType.F32: ("arith.cmpf une, {x}, {z} : f32", "arith.constant 0.0 : f32"),
+                 DType.I32: ("arith.cmpi ne, {x}, {z} : i32", "arith.constant 0 : i32")}
+
+UNARY_F32 = {
+    Opcode.SQRT: "math.sqrt {x} : f32",
+    Opcode.ABS: "math.absf {x} : f32",
+    Opcode.LOG: "math.log {x} : f32",
+    Opcode.EXP: "math.exp {x} : f32",
+    Opcode.ROUND: "math.roundeven {x} : f32",  # np.rint: round half to even
+    Opcode.FLOOR: "math.floor {x} : f32",
+}
+BINARY_F32 = {
+    Opcode.ADD: "arith.addf {a}, {b} : f32",
+    Opcode.SUB: "arith.subf {a}, {b} : f32",
+    Opcode.MUL: "arith.mulf {a}, {b} : f32",
+    Opcode.DIV: "arith.divf {a}, {b} : f32",
+    Opcode.MIN: "arith.minimumf {a}, {b} : f32",  # NaN-propagating like np.minimum
+    Opcode.MAX: "arith.maximumf {a}, {b} : f32",
+    Opcode.POW: "math.powf {a}, {b} : f32",
+}
+CMP_F32 = {CmpType.EQ: "oeq", CmpType.NE: "une", CmpType.LT: "olt", CmpType.LE: "ole",
+           CmpType.GT: "ogt", CmpType.GE: "oge"}
+REDUCE_F32 = {Opcode.SUM: "arith.addf", Opcode.REDUCE_MAX: "arith.maximumf",
+              Opcode.REDUCE_MIN: "arith.minimumf"}
+
+_CONSTS = "\n".join(f"  %c{i} = arith.constant {i} : index" for i in range(12))
+_CM1 = "  %cm1 = arith.constant -1 : index"
+
+
+def _fields(names, first=2):
+    """Lines loading record fields ``names`` (at words p+first, p+first+1, ...) as index values."""
+    out = []
+    for i, name in enumerate(names):
+        if name is None:
+            continue
+        out.append(f"  %{name}_at = arith.addi %p, %c{first + i} : index")
+        out.append(f"  %{name} = func.call @fld(%code, %{name}_at) : (memref<?xi64>, index) -> index")
+    return "\n".join(out)
+
+
+def _view(name, byte, count, ty):
+    return f"  %{name} = memref.view %l[%{byte}][%{count}] : memref<?xi8> to memref<?x{ty}>"
+
+
+def _op_head(name):
+    return (f"func.func private @{name}(%code: memref<?xi64>, %p: index, %l: memref<?xi8>) {{\n"
+            f"{_CONSTS}\n")
+
+
+def _unary(op):
+    expr = UNARY_F32[op].format(x="%x")
+    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", "n"]) + "\n"
+            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "f32") + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n"
+            "    %x = memref.load %s[%i] : memref<?xf32>\n"
+            f"    %y = {expr}\n"
+            "    memref.store %y, %d[%i] : memref<?xf32>\n"
+            "  }\n  return\n}\n")
+
+
+def _is_finite():
+    return (_op_head("op_is_finite") + _fields(["dtype", "dst", "src", "n"]) + "\n"
+            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "i8") + "\n"
+            # finite <=> the exponent bits are not all ones (integer test: no inf literal, which
+            # the LLVM IR parser of llvmlite does not read)
+            + "  %em = arith.constant 2139095040 : i32\n"
+            "  scf.for %i = %c0 to %n step %c1 {\n"
+            "    %x = memref.load %s[%i] : memref<?xf32>\n"
+            "    %xb = arith.bitcast %x : f32 to i32\n"
+            "    %a = arith.andi %xb, %em : i32\n"
+            "    %b = arith.cmpi ne, %a, %em : i32\n"
+            "    %y = arith.extui %b : i1 to i8\n"
+            "    memref.store %y, %d[%i] : memref<?xi8>\n"
+            "  }\n  return\n}\n")
+
+
+def _scalar(op):
+    fn = "arith.addf" if op == Opcode.ADDS else "arith.mulf"
+    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", None, "n"]) + "\n"
+            + "  %sc_at = arith.addi %p, %c5 : index\n"
+            "  %bits = memref.load %code[%sc_at] : memref<?xi64>\n"
+            "  %sd = arith.bitcast %bits : i64 to f64\n"
+            "  %sv = arith.truncf %sd : f64 to f32\n"  # numpy: dtype.type(scalar), round to nearest
+            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "f32") + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n"
+            "    %x = memref.load %s[%i] : memref<?xf32>\n"
+            f"    %y = {fn} %x, %sv : f32\n"
+            "    memref.store %y, %d[%i] : memref<?xf32>\n"
+            "  }\n  return\n}\n")
+
+
+def _binary(op):
+    expr = BINARY_F32[op].format(a="%x", b="%y")
+    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "lhs", "rhs", "n"]) + "\n"
+            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
+            + _view("d", "dst", "n", "f32") + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n"
+            "    %x = memref.load %a[%i] : memref<?xf32>\n"
+            "    %y = memref.load %b[%i] : memref<?xf32>\n"
+            f"    %z = {expr}\n"
+            "    memref.store %z, %d[%i] : memref<?xf32>\n"
+            "  }\n  return\n}\n")
+
+
+def _cmp():
+    cases = []
+    for c, pred in CMP_F32.items():
+        cases.append(
+            f"  case {int(c)} {{\n"
+            "    scf.for %i = %c0 to %n step %c1 {\n"
+            "      %x = memref.load %a[%i] : memref<?xf32>\n"
+            "      %y = memref.load %b[%i] : memref<?xf32>\n"
+            f"      %z = arith.cmpf {pred}, %x, %y : f32\n"
+            "      %w = arith.extui %z : i1 to i8\n"
+            "      memref.store %w, %d[%i] : memref<?xi8>\n"
+            "    }\n    scf.yield\n  }\n")
+    return (_op_head("op_cmp") + _fields(["dtype", "dst", "lhs", "rhs", "n", "cmp"]) + "\n"
+            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
+            + _view("d", "dst", "n", "i8") + "\n"
+            + "  scf.index_switch %cmp\n" + "".join(cases) + "  default {\n    scf.yield\n  }\n"
+            "  return\n}\n")
+
+
+def _select():
+    return (_op_head("op_select") + _fields(["dtype", "dst", "cond", "lhs", "rhs", "n"]) + "\n"
+            + _view("c", "cond", "n", "i8") + "\n"
+            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
+            + _view("d", "dst", "n", "f32") + "\n"
+            + "  %z8 = arith.constant 0 : i8\n"
+            "  scf.for %i = %c0 to %n step %c1 {\n"
+            "    %k = memref.load %c[%i] : memref<?xi8>\n"
+            "    %t = arith.cmpi ne, %k, %z8 : i8\n"
+            "    %x = memref.load %a[%i] : memref<?xf32>\n"
+            "    %y = memref.load %b[%i] : memref<?xf32>\n"
+            "    %z = arith.select %t, %x, %y : f32\n"
+            "    memref.store %z, %d[%i] : memref<?xf32>\n"
+            "  }\n  return\n}\n")
+
+
+def _cast():
+    cases = []
+    pairs = [(s, d, CASTS[(s, d)].format(x="%x"), "") for s, d in CASTS]
+    for s, (expr, zero) in CASTS_TO_BOOL.items():
+        pairs.append((s, DType.BOOL, None, (expr, zero)))
+    for s, d, expr, tobool in pairs:
+        st, dt = _MLIR_TYPE[s], _MLIR_TYPE[d]
+        if tobool:
+            conv = (f"      %z0 = {tobool[1]}\n      %b = {tobool[0].format(x='%x', z='%z0')}\n"
+                    "      %y = arith.extui %b : i1 to i8\n")
+        else:
+            conv = f"      %y = {expr}\n"
+        cases.append(
+            f"  case {int(s) * 16 + int(d)} {{\n"
+            + _view("s", "src", "n", st).replace("  %", "    %", 1) + "\n"
+            + _view("d", "dst", "n", dt).replace("  %", "    %", 1) + "\n"
+            "    scf.for %i = %c0 to %n step %c1 {\n"
+            f"      %x = memref.load %s[%i] : memref<?x{st}>\n" + conv
+            + f"      memref.store %y, %d[%i] : memref<?x{dt}>\n"
+            "    }\n    scf.yield\n  }\n")
+    return (_op_head("op_cast") + _fields(["dst", "src", "n", "sdt", "ddt"]) + "\n"
+            "  %c16 = arith.constant 16 : index\n"
+            "  %pair0 = arith.muli %sdt, %c16 : index\n"
+            "  %pair = arith.addi %pair0, %ddt : index\n"
+            "  scf.index_switch %pair\n" + "".join(cases) + "  default {\n    scf.yield\n  }\n"
+            "  return\n}\n")
+
+
+def _reduce(op):
+    fn = REDUCE_F32[op]
+    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", "m", "size", "n"]) + "\n"
+            + "  %big0 = arith.muli %m, %size : index\n  %big = arith.muli %big0, %n : index\n"
+            "  %small = arith.muli %m, %n : index\n"
+            + _view("s", "src", "big", "f32") + "\n" + _view("d", "dst", "small", "f32") + "\n"
+            + "  %sn = arith.muli %size, %n : index\n"
+            "  scf.for %i = %c0 to %m step %c1 {\n"
+            "    %rowb = arith.muli %i, %sn : index\n"
+            "    %orow = arith.muli %i, %n : index\n"
+            "    scf.for %k = %c0 to %n step %c1 {\n"
+            "      %i0 = arith.addi %rowb, %k : index\n"
+            "      %x0 = memref.load %s[%i0] : memref<?xf32>\n"
+            "      %acc = scf.for %j = %c1 to %size step %c1 iter_args(%a = %x0) -> (f32) {\n"
+            "        %jn = arith.muli %j, %n : index\n"
+            "        %ij = arith.addi %i0, %jn : index\n"
+            "        %x = memref.load %s[%ij] : memref<?xf32>\n"
+            f"        %a2 = {fn} %a, %x : f32\n"
+            "        scf.yield %a2 : f32\n"
+            "      }\n"
+            "      %o = arith.addi %orow, %k : index\n"
+            "      memref.store %acc, %d[%o] : memref<?xf32>\n"
+            "    }\n  }\n  return\n}\n")
+
+
+def _matmul():
+    return (_op_head("op_matmul") + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
+            + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
+            "  %mn = arith.muli %m, %n : index\n"
+            + _view("a", "lhs", "mk", "f32") + "\n" + _view("b", "rhs", "kn", "f32") + "\n"
+            + _view("d", "dst", "mn", "f32") + "\n"
+            + "  %zero = arith.constant 0.0 : f32\n"
+            "  %keep = arith.cmpi ne, %acc, %c0 : index\n"
+            # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
+            "  scf.for %i = %c0 to %m step %c1 {\n"
+            "    %arow = arith.muli %i, %k : index\n"
+            "    %drow = arith.muli %i, %n : index\n"
+            "    scf.if %keep {\n    } else {\n"
+            "      scf.for %j = %c0 to %n step %c1 {\n"
+            "        %dj = arith.addi %drow, %j : index\n"
+            "        memref.store %zero, %d[%dj] : memref<?xf32>\n"
+            "      }\n    }\n"
+            "    scf.for %q = %c0 to %k step %c1 {\n"
+            "      %aq = arith.addi %arow, %q : index\n"
+            "      %x = memref.load %a[%aq] : memref<?xf32>\n"
+            "      %brow = arith.muli %q, %n : index\n"
+            "      scf.for %j = %c0 to %n step %c1 {\n"
+            "        %bq = arith.addi %brow, %j : index\n"
+            "        %dj = arith.addi %drow, %j : index\n"
+            "        %y = memref.load %b[%bq] : memref<?xf32>\n"
+            "        %old = memref.load %d[%dj] : memref<?xf32>\n"
+            "        %xy = arith.mulf %x, %y : f32\n"
+            "        %r = arith.addf %old, %xy : f32\n"
+            "        memref.store %r, %d[%dj] : memref<?xf32>\n"
+            "      }\n"
+            "    }\n  }\n  return\n}\n")
+
+
+def _itemsize_fn():
+    cases = "".join(f"  case {int(d)} {{\n    %v = arith.constant {s} : index\n    scf.yield %v : index\n  }}\n"
+                    for d, s in _ITEMSIZE.items())
+    return ("func.func private @itemsize(%dt: index) -> index {\n"
+            "  %r = scf.index_switch %dt -> index\n" + cases
+            + "  default {\n    %z = arith.constant 1 : index\n    scf.yield %z : index\n  }\n"
+            "  return %r : index\n}\n")
+
+
+def _copy():
+    # dtype-generic: a byte copy of size * itemsize bytes
+    return (_op_head("op_copy") + _fields(["dtype", "dst", "src", "n"]) + "\n"
+            + "  %es = func.call @itemsize(%dtype) : (index) -> index\n"
+            "  %nb = arith.muli %n, %es : index\n"
+            "  scf.for %i = %c0 to %nb step %c1 {\n"
+            "    %si = arith.addi %src, %i : index\n"
+            "    %di = arith.addi %dst, %i : index\n"
+            "    %x = memref.load %l[%si] : memref<?xi8>\n"
+            "    memref.store %x, %l[%di] : memref<?xi8>\n"
+            "  }\n  return\n}\n")
+
+
+def _broadcast():
+    # dtype-generic: [m,1,n] -> [m,size,n], moving elements as integers of the dtype's width
+    cases = []
+    for w in (8, 16, 32, 64):
+        ty = f"i{w}"
+        cases.append(
+            f"  case {w // 8} {{\n"
+            f"    %s = memref.view %l[%src][%small] : memref<?xi8> to memref<?x{ty}>\n"
+            f"    %d = memref.view %l[%dst][%big] : memref<?xi8> to memref<?x{ty}>\n"
+            "    scf.for %i = %c0 to %m step %c1 {\n"
+            "      %sr = arith.muli %i, %n : index\n"
+            "      %ds = arith.muli %i, %size : index\n"
+            "      scf.for %j = %c0 to %size step %c1 {\n"
+            "        %dij = arith.addi %ds, %j : index\n"
+            "        %dr = arith.muli %dij, %n : index\n"
+            "        scf.for %k = %c0 to %n step %c1 {\n"
+            "          %sk = arith.addi %sr, %k : index\n"
+            "          %dk = arith.addi %dr, %k : index\n"
+            f"          %x = memref.load %s[%sk] : memref<?x{ty}>\n"
+            f"          memref.store %x, %d[%dk] : memref<?x{ty}>\n"
+            "        }\n      }\n    }\n    scf.yield\n  }\n")
+    return (_op_head("op_broadcast") + _fields(["dtype", "dst", "src", "m", "size", "n"]) + "\n"
+            + "  %es = func.call @itemsize(%dtype) : (index) -> index\n"
+            "  %small = arith.muli %m, %n : index\n"
+            "  %big = arith.muli %small, %size : index\n"
+            "  scf.index_switch %es\n" + "".join(cases) + "  default {\n    scf.yield\n  }\n"
+            "  return\n}\n")
+
+
+def _box(width):
+    """Move one n-d tile between an argument and local memory (element width `width` bits): the
+    innermost tile dimension is a strided run, the outer ones are unravelled once per run."""
+    ty, eb = f"i{width}", width // 8
+    return f"""func.func private @box_{width}(%g: memref<?xi8>, %l: memref<?xi8>, %gbase: index, %lbyte: index,
+    %n: index, %sizes: memref<{MAX_DIMS}xindex>, %eff: memref<{MAX_DIMS}xindex>,
+    %strides: memref<{MAX_DIMS}xindex>, %store: i1) {{
+{_CONSTS}
+  %ceb = arith.constant {eb} : index
+  %gbytes = memref.dim %g, %c0 : memref<?xi8>
+  %gn = arith.divui %gbytes, %ceb : index
+  %gv = memref.view %g[%c0][%gn] : memref<?xi8> to memref<?x{ty}>
+  %cnt = scf.for %j = %c0 to %n step %c1 iter_args(%a = %c1) -> (index) {{
+    %s = memref.load %sizes[%j] : memref<{MAX_DIMS}xindex>
+    %a2 = arith.muli %a, %s : index
+    scf.yield %a2 : index
+  }}
+  %lv = memref.view %l[%lbyte][%cnt] : memref<?xi8> to memref<?x{ty}>
+  %last = arith.subi %n, %c1 : index
+  %inner = memref.load %eff[%last] : memref<{MAX_DIMS}xindex>
+  %ist = memref.load %strides[%last] : memref<{MAX_DIMS}xindex>
+  %lst0 = memref.load %sizes[%last] : memref<{MAX_DIMS}xindex>
+  %outer = scf.for %j = %c0 to %last step %c1 iter_args(%a = %c1) -> (index) {{
+    %e = memref.load %eff[%j] : memref<{MAX_DIMS}xindex>
+    %a2 = arith.muli %a, %e : index
+    scf.yield %a2 : index
+  }}
+  scf.for %o = %c0 to %outer step %c1 {{
+    %go, %lo, %r, %ls = scf.for %k = %c0 to %last step %c1
+        iter_args(%ga = %gbase, %la = %c0, %rr = %o, %lss = %lst0) -> (index, index, index, index) {{
+      %j0 = arith.subi %last, %c1 : index
+      %j = arith.subi %j0, %k : index
+      %e = memref.load %eff[%j] : memref<{MAX_DIMS}xindex>
+      %ij = arith.remui %rr, %e : index
+      %r2 = arith.divui %rr, %e : index
+      %gs = memref.load %strides[%j] : memref<{MAX_DIMS}xindex>
+      %gd = arith.muli %ij, %gs : index
+      %ga2 = arith.addi %ga, %gd : index
+      %ld = arith.muli %ij, %lss : index
+      %la2 = arith.addi %la, %ld : index
+      %sj = memref.load %sizes[%j] : memref<{MAX_DIMS}xindex>
+      %ls2 = arith.muli %lss, %sj : index
+      scf.yield %ga2, %la2, %r2, %ls2 : index, index, index, index
+    }}
+    scf.if %store {{
+      scf.for %i = %c0 to %inner step %c1 {{
+        %li = arith.addi %lo, %i : index
+        %gi0 = arith.muli %i, %ist : index
+        %gi = arith.addi %go, %gi0 : index
+        %x = memref.load %lv[%li] : memref<?x{ty}>
+        memref.store %x, %gv[%gi] : memref<?x{ty}>
+      }}
+    }} else {{
+      scf.for %i = %c0 to %inner step %c1 {{
+        %li = arith.addi %lo, %i : index
+        %gi0 = arith.muli %i, %ist : index
+        %gi = arith.addi %go, %gi0 : index
+        %x = memref.load %gv[%gi] : memref<?x{ty}>
+        memref.store %x, %lv[%li] : memref<?x{ty}>
+      }}
+    }}
+  }}
+  return
+}}
+"""
+
+
+_ARGS_SIG = ", ".join(f"%a{i}: memref<?xi8>" for i in range(MAX_ARGS))
+_ARGS_USE = ", ".join(f"%a{i}" for i in range(MAX_ARGS))
+_ARGS_TY = ", ".join("memref<?xi8>" for _ in range(MAX_ARGS))
+_V = f"memref<{MAX_DIMS}xindex>"
+
+
+def _mem():
+    """Load/Store/ViewLoad/ViewStore (Alg. 2 line 11: the tile id is an operand)."""
+    arg_cases = "".join(f"  case {i} {{\n    scf.yield %a{i} : memref<?xi8>\n  }}\n" for i in range(MAX_ARGS))
+    box_cases = "".join(
+        f"  case {w // 8} {{\n    func.call @box_{w}(%g, %l, %base, %loc, %n, %sizes, %eff, %strides, %store)"
+        f" : (memref<?xi8>, memref<?xi8>, index, index, index, {_V}, {_V}, {_V}, i1) -> ()\n    scf.yield\n  }}\n"
+        for w in (8, 16, 32, 64))
+    return f"""func.func private @op_mem(%code: memref<?xi64>, %p: index, %l: memref<?xi8>, {_ARGS_SIG},
+    %gb: index, %G: index, %t: index, %view: i1, %store: i1) {{
+{_CONSTS}
+{_CM1}
+{_fields(["dtype", "loc", "arg", "off"])}
+  %q = arith.addi %p, %c7 : index
+  %bidx = memref.alloca() : {_V}
+  %base, %rem = scf.for %k = %c0 to %G step %c1 iter_args(%b = %off, %r = %t) -> (index, index) {{
+    %d0 = arith.subi %G, %c1 : index
+    %d = arith.subi %d0, %k : index
+    %d3 = arith.muli %d, %c3 : index
+    %cnt_at = arith.addi %gb, %d3 : index
+    %cnt = func.call @fld(%code, %cnt_at) : (memref<?xi64>, index) -> index
+    %blk_at = arith.addi %cnt_at, %c1 : index
+    %blk = func.call @fld(%code, %blk_at) : (memref<?xi64>, index) -> index
+    %bd = arith.remui %r, %cnt : index
+    %r2 = arith.divui %r, %cnt : index
+    memref.store %bd, %bidx[%d] : {_V}
+    %gs_at = arith.addi %q, %d : index
+    %gs = func.call @fld(%code, %gs_at) : (memref<?xi64>, index) -> index
+    %x1 = arith.muli %bd, %blk : index
+    %x2 = arith.muli %x1, %gs : index
+    %b2 = arith.addi %b, %x2 : index
+    scf.yield %b2, %r2 : index, index
+  }}
+  %q2 = arith.addi %q, %G : index
+  %sizes = memref.alloca() : {_V}
+  %strides = memref.alloca() : {_V}
+  %binds = memref.alloca() : {_V}
+  %eff = memref.alloca() : {_V}
+  %n = scf.if %view -> index {{
+    %nv = func.call @fld(%code, %q2) : (memref<?xi64>, index) -> index
+    %s0 = arith.addi %q2, %c1 : index
+    %st0a = arith.addi %s0, %nv : index
+    %st0 = arith.addi %st0a, %c1 : index
+    %bd0a = arith.addi %st0, %nv : index
+    %bd0 = arith.addi %bd0a, %c1 : index
+    scf.for %j = %c0 to %nv step %c1 {{
+      %i1 = arith.addi %s0, %j : index
+      %v1 = func.call @fld(%code, %i1) : (memref<?xi64>, index) -> index
+      memref.store %v1, %sizes[%j] : {_V}
+      %i2 = arith.addi %st0, %j : index
+      %v2 = func.call @fld(%code, %i2) : (memref<?xi64>, index) -> index
+      memref.store %v2, %strides[%j] : {_V}
+      %i3 = arith.addi %bd0, %j : index
+      %v3 = func.call @fld(%code, %i3) : (memref<?xi64>, index) -> index
+      memref.store %v3, %binds[%j] : {_V}
+    }}
+    scf.yield %nv : index
+  }} else {{
+    %rows = func.call @fld(%code, %q2) : (memref<?xi64>, index) -> index
+    %q3 = arith.addi %q2, %c1 : index
+    %row = func.call @fld(%code, %q3) : (memref<?xi64>, index) -> index
+    %q4 = arith.addi %q2, %c2 : index
+    %bind = func.call @fld(%code, %q4) : (memref<?xi64>, index) -> index
+    // a contiguous run of rows*row elements: one 1-d box, clamped here on the tail tile
+    %isb = arith.cmpi sge, %bind, %c0 : index
+    %er = scf.if %isb -> index {{
+      %b3 = arith.muli %bind, %c3 : index
+      %ga = arith.addi %gb, %b3 : index
+      %blk_at = arith.addi %ga, %c1 : index
+      %blk = func.call @fld(%code, %blk_at) : (memref<?xi64>, index) -> index
+      %ext_at = arith.addi %ga, %c2 : index
+      %ext = func.call @fld(%code, %ext_at) : (memref<?xi64>, index) -> index
+      %bi = memref.load %bidx[%bind] : {_V}
+      %st = arith.muli %bi, %blk : index
+      %lim = arith.subi %ext, %st : index
+      %mm = arith.minsi %rows, %lim : index
+      scf.yield %mm : index
+    }} else {{
+      scf.yield %rows : index
+    }}
+    %full = arith.muli %rows, %row : index
+    %run = arith.muli %er, %row : index
+    memref.store %full, %sizes[%c0] : {_V}
+    memref.store %run, %eff[%c0] : {_V}
+    memref.store %c1, %strides[%c0] : {_V}
+    memref.store %cm1, %binds[%c0] : {_V}
+    scf.yield %c1 : index
+  }}
+  // tile dims bound to a grid dim are clamped on its tail tile (the 1-d run of Load/Store is
+  // already clamped: its bind is -1 here)
+  scf.for %j = %c0 to %n step %c1 {{
+    %s = memref.load %sizes[%j] : {_V}
+    %bj = memref.load %binds[%j] : {_V}
+    %isb = arith.cmpi sge, %bj, %c0 : index
+    %e0 = memref.load %eff[%j] : {_V}
+    %s1 = arith.select %view, %s, %e0 : index
+    %e = scf.if %isb -> index {{
+      %b3 = arith.muli %bj, %c3 : index
+      %ga = arith.addi %gb, %b3 : index
+      %blk_at = arith.addi %ga, %c1 : index
+      %blk = func.call @fld(%code, %blk_at) : (memref<?xi64>, index) -> index
+      %ext_at = arith.addi %ga, %c2 : index
+      %ext = func.call @fld(%code, %ext_at) : (memref<?xi64>, index) -> index
+      %bi = memref.load %bidx[%bj] : {_V}
+      %st = arith.muli %bi, %blk : index
+      %lim = arith.subi %ext, %st : index
+      %mm = arith.minsi %s, %lim : index
+      scf.yield %mm : index
+    }} else {{
+      scf.yield %s1 : index
+    }}
+    memref.store %e, %eff[%j] : {_V}
+  }}
+  %g = scf.index_switch %arg -> memref<?xi8>
+{arg_cases}  default {{
+    scf.yield %a0 : memref<?xi8>
+  }}
+  %es = func.call @itemsize(%dtype) : (index) -> index
+  scf.index_switch %es
+{box_cases}  default {{
+    scf.yield
+  }}
+  return
+}}
+"""
+
+
+_SIMPLE = {}  # opcode -> helper name, filled by vm_module_text
+
+
+def vm_module_text(gpu: bool = False) -> str:
+    """The MLIR source of the VM (see the module docstring); `gpu=True`: the CUDA variant
+    ``@dvm_vm_gpu(code, local, a0..a7, M, local_bytes)`` with one thread block per tile."""
+    funcs = ["func.func private @fld(%code: memref<?xi64>, %i: index) -> index {\n"
+             "  %w = memref.load %code[%i] : memref<?xi64>\n"
+             "  %x = arith.index_cast %w : i64 to index\n  return %x : index\n}\n",
+             _itemsize_fn(), _mem(), _copy(), _broadcast(), _is_finite(), _cmp(), _select(), _cast(),
+             _matmul()]
+    funcs += [_box(w) for w in (8, 16, 32, 64)]
+    handlers = {Opcode.COPY: "op_copy", Opcode.BROADCAST: "op_broadcast", Opcode.IS_FINITE: "op_is_finite",
+                Opcode.CMP: "op_cmp", Opcode.SELECT: "op_select", Opcode.CAST: "op_cast",
+                Opcode.MATMUL: "op_matmul"}
+    for op in UNARY_F32:
+        funcs.append(_unary(op))
+        handlers[op] = f"op_{op.name.lower()}"
+    for op in (Opcode.ADDS, Opcode.MULS):
+        funcs.append(_scalar(op))
+        handlers[op] = f"op_{op.name.lower()}"
+    for op in BINARY_F32:
+        funcs.append(_binary(op))
+        handlers[op] = f"op_{op.name.lower()}"
+    for op in REDUCE_F32:
+        funcs.append(_reduce(op))
+        handlers[op] = f"op_{op.name.lower()}"
+    _SIMPLE.update(handlers)
+    cases = []
+    mem_ty = f"(memref<?xi64>, index, memref<?xi8>, {_ARGS_TY}, index, index, index, i1, i1) -> ()"
+    for op, view, store in ((Opcode.LOAD, "false", "false"), (Opcode.VIEW_LOAD, "true", "false"),
+                            (Opcode.STORE, "false", "true"), (Opcode.VIEW_STORE, "true", "true")):
+        cases.append(f"    case {int(op)} {{\n"
+                     f"      func.call @op_mem(%code, %p, %l, {_ARGS_USE}, %gb, %G, %t, %{view}, %{store})"
+                     f" : {mem_ty}\n      scf.yield\n    }}\n")
+    for op in sorted(handlers):
+        cases.append(f"    case {int(op)} {{\n"
+                     f"      func.call @{handlers[op]}(%code, %p, %l) : (memref<?xi64>, index, memref<?xi8>) -> ()\n"
+                     "      scf.yield\n    }\n")
+    tile = f"""func.func private @run_tile(%code: memref<?xi64>, %l: memref<?xi8>, {_ARGS_SIG}, %t: index) {{
+{_CONSTS}
+  %true = arith.constant true
+  %false = arith.constant false
+  %H = func.call @fld(%code, %c2) : (memref<?xi64>, index) -> index
+  %cs = func.call @fld(%code, %c4) : (memref<?xi64>, index) -> index
+  %A = func.call @fld(%code, %c7) : (memref<?xi64>, index) -> index
+  %G = func.call @fld(%code, %c8) : (memref<?xi64>, index) -> index
+  %A2 = arith.muli %A, %c2 : index
+  %gb = arith.addi %A2, %c9 : index
+  %end = arith.addi %H, %cs : index
+  %fin = scf.while (%p = %H) : (index) -> index {{
+    %more = arith.cmpi slt, %p, %end : index
+    scf.condition(%more) %p : index
+  }} do {{
+  ^bb0(%p: index):
+    %opw = memref.load %code[%p] : memref<?xi64>
+    %op = arith.index_cast %opw : i64 to index
+    %len_at = arith.addi %p, %c1 : index
+    %len = func.call @fld(%code, %len_at) : (memref<?xi64>, index) -> index
+    scf.index_switch %op
+{"".join(cases)}    default {{
+      scf.yield
+    }}
+    %next = arith.addi %p, %len : index
+    scf.yield %next : index
+  }}
+  return
+}}
+"""
+    tile_ty = f"(memref<?xi64>, memref<?xi8>, {_ARGS_TY}, index) -> ()"
+    if gpu:
+        # one thread block per tile: `scf.parallel` over the tiles, mapped to the grid by the CUDA
+        # lowering; each tile gets its own `local_bytes` slice of %local
+        main = f"""func.func @dvm_vm_gpu(%code: memref<?xi64>, %local: memref<?xi8>, {_ARGS_SIG}, %M: index,
+    %lb: index) {{
+{_CONSTS}
+  scf.parallel (%t) = (%c0) to (%M) step (%c1) {{
+    %off = arith.muli %t, %lb : index
+    %l = memref.view %local[%off][%lb] : memref<?xi8> to memref<?xi8>
+    func.call @run_tile(%code, %l, {_ARGS_USE}, %t) : {tile_ty}
+    scf.reduce
+  }}
+  return
+}}
+"""
+    else:
+        main = f"""func.func @dvm_vm(%code: memref<?xi64>, %l: memref<?xi8>, {_ARGS_SIG}, %t0: index, %t1: index)
+    attributes {{llvm.emit_c_interface}} {{
+{_CONSTS}
+  scf.for %t = %t0 to %t1 step %c1 {{
+    func.call @run_tile(%code, %l, {_ARGS_USE}, %t) : {tile_ty}
+  }}
+  return
+}}
+"""
+    funcs.append(tile)
+    return "module {\n" + "\n".join(funcs) + "\n" + main + "}\n"
+
+
+def handled_opcodes() -> frozenset:
+    if not _SIMPLE:
+        vm_module_text()
+    return frozenset(_SIMPLE) | {Opcode.LOAD, Opcode.VIEW_LOAD, Opcode.STORE, Opcode.VIEW_STORE}

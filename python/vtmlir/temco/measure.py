@@ -1,0 +1,102 @@
+"""Measured internal-tensor peak of a real CPU run, and what the kernel-level IR says it must be.
+
+TeMCO (Song et al., ICPP'24, §4.2, Fig. 10) reports the peak memory of internal tensors of a real
+inference, weights apart. `measure_peak_memory` compiles a graph-level module for the CPU with
+`track_memory=True` (the JIT's memref allocations go through a counting allocator,
+`vtmlir.backend.cpu.memory_tracking`), runs it once and returns its `MemoryStats`.
+
+`kernel_allocation_timeline` replays the allocations and deallocations of the bufferized entry
+function in program order (each `memref.alloc` counts its bytes plus its `alignment`: MLIR's generic
+aligned allocation asks for `size + alignment` and aligns the pointer itself). The measured peak must
+equal its peak exactly; a test checks that on zoo and decomposed models.
+
+Why the measured peak is not `temco-analyze-peak-memory`'s (measured on the zoo, batch 1; see
+docs/temco.md): the analysis assumes each internal tensor is freed right after its last use (TeMCO
+§2.2), and counts inputs and results. The CPU runtime differs in three systematic ways:
+
+1. `buffer-deallocation-pipeline` (ownership-based) frees at the end of the block, not at last use, so
+   in a straight-line function every allocation stays live until the return: the measured peak is the
+   sum of the function's allocations (+ alignment), not the maximum over steps.
+2. One-shot bufferization materialises a `linalg.fill` shared by several ops (the importer's zero
+   fill of all conv outputs) once and copies it into each consumer's buffer: one extra buffer.
+3. Elementwise fusion and folding before bufferization remove buffers the analysis counts (e.g. a
+   weight `linalg.transpose` fused into the matmul that reads it).
+
+Inputs and outputs are the caller's arrays and are reported apart (`input_bytes`, `output_bytes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class AllocationTimeline:
+    """Live bytes after each top-level `memref.alloc`/`memref.dealloc` of a bufferized function."""
+
+    usage: list[int]
+    allocations: int
+    frees: int
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.usage, default=0)
+
+
+def kernel_allocation_timeline(kernel_module, function: str = "main") -> AllocationTimeline:
+    """Replay the allocations of `@function` in a bufferized module, as the counting allocator sees them.
+
+    Only straight-line code is modelled: an allocation inside a loop or branch raises `ValueError`.
+    """
+    from torch_mlir import ir
+
+    from ..ir_utils import walk_ops
+    from ..passes.vt_stats import shaped_bytes
+
+    funcs = [op for op in walk_ops(kernel_module, "func.func")
+             if ir.StringAttr(op.attributes["sym_name"]).value == function]
+    if not funcs:
+        raise ValueError(f"no function @{function}")
+    func = funcs[0]
+    sizes: dict = {}
+    live, usage, allocations, frees = 0, [], 0, 0
+    for op in func.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "memref.alloc":
+            size = shaped_bytes(op.results[0].type)
+            if size is None:
+                raise ValueError(f"dynamic allocation {op}")
+            if "alignment" in op.attributes:
+                size += ir.IntegerAttr(op.attributes["alignment"]).value
+            sizes[op.results[0]] = size
+            live += size
+            allocations += 1
+            usage.append(live)
+        elif op.name == "memref.dealloc":
+            live -= sizes.pop(op.operands[0], 0)
+            frees += 1
+            usage.append(live)
+        else:
+            nested = [n for region in op.regions for block in region.blocks for n in block.operations
+                      if n.operation.name in ("memref.alloc", "memref.dealloc")]
+            if nested:
+                raise ValueError(f"allocation inside '{op.name}': only straight-line code is modelled")
+    return AllocationTimeline(usage=usage, allocations=allocations, frees=frees)
+
+
+def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict | None = None):
+    """Compile `module` (graph level; not modified) for the CPU with memory tracking, run it on
+    `inputs`, and return `(outputs, MemoryStats)`. `stages`, if given, receives the IR of each stage."""
+    from ..backend.cpu import compile_cpu
+    from ..compiler import check_lowerable
+    from ..context import make_context
+    from ..frontend import as_module
+    from ..signature import find_entry, signature_of
+
+    graph = as_module(module, context=make_context())
+    check_lowerable(graph)
+    signature = signature_of(find_entry(graph, entry))
+    stages = {} if stages is None else stages
+    executable = compile_cpu(graph, signature, stages, track_memory=True)
+    outputs = executable(*inputs)
+    return outputs, executable.memory_stats()

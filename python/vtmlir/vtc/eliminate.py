@@ -1,0 +1,176 @@
+"""`vt-eliminate-data-movement`: VTC Alg. 2 on every function's VTOG, then the rewrite.
+
+Per function: build the VTOG (Alg. 1, vtog.py), run the global greedy (Alg. 2, greedy.py) with the
+analytic cost model, print the decision (edges chosen, estimated saving), and rewrite the IR: every
+tensor the points-to graph makes virtual loses its data-movement op and becomes a `vt.view` of the
+tensors its chosen edges point to. Chains compose (VTC §4.1, F_new = F_outer ∘ F_base): a view of
+a view is folded into one view of the physical tensors (`MappingFunction.compose`); where the
+composition has no box-piece form the nested view is kept (vt-lower-views folds it in turn).
+
+What the rewrite realises: output-of-input edges (the result of a data-movement op becomes a view
+of its inputs), with the node's chosen edges covering it whole (concat: all pieces). Not yet
+realised, hence not offered to the greedy in rewrite mode: input-of-output edges and the in-place
+insert_slice rule (they need `vt.store_into` folded into the producer kernel), and partial cover
+(residual storage). `rewrite=false` runs the greedy over every VTOG edge and only prints the
+decision (the paper's full search space; useful to see a conflict decide, Fig. 7).
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from ..dialects import vt as vt_dialect
+from ..dialects.vt_mapping import (
+    MappingCompositionError,
+    MappingFunction,
+    Piece,
+    composed_sources,
+)
+from ..passes.registry import Option, Pass, register_pass
+from . import catalogue as cat
+from .contiguity import TARGETS
+from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
+from .vtog import _write, build_vtog
+
+COST_MODELS = ("analytic",)
+
+
+def realisable(edge) -> bool:
+    """Edges the rewrite can carry out (see the module docstring)."""
+    c = edge.candidate
+    return c.direction == cat.OUTPUT_OF_INPUT and not c.in_place
+
+
+def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGraph]:
+    """Alg. 2 + rewrite on every function of `module` (an ir.Module or its operation)."""
+    from ..ir_utils import walk_ops
+
+    results = []
+    for func in walk_ops(module, "func.func"):
+        if not len(func.regions[0].blocks):
+            continue
+        graph = build_vtog(func, cost_model.unit if cost_model else TARGETS["cpu"])
+        ptg = build_points_to_graph(graph, cost_model,
+                                    edge_filter=realisable if rewrite else None,
+                                    require_cover=rewrite)
+        if rewrite:
+            with func.context, ir.Location.unknown():
+                _rewrite(ptg)
+        results.append(ptg)
+    return results
+
+
+def _rewrite(ptg: PointsToGraph) -> None:
+    g = ptg.graph
+    # Program order: a view's sources are rewritten (and composed) before the view itself.
+    order = [n.id for n in g.nodes if ptg.chosen.get(n.id)]
+    replaced: dict[int, ir.Value] = {}   # node id -> its view (the old value's op is erased)
+    for nid in order:
+        edges = ptg.chosen[nid]
+        op = edges[0].candidate.op
+        value = g.nodes[nid].value
+        sources: list = []
+        pieces: list[Piece] = []
+        for e in edges:
+            src = replaced.get(e.dst, e.candidate.physical)
+            if src not in sources:
+                sources.append(src)
+            j = sources.index(src)
+            pieces += [Piece(j, p.map, p.ranges) for p in e.candidate.mapping.pieces]
+        shape = list(ir.RankedTensorType(value.type).shape)
+        mapping = MappingFunction(pieces).simplified(shape)
+        view = None
+        # Composed first; the op's own mapping if the composed one has no encoding (more than 8
+        # runs of differently typed sources); else the op stays (still correct, just not virtual).
+        for m, srcs in (_compose_with_views(mapping, sources, shape), (mapping, sources)):
+            try:
+                with ir.InsertionPoint(op), op.location:
+                    view = vt_dialect.view(srcs, m, shape)
+                break
+            except ValueError:
+                continue
+        if view is None:
+            continue
+        value.replace_all_uses_with(view)
+        op.erase()
+        replaced[nid] = view
+    # Views composed into later views may be left unread: drop them (latest first).
+    for nid in reversed(order):
+        if nid not in replaced:
+            continue
+        view = replaced[nid]
+        if not list(view.uses):
+            view.owner.erase()
+
+
+def _compose_with_views(mapping: MappingFunction, sources: list, shape) -> tuple[MappingFunction, list]:
+    """Fold sources that are themselves `vt.view`s into `mapping` (F_base ∘ F_outer per source)."""
+    changed = True
+    while changed:
+        changed = False
+        for j, s in enumerate(sources):
+            owner = s.owner
+            if isinstance(owner, ir.Block) or owner.name != "vt.view":
+                continue
+            base = MappingFunction.from_attr(owner.attributes["mapping"])
+            try:
+                m = base.compose(mapping, shape=shape, at=j)
+            except (MappingCompositionError, ValueError):
+                continue
+            srcs = composed_sources(sources, list(owner.operands), j)
+            m, kept = m.drop_unused_sources()
+            mapping, sources = _dedupe(m, [srcs[i] for i in kept])
+            changed = True
+            break
+    return mapping, sources
+
+
+def _dedupe(mapping: MappingFunction, sources: list) -> tuple[MappingFunction, list]:
+    """One operand per distinct source value."""
+    unique: list = []
+    index = []
+    for s in sources:
+        if s not in unique:
+            unique.append(s)
+        index.append(unique.index(s))
+    return MappingFunction(Piece(index[p.source], p.map, p.ranges) for p in mapping.pieces), unique
+
+
+@register_pass
+class EliminateDataMovement(Pass):
+    name = "vt-eliminate-data-movement"
+    summary = "Replace data-movement ops by virtual tensors (VTC Alg. 2 + rewrite)"
+    description = (
+        "Builds every function's VTOG (vt-build-vtog), runs VTC's global greedy (Alg. 2) with a "
+        "cost model (analytic: bytes saved minus a Defs. 4-5 contiguity penalty), prints the "
+        "decision (edges chosen, estimated saving) and rewrites the IR: the chosen data-movement "
+        "ops disappear and vt.view ops of the physical tensors take their place (chains composed). "
+        "rewrite=false only prints the greedy's choice over all VTOG edges.")
+    options = (
+        Option("output", str, "-", "write the decision to this file instead of stderr ('-')"),
+        Option("cost-model", str, "analytic", "edge weights w(e): analytic (measured: not yet)"),
+        Option("target", str, "cpu", "transfer unit preset for Defs. 4-5: cpu (64 B) or cuda (128 B)"),
+        Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
+        Option("rewrite", bool, True, "rewrite the IR (false: print the decision only)"),
+        Option("quiet", bool, False, "print nothing"),
+    )
+
+    def run(self, module) -> None:
+        if self.cost_model not in COST_MODELS:
+            hint = (" (the measured mode, profiling candidate kernels, is not implemented yet)"
+                    if self.cost_model == "measured" else "")
+            self.emit_error(module, f"vt-eliminate-data-movement: unknown cost model "
+                                    f"'{self.cost_model}'{hint}; expected one of {', '.join(COST_MODELS)}")
+            return
+        if self.target not in TARGETS:
+            self.emit_error(module, f"vt-eliminate-data-movement: unknown target '{self.target}' "
+                                    f"(expected one of {', '.join(TARGETS)})")
+            return
+        if self.unit_bytes < 0:
+            self.emit_error(module, "vt-eliminate-data-movement: unit-bytes must not be negative")
+            return
+        model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target])
+        graphs = eliminate(module, model, rewrite=self.rewrite)
+        self.last_points_to = graphs
+        if not self.quiet:
+            _write(self, module, self.output, "".join(p.to_text() for p in graphs))

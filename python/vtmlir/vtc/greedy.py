@@ -1,0 +1,365 @@
+"""VTC Alg. 2: the iterative global greedy that turns a VTOG into a points-to graph.
+
+Alg. 2 (VTC §5): start with every node that has no outgoing edge anchored (physical); repeatedly,
+for every unanchored node v, MAXEDGES(v, A) picks a conflict-free set of v's outgoing edges into the
+anchored set A with the largest sum of weights w(e) (Eq. 4: the marginal saving of adding e to the
+chosen set C); the node with the largest sum is anchored with those edges, and the weights of the
+edges into it are recomputed (Alg. 2 lines 18–19). MAXEDGES may return the empty set (saving 0):
+the node is then anchored physical, exactly as in Alg. 2 where `max_saving` starts at −∞ and a node
+without usable edges scores 0. The loop stops when every node is anchored or the best saving is
+negative (line 14).
+
+Edges only point into A, so the chosen edges never form a cycle, and a node's chosen edges are
+conflict-free (S(v), Alg. 1): the points-to graph is a forest of mappings that compose
+(F_outer ∘ F_base) from each virtual tensor down to physical ones.
+
+w(e) comes from a pluggable `CostModel`. `AnalyticCostModel` (the default) estimates bytes of memory
+traffic instead of profiling (the paper profiles; a measured mode is not implemented yet):
+
+    w(e) = saved − contiguity penalty − materialisation + unblocked
+
+* saved: the data-movement op stops reading and writing the region of the virtual tensor the edge
+  covers: 2 × region bytes when vt-stats counts the op as moving data, 0 for a reshape (already a
+  zero-copy view after bufferization).
+* contiguity penalty (Defs. 4–5, Thm. 1 via `contiguity.classify` on the mapping composed down to
+  physical tensors): Type I costs nothing; Type II partially contiguous costs `partial_penalty` ×
+  region bytes per reader, incontiguous `none_penalty` × region bytes per reader (a reader walks the
+  physical tensor in the wrong order).
+* materialisation: a reader that cannot read through the mapping (a returned value, a non-linalg
+  op, an init operand, any reader of a multi-piece view — see vt-lower-views) forces the view to be
+  gathered again: 2 × region bytes. A reader that is itself a catalogued data-movement op with an
+  edge back to v is not charged: it may become a view itself (composition).
+* unblocked: when the edge's target t is already virtual and v's op could not read t through a
+  mapping, anchoring v as a view removes the gather of t that keeping v physical would need.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from torch_mlir import ir
+
+from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
+from . import catalogue as cat
+from .contiguity import CPU_CACHE_LINE, Profitability, TransferUnit, classify
+from .vtog import VTOG, Edge, _element_bytes
+
+#: Brute-force MAXEDGES up to this many candidate edges per node (2^k subsets); beyond, greedy.
+MAX_EXACT_EDGES = 10
+
+
+# -- cost models ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Weight:
+    """w(e) of one edge in the current state, with its parts (printed in the decision)."""
+
+    value: float
+    saved: int = 0
+    penalty: float = 0.0
+    materialise: int = 0
+    unblocked: int = 0
+    profit: Profitability | None = None
+    mapping: MappingFunction | None = None      # the edge's mapping composed down to physical tensors
+    sources: list = field(default_factory=list)  # node ids the composed mapping reads
+
+
+class CostModel:
+    """w(e) = ℓ(C ∪ {e}) − ℓ(C) (VTC Eq. 4). Subclasses implement `weight`."""
+
+    name = "abstract"
+
+    def weight(self, state: "GreedyState", edge: Edge) -> Weight:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class AnalyticCostModel(CostModel):
+    """Bytes of memory traffic saved minus a contiguity penalty (see the module docstring)."""
+
+    name = "analytic"
+
+    def __init__(self, unit: TransferUnit | int = CPU_CACHE_LINE, partial_penalty: float = 0.25,
+                 none_penalty: float = 1.0, multi_piece_readers: bool = False):
+        self.unit = unit
+        self.partial_penalty = partial_penalty
+        self.none_penalty = none_penalty
+        # Whether readers of a multi-piece view read it without a gather (vt-lower-views does not
+        # split loop ranges at piece boundaries yet: False).
+        self.multi_piece_readers = multi_piece_readers
+
+    def weight(self, state: "GreedyState", edge: Edge) -> Weight:
+        g = state.graph
+        c = edge.candidate
+        v = g.nodes[edge.src]
+        elt = _element_bytes(v.value)
+        region = _region_elements(c.mapping, c.virtual_shape) * elt
+        moves = _op_moves_bytes(c.op)
+        saved = 2 * region if moves else 0
+        mapping, sources = state.composed(edge)
+        profit = None
+        penalty = 0.0
+        readers = _readers(v.value, c.op)
+        if mapping is not None:
+            try:
+                profit = classify(mapping, c.virtual_shape,
+                                  [list(ir.RankedTensorType(g.nodes[s].value.type).shape) for s in sources],
+                                  elt, self.unit)
+            except ValueError:
+                profit = None
+        factor = 0.0 if profit is None or profit.type == "I" else (
+            self.partial_penalty if profit.contiguity == "partial" else self.none_penalty)
+        # Output-of-input: every reader walks the mapping. Input-of-output: the one producer writes
+        # through it (its other readers are charged by the gather term below if they cannot read it).
+        walkers = max(1, len(readers)) if c.direction == cat.OUTPUT_OF_INPUT else 1
+        penalty = factor * region * walkers
+        multi = mapping is None or len(mapping.pieces) > 1 or not c.full
+        blocked = [u for u in readers if not _can_read_view(u, v.value, multi and not self.multi_piece_readers, g)]
+        materialise = 2 * region if blocked else 0
+        unblocked = 0
+        t = edge.dst
+        if state.virtual.get(t) and c.direction == cat.OUTPUT_OF_INPUT and not _is_linalg_reader(c.op, g.nodes[t].value):
+            unblocked = 2 * _region_elements(MappingFunction.identity(len(c.physical_shape)),
+                                             c.physical_shape) * elt
+        value = saved - penalty - materialise + unblocked
+        return Weight(value, saved, penalty, materialise, unblocked, profit, mapping, sources)
+
+
+def _region_elements(mapping: MappingFunction, shape) -> int:
+    total = 0
+    for p in mapping.pieces:
+        n = 1
+        for d in range(len(shape)):
+            lo, hi = p.extent(d, shape)
+            n *= hi - lo
+        total += n
+    return total
+
+
+def _op_moves_bytes(op) -> bool:
+    from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
+
+    kind = stats_classify(op)
+    return kind is not None and kind[0] == DATA_MOVEMENT
+
+
+def _readers(value, exclude) -> list:
+    """Ops reading `value`, without the data-movement op the edge eliminates."""
+    out = []
+    for use in value.uses:
+        owner = use.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if exclude is not None and owner == exclude:
+            continue
+        out.append((owner, use.operand_number))
+    return out
+
+
+def _is_linalg_reader(op, value) -> bool:
+    """`op` is a linalg structured op reading `value` as an input (not an init): it can read through
+    a single-piece mapping once generalized (vt-lower-views folds the map into its indexing map)."""
+    op = op.operation
+    if not op.name.startswith("linalg.") or op.name in ("linalg.yield", "linalg.index"):
+        return False
+    n_inits = _num_inits(op)
+    n_in = len(op.operands) - n_inits
+    return any(op.operands[i] == value for i in range(n_in))
+
+
+def _num_inits(op) -> int:
+    """DPS inits of a linalg op: one per tensor result."""
+    return len(op.results)
+
+
+def _can_read_view(use, value, multi_piece: bool, graph: VTOG) -> bool:
+    owner, operand = use
+    if owner.name == "func.return":
+        return False
+    if not multi_piece and owner.name.startswith("linalg."):
+        n_in = len(owner.operands) - _num_inits(owner)
+        if operand < n_in:
+            return True
+    # A catalogued data-movement reader that may itself become a view of `value` (composition).
+    if cat.entry_for(owner) is not None:
+        for e in graph.edges:
+            c = e.candidate
+            if c.op == owner and c.direction == cat.OUTPUT_OF_INPUT and c.physical == value:
+                return True
+    return False
+
+
+# -- Alg. 2 --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Choice:
+    """One iteration of Alg. 2: node anchored, edges chosen, saving; rejected conflicting edges."""
+
+    node: int
+    edges: list[int]
+    saving: float
+    weights: dict[int, Weight]
+    conflicting: list[int] = field(default_factory=list)
+
+
+class GreedyState:
+    def __init__(self, graph: VTOG, edges: list[Edge]):
+        self.graph = graph
+        self.edges = edges
+        self.anchored: set[int] = set()
+        self.chosen: dict[int, list[Edge]] = {}
+        self.virtual: dict[int, bool] = {}
+
+    def mapping_of(self, node: int) -> tuple[MappingFunction | None, list[int]]:
+        """The composed mapping of an anchored node down to physical nodes (identity if physical)."""
+        if not self.virtual.get(node):
+            rank = len(ir.RankedTensorType(self.graph.nodes[node].value.type).shape)
+            return MappingFunction.identity(rank), [node]
+        pieces, sources = [], []
+        for e in self.chosen[node]:
+            m, srcs = self.composed(e)
+            if m is None:
+                return None, []
+            base = len(sources)
+            sources += srcs
+            pieces += [Piece(p.source + base, p.map, p.ranges) for p in m.pieces]
+        return MappingFunction(pieces), sources
+
+    def composed(self, edge: Edge) -> tuple[MappingFunction | None, list[int]]:
+        """Edge mapping (v's region → t) composed with t's mapping (t → physical): F_t ∘ F_e."""
+        base, sources = self.mapping_of(edge.dst)
+        if base is None:
+            return None, []
+        if not self.virtual.get(edge.dst):
+            return edge.candidate.mapping, [edge.dst]
+        try:
+            m = base.compose(edge.candidate.mapping, shape=edge.candidate.virtual_shape, at=0)
+        except (MappingCompositionError, ValueError):
+            return None, []
+        m, kept = m.drop_unused_sources()
+        return m, [sources[i] for i in kept]
+
+
+def _covers(edges: list[Edge], shape) -> bool:
+    total = 1
+    for e in shape:
+        total *= e
+    return sum(_region_elements(e.candidate.mapping, shape) for e in edges) == total
+
+
+def max_edges(state: GreedyState, node: int, weights: dict[int, Weight],
+              require_cover: bool) -> tuple[list[Edge], float, list[int]]:
+    """MAXEDGES(v, C(v), A): conflict-free edges of v into A with the largest sum of w(e).
+
+    With `require_cover` only sets covering all of v count (the rewrite keeps no residual storage
+    for a partly virtual tensor); the empty set (v stays physical) always counts, with saving 0.
+    Also returns the usable edges left out because they conflict with the chosen ones."""
+    g = state.graph
+    usable = [e for e in state.edges if e.src == node and e.dst in state.anchored]
+    shape = list(ir.RankedTensorType(g.nodes[node].value.type).shape)
+    best: tuple[list[Edge], float] = ([], 0.0)
+    if len(usable) <= MAX_EXACT_EDGES:
+        subsets = (list(s) for k in range(1, len(usable) + 1) for s in itertools.combinations(usable, k))
+    else:   # greedy by weight, keeping conflict-freedom
+        order = sorted(usable, key=lambda e: -weights[e.id].value)
+        picked: list[Edge] = []
+        for e in order:
+            if g.compatible(picked + [e]):
+                picked.append(e)
+        subsets = iter([picked])
+    for s in subsets:
+        if not g.compatible(s):
+            continue
+        if require_cover and not _covers(s, shape):
+            continue
+        if any(weights[e.id].mapping is None for e in s):
+            continue
+        total = sum(weights[e.id].value for e in s)
+        if total > best[1]:
+            best = (s, total)
+    chosen_ids = {e.id for e in best[0]}
+    conflicting = sorted({b for a in chosen_ids for p in g.conflict_pairs() if a in p
+                          for b in p if b != a and b not in chosen_ids and any(u.id == b for u in usable)})
+    return best[0], best[1], conflicting
+
+
+@dataclass
+class PointsToGraph:
+    graph: VTOG
+    choices: list[Choice]
+    chosen: dict[int, list[Edge]]
+    total_saving: float
+    cost_model: str
+
+    def virtual_nodes(self) -> list[int]:
+        return [n for n, es in self.chosen.items() if es]
+
+    def to_text(self) -> str:
+        g = self.graph
+        names = {n.id: n.name for n in g.nodes}
+        chosen = [c for c in self.choices if c.edges]
+        lines = [f"points-to @{g.function}: {len(chosen)} virtual tensors, "
+                 f"{sum(len(c.edges) for c in chosen)} edges, estimated saving "
+                 f"{self.total_saving:.0f} B (cost model {self.cost_model})"]
+        for c in chosen:
+            for eid in c.edges:
+                e = g.edges[eid]
+                w = c.weights[eid]
+                prof = f" {w.profit}" if w.profit else ""
+                lines.append(f"  choose e{eid}: {names[e.src]} -> {names[e.dst]} {e.candidate.kind} "
+                             f"{e.candidate.direction} w={w.value:.0f} (saved {w.saved}, penalty "
+                             f"{w.penalty:.0f}, gather {w.materialise}, unblocked {w.unblocked}){prof}")
+            for eid in c.conflicting:
+                e = g.edges[eid]
+                lines.append(f"  reject e{eid}: {names[e.src]} -> {names[e.dst]} {e.candidate.kind} "
+                             f"{e.candidate.direction}: conflicts with chosen "
+                             f"{', '.join(f'e{x}' for x in c.edges)} in S({names[c.node]})")
+        return "\n".join(lines) + "\n"
+
+
+def build_points_to_graph(graph: VTOG, cost_model: CostModel | None = None,
+                          edge_filter=None, require_cover: bool = True) -> PointsToGraph:
+    """VTC Alg. 2 on one VTOG. `edge_filter(edge) -> bool` restricts the edges the greedy may choose
+    (the rewrite passes the edges it can realise); the others are ignored."""
+    if not graph.nodes:
+        return PointsToGraph(graph, [], {}, 0.0, (cost_model or AnalyticCostModel()).name)
+    with graph.nodes[0].value.type.context:
+        return _build_points_to_graph(graph, cost_model, edge_filter, require_cover)
+
+
+def _build_points_to_graph(graph, cost_model, edge_filter, require_cover) -> PointsToGraph:
+    model = cost_model or AnalyticCostModel()
+    edges = [e for e in graph.edges if edge_filter is None or edge_filter(e)]
+    state = GreedyState(graph, edges)
+    has_out = {e.src for e in edges}
+    for n in graph.nodes:                       # Alg. 2 lines 2-4
+        if n.id not in has_out:
+            state.anchored.add(n.id)
+    choices: list[Choice] = []
+    total = 0.0
+    all_nodes = {n.id for n in graph.nodes}
+    weights = {e.id: model.weight(state, e) for e in edges}   # line 6
+    while state.anchored != all_nodes:          # line 8
+        best = None
+        for n in graph.nodes:                    # line 10
+            if n.id in state.anchored:
+                continue
+            p, s, conflicting = max_edges(state, n.id, weights, require_cover)
+            if best is None or s > best[2]:
+                best = (n.id, p, s, conflicting)
+        if best is None or best[2] < 0:         # line 14
+            break
+        node, picked, saving, conflicting = best
+        state.anchored.add(node)                 # line 16
+        state.chosen[node] = picked
+        state.virtual[node] = bool(picked)
+        total += saving
+        choices.append(Choice(node, [e.id for e in picked], saving,
+                              {e.id: weights[e.id] for e in picked}, conflicting))
+        # Lines 18-19: re-weigh the edges into the newly anchored node (their composed mapping,
+        # and so contiguity, and the gather/unblocked terms depend on whether it is virtual).
+        for e in edges:
+            if e.dst == node:
+                weights[e.id] = model.weight(state, e)
+    return PointsToGraph(graph, choices, state.chosen, total, model.name)

@@ -1,0 +1,243 @@
+"""The DVM VM compiled once through vtmlir's MLIR pipeline (native CPU code) against the numpy
+reference VM (Alg. 2, `vm.py`): bitwise where the instruction is exact in IEEE f32, a tight
+tolerance for exp/log/pow, sums and matmul; composite kernels against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vtmlir.dvm import BytecodeError, Graph, Opcode, Target, compile_graph, encode, execute
+from vtmlir.dvm.isa import Program
+from vtmlir.dvm.native import native_vm, unsupported_reason
+
+RNG = np.random.default_rng(11)
+SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # many tiles, tail tiles
+
+EXACT_UNARY = [Opcode.SQRT, Opcode.ABS, Opcode.ROUND, Opcode.FLOOR, Opcode.IS_FINITE, Opcode.COPY]
+EXACT_BINARY = [Opcode.ADD, Opcode.SUB, Opcode.MUL, Opcode.DIV, Opcode.MIN, Opcode.MAX]
+
+
+def shape(rank, hi=40):
+    return tuple(int(s) for s in RNG.integers(1, hi + 1, size=rank))
+
+
+def both(k, arrays, cores=2):
+    """(native outputs, numpy-VM outputs) of a compiled kernel."""
+    return k(*arrays, native=True, cores=cores), k(*arrays)
+
+
+def same(a, b, exact=True):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    if exact:
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), np.abs(a.astype(float) - b).max()
+    else:
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
+
+
+def test_compiled_once_through_the_cpu_pipeline():
+    vm = native_vm()
+    assert vm is native_vm()
+    assert {"vm", "llvm"} <= set(vm.stages)
+    assert "scf.index_switch" in vm.stages["vm"] and "scf.while" in vm.stages["vm"]
+    assert "llvm.func @_mlir_ciface_dvm_vm" in vm.stages["llvm"]
+
+
+def _random_program_graph():
+    """A random elementwise/broadcast/reduction program over one 3-d input and a broadcast one."""
+    g = Graph("random")
+    x, y = g.input(3), g.input(3)
+    vals = [x, y]
+    ops = []
+    for _ in range(int(RNG.integers(3, 9))):
+        kind = RNG.choice(["unary", "binary", "scalar", "cmpsel", "reduce"])
+        a = vals[int(RNG.integers(len(vals)))]
+        b = vals[int(RNG.integers(len(vals)))]
+        if kind == "unary":
+            f32_unary = [o for o in EXACT_UNARY if o != Opcode.IS_FINITE]  # keep values f32
+            op = f32_unary[int(RNG.integers(len(f32_unary)))]
+            v = g.unary(op, g.abs(a) if op == Opcode.SQRT else a)
+        elif kind == "binary":
+            op = EXACT_BINARY[int(RNG.integers(len(EXACT_BINARY)))]
+            v = g.binary(op, a, b)
+        elif kind == "scalar":
+            v = g.scalar(Opcode.ADDS if RNG.random() < 0.5 else Opcode.MULS, a, float(RNG.normal()))
+        elif kind == "cmpsel":
+            v = g.select(g.cmp(a, b, str(RNG.choice(["lt", "ge", "ne"]))), a, b)
+        else:
+            op = [Opcode.REDUCE_MAX, Opcode.REDUCE_MIN][int(RNG.integers(2))]
+            v = g.reduce(op, a, [int(RNG.choice([-1, 1]))])
+        ops.append(kind)
+        vals.append(v)
+    g.output(vals[-1], vals[-2])
+    return g
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_bitwise(seed):
+    g = _random_program_graph()
+    s = shape(3, hi=30)
+    ys = tuple(1 if RNG.random() < 0.4 else d for d in s)
+    arrays = [RNG.standard_normal(s).astype(np.float32) * 3, RNG.standard_normal(ys).astype(np.float32)]
+    for target in (SMALL, Target(cores=4)):
+        k = compile_graph(g, [a.shape for a in arrays], target)
+        native, ref = both(k, arrays, cores=int(RNG.integers(1, 4)))
+        for a, b in zip(native, ref):
+            same(a, b)
+
+
+@pytest.mark.parametrize("op", EXACT_UNARY + [Opcode.EXP, Opcode.LOG], ids=lambda o: o.name)
+def test_unary(op):
+    x = (RNG.standard_normal(shape(2, hi=90)) * 3).astype(np.float32)
+    if op in (Opcode.SQRT, Opcode.LOG):
+        x = np.abs(x) + 0.1
+    x.flat[::7] = 2.5  # round half to even
+    if op == Opcode.IS_FINITE:
+        x.flat[::3], x.flat[1::5] = np.inf, np.nan
+    g = Graph()
+    g.output(g.unary(op, g.input(2)))
+    (a,), (b,) = both(compile_graph(g, [x.shape], SMALL), [x])
+    same(a, b, exact=op in EXACT_UNARY)
+
+
+@pytest.mark.parametrize("op", EXACT_BINARY + [Opcode.POW], ids=lambda o: o.name)
+def test_binary_with_broadcast(op):
+    s = shape(3, hi=20)
+    a = RNG.random(s).astype(np.float32) + 0.5
+    b = RNG.random(tuple(1 if RNG.random() < 0.5 else d for d in s)).astype(np.float32) + 0.5
+    g = Graph()
+    g.output(g.binary(op, g.input(3), g.input(3)))
+    k = compile_graph(g, [a.shape, b.shape], SMALL)
+    (x,), (y,) = both(k, [a, b])
+    same(x, y, exact=op != Opcode.POW)
+
+
+def test_cmp_select_cast_families():
+    a = RNG.integers(-3, 4, (37, 53)).astype(np.float32)
+    b = RNG.integers(-3, 4, (53,)).astype(np.float32)
+    casts = [lambda g, x, y: g.cast(x * 7.5, "int32"),
+             lambda g, x, y: g.cast(g.cast(g.cast(x * 7.5, "int32"), "bool"), "int32"),
+             lambda g, x, y: g.cast(g.cast(x * 1.3, "float16"), "float32"),
+             lambda g, x, y: g.cast(g.cast(x * 1.3, "int32"), "float32"),
+             lambda g, x, y: g.cast(x, "bool"),
+             lambda g, x, y: g.cast(g.cmp(x, y, "lt"), "float32")]
+    groups = [[lambda g, x, y, c=c: g.cmp(x, y, c), lambda g, x, y, c=c: g.select(g.cmp(x, y, c), x, y)]
+              for c in ["eq", "ne", "lt", "le", "gt", "ge"]] + [casts[:3], casts[3:]]
+    for group in groups:  # at most 8 arguments per native kernel
+        g = Graph()
+        x, y = g.input(2), g.input(1)
+        g.output(*[f(g, x, y) for f in group])
+        k = compile_graph(g, [a.shape, b.shape], SMALL)
+        native, ref = both(k, [a, b])
+        for u, v in zip(native, ref):
+            same(u, v)
+
+
+@pytest.mark.parametrize("op", [Opcode.SUM, Opcode.REDUCE_MAX, Opcode.REDUCE_MIN], ids=["sum", "max", "min"])
+def test_reductions(op):
+    for axes in [(-1,), (1,), (1, 2), (0, 1, 2)]:
+        x = RNG.standard_normal(shape(3, hi=25)).astype(np.float32)
+        g = Graph()
+        g.output(g.reduce(op, g.input(3), axes))
+        k = compile_graph(g, [x.shape], Target(cores=3))
+        (a,), (b,) = both(k, [x])
+        if op == Opcode.SUM:  # sequential sum vs numpy's pairwise sum
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+        else:
+            same(a, b)
+
+
+def test_strided_views_and_int_data_movement():
+    x = RNG.standard_normal((23, 41)).astype(np.float32)
+    g = Graph()
+    g.output(g.exp(g.input(2)) + g.input(2))
+    k = compile_graph(g, [(41, 23), (41, 23)], SMALL, input_strides=[(1, 41), (23, 1)])
+    assert Opcode.VIEW_LOAD in {i.op for i in k.program.body}
+    y = RNG.standard_normal((41, 23)).astype(np.float32)
+    (a,), (b,) = both(k, [x.T, y])
+    same(a, b, exact=False)
+    # int64 / int8 tiles only move (load, broadcast, store) -- bitwise
+    for dt in ("int64", "int8", "float16"):
+        u = RNG.integers(-100, 100, (19, 1, 33)).astype(dt)
+        g = Graph()
+        v = g.input(3, dt)
+        g.output(g.copy(v), g.select(g.cmp(g.input(3), g.input(3), "lt"), g.input(3), g.input(3)))
+        p, q = RNG.random((19, 17, 33)).astype(np.float32), RNG.random((19, 17, 33)).astype(np.float32)
+        k = compile_graph(g, [u.shape, p.shape, q.shape, p.shape, q.shape], SMALL)
+        native, ref = both(k, [u, p, q, p, q])
+        for c, d in zip(native, ref):
+            same(c, d)
+
+
+def test_matmul_and_addmm():
+    g = Graph("addmm")
+    bias, a, b = g.input(1), g.input(2), g.input(2)
+    g.output(g.matmul(a, b) * 0.5 + bias * 2.0)
+    for m, kk, n in [(1, 1, 1), (37, 300, 45), (130, 77, 9)]:
+        arrays = [RNG.standard_normal(n).astype(np.float32), RNG.standard_normal((m, kk)).astype(np.float32),
+                  RNG.standard_normal((kk, n)).astype(np.float32)]
+        k = compile_graph(g, [x.shape for x in arrays], SMALL)
+        (x,), (y,) = both(k, arrays)
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
+
+
+def test_layernorm_and_softmax_vs_torch():
+    g = Graph("layernorm")
+    x, w, b = g.input(3), g.input(1), g.input(1)
+    mu = g.mean(x, -1)
+    xc = x - mu
+    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
+    for _ in range(5):
+        bb, s, h = int(RNG.integers(1, 5)), int(RNG.integers(1, 300)), int(RNG.choice([16, 100, 256, 1024]))
+        t, tw, tb = torch.randn(bb, s, h), torch.randn(h), torch.randn(h)
+        k = compile_graph(g, [(bb, s, h), (h,), (h,)], Target(cores=4))
+        (out,) = k(t.numpy(), tw.numpy(), tb.numpy(), native=True, cores=2)
+        ref = torch.nn.functional.layer_norm(t, (h,), tw, tb, 1e-5)
+        torch.testing.assert_close(torch.from_numpy(out), ref, rtol=1e-4, atol=1e-4)
+    g = Graph("softmax")
+    x = g.input(2)
+    e = g.exp(x - g.max(x, -1))
+    g.output(e / g.sum(e, -1))
+    for _ in range(5):
+        shp = (int(RNG.integers(1, 400)), int(RNG.integers(1, 700)))
+        t = torch.randn(*shp) * 4
+        (out,) = compile_graph(g, [shp], SMALL)(t.numpy(), native=True)
+        torch.testing.assert_close(torch.from_numpy(out), torch.softmax(t, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_core_count_does_not_change_results():
+    x = RNG.standard_normal((50, 70)).astype(np.float32)
+    g = Graph()
+    v = g.input(2)
+    g.output(g.exp(v - g.max(v, -1)))
+    k = compile_graph(g, [x.shape], SMALL)
+    outs = [k(x, native=True, cores=c)[0] for c in (1, 2, 5, 64)]
+    for o in outs[1:]:
+        same(o, outs[0])
+
+
+def test_rejects_what_it_cannot_run():
+    g = Graph()
+    g.output(g.exp(g.input(1)))
+    k = compile_graph(g, [(10,)], SMALL)
+    vm = native_vm()
+    with pytest.raises(BytecodeError, match="takes 2 arguments"):
+        vm.run(k.bytecode, [np.zeros(10, np.float32)])
+    with pytest.raises(BytecodeError, match="argument 1"):
+        vm.run(k.bytecode, [np.zeros(10, np.float32), np.zeros(3, np.float64)])
+    with pytest.raises(BytecodeError, match="bad magic"):
+        vm.run(k.bytecode * 2, [np.zeros(10, np.float32)] * 2)
+    g = Graph()
+    g.output(g.exp(g.input(1, "float64")))
+    p = compile_graph(g, [(10,)], SMALL).program
+    assert "f32" in unsupported_reason(p)
+    with pytest.raises(BytecodeError, match="unsupported program"):
+        vm.run(encode(p), [np.zeros(10), np.zeros(10)])
+    # an empty body runs (and does nothing)
+    empty = Program(p.kernel_type, p.local_bytes, p.args, p.grid, ())
+    out = np.full(10, 3.0)
+    execute(encode(empty), [np.zeros(10), out])
+    assert unsupported_reason(empty) is None
+    vm.run(encode(empty), [np.zeros(10), out])
+    assert (out == 3.0).all()
