@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..errors import VtmlirError
 from .isa import BINARY_OPS, UNARY_OPS, CmpType, DType, Opcode
