@@ -8,31 +8,18 @@ vtmlir / eager (below 1 means vtmlir is faster).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import time
 
 import torch
 
 import vtmlir
+from jsonl import Reporter, median_time
 from vtmlir.models import ZOO
 
 SUITE = "foundation"
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def emit(case, metric, value, unit, baseline=None):
-    print(json.dumps({"suite": SUITE, "case": case, "metric": metric, "value": value, "unit": unit,
-                      "baseline": baseline}), flush=True)
+emit = Reporter(SUITE).emit
 
 
 def main() -> None:

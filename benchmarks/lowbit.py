@@ -22,13 +22,11 @@ records where the CPU path stands, the weight bytes ratio is what compact storag
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
 
 import torch
 
 import vtmlir
+from jsonl import Reporter, median_time
 from vtmlir.lowbit import parse_dtype, quantize
 from vtmlir.lowbit.quantize import QuantizedLinear
 
@@ -39,19 +37,7 @@ SHAPES = "1024x1024"   # K x N; add 1024x2752 (the MLP up-projection) with --sha
 QUICK_TYPES = "i4,u4,e2m1,e3m2,e1m1"
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def emit(case, metric, value, unit, baseline=None):
-    print(json.dumps({"suite": SUITE, "case": case, "metric": metric, "value": value, "unit": unit,
-                      "baseline": baseline}), flush=True)
+emit = Reporter(SUITE).emit
 
 
 def main() -> None:
