@@ -7,7 +7,6 @@ an earlier run left (`strip_conversions`), so they can be re-run and chained. Se
 from __future__ import annotations
 
 import json as _json
-import sys
 from dataclasses import asdict, dataclass, field
 
 from ..passes.registry import Option, Pass, register_pass
@@ -61,20 +60,6 @@ class LayoutReport:
         return "\n".join(lines) + "\n"
 
 
-def _emit(pass_, text: str, module) -> None:
-    if pass_.report in ("", "none"):
-        return
-    if pass_.report == "-":
-        sys.stderr.write(text)
-        sys.stderr.flush()
-        return
-    try:
-        with open(pass_.report, "w") as f:
-            f.write(text)
-    except OSError as err:
-        pass_.emit_error(module, f"{pass_.name}: cannot write '{pass_.report}': {err.strerror}")
-
-
 def _symbol(func) -> str:
     from torch_mlir import ir
 
@@ -116,7 +101,7 @@ class LayoutResolve(Pass):
             report.functions.append(FunctionLayoutReport(
                 _symbol(func), naive, naive_bytes, n, after_bytes, relaid))
         self.last_report = report
-        _emit(self, report.to_json() + "\n" if self.json else report.to_text(), module)
+        self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())
 
 
 @register_pass
@@ -166,4 +151,4 @@ class LayoutSelectIlp(Pass):
                 _symbol(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
                 solution.constraints, solution.solve_seconds, solution.status))
         self.last_report = report
-        _emit(self, report.to_json() + "\n" if self.json else report.to_text(), module)
+        self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())

@@ -17,6 +17,7 @@ Writing a pass (one module per pass or tight family, DESIGN.md §5)::
         def run(self, module):                         # module: the builtin.module ir.Operation
             ...                                        # self.max_depth, self.dump_vtog
             self.emit_error(op, "cannot ...")          # error diagnostic + pass failure
+            self.write_report(module, self.output, text)  # '-' stderr, 'none', or a file
 
 then add one line to `_BUILTIN_PASSES` below (name → module). Modules are imported only when a pass
 is asked for by name, so `vt-opt` starts without importing every pass (or torch).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -245,6 +247,26 @@ class Pass:
         loc = getattr(where, "location", where)
         self._failed = True
         loc.emit_error(message)
+
+    def write_report(self, module, destination: str, text: str) -> bool:
+        """Write a pass's report: '-' (or '') to stderr, 'none' nowhere, anything else is a file path.
+
+        A file that cannot be written fails the pass with an error at `module`; returns whether the
+        report was written (or deliberately dropped).
+        """
+        if destination == "none":
+            return True
+        if destination in ("", "-"):
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            return True
+        try:
+            with open(destination, "w") as f:
+                f.write(text)
+        except OSError as err:
+            self.emit_error(module, f"{self.name}: cannot write '{destination}': {err.strerror}")
+            return False
+        return True
 
     def _run_in_pass_manager(self, op, external_pass) -> None:
         """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json as _json
 import re
-import sys
 from dataclasses import asdict, dataclass, field
 
 from torch_mlir import ir
@@ -417,12 +416,4 @@ class VtStats(Pass):
         report = collect_stats(module, annotate=self.annotate)
         self.last_report = report
         text = report.to_json() + "\n" if self.json else report.to_text()
-        if self.output in ("", "-"):
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        else:
-            try:
-                with open(self.output, "w") as f:
-                    f.write(text)
-            except OSError as err:
-                self.emit_error(module, f"vt-stats: cannot write '{self.output}': {err.strerror}")
+        self.write_report(module, self.output, text)

@@ -45,7 +45,6 @@ from torch_mlir import ir
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
 from ..ir_utils import walk_ops
-from ._report import write_report
 from .tucker import relative_error, tucker2_decompose, tucker2_ranks
 from .weights import constant_array, make_constant
 
@@ -293,4 +292,4 @@ class TemcoDecompose(Pass):
             return
         report = decompose_convs(module, self.rank_ratio, self.skip_pointwise)
         self.last_report = report
-        write_report(self, module, report.to_json() + "\n" if self.json else report.to_text())
+        self.write_report(module, self.output, report.to_json() + "\n" if self.json else report.to_text())

@@ -43,7 +43,6 @@ from torch_mlir import ir
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
 from ..ir_utils import walk_ops
-from ._report import write_report
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -405,7 +404,7 @@ class TemcoAnalyzePeakMemory(Pass):
     def run(self, module) -> None:
         report = analyze_peak_memory(module)
         self.last_report = report
-        write_report(self, module, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
+        self.write_report(module, self.output, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
         if self.plot:
             from .plot import plot_memory
 

@@ -50,7 +50,6 @@ from torch_mlir import ir
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
-from ._report import write_report
 
 _NOT_NODES = {"arith.constant", "tensor.empty"}
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -424,4 +423,4 @@ class TemcoRematSkip(Pass):
         self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
-        write_report(self, module, text)
+        self.write_report(module, self.output, text)

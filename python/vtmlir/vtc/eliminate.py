@@ -30,7 +30,7 @@ from ..passes.registry import Option, Pass, register_pass
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
-from .vtog import _write, build_vtog
+from .vtog import build_vtog
 
 COST_MODELS = ("analytic",)
 
@@ -173,4 +173,4 @@ class EliminateDataMovement(Pass):
         graphs = eliminate(module, model, rewrite=self.rewrite)
         self.last_points_to = graphs
         if not self.quiet:
-            _write(self, module, self.output, "".join(p.to_text() for p in graphs))
+            self.write_report(module, self.output, "".join(p.to_text() for p in graphs))

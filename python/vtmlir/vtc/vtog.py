@@ -23,7 +23,6 @@ Every edge is also classified (Thm. 1 / Defs. 4–5, contiguity.py) for the tran
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import dataclass, field
 
 from torch_mlir import ir
@@ -315,21 +314,7 @@ class BuildVTOG(Pass):
         graphs = build_vtogs(module, unit)
         self.last_graphs = graphs
         text = "".join(g.to_text() for g in graphs)
-        if not _write(self, module, self.output, text):
+        if not self.write_report(module, self.output, text):
             return
         if self.dot:
-            _write(self, module, self.dot, "".join(g.to_dot() for g in graphs))
-
-
-def _write(p: Pass, module, path: str, text: str) -> bool:
-    if path in ("", "-"):
-        sys.stderr.write(text)
-        sys.stderr.flush()
-        return True
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-    except OSError as err:
-        p.emit_error(module, f"{p.name}: cannot write '{path}': {err.strerror}")
-        return False
-    return True
+            self.write_report(module, self.dot, "".join(g.to_dot() for g in graphs))
