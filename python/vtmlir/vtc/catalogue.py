@@ -619,18 +619,23 @@ def analyse(op) -> Analysis | None:
     return result
 
 
-def _covers_all(mapping: MappingFunction, shape: Sequence[int]) -> bool:
-    total = 1
-    for e in shape:
-        total *= e
-    covered = 0
+def region_elements(mapping: MappingFunction, shape: Sequence[int]) -> int:
+    """How many elements of a tensor of `shape` the pieces of `mapping` cover (pieces are disjoint)."""
+    total = 0
     for p in mapping.pieces:
         n = 1
         for d in range(len(shape)):
             lo, hi = p.extent(d, shape)
             n *= hi - lo
-        covered += n
-    return covered == total
+        total += n
+    return total
+
+
+def _covers_all(mapping: MappingFunction, shape: Sequence[int]) -> bool:
+    total = 1
+    for e in shape:
+        total *= e
+    return region_elements(mapping, shape) == total
 
 
 def is_data_movement(op) -> bool:

@@ -94,7 +94,7 @@ class AnalyticCostModel(CostModel):
         c = edge.candidate
         v = g.nodes[edge.src]
         elt = _element_bytes(v.value)
-        region = _region_elements(c.mapping, c.virtual_shape) * elt
+        region = cat.region_elements(c.mapping, c.virtual_shape) * elt
         moves = _op_moves_bytes(c.op)
         saved = 2 * region if moves else 0
         mapping, sources = state.composed(edge)
@@ -120,21 +120,12 @@ class AnalyticCostModel(CostModel):
         unblocked = 0
         t = edge.dst
         if state.virtual.get(t) and c.direction == cat.OUTPUT_OF_INPUT and not _is_linalg_reader(c.op, g.nodes[t].value):
-            unblocked = 2 * _region_elements(MappingFunction.identity(len(c.physical_shape)),
+            unblocked = 2 * cat.region_elements(MappingFunction.identity(len(c.physical_shape)),
                                              c.physical_shape) * elt
         value = saved - penalty - materialise + unblocked
         return Weight(value, saved, penalty, materialise, unblocked, profit, mapping, sources)
 
 
-def _region_elements(mapping: MappingFunction, shape) -> int:
-    total = 0
-    for p in mapping.pieces:
-        n = 1
-        for d in range(len(shape)):
-            lo, hi = p.extent(d, shape)
-            n *= hi - lo
-        total += n
-    return total
 
 
 def _op_moves_bytes(op) -> bool:
@@ -245,7 +236,7 @@ def _covers(edges: list[Edge], shape) -> bool:
     total = 1
     for e in shape:
         total *= e
-    return sum(_region_elements(e.candidate.mapping, shape) for e in edges) == total
+    return sum(cat.region_elements(e.candidate.mapping, shape) for e in edges) == total
 
 
 def max_edges(state: GreedyState, node: int, weights: dict[int, Weight],
