@@ -1,39 +1,53 @@
-"""DVM benchmark (Fang et al., DVM, §6 Table 2 workloads at CPU scale): per-new-shape compile latency
-(tiling + encoding, `vtmlir.dvm.compile_graph`) over random shapes, and the run time of the VM
-compiled once through MLIR (`vtmlir.dvm.native`) against torch eager on the same shapes.
+"""DVM benchmark (Fang et al., DVM, §6 Table 2 workloads at CPU scale).
 
-Prints JSON lines (DESIGN.md §7): for each workload `compile_latency_median`/`_max` (µs, every shape
-new), `native_vm_jit` (the one-off JIT of the VM, s), and for a few shapes `run_time` (best-of-R µs of
-the native VM, baseline: torch eager's best-of-R µs, same thread count) and `compile_run_ratio` (compile latency / native run).
-torch.compile comparisons and the if-else-add / BERT workloads are not measured here yet.
+Workloads: matmul and addmm with m sampled in [1, 8192] and the paper's (n, k) set D scaled by 1/32
+(4096 -> 128, 11008 -> 344, 5120 -> 160, 13696 -> 428, 8192 -> 256, 28672 -> 896), LayerNorm
+[b, s, h] (b in [1, 60], s = 8192/64 = 128, h in {1024..4096}/4), if-else-add (((a > b ? 2x : 4x) + y)
+over [b, s, f] with random branch, through the streaming fuser), and a BERT-style encoder
+(`vtmlir.models.bert`, imported with a dynamic batch, `dvm-fuse`d, run by `DvmFunction`) with
+batch in {2, 4, 8, 16}.
 
-    python benchmarks/dvm.py [--shapes N] [--repeat R] [--cores C]
+JSON lines (benchmarks/jsonl.py), per workload:
+- `compile_latency_median` / `compile_latency_max` (µs): per-new-shape compile = tiling + encoding,
+  every sampled shape new (static-graph workloads: `compile_graph`; if-else-add: the stream fuser's
+  compile time of the shape; BERT: all kernels of one new batch);
+- `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
+  a program needs it), `baseline` = torch eager's best of R on the same inputs and threads;
+- `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
+  time (the 2-core dev machine is shared, so wall maxima mostly measure preemption);
+- `compile_run_ratio`: compile latency / run time of that shape;
+- `torch_compile_new_shape_max` / `_median` (µs): torch.compile(dynamic=True)'s first call on each
+  new shape (compiles and recompiles included), and `compile_latency_ratio` = that max / DVM's max;
+  `torch_compile_run_time` (µs, best of R, after compilation) vs DVM's run time.
+`native_vm_jit` (s) is the one-off JIT of the VM per process.
+
+    python benchmarks/dvm.py [--shapes N] [--run-shapes K] [--repeat R] [--cores C] [--no-inductor]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from vtmlir.dvm import Graph, Target, compile_graph
-from vtmlir.dvm.native import native_vm
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonl import Reporter  # noqa: E402
 
-SUITE = "dvm"
+from vtmlir.dvm import Graph, Target, compile_graph  # noqa: E402
+from vtmlir.dvm.native import native_vm, unsupported_reason  # noqa: E402
 
-
-def emit(case, metric, value, unit, baseline=None, **extra):
-    print(json.dumps({"suite": SUITE, "case": case, "metric": metric, "value": value, "unit": unit,
-                      "baseline": baseline, **extra}), flush=True)
+REPORT = Reporter("dvm")
+D_SCALED = [(128, 128), (344, 128), (128, 344), (160, 160), (428, 160), (160, 428), (256, 256), (896, 256), (256, 896)]
 
 
 def best_us(fn, repeat):
-    """Best of `repeat` timed calls after a warm-up (the machine may be shared: the minimum is the
-    least disturbed sample, for the VM and for eager alike)."""
+    """Best of `repeat` timed calls after a warm-up: on a shared machine the minimum is the least
+    disturbed sample, for DVM and the baselines alike."""
     fn()
     samples = []
     for _ in range(repeat):
@@ -43,7 +57,20 @@ def best_us(fn, repeat):
     return min(samples) * 1e6
 
 
-def layernorm():
+def matmul_graph():
+    g = Graph("matmul")
+    g.output(g.matmul(g.input(2), g.input(2)))
+    return g
+
+
+def addmm_graph():
+    g = Graph("addmm")
+    c, a, b = g.input(2), g.input(2), g.input(2)
+    g.output(g.matmul(a, b) + c)
+    return g
+
+
+def layernorm_graph():
     g = Graph("layernorm")
     x, w, b = g.input(3), g.input(1), g.input(1)
     mu = g.mean(x, -1)
@@ -52,39 +79,187 @@ def layernorm():
     return g
 
 
-def softmax():
-    g = Graph("softmax")
-    x = g.input(2)
-    e = g.exp(x - g.max(x, -1))
-    g.output(e / g.sum(e, -1))
-    return g
+def _mk(rng, m_max=8192):
+    m = int(rng.integers(1, m_max + 1))
+    n, k = D_SCALED[int(rng.integers(len(D_SCALED)))]
+    return m, n, k
 
 
-def add():
-    g = Graph("add")
-    g.output(g.input(2) + g.input(2))
-    return g
-
-
-def addmm():
-    g = Graph("addmm")
-    bias, a, b = g.input(1), g.input(2), g.input(2)
-    g.output(g.matmul(a, b) * 0.5 + bias * 2.0)
-    return g
-
-
-# (name, graph, random input shapes, torch eager reference)
-WORKLOADS = [
-    ("add[m,1024]", add(), lambda r: [(m := int(r.integers(1, 8193)), 1024), (m, 1024)],
-     lambda a, b: a + b),
-    ("layernorm[b,512,h]", layernorm(),
-     lambda r: [(int(r.integers(1, 9)), 512, h := int(r.choice([256, 512, 768, 1024]))), (h,), (h,)],
+STATIC = [
+    ("matmul", matmul_graph(),
+     lambda r, cap: (lambda m, n, k: [(m, k), (k, n)])(*_mk(r, cap)),
+     lambda a, b: a @ b),
+    ("addmm", addmm_graph(),
+     lambda r, cap: (lambda m, n, k: [(m, n), (m, k), (k, n)])(*_mk(r, cap)),
+     lambda c, a, b: torch.addmm(c, a, b)),
+    ("layernorm", layernorm_graph(),
+     lambda r, cap: (lambda b, h: [(b, 128, h), (h,), (h,)])(int(r.integers(1, min(60, cap) + 1)),
+                                                             int(r.choice([256, 512, 768, 1024]))),
      lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5)),
-    ("softmax[m,n]", softmax(), lambda r: [(int(r.integers(1, 4097)), int(r.integers(1, 2049)))],
-     lambda x: torch.softmax(x, -1)),
-    ("addmm[m,k=n=256]", addmm(), lambda r: [(256,), (m := int(r.integers(1, 1025)), 256), (256, 256)],
-     lambda c, a, b: torch.addmm(c, a, b, beta=2.0, alpha=0.5)),
 ]
+RUN_CAP = {"matmul": 1024, "addmm": 1024, "layernorm": 8}  # m / b bound of the timed shapes
+
+
+def torch_compile_new_shapes(fn, inputs_list, repeat):
+    """First-call latency of torch.compile(dynamic=True) on each new shape (µs), and the steady run
+    time of the last shape."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, dynamic=True)
+    first = []
+    for inputs in inputs_list:
+        t = time.perf_counter()
+        compiled(*inputs)
+        first.append((time.perf_counter() - t) * 1e6)
+    steady = best_us(lambda: compiled(*inputs_list[-1]), repeat)
+    return first, steady
+
+
+def emit_latency(case, wall, cpu=None, **extra):
+    """Wall-clock median/max, and the compiling thread's CPU time (excludes time the thread was
+    descheduled: on a shared machine the wall maximum mostly measures other jobs)."""
+    REPORT.emit(case, "compile_latency_median", round(statistics.median(wall), 1), "us", shapes=len(wall), **extra)
+    REPORT.emit(case, "compile_latency_max", round(max(wall), 1), "us", shapes=len(wall), **extra)
+    if cpu:
+        REPORT.emit(case, "compile_cpu_median", round(statistics.median(cpu), 1), "us", shapes=len(cpu))
+        REPORT.emit(case, "compile_cpu_max", round(max(cpu), 1), "us", shapes=len(cpu))
+
+
+def emit_inductor(case, first, steady, dvm_max_us, dvm_run_us, n):
+    REPORT.emit(case, "torch_compile_new_shape_max", round(max(first), 1), "us", shapes=n)
+    REPORT.emit(case, "torch_compile_new_shape_median", round(statistics.median(first), 1), "us", shapes=n)
+    REPORT.emit(case, "compile_latency_ratio", round(max(first) / dvm_max_us, 1), "ratio",
+                baseline="torch.compile(dynamic=True) max new-shape latency / DVM max compile latency")
+    REPORT.emit(case, "torch_compile_run_time", round(steady, 1), "us", baseline=round(dvm_run_us, 1),
+                note="baseline = DVM native VM run time on the same shape")
+
+
+def run_static(args, target, rng, inductor):
+    cores = target.cores
+    for name, graph, shapes_of, eager in STATIC:
+        lat, cpu = [], []
+        for _ in range(args.shapes):
+            shapes = shapes_of(rng, 8192 if name != "layernorm" else 60)
+            t, c = time.perf_counter(), time.thread_time()
+            compile_graph(graph, shapes, target)
+            cpu.append((time.thread_time() - c) * 1e6)
+            lat.append((time.perf_counter() - t) * 1e6)
+        emit_latency(name, lat, cpu)
+        timed = []
+        for _ in range(args.run_shapes):
+            shapes = shapes_of(rng, RUN_CAP[name])
+            t = time.perf_counter()
+            k = compile_graph(graph, shapes, target)
+            comp_us = (time.perf_counter() - t) * 1e6
+            arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+            tensors = [torch.from_numpy(a) for a in arrays]
+            native = unsupported_reason(k.program) is None
+            (out,) = k(*arrays, native=native, cores=cores if native else None)
+            err = float(np.abs(out - eager(*tensors).numpy()).max())
+            vm_us = best_us(lambda: k(*arrays, native=native, cores=cores if native else None), args.repeat)
+            eager_us = best_us(lambda: eager(*tensors), args.repeat)
+            dims = shapes[0] if name == "layernorm" else (*shapes[-2], shapes[-1][-1])  # [b,s,h] or m,k,n
+            case = f"{name}@{'x'.join(map(str, dims))}"
+            REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1),
+                        ratio=round(vm_us / eager_us, 2), max_abs_err=err, tiles=k.program.tile_count, native=native)
+            REPORT.emit(case, "compile_run_ratio", round(comp_us / vm_us, 4), "ratio")
+            timed.append((tensors, vm_us))
+        if inductor:
+            first, steady = torch_compile_new_shapes(eager, [t for t, _ in timed], args.repeat)
+            emit_inductor(name, first, steady, max(lat), timed[-1][1], len(timed))
+
+
+def run_if_else_add(args, target, rng, inductor):
+    from vtmlir.dvm.stream import StreamFuser
+
+    fuser = StreamFuser(target, native=True)
+    lat, cpu, rows = [], [], []
+    for i in range(args.shapes):
+        cap = (256, 512, 8192) if i >= args.run_shapes else (4, 64, 512)
+        b, s, f = (int(rng.integers(1, c + 1)) for c in cap)
+        a_, b_ = rng.standard_normal(1).astype(np.float32), rng.standard_normal(1).astype(np.float32)
+        shape = (b, s, f) if i < args.run_shapes else (1, 1, 1)  # compile-only shapes need no data
+        x, y = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+        if i >= args.run_shapes:  # per-new-shape compile of the fused branch+add kernel only
+            g = Graph("if_else_add")
+            xi, yi = g.input(3), g.input(3)
+            g.output(xi * 2.0 + yi)
+            t, c = time.perf_counter(), time.thread_time()
+            compile_graph(g, [(b, s, f), (b, s, f)], target)
+            cpu.append((time.thread_time() - c) * 1e6)
+            lat.append((time.perf_counter() - t) * 1e6)
+            continue
+
+        def dvm_call():
+            X, Y = fuser.tensor(x), fuser.tensor(y)
+            t = X * 2.0 if bool(fuser.tensor(a_) > fuser.tensor(b_)) else X * 4.0
+            return (t + Y).numpy()
+
+        before = fuser.compile_seconds
+        dvm_call()
+        lat.append((fuser.compile_seconds - before) * 1e6)
+        tx, ty, ta, tb = map(torch.from_numpy, (x, y, a_, b_))
+
+        def eager():
+            return (2 * tx if bool(ta > tb) else 4 * tx) + ty
+
+        vm_us = best_us(dvm_call, args.repeat)
+        eager_us = best_us(eager, args.repeat)
+        case = f"if_else_add@{b}x{s}x{f}"
+        REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1), ratio=round(vm_us / eager_us, 2),
+                    max_abs_err=float(np.abs(dvm_call() - eager().numpy()).max()))
+        REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
+        rows.append(((tx, ty, ta, tb), vm_us))
+    emit_latency("if_else_add", lat, cpu)
+    if inductor:
+        def fn(x, y, a, b):
+            return torch.where(a > b, 2 * x, 4 * x) + y  # traced without the data-dependent Python branch
+
+        first, steady = torch_compile_new_shapes(fn, [r for r, _ in rows], args.repeat)
+        emit_inductor("if_else_add", first, steady, max(lat), rows[-1][1], len(rows))
+
+
+def run_bert(args, target, rng, inductor):
+    import vtmlir
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.models.bert import build_bert_encoder, dynamic_shapes
+
+    seq, hidden = 32, 128
+    model, (x,) = build_bert_encoder(batch=2, seq=seq, layers=2, hidden=hidden, heads=4, ffn=4 * hidden)
+    module = vtmlir.import_torch(model, x, dynamic_shapes=dynamic_shapes())
+    fn = DvmFunction(module, target=target, native=True)
+    REPORT.emit("bert", "kernels", len(fn.fusion.groups), "count",
+                fused_ops=sum(len(g.ops) for g in fn.fusion.groups))
+    lat, rows = [], []
+    for batch in (2, 4, 8, 16):
+        xb = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
+        before = fn.compile_seconds
+        (out,) = fn(xb)
+        lat.append((fn.compile_seconds - before) * 1e6)
+        tx = torch.from_numpy(xb)
+        with torch.no_grad():
+            err = float(np.abs(out - model(tx).numpy()).max())
+            vm_us = best_us(lambda: fn(xb), max(2, args.repeat // 3))
+            eager_us = best_us(lambda: model(tx), args.repeat)
+        case = f"bert@{batch}x{seq}x{hidden}"
+        REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1), ratio=round(vm_us / eager_us, 2),
+                    max_abs_err=err)
+        REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
+        rows.append(((tx,), vm_us))
+    emit_latency("bert", lat, note="all kernels of one new batch")
+    if inductor:
+        with torch.no_grad():
+            first, steady = torch_compile_new_shapes(model, [r for r, _ in rows], args.repeat)
+        emit_inductor("bert", first, steady, max(lat), rows[-1][1], len(rows))
+
+
+def inductor_available() -> tuple[bool, str]:
+    import shutil
+
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        return False, "no C compiler on PATH: TorchInductor's CPU backend cannot build kernels"
+    return True, ""
 
 
 def main() -> None:
@@ -93,42 +268,26 @@ def main() -> None:
     ap.add_argument("--run-shapes", type=int, default=3, help="shapes per workload timed at run time")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--cores", type=int, default=None, help="Alg. 2 cores (default: CPU count)")
+    ap.add_argument("--no-inductor", action="store_true", help="skip the torch.compile baseline")
+    ap.add_argument("--only", default="", help="comma-separated workloads: static,if_else_add,bert")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     target = Target() if args.cores is None else Target(cores=args.cores)
-    cores = target.cores
+    torch.set_num_threads(target.cores)
+    inductor, why = (False, "disabled by --no-inductor") if args.no_inductor else inductor_available()
+    if not inductor:
+        REPORT.emit("torch.compile", "torch_compile_new_shape_max", None, "us", reason=why)
 
     t = time.perf_counter()
     native_vm()
-    emit("vm", "native_vm_jit", round(time.perf_counter() - t, 3), "s")
-
-    torch.set_num_threads(cores)
-    for name, graph, shapes_of, eager in WORKLOADS:
-        lat = []
-        for _ in range(args.shapes):
-            shapes = shapes_of(rng)
-            t = time.perf_counter()
-            compile_graph(graph, shapes, target)
-            lat.append((time.perf_counter() - t) * 1e6)
-        emit(name, "compile_latency_median", round(statistics.median(lat), 1), "us", shapes=args.shapes)
-        emit(name, "compile_latency_max", round(max(lat), 1), "us", shapes=args.shapes)
-        for _ in range(args.run_shapes):
-            shapes = shapes_of(rng)
-            k = compile_graph(graph, shapes, target)
-            arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-            tensors = [torch.from_numpy(a) for a in arrays]
-            (out,) = k(*arrays, native=True, cores=cores)
-            ref = eager(*tensors)
-            err = float(np.abs(out - ref.numpy()).max())
-            vm_us = best_us(lambda: k(*arrays, native=True, cores=cores), args.repeat)
-            eager_us = best_us(lambda: eager(*tensors), args.repeat)
-            t = time.perf_counter()
-            compile_graph(graph, shapes, target)
-            comp_us = (time.perf_counter() - t) * 1e6
-            case = f"{name}@{'x'.join(map(str, shapes[0 if name != 'addmm[m,k=n=256]' else 1]))}"
-            emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1),
-                 ratio=round(vm_us / eager_us, 2), max_abs_err=err, tiles=k.program.tile_count)
-            emit(case, "compile_run_ratio", round(comp_us / vm_us, 3), "ratio")
+    REPORT.emit("vm", "native_vm_jit", round(time.perf_counter() - t, 3), "s")
+    only = set(filter(None, args.only.split(","))) or {"static", "if_else_add", "bert"}
+    if "static" in only:
+        run_static(args, target, rng, inductor)
+    if "if_else_add" in only:
+        run_if_else_add(args, target, rng, inductor)
+    if "bert" in only:
+        run_bert(args, target, rng, inductor)
 
 
 if __name__ == "__main__":

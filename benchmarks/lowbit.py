@@ -11,9 +11,9 @@ same way, in this one process. Prints JSON lines (DESIGN.md §7):
 - `weight_bytes_ratio`: packed codes + scales + zero points over the fp32 weight bytes;
 - `max_abs_err`: compiled quantised output vs the PyTorch dequantise-then-matmul reference.
 
-The quantised model dequantises with plain tensor ops before the matmul (docs/lowbit.md,
-"Quantisation") until `subbyte-lower` exists, so latency ratios above 1 are expected today: this
-records where the CPU path stands, the weight bytes ratio is what compact storage already delivers.
+The quantised model is compiled with `pipeline="subbyte-pack, subbyte-lower"` (the weight packed at
+compile time, unpacking + conversion fused into the matmul loop, docs/lowbit.md); `--unfused`
+compiles it without them (the imported dequantise-then-matmul graph) for comparison.
 
     python benchmarks/lowbit.py [--types u4,i3,e2m2] [--shapes 1024x1024] [--batches 1,16]
                                 [--repeat N] [--quick]
@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,16")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--unfused", action="store_true",
+                        help="compile the quantised graph as imported (no subbyte-pack/subbyte-lower)")
     parser.add_argument("--quick", action="store_true",
                         help=f"types {QUICK_TYPES}, shape 1024x1024, repeat 10")
     args = parser.parse_args()
@@ -66,14 +68,15 @@ def main() -> None:
             dense_s = median_time(lambda: compiled(x), args.repeat)
             emit(case, "latency_fp32", round(dense_s * 1e3, 4), "ms")
             for t, q in quantized.items():
-                cq = vtmlir.compile(q, x)
+                cq = vtmlir.compile(q, x, pipeline=None if args.unfused else "subbyte-pack, subbyte-lower")
                 q_s = median_time(lambda: cq(x), args.repeat)
                 layer = next(m for m in q.modules() if isinstance(m, QuantizedLinear))
                 with torch.no_grad():
                     err = (cq(x) - q(x)).abs().max().item()
                 tcase = f"{case}_{t.name}"
                 emit(tcase, "latency", round(q_s * 1e3, 4), "ms")
-                emit(tcase, "latency_ratio", round(q_s / dense_s, 3), "x", baseline="vtmlir_fp32_dense")
+                emit(tcase, "latency_ratio", round(q_s / dense_s, 3), "x",
+                     baseline="vtmlir_fp32_dense" + ("" if args.unfused else " (quantised: fused subbyte-lower)"))
                 emit(tcase, "weight_bytes_ratio", round(layer.weight_bytes() / (4 * K * N), 4), "x",
                      baseline="fp32_dense")
                 emit(tcase, "max_abs_err", float(f"{err:.3g}"), "abs", baseline="torch_dequant_matmul")

@@ -1,90 +1,115 @@
-"""TeMCO memory: internal-tensor peak of original / decomposed / Skip-Opt models, analysed and measured.
+"""TeMCO memory (§4, Fig. 10–11): internal-tensor peak, weights and time of the 10 evaluation models.
 
-Per model: `temco-analyze-peak-memory`'s peak (§2.2 model: frees at last use, inputs and results
-counted), the CPU runtime's measured internal peak (`track_memory=True`: everything the compiled
-function mallocs, the caller's inputs/outputs apart), and the weight bytes, for the original model,
-the Tucker-2 decomposed one (rank ratio 0.1) and the decomposed one after `temco-remat-skip`
-(Skip-Opt, Alg. 1-2). Not yet the issue's 10-model suite: the zoo's conv models and two ResNet-style
-models with Fig. 7 skip connections.
+Per model of `vtmlir.models.TEMCO_ZOO` (AlexNet, VGG-11/16, ResNet-18/34/50, DenseNet-121-style and a
+smaller DenseNet, UNet in two sizes; `models/temco_nets.py`) and batch size, four variants:
 
-    python benchmarks/temco_memory.py [--batch N] [--models a,b]
+- `original`: the imported model;
+- `decomposed`: `temco-decompose` (Tucker-2, rank ratio 0.1), the paper's baseline;
+- `skip_opt`: + `temco-remat-skip` (Algs. 1–2);
+- `skip_opt_fusion`: + `temco-fuse-activation` (§3.2–3.3; for AlexNet/VGG Skip-Opt finds nothing,
+  so this is the paper's "Fusion").
+
+Metrics per variant: `measured_internal_peak` (the CPU runtime's counting allocator: everything the
+compiled function allocates, the caller's inputs/outputs and the weights apart; baseline = the
+original's), `analysed_peak` (`temco-analyze-peak-memory`), `weights` (bytes of constant tensors),
+`time` (median seconds per call of an untracked build; baseline = the decomposed model's, measured in
+the same process) and `max_abs_diff` (vs the decomposed model's output). Per batch a summary:
+`geomean_internal_peak_reduction` of skip_opt_fusion vs original (paper: 75.7 %) and
+`geomean_time_ratio` vs decomposed (paper: 1.08× at batch 4, 1.70× at 32).
+
+    python benchmarks/temco_memory.py [--batch 4] [--size S] [--models temco_vgg11,...] [--repeat 3] [--no-time]
+
+`--size` overrides every model's image side (to keep batch 32 affordable on a small CPU).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import math
+import sys
+from pathlib import Path
 
-import torch
+import numpy as np
 
-import vtmlir
-from vtmlir.models import get
-from vtmlir.temco import analyze_peak_memory, decompose_convs
-from vtmlir.temco.measure import measure_peak_memory
-from vtmlir.temco.remat import remat_skip_connections
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jsonl import Reporter, median_time  # noqa: E402
 
+import vtmlir  # noqa: E402
+from vtmlir.models import TEMCO_ZOO  # noqa: E402
+from vtmlir.temco import analyze_peak_memory, decompose_convs  # noqa: E402
+from vtmlir.temco.fuse import fuse_activations  # noqa: E402
+from vtmlir.temco.measure import measure_peak_memory  # noqa: E402
+from vtmlir.temco.remat import remat_skip_connections  # noqa: E402
 
-class Fig7Block(torch.nn.Module):
-    """TeMCO Fig. 7: b = relu(conv1(x)) is used by conv2 and by the add after conv3."""
-
-    def __init__(self, c=32):
-        super().__init__()
-        self.conv1, self.conv2, self.conv3 = (torch.nn.Conv2d(c, c, 3, padding=1) for _ in range(3))
-
-    def forward(self, x):
-        b = torch.relu(self.conv1(x))
-        return torch.relu(self.conv3(torch.relu(self.conv2(b))) + b)
+VARIANTS = ("original", "decomposed", "skip_opt", "skip_opt_fusion")
 
 
-class Fig7Net(torch.nn.Module):
-    def __init__(self, c=32, blocks=3):
-        super().__init__()
-        self.stem = torch.nn.Conv2d(3, c, 3, padding=1)
-        self.blocks = torch.nn.Sequential(*(Fig7Block(c) for _ in range(blocks)))
-
-    def forward(self, x):
-        return self.blocks(torch.relu(self.stem(x)))
-
-
-def _cases(batch):
-    torch.manual_seed(0)
-    yield "fig7_block", Fig7Block().eval(), (torch.randn(batch, 32, 16, 16),)
-    yield "fig7_net", Fig7Net().eval(), (torch.randn(batch, 3, 16, 16),)
-    for name in ("resnet_basic_block", "resnet_bottleneck_block", "conv_bn_relu_residual"):
-        model, inputs = get(name).build(batch=batch)
-        yield name, model, tuple(inputs)
+def variants(model, inputs):
+    """The four variants of one model as graph-level modules (each a separate copy)."""
+    original = vtmlir.import_torch(model, *inputs)
+    decomposed = vtmlir.as_module(str(original))
+    decompose_convs(decomposed, 0.1, True)
+    skip_opt = vtmlir.as_module(str(decomposed))
+    remat_skip_connections(skip_opt)
+    fused = vtmlir.as_module(str(skip_opt))
+    fuse_activations(fused)
+    return dict(zip(VARIANTS, (original, decomposed, skip_opt, fused)))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--models", default="")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--size", type=int, default=0, help="image side for every model (0: each model's own)")
+    ap.add_argument("--models", default="", help="comma-separated names from TEMCO_ZOO (default: all)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-time", action="store_true", help="memory only (skip the untracked timing builds)")
     args = ap.parse_args(argv)
-    wanted = set(filter(None, args.models.split(",")))
-    for name, model, inputs in _cases(args.batch):
-        if wanted and name not in wanted:
-            continue
-        original = vtmlir.import_torch(model, *inputs)
-        decomposed = vtmlir.as_module(str(original))
-        decompose_convs(decomposed, 0.1, True)
-        remat = vtmlir.as_module(str(decomposed))
-        (report,) = remat_skip_connections(remat)
-        baseline = None
-        for variant, module in (("original", original), ("decomposed", decomposed), ("skip_opt", remat)):
-            timeline = analyze_peak_memory(module).function("main")
-            _, stats = measure_peak_memory(str(module), *inputs)
-            rows = {
-                "analysed_peak": timeline.peak_bytes,
-                "measured_internal_peak": stats.peak_internal_bytes,
-                "weights": stats.weight_bytes,
-            }
-            if variant == "original":
-                baseline = rows
-            for metric, value in rows.items():
-                print(json.dumps({"suite": "temco_memory", "case": f"{name}/b{args.batch}/{variant}", "metric": metric,
-                                  "value": value, "unit": "bytes", "baseline": baseline[metric]}))
-        print(json.dumps({"suite": "temco_memory", "case": f"{name}/b{args.batch}/skip_opt", "metric": "skips_rematerialized",
-                          "value": len(report.rematerialized), "unit": "count", "baseline": len(report.skips)}))
+    wanted = [m for m in args.models.split(",") if m] or list(TEMCO_ZOO)
+    report = Reporter("temco_memory")
+    reductions, time_ratios = [], []
+    for name in wanted:
+        spec = TEMCO_ZOO[name]
+        kwargs = {"batch": args.batch, "seed": 0}
+        if args.size:
+            kwargs["size"] = args.size
+        model, inputs = spec.builder(**kwargs)
+        case = f"{name}/b{args.batch}" + (f"/s{args.size}" if args.size else "")
+        modules = variants(model, inputs)
+        rows, reference = {}, None
+        for variant, module in modules.items():
+            outputs, stats = measure_peak_memory(str(module), *inputs, opt_level=0)
+            out = np.asarray(outputs[0] if isinstance(outputs, tuple) else outputs)
+            if variant == "decomposed":
+                reference = out
+            row = {"measured_internal_peak": stats.peak_internal_bytes,
+                   "analysed_peak": analyze_peak_memory(module).function("main").peak_bytes,
+                   "weights": stats.weight_bytes}
+            if reference is not None:
+                row["max_abs_diff"] = float(np.max(np.abs(out - reference)))
+            if not args.no_time:
+                executable = vtmlir.compile(module)
+                row["time"] = median_time(lambda: executable(*inputs), args.repeat)
+            rows[variant] = row
+        for variant, row in rows.items():
+            for metric, value in row.items():
+                base_variant = "decomposed" if metric in ("time", "max_abs_diff") else "original"
+                unit = {"time": "s", "max_abs_diff": "abs"}.get(metric, "bytes")
+                report.emit(f"{case}/{variant}", metric, value, unit, rows[base_variant].get(metric))
+        reduction = 1 - rows["skip_opt_fusion"]["measured_internal_peak"] / rows["original"]["measured_internal_peak"]
+        reductions.append(reduction)
+        report.emit(f"{case}/skip_opt_fusion", "internal_peak_reduction", round(100 * reduction, 2), "%", 75.7)
+        if not args.no_time:
+            ratio = rows["skip_opt_fusion"]["time"] / rows["decomposed"]["time"]
+            time_ratios.append(ratio)
+            report.emit(f"{case}/skip_opt_fusion", "time_ratio_vs_decomposed", round(ratio, 3), "x", 1.08)
+    if len(wanted) > 1:
+        # geomean of the remaining fractions (1 - reduction), as the paper averages memory ratios
+        kept = math.exp(sum(math.log(1 - r) for r in reductions) / len(reductions))
+        report.emit(f"all/b{args.batch}", "geomean_internal_peak_reduction", round(100 * (1 - kept), 2), "%", 75.7,
+                    models=len(reductions))
+        if time_ratios:
+            report.emit(f"all/b{args.batch}", "geomean_time_ratio", round(math.exp(
+                sum(math.log(r) for r in time_ratios) / len(time_ratios)), 3), "x", 1.08, models=len(time_ratios))
 
 
 if __name__ == "__main__":

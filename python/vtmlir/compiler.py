@@ -52,7 +52,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
         run_pipeline(graph, pipeline)
         stages["optimized"] = print_ir(graph)
-    from .vtc.lower import lower_views  # virtual tensors -> indexing maps / gathers (vt-lower-views)
+    from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
     if any(lower_views(graph)):
         stages["vt-lowered"] = print_ir(graph)
@@ -79,7 +79,7 @@ _NOT_LOWERABLE = {
     "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
                "(the default output_type of vtmlir.import_torch)",
     "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
-    "vt": "vt.store_into has no lowering to kernels yet (vt.view is lowered by vt-lower-views)",
+    "vt": "vt ops are lowered by vt-lower-views (compile runs it); one is left unlowered",
     "layout": "layout conversions have no lowering to kernels yet",
 }
 

@@ -6,23 +6,25 @@
 // (c -> b) cover disjoint halves of c and are compatible; e2 (c -> d: the transpose's input is
 // written straight into d) covers all of c and conflicts with both. a and b are graph inputs and
 // d a graph output, so all three edges are usable in the first iteration of Alg. 2 and MAXEDGES
-// must pick between {e0, e1} and {e2}: the concat pieces would have to be gathered again for the
-// transpose (a multi-piece view its reader cannot index), so {e0, e1} saves nothing, while e2
-// removes the transpose at the price of an incontiguous write (Type II). The conflict decides: e2.
-// CHECK-LABEL: points-to @fig7_conflict: 1 virtual tensors, 1 edges, estimated saving 96 B
-// CHECK-NEXT:  choose e2: %concat -> %transposed transpose input-of-output w=96 (saved 192, penalty 96, gather 0, unblocked 0) type II (none
-// CHECK-NEXT:  reject e0: %concat -> %arg0 concat output-of-input: conflicts with chosen e2 in S(%concat)
-// CHECK-NEXT:  reject e1: %concat -> %arg1 concat output-of-input: conflicts with chosen e2 in S(%concat)
+// must pick between {e0, e1} and {e2}: the transpose reads a two-piece view of a and b with its
+// loop range split at the piece boundary (vt-lower-views), both pieces Type I, while e2 would write
+// c transposed (Type II, incontiguous). The conflict decides: {e0, e1}, e2 rejected.
+// CHECK-LABEL: points-to @fig7_conflict: 1 virtual tensors, 2 edges, estimated saving 192 B
+// CHECK-NEXT:  choose e0: %concat -> %arg0 concat output-of-input w=64 (saved 64, penalty 0, gather 0, unblocked 0) type I
+// CHECK-NEXT:  choose e1: %concat -> %arg1 concat output-of-input w=128 (saved 128, penalty 0, gather 0, unblocked 0) type I
+// CHECK-NEXT:  reject e2: %concat -> %transposed transpose input-of-output: conflicts with chosen e0, e1 in S(%concat)
 // The IR is left as it was.
 // IR-LABEL: func.func @fig7_conflict
 // IR:         tensor.concat
 // IR:         linalg.transpose
 //
-// The rewrite does not yet realise input-of-output edges (vt.store_into folded into the producer),
-// so it only considers e0/e1, worth nothing here: nothing changes.
-// REWRITE-LABEL: points-to @fig7_conflict: 0 virtual tensors, 0 edges, estimated saving 0 B
-// REWRITE:       tensor.concat
-// REWRITE:       linalg.transpose
+// The rewrite realises {e0, e1}: the concat becomes a two-piece view of a and b.
+// REWRITE-LABEL: points-to @fig7_conflict: 1 virtual tensors, 2 edges, estimated saving 192 B
+// REWRITE-LABEL: func.func @fig7_conflict
+// REWRITE-SAME:    (%[[A:.*]]: tensor<2x4xf32>, %[[B:.*]]: tensor<4x4xf32>)
+// REWRITE-NOT:     tensor.concat
+// REWRITE:         %[[V:.*]] = "vt.view"(%[[A]], %[[B]]) {mapping = [{dims = array<i64: 0>, hi = array<i64: 2>, lo = array<i64: 0>, map = #{{.*}}, source = 0 : i64}, {dims = array<i64: 0>, hi = array<i64: 6>, lo = array<i64: 2>, map = #{{.*}}, source = 1 : i64}]
+// REWRITE:         linalg.transpose ins(%[[V]]
 func.func @fig7_conflict(%a: tensor<2x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x6xf32> {
   %c = tensor.concat dim(0) %a, %b : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
   %et = tensor.empty() : tensor<4x6xf32>

@@ -115,6 +115,43 @@ def test_libdevice_is_linked_for_math_functions():
         assert ".extern" not in kernel.ptx
 
 
+def test_hex_float_constants_reach_ptx():
+    """MLIR's LLVM prints 2^-9 as `f0x3B000000` and inexact f16 decimals, which llvmlite's parser
+    rejects; the translation rewrites such literals and the kernel assembles."""
+    kernel = """
+module attributes {llvm.target_triple = "nvptx64-nvidia-cuda"} {
+  llvm.func @scale(%p: !llvm.ptr<1>, %h: !llvm.ptr<1>) attributes {nvvm.kernel} {
+    %c = llvm.mlir.constant(0.001953125 : f32) : f32
+    %ch = llvm.mlir.constant(0.0999755859375 : f16) : f16
+    %x = llvm.load %p : !llvm.ptr<1> -> f32
+    %y = llvm.fmul %x, %c : f32
+    llvm.store %y, %p : f32, !llvm.ptr<1>
+    %a = llvm.load %h : !llvm.ptr<1> -> f16
+    %b = llvm.fmul %a, %ch : f16
+    llvm.store %b, %h : f16, !llvm.ptr<1>
+    llvm.return
+  }
+}
+"""
+    out = translate_kernels([("scale", kernel)])["scale"]
+    assert "f0x3B000000" in out["llvm_ir"]
+    assert assemble(out["ptx"], "sm_80")
+
+
+def test_hex_float_literals_of_every_width_are_rewritten():
+    from vtmlir.backend.cuda._translate import legacy_float_literals
+
+    text = legacy_float_literals("%1 = fmul half %0, f0x3C00\n%2 = fmul bfloat %0, f0x3F80\n"
+                                 "%3 = fmul float %0, f0x3B000000\n%4 = fmul double %0, f0x3FF0000000000000\n"
+                                 "%5 = fmul half %0, 9.997550e-02\n%6 = fmul bfloat %0, 1.000980e-01\n"
+                                 "%7 = fmul float %0, 1.000000e-01")
+    assert text.split("\n") == ["%1 = fmul half %0, 0xH3C00", "%2 = fmul bfloat %0, 0xR3F80",
+                                 "%3 = fmul float %0, 0x3F60000000000000",
+                                 "%4 = fmul double %0, 0x3FF0000000000000",
+                                 "%5 = fmul half %0, 0xH2E66", "%6 = fmul bfloat %0, 0xR3DCD",
+                                 "%7 = fmul float %0, 1.000000e-01"]
+
+
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
 def test_runs_on_gpu_like_pytorch(compiled):
     model, inputs, exe = compiled

@@ -229,15 +229,41 @@ def test_rejects_what_it_cannot_run():
     with pytest.raises(BytecodeError, match="bad magic"):
         vm.run(k.bytecode * 2, [np.zeros(10, np.float32)] * 2)
     g = Graph()
-    g.output(g.exp(g.input(1, "float64")))
+    g.output(g.exp(g.input(1, "float16")))
     p = compile_graph(g, [(10,)], SMALL).program
-    assert "f32" in unsupported_reason(p)
+    assert "f32/f64" in unsupported_reason(p)
     with pytest.raises(BytecodeError, match="unsupported program"):
-        vm.run(encode(p), [np.zeros(10), np.zeros(10)])
+        vm.run(encode(p), [np.zeros(10, np.float16), np.zeros(10, np.float16)])
     # an empty body runs (and does nothing)
     empty = Program(p.kernel_type, p.local_bytes, p.args, p.grid, ())
-    out = np.full(10, 3.0)
-    execute(encode(empty), [np.zeros(10), out])
+    out = np.full(10, 3.0, np.float16)
+    execute(encode(empty), [np.zeros(10, np.float16), out])
     assert unsupported_reason(empty) is None
-    vm.run(encode(empty), [np.zeros(10), out])
+    vm.run(encode(empty), [np.zeros(10, np.float16), out])
     assert (out == 3.0).all()
+
+
+def test_f64_arithmetic_and_f32_f64_casts_match_the_numpy_vm():
+    """Every arithmetic family on f64 (the dtype torch-mlir's LayerNorm variance uses) and the
+    f32 <-> f64 casts, native vs the numpy VM."""
+    g = Graph("f64")
+    x, w = g.input(3, "float64"), g.input(1, "float64")
+    mu = g.mean(x, -1)
+    xc = x - mu
+    gt = g.cmp(x, mu, "GT")
+    g.output(g.cast(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w, "float32"), gt,
+             g.select(gt, x, mu * 2.0), g.exp(x) + g.log(g.abs(x)) - g.floor(x) + g.round(x),
+             g.maximum(x, mu) - g.minimum(x, mu) + g.max(x, -1) - g.min(x, -1),
+             g.pow(g.abs(x), w) + g.cast(g.cast(x, "float32"), "float64"))
+    rng = np.random.default_rng(3)
+    for shape in ((2, 3, 16), (3, 5, 33)):
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape[-1:])
+        k = compile_graph(g, [shape, shape[-1:]], SMALL)
+        assert unsupported_reason(k.program) is None
+        for ref, nat in zip(k(a, b), k(a, b, native=True, cores=2)):
+            np.testing.assert_allclose(nat, ref, rtol=1e-12, atol=1e-12)
+    g = Graph("mm64")
+    g.output(g.matmul(g.input(2, "float64"), g.input(2, "float64")) + 1.0)
+    a, b = rng.standard_normal((9, 13)), rng.standard_normal((13, 5))
+    (out,) = compile_graph(g, [(9, 13), (13, 5)], SMALL)(a, b, native=True)
+    np.testing.assert_allclose(out, a @ b + 1.0, rtol=1e-12, atol=1e-12)

@@ -43,9 +43,14 @@ def test_nhwc_blocks_are_bitwise_identical(blocks, name):
     assert not [op for op in walk_ops(module.operation) if op.name.split(".")[0] in ("vt", "layout")]
     assert "layout." not in str(module)
     transposes = list(walk_ops(module.operation, "linalg.transpose"))
-    assert transposes  # conversions and weight re-layouts became transposes
-    # Convolutions now read NHWC activations: a generic over the conv's 7 loops whose input map ends in c.
-    assert "(d0, d2 + d5, d3 + d6, d4)" in str(module) or "(d0, d2 * 2 + d5, d3 * 2 + d6, d4)" in str(module)
+    # Only the two activation conversions (NCHW argument -> NHWC, NHWC result -> NCHW) run: every
+    # weight was laid out (HWIO) at compile time, as a new constant.
+    assert len(transposes) == 2
+    sources = [t.operands[0].owner for t in transposes]
+    assert all(not hasattr(o, "operation") or o.operation.name != "arith.constant" for o in sources)
+    # Convolutions now read NHWC activations: a generic over the conv's 7 loops, reordered to
+    # (n, oh, ow | c, kh, kw | f), whose input map ends in c.
+    assert "(d0, d1 + d4, d2 + d5, d3)" in str(module) or "(d0, d1 * 2 + d4, d2 * 2 + d5, d3)" in str(module)
     got = vtmlir.compile(module)(*inputs)
     assert torch.equal(got, expected)
 
@@ -58,10 +63,47 @@ def test_nchw_target_needs_no_transpose_and_is_bitwise(blocks):
     assert torch.equal(vtmlir.compile(module)(*inputs), expected)
 
 
-def test_blocked_layouts_are_refused_by_name(blocks):
-    _, text, _ = blocks["resnet_basic_block"]
-    with pytest.raises(VtmlirError, match=r"cannot materialise the blocked layout NCHW(16|8)c"):
-        _materialized(text, "cpu")
+@pytest.mark.parametrize("name,target", [(name, "cpu") for name in BLOCKS]
+                         + [("resnet_bottleneck_block", "paper-mkl")])
+def test_blocked_blocks_are_bitwise_identical(blocks, name, target):
+    """nChw16c / nChw8c activations and OIhw16i16o weights: kernels run with split loops on 5-D
+    arrays, conversions are expand_shape + transpose; results are bitwise the unoptimised ones."""
+    inputs, text, expected = blocks[name]
+    module = _materialized(text, target)
+    assert "layout." not in str(module)
+    generics = list(walk_ops(module.operation, "linalg.generic"))
+    five_d = [g for g in generics if any(len(getattr(r.type, "shape", ())) == 5 for r in g.results)]
+    assert five_d, "no kernel runs on a blocked (5-D) array"
+    assert list(walk_ops(module.operation, "tensor.expand_shape"))
+    # Weights were blocked at compile time: no transpose reads a constant.
+    for t in walk_ops(module.operation, "linalg.transpose"):
+        owner = t.operands[0].owner
+        assert not hasattr(owner, "operation") or owner.operation.name != "arith.constant"
+    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+
+
+def test_logical_loop_order_is_bitwise_identical_too(blocks):
+    """`loop-order=logical` keeps every kernel's original loop nest (split loops in place)."""
+    inputs, text, expected = blocks["resnet_bottleneck_block"]
+    module = as_module(text)
+    run_pipeline(module, "builtin.module(layout-select-ilp{target=cpu}, layout-materialize{loop-order=logical})")
+    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+
+
+def test_blocked_pad_of_channels_is_refused_by_name():
+    text = """
+    func.func @f(%x: tensor<1x16x4x4xf32>) -> tensor<1x32x4x4xf32> {
+      %zero = arith.constant 0.0 : f32
+      %p = tensor.pad %x low[0, 0, 0, 0] high[0, 16, 0, 0] {
+      ^bb0(%i: index, %j: index, %k: index, %l: index):
+        tensor.yield %zero : f32
+      } {layout.required = [{perm = array<i64: 0, 1, 2, 3>, block_dims = array<i64: 1>, block_sizes = array<i64: 16>}],
+         layout.produced = [{perm = array<i64: 0, 1, 2, 3>, block_dims = array<i64: 1>, block_sizes = array<i64: 16>}]}
+         : tensor<1x16x4x4xf32> to tensor<1x32x4x4xf32>
+      return %p : tensor<1x32x4x4xf32>
+    }"""
+    with pytest.raises(VtmlirError, match=r"cannot materialise a tensor.pad of a blocked dim in NCHW16c"):
+        run_pipeline(as_module(text), "builtin.module(layout-materialize)")
 
 
 def test_unresolved_module_is_left_alone(blocks):
@@ -78,3 +120,22 @@ def test_compile_takes_the_layout_pipeline(blocks):
     inputs, text, expected = blocks["conv_bn_relu_residual"]
     exe = vtmlir.compile(as_module(text), pipeline="layout-select-ilp{target=cpu-nhwc}, layout-materialize")
     assert torch.equal(exe(*inputs), expected)
+
+
+@pytest.mark.parametrize("name,dims", [("NCHW16c", "NCHW"), ("NHWC", "NCHW"), ("OIhw16i16o", "OIHW"),
+                                       ("HWIO", "OIHW"), ("OIhw4i16o4i", "OIHW")])
+def test_physical_array_puts_each_element_where_the_layout_says(name, dims):
+    """`Layout.physical_array` (compile-time re-layout of constants) agrees with `Layout.apply`."""
+    import itertools
+
+    import numpy as np
+
+    from vtmlir.dialects.memory_layout import Layout
+
+    layout = Layout.from_name(name, dims)
+    shape = (32, 64, 3, 2)
+    logical = np.arange(np.prod(shape)).reshape(shape)
+    physical = layout.physical_array(logical)
+    assert list(physical.shape) == layout.physical_shape(shape)
+    for index in itertools.product(*[range(s) for s in shape]):
+        assert physical[layout.apply(index)] == logical[index]

@@ -7,6 +7,7 @@ import torch
 
 import vtmlir
 from vtmlir import models
+from vtmlir.frontend import as_module
 from vtmlir.passes import get_pass
 
 LAYOUT_MODELS = ["resnet50", "resnet101", "resnet152", "densenet169", "mobilenet_v2", "inception", "vgg19"]
@@ -40,11 +41,16 @@ def test_builds_deterministically_and_runs(name):
     assert y1.shape == (1, 10) and torch.isfinite(y1).all() and torch.equal(y1, y2)
 
 
-def test_vgg19_imports_and_ewo_cannot_help_it():
+@pytest.fixture(scope="module")
+def vgg19():
+    model, inputs = models.get("vgg19").build()
+    return inputs, str(vtmlir.import_torch(model, *inputs))
+
+
+def test_vgg19_imports_and_ewo_cannot_help_it(vgg19):
     """§6.5: "for networks without branches and element-wise nodes, such as VGG19, LOO cannot
     achieve performance improvement" — EWO keeps the conversion count of naive resolution."""
-    model, inputs = models.get("vgg19").build()
-    module = vtmlir.import_torch(model, *inputs)
+    module = as_module(vgg19[1])
     with module.context:
         naive = get_pass("layout-resolve")(target="paper-mkl")
         naive.run(module.operation)
@@ -54,3 +60,12 @@ def test_vgg19_imports_and_ewo_cannot_help_it():
     n, e = naive.last_report.totals(), ewo.last_report.totals()
     assert n["conversions"] == e["conversions"] == 3
     assert e["bytes"] <= n["bytes"]
+
+
+def test_vgg19_blocked_layouts_are_bitwise_identical(vgg19):
+    """A whole layout-zoo network under the blocked `cpu` target (nChw16c convs and max-pools, NHWC
+    stem, OIhw16i16o weights folded at compile time): bitwise the output without layout passes."""
+    inputs, text = vgg19
+    expected = vtmlir.compile(as_module(text))(*inputs)
+    got = vtmlir.compile(as_module(text), pipeline="layout-select-ilp{target=cpu}, layout-materialize")(*inputs)
+    assert torch.equal(got, expected)

@@ -263,3 +263,20 @@ def test_attribute_decoding_keeps_memory_layouts_and_rejects_bad_encodings():
         ]:
             with pytest.raises(LayoutFormatError, match=msg):
                 layout_from_attr(ir.Attribute.parse(text))
+
+
+@pytest.mark.parametrize("text", ["local(2, 1).column_spatial(4, 8).local(2, 1)", "local(2, 1).spatial(8, 4).local(1, 2)",
+                                  "column_local(3, 2).spatial(2, 2)", "local(16, 1)"])
+def test_locate_affine_is_the_inverse(text):
+    """`locate_affine` (used by subbyte-pack's Fig. 8 re-layout) equals `inverse_table` everywhere."""
+    from vtmlir.dialects.register_layout import parse_register_layout
+    from vtmlir.lowbit.evaluate import affine_eval
+
+    layout = parse_register_layout(text)
+    t_expr, i_expr = layout.locate_affine(["d0", "d1"])
+    with ir.Context():
+        m = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<(d0, d1) -> ({t_expr}, {i_expr})>")).value
+        grid = list(np.indices(layout.shape, dtype=np.int64))
+        thread, reg = (np.broadcast_to(affine_eval(e, grid), layout.shape) for e in m.results)
+    want_t, want_i = layout.inverse_table()
+    assert np.array_equal(thread, want_t) and np.array_equal(reg, want_i)

@@ -65,6 +65,17 @@ def test_unknown_model_names_the_available_ones():
         assert name in message
 
 
+def test_every_registry_is_reachable_by_name_and_listed(capsys):
+    from vtmlir.cli.main import main
+
+    assert main(["models"]) == 0
+    listed = capsys.readouterr().out
+    for title, registry in models.REGISTRIES.items():
+        assert f"# {title}" in listed and registry
+        for name in registry:
+            assert models.get(name) is registry[name] and name in listed
+
+
 @pytest.mark.parametrize("name", list(models.ZOO))
 def test_build_is_deterministic_and_batched(name):
     spec = models.get(name)

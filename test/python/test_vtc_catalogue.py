@@ -304,10 +304,86 @@ def test_in_place_needs_dest_to_be_dead():
         assert any(rule == IN_PLACE and "2 uses" in why for rule, why in a.rejected)
 
 
+@st.composite
+def pads(draw):
+    shape = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    low = [draw(st.integers(0, 2)) for _ in shape]
+    high = [draw(st.integers(0, 2)) for _ in shape]
+    return shape, low, high
+
+
+@given(pads())
+@FAST
+def test_pad(params):
+    """Constant pad: the interior is a partial output-of-input view of the input (the border is the
+    padding value, no tensor's element), the input a full input-of-output view of the result."""
+    shape, low, high = params
+    out = [s + lo + hi for s, lo, hi in zip(shape, low, high)]
+    body = (f"  %c = arith.constant -1.0 : f32\n"
+            f"  %r = tensor.pad %a0 low{low} high{high} {{\n"
+            f"  ^bb0({', '.join(f'%i{k}: index' for k in range(len(shape)))}):\n"
+            f"    tensor.yield %c : f32\n"
+            f"  }} : {ty(shape)} to {ty(out)}")
+    x = rand(shape)
+    expected = np.pad(x, list(zip(low, high)), constant_values=-1.0)
+    _, a = analyse_text(body, [shape], out)
+    assert a.kind == "pad" and a.mapping is None and "border" in a.mapping_error
+    with CTX:
+        (interior,) = [c for c in a.candidates if c.direction == OUTPUT_OF_INPUT]
+        assert interior.full == (not any(low + high))
+        for idx in itertools.product(*[range(e) for e in out]):
+            inside = all(lo <= i < lo + s for i, lo, s in zip(idx, low, shape))
+            assert any(p.covers(idx) for p in interior.mapping.pieces) == inside
+            if inside:
+                assert expected[idx] == x[interior.mapping.apply(idx)[1]]
+        (inv,) = [c for c in a.candidates if c.direction == INPUT_OF_OUTPUT]
+        assert inv.full
+        for y in itertools.product(*[range(e) for e in shape]):
+            assert x[y] == expected[inv.mapping.apply(y)[1]]
+
+
+def test_pad_with_index_dependent_value_is_not_virtualisable():
+    body = ("  %r = tensor.pad %a0 low[1] high[0] {\n"
+            "  ^bb0(%i: index):\n"
+            "    %v = arith.index_cast %i : index to i32\n"
+            "    %f = arith.sitofp %v : i32 to f32\n"
+            "    tensor.yield %f : f32\n"
+            "  } : tensor<2xf32> to tensor<3xf32>")
+    _, a = analyse_text(body, [[2]], [3])
+    assert not a.candidates
+    assert any("computed per index" in why for _, why in a.rejected)
+
+
+def test_scatter_from_index_put_is_not_virtualisable_and_says_why():
+    """What torch-mlir makes of `x.index_copy(1, idx, src)` (vtmlir.import_torch, indices
+    linearised by the importer) and of `x[idx] = y`: tm_tensor.scatter, whose positions are the
+    values of a tensor operand."""
+    # Generic form: the TMTensor dialect has no Python registration in the wheel (the importer's
+    # pipeline loads it), so the op is parsed unregistered here, operands as the importer orders them.
+    text = """func.func @f(%x: tensor<2x5xf32>, %upd: tensor<4x1x1xf32>, %idx: tensor<4x2xi64>) -> tensor<2x5xf32> {
+      %r = "tm_tensor.scatter"(%upd, %idx, %x) ({
+      ^bb0(%a: f32, %b: f32):
+        "tm_tensor.yield"(%a) : (f32) -> ()
+      }) {dimension_map = array<i64: 0, 1>, unique_indices = true}
+          : (tensor<4x1x1xf32>, tensor<4x2xi64>, tensor<2x5xf32>) -> tensor<2x5xf32>
+      return %r : tensor<2x5xf32>
+    }"""
+    ctx = make_context()
+    ctx.allow_unregistered_dialects = True
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(text)
+        (op,) = walk_ops(m, "tm_tensor.scatter")
+        a = analyse(op)
+    assert a.kind == "scatter" and a.mapping is None and not a.candidates
+    assert "indices operand" in a.mapping_error
+    assert len(a.rejected) == 3   # output-of-input and both input-of-output directions
+
+
 def test_catalogue_is_one_table():
     names = [e.op_name for e in CATALOGUE]
     for op in ("linalg.transpose", "linalg.generic", "linalg.broadcast", "tensor.expand_shape",
-               "tensor.collapse_shape", "tensor.extract_slice", "tensor.insert_slice", "tensor.concat"):
+               "tensor.collapse_shape", "tensor.extract_slice", "tensor.insert_slice", "tensor.concat",
+               "tensor.pad", "tm_tensor.scatter"):
         assert op in names
     for e in CATALOGUE:
         assert e.rules and {r.direction for r in e.rules} >= {OUTPUT_OF_INPUT, INPUT_OF_OUTPUT}

@@ -56,10 +56,12 @@ def _demo(args) -> int:
 
 
 def _models(args) -> int:
-    from vtmlir.models import ZOO
+    from vtmlir.models import REGISTRIES
 
-    for name, spec in ZOO.items():
-        print(f"{name:28s} {spec.description}")
+    for title, registry in REGISTRIES.items():
+        print(f"# {title}")
+        for name, spec in registry.items():
+            print(f"{name:28s} {spec.description}")
     return 0
 
 
@@ -75,11 +77,11 @@ def _import(args) -> int:
 def _compile(args) -> int:
     import vtmlir
     from vtmlir.errors import VtmlirError
-    from vtmlir.models import ZOO
+    from vtmlir.models import REGISTRIES, get
 
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip)
-    if args.input in ZOO:
-        model, inputs = ZOO[args.input].build(batch=1, seed=0)
+    if any(args.input in registry for registry in REGISTRIES.values()):
+        model, inputs = get(args.input).build(batch=1, seed=0)
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
         source = sys.stdin.read() if args.input == "-" else args.input

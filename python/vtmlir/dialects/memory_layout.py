@@ -254,6 +254,38 @@ class Layout:
             out.append((logical_index[d] // below) % s)
         return tuple(out)
 
+    def expansion(self, logical_shape: Sequence[int]) -> tuple[list[int], list[list[int]], list[int]]:
+        """How a row-major logical array becomes this layout's physical array by a reshape and a
+        transpose: `(sizes, reassociation, order)` — the logical array expanded to `sizes` (each
+        logical dim `d` to the group `reassociation[d]`: its outer part, then its blocks in listed
+        order), then transposed by `order` (`tensor.expand_shape` + `linalg.transpose`)."""
+        error = self.check_shape(logical_shape)
+        if error:
+            raise ValueError(error)
+        sizes: list[int] = []
+        reassociation: list[list[int]] = []
+        outer_axis: dict[int, int] = {}
+        block_axis: dict[int, int] = {}
+        for d in range(self.rank):
+            group = [len(sizes)]
+            outer_axis[d] = len(sizes)
+            sizes.append(self._outer(logical_shape[d], d))
+            for j, (bd, bs) in enumerate(self.blocks):
+                if bd == d:
+                    block_axis[j] = len(sizes)
+                    group.append(len(sizes))
+                    sizes.append(bs)
+            reassociation.append(group)
+        order = [outer_axis[p] for p in self.perm] + [block_axis[j] for j in range(len(self.blocks))]
+        return sizes, reassociation, order
+
+    def physical_array(self, logical):
+        """The physical array (numpy) holding the row-major logical numpy array `logical`."""
+        import numpy as np
+
+        sizes, _, order = self.expansion(list(logical.shape))
+        return np.ascontiguousarray(np.asarray(logical).reshape(sizes).transpose(order))
+
     def conversion_map(self, dst: "Layout") -> ir.AffineMap:
         """Index map of converting from `self` to `dst`: dst physical index -> src physical index
         (a `vt` mapping piece for a view of the source in the destination layout)."""

@@ -250,6 +250,32 @@ class RegisterLayout:
             i = i * self.modes[k] + digits[k]
         return t, i
 
+    def locate_affine(self, index: Sequence[str]) -> tuple[str, str]:
+        """`locate` as affine expressions (MLIR syntax) of the logical index given as expression
+        texts, one per dimension: (thread expr, register expr). Every mode digit is
+        `(x floordiv inner) mod extent`, so the inverse of any layout is affine with constant
+        floordiv/mod; subbyte-pack uses it to turn a tile layout into the weight re-layout map (Fig. 8)."""
+        if len(index) != self.rank:
+            raise ValueError(f"{len(index)} index expressions for a rank-{self.rank} layout")
+        digits = {}
+        for dim in range(self.rank):
+            inner = 1
+            members = [k for k, d in enumerate(self.mode_dims) if d == dim]
+            for pos, k in enumerate(reversed(members)):
+                e = f"({index[dim]})" if inner == 1 else f"(({index[dim]}) floordiv {inner})"
+                outermost = pos == len(members) - 1 and inner * self.modes[k] == self.shape[dim]
+                digits[k] = e if outermost else f"({e} mod {self.modes[k]})"
+                inner *= self.modes[k]
+
+        def combine(modes):
+            expr, stride = "0", 1
+            for k in reversed(modes):
+                expr = f"{expr} + {digits[k]} * {stride}"
+                stride *= self.modes[k]
+            return expr
+
+        return combine(self.spatial_modes), combine(self.local_modes)
+
     def distribute(self, x: np.ndarray) -> np.ndarray:
         """[T, m]: register i of thread t holds x[f(t, i)]."""
         x = np.asarray(x)

@@ -8,6 +8,9 @@ bytecode (`isa` Table 1, `bytecode` Fig. 7) -- no machine code is generated; a v
     g = Graph("add"); x = g.input(2); y = g.input(2); g.output(g.sqrt(x + y))
     k = compile_graph(g, [(32, 1024), (32, 1024)])   # tiling + encoding only
     out, = k(a, b)                                    # the reference VM
+
+Whole functions: `fuse` (the `dvm-fuse` pass, symbol deduction in `symbols`) groups linalg ops into
+kernels and `runner.DvmFunction` runs them; `stream.StreamFuser` fuses dynamic graphs at run time.
 """
 
 from .bytecode import BytecodeError, decode, encode

@@ -31,7 +31,7 @@ import numpy as np
 
 from .bytecode import encode
 from .graph import Graph, GraphError
-from .isa import ArgDesc, DType, GridDim, Instr, KernelType, Opcode, Program, make
+from .isa import FIELD_INDEX, ArgDesc, DType, GridDim, Instr, KernelType, Opcode, Program, make
 from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul, tile_vector
 
 
@@ -387,20 +387,38 @@ class _Lowering:
                               [bind(0, vs), bind(1, vs)], grid)
 
         def matmul_op(nid, dst):
+            full = None  # the records of a full chunk: later full chunks differ in offsets only
             for c, k0 in enumerate(range(0, k, tk)):
                 kc = min(tk, k - k0)
-                em.body.append(_mem_instr(True, dtype, 0, self.arg_of[a], k0 * sa[1], (sa[0], 0), (tm, kc),
-                                          (sa[0], sa[1]), (bind(0, self.shapes[mm]), -1), grid))
-                em.body.append(_mem_instr(True, dtype, a_bytes, self.arg_of[b], k0 * sb[0], (0, sb[1]),
-                                          (kc, tn), (sb[0], sb[1]), (-1, bind(1, self.shapes[mm])), grid))
-                em.body.append(make(Opcode.MATMUL, dtype=dtype, dst=dst, lhs=0, rhs=a_bytes, m=tm, k=kc, n=tn,
-                                    accumulate=c > 0))
+                if full is not None and kc == tk:
+                    la, lb, mmi = full
+                    em.body.append(_with_field(la, "offset", k0 * sa[1]))
+                    em.body.append(_with_field(lb, "offset", k0 * sb[0]))
+                    em.body.append(mmi if c > 1 else _with_field(mmi, "accumulate", 1))
+                    if c == 1:
+                        full = (la, lb, em.body[-1])
+                    continue
+                recs = (_mem_instr(True, dtype, 0, self.arg_of[a], k0 * sa[1], (sa[0], 0), (tm, kc),
+                                   (sa[0], sa[1]), (bind(0, self.shapes[mm]), -1), grid),
+                        _mem_instr(True, dtype, a_bytes, self.arg_of[b], k0 * sb[0], (0, sb[1]),
+                                   (kc, tn), (sb[0], sb[1]), (-1, bind(1, self.shapes[mm])), grid),
+                        make(Opcode.MATMUL, dtype=dtype, dst=dst, lhs=0, rhs=a_bytes, m=tm, k=kc, n=tn,
+                             accumulate=c > 0))
+                em.body.extend(recs)
+                if c == 0 and kc == tk:
+                    full = recs
 
         em.run(lambda x: mem(x, self.arg_of[x], self.arg_strides[x], True),
                lambda x, arg: mem(x, arg, _dense_strides(self.shapes[x]), False),
                {}, matmul=matmul_op)
         program = Program(KernelType.CUBE_VECTOR, em.slots.end, self.args, grid, tuple(em.body))
         return program, tiling
+
+
+def _with_field(ins: Instr, name: str, value) -> Instr:
+    """`ins` with one scalar field replaced (the k loop's chunks differ only in offsets)."""
+    i = FIELD_INDEX[ins.op][name]
+    return Instr(ins.op, ins.args[:i] + (value,) + ins.args[i + 1:])
 
 
 def _span(shape, strides) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
-from .native_mlir import CASTS, CASTS_TO_BOOL, MAX_ARGS, MAX_DIMS, handled_opcodes, vm_module_text
+from .native_mlir import ARITH_TYPES, CASTS, CASTS_TO_BOOL, MAX_ARGS, MAX_DIMS, handled_opcodes, vm_module_text
 
 _F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
             | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
@@ -30,7 +30,7 @@ _F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
 
 
 def unsupported_reason(program: Program) -> str | None:
-    """Why the native VM cannot run `program` (None if it can). Arithmetic is f32 only; data
+    """Why the native VM cannot run `program` (None if it can). Arithmetic is f32/f64; data
     movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`."""
     if len(program.args) > MAX_ARGS:
         return f"{len(program.args)} arguments (the native VM takes at most {MAX_ARGS})"
@@ -40,8 +40,10 @@ def unsupported_reason(program: Program) -> str | None:
     for ins in program.body:
         if ins.op not in ops:
             return f"opcode {ins.op.name}"
-        if ins.op in _F32_OPS and ins.dtype != DType.F32:
-            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f32)"
+        if ins.op == Opcode.IS_FINITE and ins.dtype != DType.F32:
+            return f"IS_FINITE on {ins.dtype.name} (native IsFinite is f32)"
+        if ins.op in _F32_OPS and ins.dtype not in ARITH_TYPES:
+            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f32/f64)"
         if ins.op == Opcode.CAST:
             pair = (ins.src_dtype, ins.dst_dtype)
             if pair not in CASTS and not (ins.dst_dtype == DType.BOOL and ins.src_dtype in CASTS_TO_BOOL):
@@ -140,7 +142,6 @@ class NativeVM:
                 *[ctypes.addressof(x) for x in ptrs], ctypes.addressof(t0), ctypes.addressof(t1))
             self._entry(packed)
 
-        keep = (code, args)  # noqa: F841 - the buffers outlive the calls
         if N == 1:
             core(0)
             return

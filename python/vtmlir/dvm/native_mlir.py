@@ -14,10 +14,13 @@ Arguments are byte buffers (at most `MAX_ARGS`); typed access goes through ``mem
 ``vm_module_text(gpu=True)`` wraps the same ``@run_tile`` in ``@dvm_vm_gpu``, an ``scf.parallel`` over
 the tiles for the CUDA path (`gpu.py`).
 
-The text is generated from Python only to stamp out per-opcode / per-width variants; it is built
-and JIT-compiled once per process (`native.NativeVM`), never per shape. Arithmetic is on f32
-(the other dtypes move through Load/Store/Copy/Broadcast and the casts of `CASTS`);
-`native.supported` tells which programs the native VM runs.
+The text is generated from Python only to stamp out per-opcode / per-width / per-dtype variants;
+it is built and JIT-compiled once per process (`native.NativeVM`), never per shape. Arithmetic is
+on f32 and f64 on the CPU, f32 in the PTX variant (`ARITH_TYPES`: every arithmetic instruction is stamped once per type as
+``@op_<name>_<type>`` and ``@op_<name>`` switches on the record's dtype field; f64 is what
+torch-mlir's LayerNorm decomposition computes the variance in); the other dtypes move through
+Load/Store/Copy/Broadcast and the casts of `CASTS`. `native.unsupported_reason` tells which
+programs the native VM runs.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ MAX_DIMS = 8  # grid dimensions and view tile dimensions
 
 _ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.F64: 8, DType.I32: 4, DType.I64: 8, DType.I8: 1,
              DType.U8: 1, DType.I16: 2, DType.BOOL: 1}
-_MLIR_TYPE = {DType.F32: "f32", DType.F16: "f16", DType.I32: "i32", DType.BOOL: "i8"}
+_MLIR_TYPE = {DType.F32: "f32", DType.F16: "f16", DType.F64: "f64", DType.I32: "i32", DType.BOOL: "i8"}
+#: element types of the native arithmetic instructions (IsFinite: f32 only)
+ARITH_TYPES = (DType.F32, DType.F64)
 
 #: (src dtype, dst dtype) -> MLIR conversion of %x (type of src) to the dst type, matching numpy's
 #: ``astype`` for in-range values (float -> int truncates, anything -> bool is ``!= 0``).
@@ -38,6 +43,8 @@ CASTS = {
     (DType.I32, DType.F32): "arith.sitofp {x} : i32 to f32",
     (DType.F32, DType.F16): "arith.truncf {x} : f32 to f16",
     (DType.F16, DType.F32): "arith.extf {x} : f16 to f32",
+    (DType.F32, DType.F64): "arith.extf {x} : f32 to f64",
+    (DType.F64, DType.F32): "arith.truncf {x} : f64 to f32",
     (DType.BOOL, DType.F32): "arith.uitofp {x} : i8 to f32",
     (DType.BOOL, DType.I32): "arith.extui {x} : i8 to i32",
 }
@@ -520,29 +527,55 @@ def _mem():
 _SIMPLE = {}  # opcode -> helper name, filled by vm_module_text
 
 
+def _typed(text: str, name: str, ty: str) -> str:
+    """The f32 text of instruction function `name` stamped for element type `ty`."""
+    text = text.replace(f"@{name}(", f"@{name}_{ty}(", 1)
+    if ty == "f32":
+        return text
+    # the scalar immediate is already f64: no rounding to the element type
+    text = text.replace("  %sv = arith.truncf %sd : f64 to f32\n", "  %sv = arith.maximumf %sd, %sd : f32\n")
+    return text.replace("f32", ty)
+
+
+def _dtype_dispatch(name: str, types) -> str:
+    """``@op_<name>``: switch on the record's dtype field (word p+2) to the typed variant."""
+    cases = "".join(
+        f"  case {int(dt)} {{\n    func.call @{name}_{_MLIR_TYPE[dt]}(%code, %p, %l)"
+        " : (memref<?xi64>, index, memref<?xi8>) -> ()\n    scf.yield\n  }\n" for dt in types)
+    return (_op_head(name) + _fields(["dtype"]) + "\n  scf.index_switch %dtype\n" + cases
+            + "  default {\n    scf.yield\n  }\n  return\n}\n")
+
+
+def _all_types(text: str, name: str, types) -> list[str]:
+    return [_typed(text, name, _MLIR_TYPE[dt]) for dt in types] + [_dtype_dispatch(name, types)]
+
+
 def vm_module_text(gpu: bool = False) -> str:
     """The MLIR source of the VM (see the module docstring); `gpu=True`: the CUDA variant
     ``@dvm_vm_gpu(code, local, a0..a7, M, local_bytes)`` with one thread block per tile."""
     funcs = ["func.func private @fld(%code: memref<?xi64>, %i: index) -> index {\n"
              "  %w = memref.load %code[%i] : memref<?xi64>\n"
              "  %x = arith.index_cast %w : i64 to index\n  return %x : index\n}\n",
-             _itemsize_fn(), _mem(), _copy(), _broadcast(), _is_finite(), _cmp(), _select(), _cast(),
-             _matmul()]
+             _itemsize_fn(), _mem(), _copy(), _broadcast(), _is_finite(), _cast()]
+    # the PTX VM keeps f32 arithmetic only (f64 doubles its PTX and its assembly time)
+    types = (DType.F32,) if gpu else ARITH_TYPES
+    funcs += (_all_types(_cmp(), "op_cmp", types) + _all_types(_select(), "op_select", types)
+              + _all_types(_matmul(), "op_matmul", types))
     funcs += [_box(w) for w in (8, 16, 32, 64)]
     handlers = {Opcode.COPY: "op_copy", Opcode.BROADCAST: "op_broadcast", Opcode.IS_FINITE: "op_is_finite",
                 Opcode.CMP: "op_cmp", Opcode.SELECT: "op_select", Opcode.CAST: "op_cast",
                 Opcode.MATMUL: "op_matmul"}
     for op in UNARY_F32:
-        funcs.append(_unary(op))
+        funcs += _all_types(_unary(op), f"op_{op.name.lower()}", types)
         handlers[op] = f"op_{op.name.lower()}"
     for op in (Opcode.ADDS, Opcode.MULS):
-        funcs.append(_scalar(op))
+        funcs += _all_types(_scalar(op), f"op_{op.name.lower()}", types)
         handlers[op] = f"op_{op.name.lower()}"
     for op in BINARY_F32:
-        funcs.append(_binary(op))
+        funcs += _all_types(_binary(op), f"op_{op.name.lower()}", types)
         handlers[op] = f"op_{op.name.lower()}"
     for op in REDUCE_F32:
-        funcs.append(_reduce(op))
+        funcs += _all_types(_reduce(op), f"op_{op.name.lower()}", types)
         handlers[op] = f"op_{op.name.lower()}"
     _SIMPLE.update(handlers)
     cases = []

@@ -7,8 +7,10 @@ Framework") in vtmlir: kernel layout conventions, layout resolution and layout s
   `resolve_function`, `apply_resolution`, `strip_conversions`;
 - `ewo`: element-wise optimisation (§5.2) as an ILP solved with HiGHS, with a brute-force oracle;
 - `passes`: the registered passes `layout-resolve` and `layout-select-ilp`;
-- `materialize`: the registered pass `layout-materialize` (physical form of permutation layouts,
-  `layout.convert` → `linalg.transpose`, bitwise-identical results).
+- `hoist`: the registered pass `layout-hoist` (LHO, §5.2: shared and folded conversions);
+- `materialize`: the registered pass `layout-materialize` (physical form of every layout,
+  constants re-laid at compile time, bitwise-identical results), with `blocked` (split loops for
+  blocked layouts, conversions as expand_shape + transpose, output-order loop reordering).
 
 See docs/layouts.md.
 """

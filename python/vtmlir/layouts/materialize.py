@@ -6,36 +6,36 @@ and every run-time conversion is a unit `vt.view? → layout.convert → vt.view
 the "transform" nodes of Fig. 7(c)):
 
 - named linalg ops are generalised (`linalg-generalize-named-ops`, which keeps the layout
-  attributes); each `linalg.generic` then reads and writes its operands in their physical layouts by
-  composing every indexing map with the operand's layout map (`Layout.index_map() ∘ map`), and its
-  results get the physical types. The iteration space and its order are the original ones, so every
-  reduction (a convolution's c·kh·kw sum) accumulates in the same order: the results are *bitwise*
-  those of the unmaterialised function;
-- `tensor.pad` and `tensor.concat` (layout ANY) get permuted padding / concatenation dims;
-- `layout.convert` becomes `linalg.transpose` (into a `tensor.empty` of the destination's physical
-  shape); the unit's zero-copy `vt.view`s disappear (their operand is already the physical array);
-- constant operands a kernel requires in another layout (weights, BN parameters, inits) are laid
-  out from constants only: a `tensor.empty` or an element-wise fill of constants is re-created in the
-  physical shape, anything else gets a `linalg.transpose` of the constant (no run-time input; a
-  constant folder can evaluate it once);
+  attributes); each `linalg.generic` then reads and writes its operands in their physical layouts
+  (`blocked.physical_generic`): maps composed with permutation layouts, loops split for blocked ones
+  (c -> c/16, c%16 in place). Reductions keep their order, so results are *bitwise* those of the
+  unmaterialised function; with `loop-order=output` (default) the parallel loops are then reordered
+  to walk the output in memory order (`blocked.order_loops_for_output`, still bitwise);
+- `tensor.pad` and `tensor.concat` (layout ANY) get physical padding / concatenation dims;
+- `layout.convert` becomes `linalg.transpose` (permutations) or `tensor.expand_shape` +
+  `linalg.transpose` / `linalg.transpose` + `tensor.collapse_shape` (blocked sides); the unit's
+  zero-copy `vt.view`s disappear (their operand is already the physical array);
+- constant operands a kernel requires in another layout are laid out at compile time: an
+  `arith.constant` (dense or dense_resource) is replaced by a constant holding the physical array
+  (no run-time transpose of weights), a `tensor.empty` or a single-output generic computed from
+  constants (a fill) is re-created writing the physical layout; anything else gets a transpose of
+  the constant;
 - `layout.*` attributes are removed. The function's signature never changes (arguments and results
   are row-major), and the result holds no `vt`/`layout` op, so `vtmlir.compile` takes it.
 
-Only permutation layouts are materialised. A blocked layout (NCHW16c) would need the blocked dim
-split (`tensor.expand_shape`) before a transpose and floordiv/mod index maps in the kernels, which
-linalg's shape inference does not accept; the pass fails on one naming the op (use a target whose
-kernels use permutation layouts, e.g. `cpu-nhwc` or `cuda`).
+What cannot be materialised (a blocked dim indexed by a sum of loops, nested blocks on one dim, a
+pad of a blocked dim, an unknown op in a non-row-major layout) fails naming the op (docs/layouts.md).
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg, tensor
+from torch_mlir.dialects import tensor
 
 from ..dialects import layout as layout_dialect
-from ..dialects.affine_eval import compose_maps
 from ..dialects.memory_layout import Layout
-from ..passes.registry import Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass
+from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
 from .resolve import constant_values, functions, top_level_ops
 
@@ -46,30 +46,15 @@ def _fail(op, message: str):
     raise PassFailure(f"layout-materialize: {message}", op.location)
 
 
-def _check_permutation(op, layout, what: str) -> None:
-    if isinstance(layout, Layout) and layout.blocks:
-        _fail(op, f"cannot materialise the blocked layout {layout_label(layout)} of {what} of "
-                  f"'{op.name}' (only permutation layouts are materialised)")
-
-
-def _physical_type(logical: ir.RankedTensorType, layout: Layout) -> ir.RankedTensorType:
-    return ir.RankedTensorType.get(layout.physical_shape(list(logical.shape)), logical.element_type)
-
-
-def _transpose_to(value: ir.Value, src: Layout, dst: Layout, loc) -> ir.Value:
-    """`value` (physical in `src`) as a physical array in `dst`, by `linalg.transpose`."""
-    t = ir.RankedTensorType(value.type)
-    logical = src.logical_shape(list(t.shape))
-    out = dst.physical_shape(logical)
-    # result dim i holds logical dim dst.perm[i], which sits at src.perm.index(...) in the source.
-    permutation = [list(src.perm).index(d) for d in dst.perm]
-    init = tensor.EmptyOp(out, t.element_type, loc=loc).result
-    return linalg.transpose(value, outs=[init], permutation=permutation).results[0]
+def _blocked_names(layouts) -> str:
+    names = sorted({layout_label(l) for l in layouts if isinstance(l, Layout) and l.blocks})
+    return ", ".join(names) or "row-major/permutation"
 
 
 class _Materializer:
-    def __init__(self, func):
+    def __init__(self, func, *, output_order: bool = True):
         self.func = func
+        self.output_order = output_order
         self.constants = constant_values(func)
         self.relaid: dict = {}      # (value, layout) -> value laid out in layout
         self.converted: set = set()  # results of the transposes that replaced layout.converts
@@ -84,38 +69,53 @@ class _Materializer:
         loc = before.location
         with ir.InsertionPoint(before):
             if not isinstance(owner, ir.Block) and owner.name == "tensor.empty" and not list(owner.operands):
-                t = _physical_type(ir.RankedTensorType(value.type), layout)
+                t = physical_type(ir.RankedTensorType(value.type), layout)
                 new = tensor.EmptyOp(list(t.shape), t.element_type, loc=loc).result
-            elif not isinstance(owner, ir.Block) and self._is_constant_fill(owner):
+            elif not isinstance(owner, ir.Block) and self._is_single_output_generic(owner):
+                # Computed from constants (a fill, a BN parameter fold): the same kernel writes its
+                # result in `layout` (its output map composed, or its loops split for a blocked one).
                 clone = owner.clone(ir.InsertionPoint(before))
                 n_in = list(ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"]))[0]
                 clone.operands[n_in] = self.relay_constant(owner.operands[n_in], layout, clone)
-                maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(owner.attributes["indexing_maps"])]
-                maps[n_in] = compose_maps(layout.index_map(), maps[n_in])
-                clone.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
-                for name in ("linalg.memoized_indexing_maps", *_LAYOUT_ATTRS):
+                try:
+                    physical_generic(clone, [None] * n_in + [layout], output_order=self.output_order)
+                except BlockedLayoutError as e:
+                    _fail(owner, f"cannot lay out the constant computed by '{owner.name}' in "
+                                 f"{layout_label(layout)}: {e}")
+                for name in _LAYOUT_ATTRS:
                     if name in clone.attributes:
                         del clone.attributes[name]
                 clone.results[0].set_type(clone.operands[n_in].type)
                 new = clone.results[0]
+            elif (folded := self._fold_constant(owner, layout)) is not None:
+                new = folded
             else:
-                new = _transpose_to(value, Layout.identity(layout.rank), layout, loc)
+                new = physical_conversion(value, Layout.identity(layout.rank), layout, loc)
         self.relaid[key] = new
         return new
 
     @staticmethod
-    def _is_constant_fill(op) -> bool:
-        """An element-wise generic that only broadcasts scalars into one init (a generalised fill)."""
+    def _fold_constant(owner, layout: Layout) -> ir.Value | None:
+        """An `arith.constant` (dense or dense_resource) laid out at compile time: a new constant
+        holding the physical array, so no run-time transpose of weights remains (issue 4: "constant
+        operands are converted at compile time"). None when `owner` is not such a constant."""
+        if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+            return None
+        from ..temco.weights import constant_array, make_constant
+
+        array = constant_array(owner)
+        if array is None:
+            return None
+        element_type = ir.RankedTensorType(owner.results[0].type).element_type
+        return make_constant(layout.physical_array(array), element_type)
+
+    @staticmethod
+    def _is_single_output_generic(op) -> bool:
+        """A `linalg.generic` with one init and one result (a generalised fill, an element-wise op)."""
         if op.name != "linalg.generic" or len(op.results) != 1:
             return False
-        if "reduction" in str(op.attributes["iterator_types"]):
-            return False
         n_in = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
-        if len(op.operands) != n_in + 1:
-            return False
-        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        return all(len(maps[i].results) == 0 for i in range(n_in)) and maps[n_in] == ir.AffineMap.get_identity(
-            maps[n_in].n_dims)
+        return len(op.operands) == n_in + 1
 
     # -- the rewrite -------------------------------------------------------------------------------
 
@@ -156,20 +156,14 @@ class _Materializer:
     def convert(self, op) -> None:
         src = Layout.from_attr(op.attributes["src_layout"])
         dst = Layout.from_attr(op.attributes["dst_layout"])
-        _check_permutation(op, src, "the source")
-        _check_permutation(op, dst, "the result")
         with ir.InsertionPoint(op):
-            new = _transpose_to(op.operands[0], src, dst, op.location)
+            new = physical_conversion(op.operands[0], src, dst, op.location)
         op.results[0].replace_all_uses_with(new)
         self.converted.add(new)
 
     def rewrite(self, op) -> None:
         required = layout_dialect.required_layouts(op) or []
         produced = layout_dialect.produced_layouts(op) or []
-        for i, want in enumerate(required):
-            _check_permutation(op, want, f"operand {i}")
-        for k, have in enumerate(produced):
-            _check_permutation(op, have, f"result {k}")
         # Operands: constants are laid out here; run-time values already are (conversion units).
         for i, want in enumerate(required):
             if not isinstance(want, Layout) or want.is_identity:
@@ -181,7 +175,12 @@ class _Materializer:
         if not permuted:
             return
         if op.name == "linalg.generic":
-            self.rewrite_generic(op, required)
+            try:
+                physical_generic(op, [l if isinstance(l, Layout) else None for l in required],
+                                 output_order=self.output_order)
+            except BlockedLayoutError as e:
+                _fail(op, f"cannot materialise the blocked layout {_blocked_names(required)} of "
+                          f"'{op.name}': {e}")
         elif op.name == "tensor.pad":
             self.rewrite_pad(op, required[0])
         elif op.name == "tensor.concat":
@@ -191,24 +190,19 @@ class _Materializer:
         for k, have in enumerate(produced):
             if k < len(op.results) and isinstance(have, Layout):
                 r = op.results[k]
-                r.set_type(_physical_type(ir.RankedTensorType(r.type), have))
-
-    def rewrite_generic(self, op, required) -> None:
-        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        for i, want in enumerate(required):
-            if isinstance(want, Layout) and not want.is_identity:
-                maps[i] = compose_maps(want.index_map(), maps[i])
-        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
-        if "linalg.memoized_indexing_maps" in op.attributes:
-            del op.attributes["linalg.memoized_indexing_maps"]
+                r.set_type(physical_type(ir.RankedTensorType(r.type), have))
 
     def rewrite_pad(self, op, layout) -> None:
         body = op.regions[0].blocks[0]
         if any(list(a.uses) for a in body.arguments):
             _fail(op, "cannot materialise a tensor.pad whose padding value depends on the index")
         for name in ("static_low", "static_high"):
-            pads = list(ir.DenseI64ArrayAttr(op.attributes[name]))
-            op.attributes[name] = ir.DenseI64ArrayAttr.get([pads[p] for p in layout.perm])
+            pads = physical_pads(list(ir.DenseI64ArrayAttr(op.attributes[name])), layout)
+            if pads is None:
+                _fail(op, f"cannot materialise a tensor.pad of a blocked dim in {layout_label(layout)}")
+            op.attributes[name] = ir.DenseI64ArrayAttr.get(pads)
+        for _ in layout.blocks:  # the region takes one index per physical dim (unused: checked above)
+            body.add_argument(ir.IndexType.get(), op.location)
         if len(op.operands) != 1:
             _fail(op, "cannot materialise a tensor.pad with dynamic padding")
 
@@ -218,25 +212,34 @@ class _Materializer:
         op.attributes["dim"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), list(layout.perm).index(dim))
 
 
-def materialize_function(func) -> None:
-    _Materializer(func).run()
+def materialize_function(func, *, output_order: bool = True) -> None:
+    _Materializer(func, output_order=output_order).run()
 
 
 @register_pass
 class LayoutMaterialize(Pass):
     name = "layout-materialize"
-    summary = "Rewrite layout-annotated ops to physical layouts and layout.convert to linalg.transpose"
+    summary = "Rewrite layout-annotated ops to physical (permutation or blocked) layouts; layout.convert to copies"
     description = (
-        "Generalises named linalg ops and composes each operand's indexing map with its permutation "
-        "layout (iteration order unchanged: bitwise-identical results), permutes tensor.pad/concat, "
-        "lays out constant operands from constants, turns layout.convert into linalg.transpose and "
-        "drops the conversion units' vt.views and the layout attributes. Blocked layouts are refused."
+        "Generalises named linalg ops, composes each operand's indexing map with its permutation "
+        "layout or splits the loops of blocked dims (reduction order unchanged: bitwise-identical "
+        "results), re-lays tensor.pad/concat, folds constant operands into constants in their "
+        "layout, turns layout.convert into (expand_shape +) linalg.transpose (+ collapse_shape) and "
+        "drops the conversion units' vt.views and the layout attributes."
     )
+
+    options = (Option("loop-order", str, "output",
+                      "'output': kernels in a non-row-major layout walk their output in memory order "
+                      "(reductions keep their order); 'logical': the original loop order"),)
 
     def run(self, module) -> None:
         from ..passes import run_pipeline
 
+        if self.loop_order not in ("output", "logical"):
+            self.emit_error(module, f"layout-materialize: loop-order must be 'output' or 'logical', "
+                                    f"got '{self.loop_order}'")
+            return
         with module.context:
             run_pipeline(module, "builtin.module(func.func(linalg-generalize-named-ops))")
             for func in functions(module):
-                materialize_function(func)
+                materialize_function(func, output_order=self.loop_order == "output")

@@ -66,7 +66,7 @@ def _symbol(func) -> str:
     return ir.StringAttr(func.operation.attributes["sym_name"]).value
 
 
-_TARGET = Option("target", str, "cpu", "kernel convention table (vtmlir.layouts.TARGETS): cpu, paper-mkl, cuda")
+_TARGET = Option("target", str, "cpu", "kernel convention table (vtmlir.layouts.TARGETS): cpu, paper-mkl, cpu-nhwc, cuda")
 _REPORT = Option("report", str, "", "print a report: '-' to stderr, else to this file")
 _JSON = Option("json", bool, False, "report as JSON")
 

@@ -333,44 +333,80 @@ def _single_map(view_op) -> ir.AffineMap | None:
     return mf.pieces[0].map
 
 
+@dataclass
+class ConversionUnit:
+    """One conversion unit in the IR (module docstring): `base` (logical) converted from `src` to
+    `dst`; `outputs` are the logical-typed values its users read (the post views' results, or the
+    convert's result when `dst` is row-major)."""
+
+    convert: object                 # the layout.convert ir.Operation
+    base: object                    # the logical value converted
+    src: Layout
+    dst: Layout
+    pre: object | None              # the vt.view physical-of-src (None when src is row-major)
+    posts: list                     # the vt.views logical-of-dst (empty when dst is row-major)
+    outputs: list
+
+    def erase(self) -> None:
+        """Erase the unit (its outputs must have no users left)."""
+        for p in self.posts:
+            p.erase()
+        self.convert.erase()
+        if self.pre is not None and not list(self.pre.results[0].uses):
+            self.pre.erase()
+
+
+def conversion_unit(op) -> ConversionUnit | None:
+    """The conversion unit around the `layout.convert` `op`, or None if `op` is not part of one."""
+    if op.name != "layout.convert":
+        return None
+    try:
+        src, dst = Layout.from_attr(op.attributes["src_layout"]), Layout.from_attr(op.attributes["dst_layout"])
+    except Exception:  # noqa: BLE001 - a malformed convert is not one of our units
+        return None
+    source = op.operands[0]
+    pre = None
+    if src.is_identity:
+        base = source
+    else:
+        owner = source.owner
+        if isinstance(owner, ir.Block) or owner.name != "vt.view" or len(owner.operands) != 1:
+            return None
+        if _single_map(owner) != src.logical_index_map():
+            return None
+        pre, base = owner, owner.operands[0]
+    result = op.results[0]
+    if dst.is_identity:
+        posts, outs = [], [result]
+    else:
+        posts = [u.owner for u in result.uses]
+        if not posts or any(p.name != "vt.view" or _single_map(p) != dst.index_map() for p in posts):
+            return None
+        outs = [p.results[0] for p in posts]
+    if any(o.type != base.type for o in outs):
+        return None
+    return ConversionUnit(op, base, src, dst, pre, posts, outs)
+
+
+def conversion_units(func) -> list[ConversionUnit]:
+    """Every conversion unit of `func`, in program order."""
+    units = []
+    for op in top_level_ops(func):
+        unit = conversion_unit(op)
+        if unit is not None:
+            units.append(unit)
+    return units
+
+
 def strip_conversions(func) -> int:
     """Remove every conversion unit (see the module docstring) from `func`, rewiring its users to the
     unconverted value, and drop `layout.produced`/`layout.required` attributes. Returns the number of
     units removed. Units compute the identity, so this never changes what the function computes."""
     removed = 0
-    for op in top_level_ops(func):
-        if op.name != "layout.convert":
-            continue
-        src, dst = Layout.from_attr(op.attributes["src_layout"]), Layout.from_attr(op.attributes["dst_layout"])
-        source = op.operands[0]
-        pre = None
-        if src.is_identity:
-            base = source
-        else:
-            owner = source.owner
-            if isinstance(owner, ir.Block) or owner.name != "vt.view" or len(owner.operands) != 1:
-                continue
-            if _single_map(owner) != src.logical_index_map():
-                continue
-            pre, base = owner, owner.operands[0]
-        result = op.results[0]
-        if dst.is_identity:
-            outs = [result]
-            posts = []
-        else:
-            posts = [u.owner for u in result.uses]
-            if not posts or any(p.name != "vt.view" or _single_map(p) != dst.index_map() for p in posts):
-                continue
-            outs = [p.results[0] for p in posts]
-        if any(o.type != base.type for o in outs):
-            continue
-        for o in outs:
-            o.replace_all_uses_with(base)
-        for p in posts:
-            p.erase()
-        op.erase()
-        if pre is not None and not list(pre.results[0].uses):
-            pre.erase()
+    for unit in conversion_units(func):
+        for o in unit.outputs:
+            o.replace_all_uses_with(unit.base)
+        unit.erase()
         removed += 1
     for op in top_level_ops(func):
         for name in (layout_dialect.PRODUCED_LAYOUTS_ATTR, layout_dialect.REQUIRED_LAYOUTS_ATTR):

@@ -3,6 +3,9 @@
 - `LowBitType`, `parse_dtype`: the value sets (types.py; docs/lowbit.md has the tables).
 - `pack_bits` / `unpack_bits`: compact storage with no bit gaps (storage.py, Tilus §6.1).
 - `quantize(model, dtype=..., group_size=128)`: nn.Linear → `QuantizedLinear` (quantize.py).
+- passes `subbyte-pack` (pack.py; recognize.py + evaluate.py find the quantised weights) and
+  `subbyte-lower` (lower.py; convert.py emits the in-register casts), imported by the pass registry.
+- `gpu_matmul.QuantizedMatmulKernel`: the warp mma.sync f16 × n-bit kernel (PTX via backend/cuda).
 """
 
 from .quantize import QuantizedLinear, quantize, quantize_weight

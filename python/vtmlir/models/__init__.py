@@ -20,7 +20,11 @@ rotary, KV cache), `transformer` (pre-LN encoder block), `mixes` (elementwise + 
 Whole networks (family `layout`: ResNet-50/101/152, DenseNet-169, MobileNetV2, Inception, VGG-19,
 `convnets.py`) live in a second registry, `LAYOUT_ZOO`: they are what the layout passes and
 benchmarks/layouts.py measure (VTensor §6), and too big for the per-model tests that parametrise over
-`ZOO` (CPU numerics, PTX of every kernel). `get` finds names in both.
+`ZOO` (CPU numerics, PTX of every kernel). VTC's §7 workloads (Llama 3 / Gemma 2 decode at context
+4096, YOLOv11 C3K2, ShuffleNetV2 units, EfficientViT block; `vtc_workloads.py`) live in `VTC_ZOO` for
+the same reason (benchmarks/vtc.py), and the TeMCO evaluation networks (AlexNet, VGG, ResNet,
+DenseNet, UNet; `temco_nets.py`) in `TEMCO_ZOO` (benchmarks/temco_memory.py). `get` finds names in
+all four.
 """
 
 from __future__ import annotations
@@ -42,17 +46,31 @@ from .resnet import (
 )
 from .transformer import TransformerBlock, build_transformer_block
 from . import convnets
+from . import temco_nets
+from . import vtc_workloads
 
 ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
 #: Whole networks for the layout passes (family "layout"); kept out of `ZOO` (see the docstring).
 LAYOUT_ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
+#: VTC's §7 workloads at benchmark size (family "vtc", vtc_workloads.py); kept out of `ZOO` as well.
+VTC_ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
+#: The TeMCO evaluation models (§4; family "temco", temco_nets.py); kept out of `ZOO` as well.
+TEMCO_ZOO: "OrderedDict[str, ModelSpec]" = OrderedDict()
+#: Every registry by what it is for (`vtmlir models` lists them in this order).
+REGISTRIES: "dict[str, OrderedDict[str, ModelSpec]]" = {
+    "zoo (tests, demo)": ZOO,
+    "layout networks (VTensor)": LAYOUT_ZOO,
+    "VTC workloads": VTC_ZOO,
+    "TeMCO networks": TEMCO_ZOO,
+}
+_ALL_ZOOS = tuple(REGISTRIES.values())
 
 
 def register(spec: ModelSpec, zoo: "OrderedDict[str, ModelSpec] | None" = None) -> ModelSpec:
     """Add a model to the zoo (later families register theirs the same way); `zoo=LAYOUT_ZOO` for
     whole networks."""
     zoo = ZOO if zoo is None else zoo
-    if spec.name in ZOO or spec.name in LAYOUT_ZOO:
+    if any(spec.name in registry for registry in _ALL_ZOOS):
         raise VtmlirError(f"error: model '{spec.name}' is already registered")
     zoo[spec.name] = spec
     return spec
@@ -126,6 +144,27 @@ for _spec in (
 ):
     register(_spec, LAYOUT_ZOO)
 
+for _spec in (
+    ModelSpec("vtc_llama3_decode", "Llama-3-style decode layer: fused QKV, GQA 8q/2kv heads x32, "
+              "rotary, KV-cache update at position 4095 (context 4096), SwiGLU 256→688; inputs "
+              "x [B, 1, 256], k/v caches [B, 2, 4096, 32]", vtc_workloads.build_llama3_decode, "vtc"),
+    ModelSpec("vtc_gemma2_decode", "Gemma-2-style local (window 1024) + global layer pair in decode: "
+              "GQA 8q/4kv x32, soft-capping, GeGLU 256→512, context 4096; inputs x [B, 1, 256], four "
+              "caches [B, 4, 4096, 32]", vtc_workloads.build_gemma2_decode, "vtc"),
+    ModelSpec("vtc_yolo_c3k2", "YOLOv11 C3K2 block 32→32 ch (chunk, bottleneck, concat); input "
+              "[B, 32, 64, 64]", vtc_workloads.build_yolo_c3k2, "vtc"),
+    ModelSpec("vtc_shufflenet_unit", "two ShuffleNetV2 stride-1 units, 116 ch (split, concat, channel "
+              "shuffle); input [B, 116, 28, 28]", vtc_workloads.build_shufflenet_unit, "vtc"),
+    ModelSpec("vtc_efficientvit_block", "EfficientViT block: multi-scale ReLU linear attention "
+              "(4 heads x16, 5x5 scale) + MBConv, 64 ch; input [B, 64, 32, 32]",
+              vtc_workloads.build_efficientvit_block, "vtc"),
+):
+    register(_spec, VTC_ZOO)
+
+
+for _name, (_builder, _description, _size) in temco_nets.TEMCO_MODELS.items():
+    register(ModelSpec(_name, _description, _builder, "temco"), TEMCO_ZOO)
+
 
 def names() -> list[str]:
     """The zoo's model names, in registration order."""
@@ -134,13 +173,11 @@ def names() -> list[str]:
 
 def get(name: str) -> ModelSpec:
     """The `ModelSpec` called `name`; a `VtmlirError` listing the available names otherwise."""
-    if name in ZOO:
-        return ZOO[name]
-    if name in LAYOUT_ZOO:
-        return LAYOUT_ZOO[name]
-    raise VtmlirError(
-        f"error: unknown model '{name}'; available models: {', '.join([*ZOO, *LAYOUT_ZOO])}"
-    )
+    for registry in _ALL_ZOOS:
+        if name in registry:
+            return registry[name]
+    available = ", ".join(n for registry in _ALL_ZOOS for n in registry)
+    raise VtmlirError(f"error: unknown model '{name}'; available models: {available}")
 
 
 __all__ = [
@@ -149,10 +186,13 @@ __all__ = [
     "ConvBnReluResidual",
     "ElementwiseReductionMix",
     "LAYOUT_ZOO",
+    "REGISTRIES",
+    "TEMCO_ZOO",
     "LlamaDecoderLayer",
     "MLP",
     "ModelSpec",
     "TransformerBlock",
+    "VTC_ZOO",
     "ZOO",
     "get",
     "names",

@@ -172,13 +172,16 @@ def build_llama_decoder_layer(
     position: int = 7,
     fused_qkv: bool = True,
     position_input: bool = False,
+    rope_base: float = 10000.0,
 ):
     """Inputs: hidden [batch, 1, dim], k_cache and v_cache [batch, n_kv_heads, max_ctx, head_dim]
     (filled with random values up to `position`, zeros after), plus position int64 [1] when
-    `position_input`. Linear weights use nn.Linear's default init; RMSNorm scales are random."""
+    `position_input`. Linear weights use nn.Linear's default init; RMSNorm scales are random.
+    `rope_base`: the rotary base (Llama 2: 10000, Llama 3: 500000)."""
     torch.manual_seed(seed)
     model = LlamaDecoderLayer(
-        dim, n_heads, n_kv_heads, head_dim, ffn_dim, max_ctx, position, fused_qkv, position_input
+        dim, n_heads, n_kv_heads, head_dim, ffn_dim, max_ctx, position, fused_qkv, position_input,
+        rope_base
     )
     with torch.no_grad():
         model.input_layernorm.weight.uniform_(0.5, 1.5)

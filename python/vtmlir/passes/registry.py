@@ -46,6 +46,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
     "layout-resolve": "vtmlir.layouts.passes",
     "layout-select-ilp": "vtmlir.layouts.passes",
+    "layout-hoist": "vtmlir.layouts.hoist",
     "layout-materialize": "vtmlir.layouts.materialize",
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
@@ -56,6 +57,12 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-decompose": "vtmlir.temco.decompose",
     "temco-analyze-peak-memory": "vtmlir.temco.memory",
     "temco-remat-skip": "vtmlir.temco.remat",
+    "subbyte-pack": "vtmlir.lowbit.pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
+    "subbyte-lower": "vtmlir.lowbit.lower",
+    "dvm-fuse": "vtmlir.dvm.fuse",  # DVM (python/vtmlir/dvm, docs/dvm.md)
+    "temco-fuse-activation": "vtmlir.temco.fuse",
+    "gpu-sequentialize-forall": "vtmlir.temco.gpu_forall",
+    "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

@@ -10,17 +10,25 @@ Inference", ICPP'24 (../shared/papers/temco-decomposition-memory.txt). Docs: doc
 - measured peak (`measure.measure_peak_memory`): a real CPU run with the runtime's counting allocator
   (`vtmlir.backend.cpu.memory_tracking`), §4.2; `measure.kernel_allocation_timeline` predicts it.
 - `temco-remat-skip` (`remat.remat_skip_connections`): skip-connection optimisation, §3.1, Algs. 1-2.
+- `temco-fuse-activation` (`fuse.fuse_activations`): lconv-activation(-pooling)-fconv as one tiled
+  loop, concat split, §3.2-3.3; `gpu-sequentialize-forall` (`gpu_forall`) makes such a loop one CUDA
+  kernel; `memref-alloc-at-first-use` (`alloc_at_first_use`) for the measured peak.
 """
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
 from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
 from .measure import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
+from .fuse import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
 from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
 from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
 from .weights import constant_array, make_constant
 
 __all__ = [
+    "FusedGroup",
+    "FusionReport",
+    "TemcoFuseActivation",
+    "fuse_activations",
     "AllocationTimeline",
     "RematReport",
     "SkipConnection",

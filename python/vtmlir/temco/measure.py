@@ -84,9 +84,11 @@ def kernel_allocation_timeline(kernel_module, function: str = "main") -> Allocat
     return AllocationTimeline(usage=usage, allocations=allocations, frees=frees)
 
 
-def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict | None = None):
+def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict | None = None,
+                        opt_level: int = 2):
     """Compile `module` (graph level; not modified) for the CPU with memory tracking, run it on
-    `inputs`, and return `(outputs, MemoryStats)`. `stages`, if given, receives the IR of each stage."""
+    `inputs`, and return `(outputs, MemoryStats)`. `stages`, if given, receives the IR of each stage.
+    `opt_level` is the JIT's; allocations do not depend on it (0 compiles big models much faster)."""
     from ..backend.cpu import compile_cpu
     from ..compiler import check_lowerable
     from ..context import make_context
@@ -97,6 +99,6 @@ def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict 
     check_lowerable(graph)
     signature = signature_of(find_entry(graph, entry))
     stages = {} if stages is None else stages
-    executable = compile_cpu(graph, signature, stages, track_memory=True)
+    executable = compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=True)
     outputs = executable(*inputs)
     return outputs, executable.memory_stats()

@@ -46,6 +46,7 @@ from ..ir_utils import walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
+OUTPUT = "output"  # a buffer returned by the function (it is the caller's out-parameter once compiled)
 INTERNAL = "internal"
 
 _NO_STEP = {"arith.constant", "tensor.empty", "func.func"}
@@ -89,6 +90,7 @@ class Step:
     location: str
     live_bytes: int = 0
     live: list[int] = field(default_factory=list)  # buffer ids live during this step
+    transient_bytes: int = 0  # tile buffers inside a tiled loop (scf.forall body), live during this step only
 
 
 @dataclass
@@ -108,6 +110,17 @@ class MemoryTimeline:
     @property
     def peak_bytes(self) -> int:
         return max(self.usage, default=0)
+
+    @property
+    def internal_usage(self) -> list[int]:
+        """Memory per step without the function's inputs and results: what the runtime allocates
+        (`measure_peak_memory`'s `peak_internal_bytes` counts the same)."""
+        outside = {b.id for b in self.buffers if b.kind in (INPUT, OUTPUT)}
+        return [s.live_bytes - sum(self.buffers[i].bytes for i in s.live if i in outside) for s in self.steps]
+
+    @property
+    def peak_internal_bytes(self) -> int:
+        return max(self.internal_usage, default=0)
 
     @property
     def peak_step(self) -> Step | None:
@@ -190,13 +203,29 @@ class MemoryReport:
 # -- analysis --------------------------------------------------------------------------------------
 
 
-def analyze_peak_memory(module) -> MemoryReport:
-    """The internal-tensor memory timeline of every `func.func` with a body in `module`."""
+# The graph-level prefix of code generation (`backend/bufferize.GRAPH_TO_KERNELS`): elementwise
+# fusion there removes tensors (a ReLU fused into the pooling or conv that reads it) before buffers exist.
+COMPILED_GRAPH_PREFIX = ("builtin.module(func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, "
+                         "canonicalize, cse))")
+
+
+def analyze_peak_memory(module, as_compiled: bool = False) -> MemoryReport:
+    """The internal-tensor memory timeline of every `func.func` with a body in `module`.
+
+    `as_compiled`: analyse a copy after the compiler's graph-level fusion (`COMPILED_GRAPH_PREFIX`),
+    i.e. the tensors the compiled code really allocates; `peak_internal_bytes` of that timeline is
+    what `measure_peak_memory` measures, up to allocation alignment (tested)."""
+    if as_compiled:
+        from ..frontend import as_module
+        from ..passes import run_pipeline
+
+        module = as_module(module.operation.get_asm(enable_debug_info=True), context=module.context)
+        run_pipeline(module, COMPILED_GRAPH_PREFIX, what="graph-level fusion before the memory analysis")
     report = MemoryReport()
     for func in walk_ops(module.operation, "func.func"):
         if len(func.regions[0].blocks) == 0:
             continue  # declaration
-        report.functions.append(analyze_function(func))
+        report.functions.append(analyze_function(func, shared_fills_allocate=as_compiled))
     return report
 
 
@@ -225,8 +254,12 @@ def _nested_operands(op) -> list:
     return values
 
 
-def analyze_function(func) -> MemoryTimeline:
-    """Liveness and memory over the steps of one `func.func` (see the module docstring)."""
+def analyze_function(func, shared_fills_allocate: bool = False) -> MemoryTimeline:
+    """Liveness and memory over the steps of one `func.func` (see the module docstring).
+
+    `shared_fills_allocate`: a `linalg.fill` used as the init of several ops is one buffer, live to
+    its last use, and each consumer but the last copies it into a buffer of its own: what one-shot
+    bufferization does (the default, TeMCO's model, lets each consumer fill its own output)."""
     func = func.operation
     timeline = MemoryTimeline(ir.StringAttr(func.attributes["sym_name"]).value)
     block = func.regions[0].blocks[0]
@@ -234,7 +267,8 @@ def analyze_function(func) -> MemoryTimeline:
     state = ir.AsmState(func)  # one naming state: Value.get_name would print the function each time
 
     # Steps: ops that touch tensors (non-step ops map to the next step, so their uses land there).
-    init_fills = {id(op) for op in ops if _is_init_only_fill(op)}
+    init_fills = {id(op) for op in ops if _is_init_only_fill(op)
+                  and not (shared_fills_allocate and len(list(op.results[0].uses)) > 1)}
 
     def is_step(op) -> bool:
         if op.name in _NO_STEP or id(op) in init_fills:
@@ -324,19 +358,39 @@ def analyze_function(func) -> MemoryTimeline:
                 new_buffer(r, op.name, loc, at)
 
     # Liveness: end = last step using any alias (results of the function: the return step).
+    returned = {hash(v) for op in ops if op.name == "func.return" for v in op.operands}
     for b in buffers:
         ends = [u for v in alias_values[b.id] for u in uses.get(v, ())]
         b.end = max([b.end, *ends])
+        if b.kind == INTERNAL and any(hash(v) in returned for v in alias_values[b.id]):
+            b.kind = OUTPUT
     timeline.weight_bytes = sum(weights.values())
     timeline.weight_count = len(weights)
 
     for index, op in enumerate(steps):
         live = [b.id for b in buffers if b.begin <= index <= b.end]
         name = _value_name(op.results[0], state) if len(op.results) else ""
+        transient = _tile_bytes(op) if op.name == "scf.forall" else 0
         timeline.steps.append(
-            Step(index, op.name, name, format_loc(op.location), sum(buffers[i].bytes for i in live), live)
+            Step(index, op.name, name, format_loc(op.location), sum(buffers[i].bytes for i in live) + transient,
+                 live, transient)
         )
     return timeline
+
+
+def _tile_bytes(loop) -> int:
+    """Bytes of the tensors a tiled loop's body computes per iteration (its tile buffers): the
+    results of the nested tensor ops that are not views, constants or empties (TeMCO §3.2's tiles)."""
+    total = 0
+    for region in loop.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                if op.name in _NO_STEP or op.name in _VIEW_OPS or op.name.startswith("tensor.parallel"):
+                    continue
+                total += sum(shaped_bytes(r.type) or 0 for r in op.results if _is_tensor(r))
+                total += _tile_bytes(op)
+    return total
 
 
 def _is_init_only_fill(op) -> bool:
@@ -369,6 +423,8 @@ def _destination_indices(op, count: int) -> list[int]:
 
 def _destinations(op) -> list:
     """The init (destination) operand of each result of a destination-style op, else []."""
+    if op.name == "scf.forall":  # tiled loop: each result is written into its shared_outs operand
+        return list(op.operands)[len(op.operands) - len(op.results):]
     if op.name in _DESTINATION:
         return [op.operands[_DESTINATION[op.name]]]
     if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:

@@ -7,7 +7,11 @@
   `vt-build-vtog` analysis pass;
 - `greedy`: VTC Alg. 2 (global greedy, MAXEDGES over conflict sets) with a pluggable cost model;
 - `eliminate`: `vt-eliminate-data-movement` (Alg. 2 + rewrite to `vt.view`, mappings composed);
-- `lower`: `vt-lower-views` (views folded into `linalg.generic` indexing maps, or gathered).
+- `stores`: input-of-output chains ending in a slice update / constant pad become `vt.store_into`
+  of the producer (planned and applied by `eliminate`, lowered by `lower`);
+- `lower`: `vt-lower-views` (stores into producers, views folded into `linalg.generic` indexing
+  maps or read through split loop ranges, the rest gathered);
+- `reindex`: re-indexing a generic's loops (destination boxes, piece boundaries).
 
 See docs/vtc.md.
 """

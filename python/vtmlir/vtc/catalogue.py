@@ -480,6 +480,68 @@ def _concat_inverse(op, j):
     return MappingFunction.single(_map(rank, results))
 
 
+# -- tensor.pad (constant padding) ------------------------------------------------------------------
+
+
+def _pad_amounts(op) -> tuple[list[int], list[int]]:
+    low, high = _i64s(op, "static_low"), _i64s(op, "static_high")
+    if any(v == _DYNAMIC for v in low + high):
+        raise NotVirtualisable("dynamic padding amounts: the interior's offset would be an SSA value")
+    if any(v < 0 for v in low + high):
+        raise NotVirtualisable("negative padding (a crop) is a slice, not a pad")
+    return low, high
+
+
+def pad_value(op):
+    """The value a constant `tensor.pad` writes on the border (defined outside its region)."""
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    if len(body) != 1 or body[0].operation.name != "tensor.yield":
+        raise NotVirtualisable("the padding value is computed per index (not a constant pad)")
+    v = body[0].operation.operands[0]
+    if isinstance(v.owner, ir.Block) and v.owner == block:
+        raise NotVirtualisable("the padding value is an index of the pad (not a constant pad)")
+    return v
+
+
+def _pad_mapping(op) -> MappingFunction:
+    pad_value(op)
+    raise NotVirtualisable("the border holds the padding value, not an element of a tensor: only "
+                           "the interior is a view of the input (partial edge)")
+
+
+def _pad_inverse(op, j):
+    low, _ = _pad_amounts(op)
+    pad_value(op)
+    rank = len(low)
+    return MappingFunction.single(_map(rank, [_dim(i) + lo if lo else _dim(i) for i, lo in enumerate(low)]))
+
+
+def _pad_interior(op):
+    """Output-of-input on the interior box only: out[x] = in[x - low] there (the border is not a
+    view of anything); a partial edge, so the rewrite (which keeps no residual storage) does not
+    take it, but the VTOG shows it."""
+    low, high = _pad_amounts(op)
+    pad_value(op)
+    src = _shape(op.operands[0])
+    rank = len(low)
+    ranges = tuple((d, lo, lo + src[d]) for d, lo in enumerate(low) if lo or high[d])
+    m = MappingFunction([Piece(0, _map(rank, [_dim(i) - lo if lo else _dim(i) for i, lo in enumerate(low)]),
+                               ranges)])
+    return [Candidate("pad", OUTPUT_OF_INPUT, op, op.results[0], op.operands[0], m, not ranges)]
+
+
+# -- tm_tensor.scatter (index_put / index_copy) ------------------------------------------------------
+
+
+def _scatter_not_virtualisable(op, j=None):
+    why = ("the positions written come from the indices operand, a tensor (data, even when it is a "
+           "constant resource): F depends on values, and a vt mapping is a static affine map")
+    if j is None:
+        raise NotVirtualisable(why)
+    return why
+
+
 # -- the catalogue -----------------------------------------------------------------------------------
 
 _ALWAYS = "always (static shapes)"
@@ -557,6 +619,23 @@ CATALOGUE: tuple[DataMovementKind, ...] = (
                     "Type I along the outermost non-unit axis, else Type II"),
                Rule(INPUT_OF_OUTPUT, "input j", "result", "static shapes",
                     "as the other direction (Fig. 3: Q, K, V written into one tensor)"))),
+    DataMovementKind(
+        "tensor.pad", "pad", "out[x] = in[x − low] inside the interior box, the padding value outside",
+        inputs=lambda op: [op.operands[0]], mapping=_pad_mapping, inverse=_pad_inverse,
+        extra=_pad_interior,
+        rules=(Rule(OUTPUT_OF_INPUT, "result (interior only)", "input",
+                    "static amounts, constant padding value; partial (the border is no view)",
+                    "as a slice of the padded tensor: Type II unless only outer dims are padded"),
+               Rule(INPUT_OF_OUTPUT, "input", "result", "static amounts, constant padding value: "
+                    "the producer writes the interior of a buffer filled with the value",
+                    "Type II (rows of the interior are separated by the border)"))),
+    DataMovementKind(
+        "tm_tensor.scatter", "scatter", "out = original with out[indices[i]] = updates[i] (index_put, "
+        "index_copy)",
+        inputs=lambda op: [op.operands[0], op.operands[2]], mapping=_scatter_not_virtualisable,
+        inverse=_scatter_not_virtualisable,
+        rules=(Rule(OUTPUT_OF_INPUT, "result", "updates / original", "never: positions are data", "—"),
+               Rule(INPUT_OF_OUTPUT, "updates", "result", "never: positions are data", "—"))),
 )
 
 _BY_NAME: dict[str, list[DataMovementKind]] = {}

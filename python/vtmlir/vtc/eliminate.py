@@ -1,18 +1,23 @@
 """`vt-eliminate-data-movement`: VTC Alg. 2 on every function's VTOG, then the rewrite.
 
 Per function: build the VTOG (Alg. 1, vtog.py), run the global greedy (Alg. 2, greedy.py) with the
-analytic cost model, print the decision (edges chosen, estimated saving), and rewrite the IR: every
-tensor the points-to graph makes virtual loses its data-movement op and becomes a `vt.view` of the
-tensors its chosen edges point to. Chains compose (VTC §4.1, F_new = F_outer ∘ F_base): a view of
-a view is folded into one view of the physical tensors (`MappingFunction.compose`); where the
-composition has no box-piece form the nested view is kept (vt-lower-views folds it in turn).
+cost model (analytic by default), print the decision (edges chosen, estimated saving, stores), and
+rewrite the IR: every tensor the points-to graph makes virtual loses its data-movement op and
+becomes a `vt.view` of the tensors its chosen edges point to. Chains compose (VTC §4.1, F_new =
+F_outer ∘ F_base): a view of a view is folded into one view of the physical tensors
+(`MappingFunction.compose`); where the composition has no box-piece form the nested view is kept
+(vt-lower-views folds it in turn).
 
-What the rewrite realises: output-of-input edges (the result of a data-movement op becomes a view
-of its inputs), with the node's chosen edges covering it whole (concat: all pieces). Not yet
-realised, hence not offered to the greedy in rewrite mode: input-of-output edges and the in-place
-insert_slice rule (they need `vt.store_into` folded into the producer kernel), and partial cover
-(residual storage). `rewrite=false` runs the greedy over every VTOG edge and only prints the
-decision (the paper's full search space; useful to see a conflict decide, Fig. 7).
+Input-of-output (VTC §4.4 ScatterND rule 2, Fig. 3) is realised for the chains that end in a slice
+update or a constant pad (stores.py): a computed tensor reaching `tensor.insert_slice` (the KV-cache
+write) or `tensor.pad` only through one-to-one data movement becomes `vt.store_into` of the
+producer's result into the destination, the chain's input-of-output mappings composed; the chain
+disappears and vt-lower-views makes the producer write in place. These chains are planned before
+the greedy and their ops kept out of it. Not realised: input-of-output edges whose chain does not
+end in such an update (a transpose whose input alone could be written transposed: the greedy only
+takes output-of-input edges in rewrite mode), and partial cover (residual storage).
+`rewrite=false` runs the greedy over every VTOG edge and only prints the decision (the paper's full
+search space; useful to see a conflict decide, Fig. 7).
 """
 
 from __future__ import annotations
@@ -30,34 +35,62 @@ from ..passes.registry import Option, Pass, register_pass
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
-from .vtog import build_vtog
+from .stores import apply_store, plan_stores
+from .vtog import _mapping_text, build_vtog
 
 COST_MODELS = ("analytic",)
 
 
 def realisable(edge) -> bool:
-    """Edges the rewrite can carry out (see the module docstring)."""
+    """Edges the view rewrite can carry out (see the module docstring)."""
     c = edge.candidate
     return c.direction == cat.OUTPUT_OF_INPUT and not c.in_place
 
 
 def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGraph]:
-    """Alg. 2 + rewrite on every function of `module` (an ir.Module or its operation)."""
+    """Alg. 2 + rewrite on every function of `module` (an ir.Module or its operation).
+
+    With `rewrite`, the input-of-output chains ending in a slice update are planned first
+    (stores.py: the producer will write into the destination); their ops are kept out of the
+    greedy (they disappear), the greedy's output-of-input choice is rewritten to views, then the
+    planned stores replace their insert_slices. Each returned PointsToGraph carries `stores`
+    (StorePlans realised) and `stores_skipped` ((op, reason) pairs) for the report."""
     from ..ir_utils import walk_ops
 
     results = []
     for func in walk_ops(module, "func.func"):
         if not len(func.regions[0].blocks):
             continue
+        plans, skipped = [], []
+        if rewrite:
+            with func.context, ir.Location.unknown():
+                plans, skipped = plan_stores(func)
         graph = build_vtog(func, cost_model.unit if cost_model else TARGETS["cpu"])
-        ptg = build_points_to_graph(graph, cost_model,
-                                    edge_filter=realisable if rewrite else None,
-                                    require_cover=rewrite)
+        gone = [op for p in plans for op in [p.insert] + p.exclusive_ops]
+        ptg = build_points_to_graph(
+            graph, cost_model,
+            edge_filter=(lambda e: realisable(e) and not any(e.candidate.op == op for op in gone))
+            if rewrite else None,
+            require_cover=rewrite)
         if rewrite:
             with func.context, ir.Location.unknown():
                 _rewrite(ptg)
+                for plan in plans:
+                    apply_store(plan)
+        ptg.stores, ptg.stores_skipped = plans, skipped
         results.append(ptg)
     return results
+
+
+def report_text(ptg: PointsToGraph) -> str:
+    """The greedy's decision, then the stores realised (input-of-output) and those not."""
+    lines = [ptg.to_text().rstrip("\n")]
+    for plan in getattr(ptg, "stores", []):
+        lines.append(f"  store {plan.text}: producer writes into the destination, map "
+                     f"{_mapping_text(plan.mapping)}")
+    for where, why in getattr(ptg, "stores_skipped", []):
+        lines.append(f"  keep {where}: {why}")
+    return "\n".join(lines) + "\n"
 
 
 def _rewrite(ptg: PointsToGraph) -> None:
@@ -148,7 +181,7 @@ class EliminateDataMovement(Pass):
         "rewrite=false only prints the greedy's choice over all VTOG edges.")
     options = (
         Option("output", str, "-", "write the decision to this file instead of stderr ('-')"),
-        Option("cost-model", str, "analytic", "edge weights w(e): analytic (measured: not yet)"),
+        Option("cost-model", str, "analytic", "edge weights w(e): analytic or measured (kernels timed on the target)"),
         Option("target", str, "cpu", "transfer unit preset for Defs. 4-5: cpu (64 B) or cuda (128 B)"),
         Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
         Option("rewrite", bool, True, "rewrite the IR (false: print the decision only)"),
@@ -156,11 +189,10 @@ class EliminateDataMovement(Pass):
     )
 
     def run(self, module) -> None:
-        if self.cost_model not in COST_MODELS:
-            hint = (" (the measured mode, profiling candidate kernels, is not implemented yet)"
-                    if self.cost_model == "measured" else "")
+        models = list(dict.fromkeys(COST_MODELS + ("measured",)))
+        if self.cost_model not in models:
             self.emit_error(module, f"vt-eliminate-data-movement: unknown cost model "
-                                    f"'{self.cost_model}'{hint}; expected one of {', '.join(COST_MODELS)}")
+                                    f"'{self.cost_model}'; expected one of {', '.join(models)}")
             return
         if self.target not in TARGETS:
             self.emit_error(module, f"vt-eliminate-data-movement: unknown target '{self.target}' "
@@ -169,8 +201,18 @@ class EliminateDataMovement(Pass):
         if self.unit_bytes < 0:
             self.emit_error(module, "vt-eliminate-data-movement: unit-bytes must not be negative")
             return
-        model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target])
+        if self.cost_model == "measured":   # VTC Alg. 2 lines 6, 18-19: kernels timed on the target
+            from ..errors import VtmlirError
+            from .measured_cost import MeasuredCostModel
+
+            try:
+                model = MeasuredCostModel("cuda" if self.target == "cuda" else "cpu", self.unit_bytes or None)
+            except VtmlirError as err:
+                self.emit_error(module, f"vt-eliminate-data-movement: {str(err).removeprefix('error: ')}")
+                return
+        else:
+            model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True)
         graphs = eliminate(module, model, rewrite=self.rewrite)
         self.last_points_to = graphs
         if not self.quiet:
-            self.write_report(module, self.output, "".join(p.to_text() for p in graphs))
+            self.write_report(module, self.output, "".join(report_text(p) for p in graphs))

@@ -70,6 +70,8 @@ class CostModel:
     """w(e) = ℓ(C ∪ {e}) − ℓ(C) (VTC Eq. 4). Subclasses implement `weight`."""
 
     name = "abstract"
+    #: what `Weight.value` counts, printed with the estimated saving ("B" bytes, "ns" time).
+    weight_unit = "B"
 
     def weight(self, state: "GreedyState", edge: Edge) -> Weight:  # pragma: no cover - interface
         raise NotImplementedError
@@ -85,8 +87,8 @@ class AnalyticCostModel(CostModel):
         self.unit = unit
         self.partial_penalty = partial_penalty
         self.none_penalty = none_penalty
-        # Whether readers of a multi-piece view read it without a gather (vt-lower-views does not
-        # split loop ranges at piece boundaries yet: False).
+        # Whether linalg readers of a multi-piece view read it without a gather (vt-lower-views
+        # splits their loop range at piece boundaries; the pass sets True).
         self.multi_piece_readers = multi_piece_readers
 
     def weight(self, state: "GreedyState", edge: Edge) -> Weight:
@@ -115,7 +117,8 @@ class AnalyticCostModel(CostModel):
         walkers = max(1, len(readers)) if c.direction == cat.OUTPUT_OF_INPUT else 1
         penalty = factor * region * walkers
         multi = mapping is None or len(mapping.pieces) > 1 or not c.full
-        blocked = [u for u in readers if not _can_read_view(u, v.value, multi and not self.multi_piece_readers, g)]
+        blocked = [u for u in readers
+                   if not _can_read_view(u, v.value, multi, g, self.multi_piece_readers)]
         materialise = 2 * region if blocked else 0
         unblocked = 0
         t = edge.dst
@@ -163,11 +166,16 @@ def _num_inits(op) -> int:
     return len(op.results)
 
 
-def _can_read_view(use, value, multi_piece: bool, graph: VTOG) -> bool:
+def _can_read_view(use, value, multi_piece: bool, graph: VTOG, split_readers: bool = False) -> bool:
+    """Whether reader `use` reads a view of `value` without a gather: a linalg input (vt-lower-views
+    folds a single-piece mapping into its indexing map; with `split_readers` a reader of a
+    multi-piece view, once generalized, has its loop range split at the pieces — or, where the
+    split dim is a reduction loop, the view is gathered, which this estimate does not charge), or
+    a data-movement op that may itself become a view."""
     owner, operand = use
     if owner.name == "func.return":
         return False
-    if not multi_piece and owner.name.startswith("linalg."):
+    if owner.name.startswith("linalg.") and (not multi_piece or split_readers):
         n_in = len(owner.operands) - _num_inits(owner)
         if operand < n_in:
             return True
@@ -175,7 +183,7 @@ def _can_read_view(use, value, multi_piece: bool, graph: VTOG) -> bool:
     if cat.entry_for(owner) is not None:
         for e in graph.edges:
             c = e.candidate
-            if c.op == owner and c.direction == cat.OUTPUT_OF_INPUT and c.physical == value:
+            if c.op == owner and c.direction == cat.OUTPUT_OF_INPUT and c.physical == value and c.full:
                 return True
     return False
 
@@ -282,6 +290,7 @@ class PointsToGraph:
     chosen: dict[int, list[Edge]]
     total_saving: float
     cost_model: str
+    unit: str = "B"
 
     def virtual_nodes(self) -> list[int]:
         return [n for n, es in self.chosen.items() if es]
@@ -292,7 +301,7 @@ class PointsToGraph:
         chosen = [c for c in self.choices if c.edges]
         lines = [f"points-to @{g.function}: {len(chosen)} virtual tensors, "
                  f"{sum(len(c.edges) for c in chosen)} edges, estimated saving "
-                 f"{self.total_saving:.0f} B (cost model {self.cost_model})"]
+                 f"{self.total_saving:.0f} {self.unit} (cost model {self.cost_model})"]
         for c in chosen:
             for eid in c.edges:
                 e = g.edges[eid]
@@ -353,4 +362,4 @@ def _build_points_to_graph(graph, cost_model, edge_filter, require_cover) -> Poi
         for e in edges:
             if e.dst == node:
                 weights[e.id] = model.weight(state, e)
-    return PointsToGraph(graph, choices, state.chosen, total, model.name)
+    return PointsToGraph(graph, choices, state.chosen, total, model.name, model.weight_unit)

@@ -1,44 +1,63 @@
-"""`vt-lower-views`: lower virtual tensors (`vt.view`) so the backends can compile the module.
+"""`vt-lower-views`: lower virtual tensors (`vt.view`, `vt.store_into`) so the backends compile them.
 
 A virtual tensor never allocates where its readers can index the physical tensors through the
-mapping (VTC §4.1, §6: loads through the mapping function). At graph level that is a fold into the
-reader's indexing map:
+mapping (VTC §4.1, §6: loads through the mapping function), and a producer whose result is stored
+into a physical destination writes there itself. At graph level:
 
-* named linalg ops are generalized first (`linalg-generalize-named-ops`), so every linalg reader
-  is a `linalg.generic`;
+* named linalg ops are generalized first (`linalg-generalize-named-ops`), so every linalg op is a
+  `linalg.generic`;
+* `vt.store_into` (stores.py `lower_store`): per piece, the producer is re-indexed over the
+  destination box (reindex.py) and writes an `extract_slice` of the destination, put back with
+  `insert_slice` at the same place — one-shot bufferization makes the pair a subview (with
+  `eliminate-empty-tensors` before it, see docs/vtc.md §5). A value that is not a redirectable
+  producer's result is copied into the box (a gather, data movement);
 * a single-piece `vt.view` read as an *input* of a `linalg.generic` is folded: the operand becomes
   the view's source and its indexing map `view.map ∘ operand_map` (reader loops → virtual index →
   physical index). Views of views were composed by the rewrite; any left are folded in turn.
-* linalg infers loop bounds from the first operand dimension each loop appears in as a bare `dK`.
-  A folded map can bring a bare `dK` over a *larger* physical dimension (a slice at offset 0); such
-  a result is written `dK mod extent(physical dim)` — the same value for every index in range, and
-  no longer a bare dim, so loop bounds still come from the other operands. If a loop is left with
-  no bare occurrence at all, the fold is not done.
+  linalg infers loop bounds from the first operand dimension each loop appears in as a bare `dK`;
+  a folded bare `dK` over a *larger* physical dimension is written `dK mod extent` (same values in
+  range). If a loop is left with no bare occurrence at all, the fold is not done;
+* a multi-piece view that repeats one source periodically (`cat((f, f))`) becomes one piece
+  reading `dK mod L` and is folded; any other multi-piece view read by a generic whose split dims
+  are parallel loops (`dK + c`) that index its output splits that generic's loop range at the
+  piece boundaries (VTC §6): one clone per piece reading its source, writing a slice of the output.
 
 Everything else is materialised, correctly but as data movement again (vt-stats counts the gather
-as a data-movement `linalg.generic`): a view returned, read by a non-linalg op, used as an init, or
-with several pieces (a concat read by a compute op; splitting the reader's loop ranges at piece
-boundaries is not implemented). Single piece: one gather `linalg.generic` whose input map is the
-mapping. Several pieces: one gather per piece over its box, inserted into a `tensor.empty` with
-`tensor.insert_slice`.
-
-`vt.store_into` is not lowered (vt-eliminate-data-movement does not create it yet); the CPU
-compiler still refuses it by name.
+as a data-movement `linalg.generic`): a view returned, read by a non-linalg op, used as an init,
+read along a reduction loop, or with more than MAX_SPLIT_PIECES pieces. Single piece: one gather
+`linalg.generic` whose input map is the mapping. Several pieces: one gather per piece over its
+box, inserted into a `tensor.empty` with `tensor.insert_slice`. No per-element `select` form exists:
+pieces are always split (or gathered), however fine.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
 from ..dialects.affine_eval import compose_maps
-from ..dialects.vt_mapping import MappingFunction
+from ..dialects import vt as vt_dialect
+from ..dialects.vt_mapping import MappingFunction, Piece
+from ..ir_utils import walk_ops
 from ..passes.registry import Pass, register_pass
+from .reindex import (
+    clone_generic,
+    dim_plus_const,
+    guard_bare_dims,
+    iterators_of,
+    loop_extents,
+    uses_linalg_index,
+)
+
+#: Readers of a view with more pieces than this are not split (the view is gathered instead).
+MAX_SPLIT_PIECES = 16
+#: Largest multi-piece view checked element by element for a periodic (one-piece `mod`) form.
+MAX_PERIODIC_CHECK = 1 << 14
 
 
 def _views(module) -> list:
-    from ..ir_utils import walk_ops
-
     return walk_ops(module, "vt.view")
 
 
@@ -170,32 +189,180 @@ def materialise(view) -> ir.Value:
         return acc
 
 
-def lower_views(module) -> tuple[int, int]:
-    """Generalize, fold, materialise the rest. Returns (folds, materialised views)."""
-    from ..passes import run_pipeline
+def as_periodic(mapping: MappingFunction, shape, sources=None) -> MappingFunction | None:
+    """One piece reading `source` at `dK mod L` when the pieces repeat one source along one split
+    dim in runs of L (a tensor concatenated with itself, `torch.cat((f, f))` in RoPE): then no
+    split is needed. Checked on every index (views of at most MAX_PERIODIC_CHECK elements)."""
+    if sources is not None:   # the same value given twice is one source
+        first_of = [next(i for i, v in enumerate(sources) if v == s) for s in sources]
+        mapping = MappingFunction(Piece(first_of[p.source], p.map, p.ranges) for p in mapping.pieces)
+    dims = {d for p in mapping.pieces for d, _, _ in p.ranges}
+    if len(dims) != 1 or len({p.source for p in mapping.pieces}) != 1:
+        return None
+    (d,) = dims
+    first = min(mapping.pieces, key=lambda p: p.extent(d, shape)[0])
+    lo, hi = first.extent(d, shape)
+    n = 1
+    for e in shape:
+        n *= e
+    if lo != 0 or n > MAX_PERIODIC_CHECK:
+        return None
+    rank = len(shape)
+    wrap = ir.AffineMap.get(rank, 0, [ir.AffineExpr.get_mod(ir.AffineDimExpr.get(i), ir.AffineConstantExpr.get(hi))
+                                      if i == d else ir.AffineDimExpr.get(i) for i in range(rank)])
+    candidate = MappingFunction.single(compose_maps(first.map, wrap), first.source)
+    for index in itertools.product(*[range(e) for e in shape]):
+        if candidate.apply(index) != mapping.apply(index):
+            return None
+    return candidate
 
-    if not _views(module):
-        return 0, 0
+
+def split_multi_piece_readers(module, max_pieces: int = MAX_SPLIT_PIECES) -> int:
+    """Split the loop range of every `linalg.generic` reading a multi-piece view at the pieces'
+    boundaries (VTC §6): one clone per piece reading that piece's source through its map, writing
+    the matching slice of the output. Returns the readers split."""
+    for view in _views(module):   # periodic views first: one piece, folded later
+        mapping = MappingFunction.from_attr(view.attributes["mapping"])
+        if mapping.is_single_piece:
+            continue
+        periodic = as_periodic(mapping, _shape(view.results[0]), list(view.operands))
+        if periodic is not None:
+            source = view.operands[periodic.pieces[0].source]
+            with view.location, ir.InsertionPoint(view):
+                single = vt_dialect.view([source], MappingFunction.single(periodic.pieces[0].map),
+                                         _shape(view.results[0]))
+            view.results[0].replace_all_uses_with(single)
+            view.erase()
+    splits = 0
+    changed = True
+    while changed:
+        changed = False
+        for view in _views(module):
+            mapping = MappingFunction.from_attr(view.attributes["mapping"])
+            if mapping.is_single_piece:
+                continue
+            if len(mapping.pieces) > max_pieces:
+                continue
+            for use in list(view.results[0].uses):
+                owner = use.owner
+                owner = owner.operation if hasattr(owner, "operation") else owner
+                if owner.name == "linalg.generic" and _split_reader(owner, use.operand_number, view, mapping):
+                    splits += 1
+                    changed = True
+                    break
+            if not list(view.results[0].uses):
+                view.erase()
+                changed = True
+            if changed:
+                break
+    return splits
+
+
+def _split_reader(op, k: int, view, mapping: MappingFunction) -> bool:
+    """Split `op` (reading `view` as input k) at the view's piece boundaries; False if it cannot be."""
+    n_in = len(op.operands) - 1
+    if len(op.results) != 1 or k >= n_in or uses_linalg_index(op):
+        return False
+    maps = _maps(op)
+    iters = iterators_of(op)
+    try:
+        extents = loop_extents(op)
+    except ValueError:
+        return False
+    vshape = _shape(view.results[0])
+    in_map, out_map = maps[k], maps[-1]
+    split_loops: dict[int, tuple[int, int]] = {}   # view split dim -> (loop, constant offset)
+    out_pos = {}
+    for r, e in enumerate(out_map.results):
+        if isinstance(_down(e), ir.AffineDimExpr):
+            out_pos[ir.AffineDimExpr(e).position] = r
+    for d in {d for p in mapping.pieces for d, _, _ in p.ranges}:
+        lc = dim_plus_const(in_map.results[d])
+        if lc is None or iters[lc[0]] != "parallel" or lc[0] not in out_pos:
+            return False
+        split_loops[d] = lc
+    init = op.operands[n_in]
+    out_shape = _shape(op.results[0])
+    elt = ir.RankedTensorType(op.results[0].type).element_type
+    if not isinstance(init.owner, ir.Block) and init.owner.name == "tensor.empty":
+        # Its own empty tensor: the importer shares one between ops, and two chains of in-place
+        # slice writes into one tensor would make bufferization copy one of them.
+        with op.location:
+            init = tensor.EmptyOp(out_shape, elt, ip=ir.InsertionPoint(op)).result
+    current = init
+    rank_out = len(out_shape)
+    with op.location:
+        for p in mapping.pieces:
+            box = [(0, e) for e in extents]
+            for d, (lp, c) in split_loops.items():
+                lo, hi = p.extent(d, vshape)
+                blo, bhi = box[lp]
+                box[lp] = (max(blo, lo - c), min(bhi, hi - c))
+            if any(hi <= lo for lo, hi in box):
+                continue
+            shift = ir.AffineMap.get(len(extents), 0, [
+                ir.AffineDimExpr.get(i) + lo if lo else ir.AffineDimExpr.get(i)
+                for i, (lo, _) in enumerate(box)])
+            new_maps = [compose_maps(m, shift) for m in maps[:n_in]]
+            operands = list(op.operands[:n_in])
+            operands[k] = view.operands[p.source]
+            new_maps[k] = compose_maps(p.map, new_maps[k])
+            offsets, sizes = [0] * rank_out, list(out_shape)
+            for lp, r in out_pos.items():
+                offsets[r], sizes[r] = box[lp][0], box[lp][1] - box[lp][0]
+            ip = ir.InsertionPoint(op)
+            slice_type = ir.RankedTensorType.get(sizes, elt)
+            part_init = tensor.ExtractSliceOp(slice_type, current, [], [], [], offsets, sizes,
+                                              [1] * rank_out, ip=ip).result
+            operands.append(part_init)
+            guarded = guard_bare_dims(new_maps + [out_map], operands,
+                                      [hi - lo for lo, hi in box], keep_bare=n_in)
+            part = clone_generic(op, operands, guarded, iters, slice_type, ip)
+            current = tensor.InsertSliceOp(part, current, [], [], [], offsets, sizes,
+                                           [1] * rank_out, ip=ip).result
+    old_init = op.operands[n_in]
+    op.results[0].replace_all_uses_with(current)
+    op.erase()
+    if not isinstance(old_init.owner, ir.Block) and old_init.owner.name == "tensor.empty" \
+            and not list(old_init.uses):
+        old_init.owner.erase()
+    return True
+
+
+def lower_views(module) -> tuple[int, int, int, int]:
+    """Generalize, redirect producers of `vt.store_into`, fold single-piece views, split readers of
+    multi-piece views, materialise the rest. Returns (folds, materialised views, store pieces
+    written by their producer, readers split)."""
+    from ..passes import run_pipeline
+    from .stores import lower_stores
+
+    if not _views(module) and not walk_ops(module, "vt.store_into"):
+        return 0, 0, 0, 0
     run_pipeline(module, "func.func(linalg-generalize-named-ops)")
     with module.context:
+        written, _copied = lower_stores(module)
         folds = fold_views(module)
+        splits = split_multi_piece_readers(module)
+        folds += fold_views(module)
         gathered = 0
         for view in _views(module):
             value = materialise(view)
             view.results[0].replace_all_uses_with(value)
             view.erase()
             gathered += 1
-    return folds, gathered
+    return folds, gathered, written, splits
 
 
 @register_pass
 class LowerViews(Pass):
     name = "vt-lower-views"
-    summary = "Fold vt.view into linalg.generic indexing maps; materialise the rest"
+    summary = "Lower virtual tensors: stores into producers, views into indexing maps / split loops"
     description = (
-        "Generalizes named linalg ops, folds every single-piece vt.view read as a linalg.generic "
-        "input into that operand's indexing map (view map composed with the operand map), and "
-        "materialises the views left (returned, read by other ops, multi-piece) with gather "
+        "Generalizes named linalg ops; lowers every vt.store_into by re-indexing its producer over "
+        "the destination boxes (extract_slice/insert_slice pairs that bufferize in place); folds "
+        "every single-piece vt.view read as a linalg.generic input into that operand's indexing "
+        "map; splits the loop range of generics reading a multi-piece view at the piece "
+        "boundaries; materialises the views left (returned, read by other ops) with gather "
         "linalg.generic ops (data movement again).")
 
     def run(self, module) -> None:

@@ -13,7 +13,11 @@ from ...passes import run_pipeline
 
 # (stage name, pipeline). Loops are naive scf loops for now: correct, structured for later tiling.
 CPU_STAGES: tuple[tuple[str, str], ...] = (
-    ("loops", "builtin.module(func.func(convert-linalg-to-loops), canonicalize)"),
+    # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
+    # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
+    # `scf-forall-to-for`: tiled loops (temco-fuse-activation's fused groups) run sequentially here.
+    ("loops", "builtin.module(memref-alloc-at-first-use, func.func(convert-linalg-to-loops, scf-forall-to-for), "
+              "canonicalize)"),
     (
         "llvm",
         # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.

@@ -14,6 +14,8 @@ Before each kernel it writes `translating <name>` on stderr, so the parent knows
 from __future__ import annotations
 
 import json
+import re
+import struct
 import sys
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
@@ -79,13 +81,65 @@ def target_machine(chip: str, features: str):
     return target.create_target_machine(cpu=chip, features=features, opt=3)
 
 
+_HEX_FLOAT = re.compile(r"\bf0x([0-9A-Fa-f]+)\b")
+_DECIMAL = re.compile(r"(?<![\w.%@\"])[-+]?\d+\.\d+e[-+]\d+\b")
+_LAST_FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b(?!.*\b(?:half|bfloat|float|double)\b)")
+
+
+def _sixteen_bit_literal(kind: str, value: float) -> str:
+    """`0xH`/`0xR` + the bits of `value` rounded to half / bfloat (round to nearest even)."""
+    import numpy as np
+
+    if kind == "half":
+        return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
+    bits = int(np.float32(value).view(np.uint32))
+    return f"0xR{(bits + 0x7FFF + ((bits >> 16) & 1)) >> 16:04X}"
+
+
+def legacy_float_literals(llvm_ir: str) -> str:
+    """Rewrite float literals of MLIR's LLVM (24) into what llvmlite's older parser reads.
+
+    - `f0x<bits>`: float/double become `0x<16 hex digits of the double>`, half `0xH<bits>`, bfloat
+      `0xR<bits>`;
+    - decimal half/bfloat literals (`9.997550e-02`), which the older parser accepts only when exact,
+      become `0xH`/`0xR` bit patterns.
+    Which type a literal has is read off the last float type named before it on its line."""
+
+    def rewrite_line(line: str) -> str:
+        def type_before(position: int) -> str | None:
+            found = _LAST_FLOAT_TYPE.search(line[:position])
+            return found.group(1) if found else None
+
+        def hex_literal(match: re.Match) -> str:
+            digits = match.group(1)
+            if len(digits) == 16:
+                return "0x" + digits.upper()
+            if len(digits) == 8:
+                (value,) = struct.unpack(">f", bytes.fromhex(digits))
+                return "0x" + struct.pack(">d", value).hex().upper()
+            return ("0xR" if type_before(match.start()) == "bfloat" else "0xH") + digits.upper()
+
+        def decimal_literal(match: re.Match) -> str:
+            kind = type_before(match.start())
+            if kind in ("half", "bfloat"):
+                return _sixteen_bit_literal(kind, float(match.group(0)))
+            return match.group(0)
+
+        line = _HEX_FLOAT.sub(hex_literal, line)
+        if "half" in line or "bfloat" in line:
+            line = _DECIMAL.sub(decimal_literal, line)
+        return line
+
+    return "\n".join(rewrite_line(line) for line in llvm_ir.split("\n"))
+
+
 def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
     """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
     import llvmlite.binding as llvm
 
     machine = target_machine(chip, features)
 
-    module = llvm.parse_assembly(llvm_ir)
+    module = llvm.parse_assembly(legacy_float_literals(llvm_ir))
     module.triple = NVPTX_TRIPLE
     module.data_layout = str(machine.target_data)
     own_functions = {f.name for f in module.functions if not f.is_declaration}

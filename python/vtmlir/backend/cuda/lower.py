@@ -80,6 +80,9 @@ def record_iteration_spaces(module: ir.Module, into: list) -> None:
 DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("strip-runtime-asserts", "drop cf.assert so every loop nest can become a kernel",
              pipeline="gpu-strip-runtime-asserts, func.func(canonicalize)"),
+    # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (temco/gpu_forall.py).
+    GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
+             pipeline="gpu-sequentialize-forall"),
     GpuStage("parallel-loops", "linalg ops → scf.parallel loop nests",
              pipeline="func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",

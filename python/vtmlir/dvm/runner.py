@@ -1,0 +1,497 @@
+"""Run a `dvm-fuse`d linalg function: every fusion group is a DVM kernel compiled per new shape
+(tiling + encoding only, `codegen.compile_graph`) and executed by a DVM VM (Fang et al., DVM, Fig. 5:
+"fused subgraphs ... sent to the operator compiler"); the glue between kernels (reshapes,
+transposes of weights, fills, `tensor.dim`) is evaluated with numpy.
+
+Each group becomes one `Graph` ONCE (built with ranks and element types, no sizes); a call with
+new input shapes costs shape inference + tiling + encoding of each group (cached per shape).
+Translation of a group (runner docs in docs/dvm.md):
+- values live in the group's iteration domain (rank R, keep-dim): an external operand read with map
+  `m` is presented as a numpy view (transposed / with unit axes inserted; strides go to
+  `compile_graph(input_strides=...)`, so no copy);
+- `linalg.generic` bodies map op by op to Table 1 instructions (arith add/sub/mul/div/max/min,
+  cmpf/cmpi, select, casts, math sqrt/rsqrt/exp/log/abs/floor/roundeven/powf/tanh -- tanh and rsqrt
+  through Exp/Div); captured scalar constants become AddS/MulS or a broadcast 1-element input;
+- reductions: the body must be `combine(expr, %out)` with add/max/min; the init is combined in
+  unless it is a fill of the identity;
+- `linalg.matmul` + epilogue: a cube-vector graph (the fill-0 accumulator start is dropped);
+- `linalg.batch_matmul` (not fused): one rank-2 cube kernel per batch slice.
+Anything else raises `VtmlirError` naming the op (at construction).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+from torch_mlir import ir
+
+from ..errors import VtmlirError
+from .codegen import compile_graph
+from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
+from .glue import _GLUE, _owner, _tensor_dtype, _where, element_dtype
+from .graph import Graph
+from .isa import CmpType, DType, Opcode
+from .tiling import Target
+
+_CMPF = {1: "EQ", 2: "GT", 3: "GE", 4: "LT", 5: "LE", 6: "NE", 8: "EQ", 9: "GT", 10: "GE", 11: "LT", 12: "LE", 13: "NE"}
+_CMPI = {0: "EQ", 1: "NE", 2: "LT", 3: "LE", 4: "GT", 5: "GE", 6: "LT", 7: "LE", 8: "GT", 9: "GE"}
+_BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
+           "arith.maximumf": "maximum", "arith.maxnumf": "maximum", "arith.minimumf": "minimum",
+           "arith.minnumf": "minimum", "math.powf": "pow", "arith.addi": "add", "arith.subi": "sub",
+           "arith.muli": "mul", "arith.maxsi": "maximum", "arith.minsi": "minimum"}
+_UNARY = {"math.sqrt": "sqrt", "math.exp": "exp", "math.log": "log", "math.absf": "abs", "math.floor": "floor",
+          "math.roundeven": "round", "math.absi": "abs"}
+_CASTS = ("arith.extf", "arith.truncf", "arith.sitofp", "arith.fptosi", "arith.uitofp", "arith.extsi", "arith.trunci")
+_REDUCE = {"arith.addf": Opcode.SUM, "arith.addi": Opcode.SUM, "arith.maximumf": Opcode.REDUCE_MAX,
+           "arith.maxnumf": Opcode.REDUCE_MAX, "arith.minimumf": Opcode.REDUCE_MIN, "arith.minnumf": Opcode.REDUCE_MIN,
+           "arith.maxsi": Opcode.REDUCE_MAX, "arith.minsi": Opcode.REDUCE_MIN}
+_IDENTITY = {Opcode.SUM: 0.0, Opcode.REDUCE_MAX: -math.inf, Opcode.REDUCE_MIN: math.inf}
+
+
+# ----------------------------------------------------------------------------- constants
+def _resource_blobs(module_op) -> dict[str, bytes]:
+    text = str(module_op)
+    blobs = {}
+    m = re.search(r"dialect_resources:\s*\{\s*builtin:\s*\{(.*?)\}\s*\}\s*#-\}", text, re.S)
+    if m:
+        for name, hexdata in re.findall(r'([\w.\-]+):\s*"0x([0-9A-Fa-f]*)"', m.group(1)):
+            blobs[name] = bytes.fromhex(hexdata)[4:]  # first word: the blob's alignment
+    return blobs
+
+
+def _constant_value(op, blobs):
+    attr = op.attributes["value"]
+    t = op.results[0].type.maybe_downcast()
+    if isinstance(t, ir.RankedTensorType):
+        dt = element_dtype(t.element_type).numpy
+        shape = tuple(t.shape)
+        a = attr.maybe_downcast() if hasattr(attr, "maybe_downcast") else attr
+        if isinstance(a, ir.DenseResourceElementsAttr) or str(attr).startswith("dense_resource<"):
+            name = re.match(r"dense_resource<([^>]+)>", str(attr)).group(1)
+            if name not in blobs:
+                raise VtmlirError(f"dvm: resource '{name}' of {_where(op)} has no data")
+            return np.frombuffer(blobs[name], dtype=dt, count=math.prod(shape)).reshape(shape)
+        dense = ir.DenseElementsAttr(attr)
+        if dense.is_splat:
+            return np.full(shape, _scalar(dense.get_splat_value()), dtype=dt)
+        return np.array(dense, dtype=dt).reshape(shape)
+    return _scalar(attr)
+
+
+def _scalar(attr):
+    a = attr.maybe_downcast() if hasattr(attr, "maybe_downcast") else attr
+    if isinstance(a, ir.FloatAttr):
+        return float(a.value)
+    if isinstance(a, ir.BoolAttr):
+        return bool(a.value)
+    return int(ir.IntegerAttr(attr).value)
+
+
+# --------------------------------------------------------------------------- group graphs
+class _GroupKernel:
+    """One fusion group as a DVM Graph plus how to feed and read it."""
+
+    def __init__(self, fusion: FunctionFusion, gid: int, known_scalars: dict):
+        g = fusion.groups[gid]
+        self.id, self.kind = gid, g.kind
+        self.ops = [fusion.ops[i] for i in g.ops]
+        self.graph = Graph(f"{fusion.name}.kernel{gid}")
+        self.inputs: list = []  # (mlir value or constant array, view function)
+        self.outputs: list = []  # (mlir value, from-domain function)
+        self.cache: dict = {}
+        self.compile_seconds = 0.0
+        self._scalars = known_scalars
+        member_ops = {id(op) for op in self.ops}
+        self.rank = len(g.domain)
+        self.env: dict = {}  # (mlir value) -> Graph Value in domain layout
+        self._ext: dict = {}
+        for op in self.ops:
+            if op.name == "linalg.matmul":
+                self._matmul(op)
+            else:
+                self._generic(op)
+        self.results = []
+        for op in self.ops:
+            for r in op.results:
+                used_outside = any(id(_user(u)) not in member_ops for u in r.uses)
+                if used_outside:
+                    self.results.append(r)
+        self.results = [r for r in self.results if r in self.env]
+        for r in self.results:
+            self.graph.output(self.env[r])
+        self._member_ids = member_ops
+
+    # -- inputs ----------------------------------------------------------------------------
+    def _external(self, v, amap):
+        key = (v, str(amap) if amap is not None else None)
+        if key in self._ext:
+            return self._ext[key]
+        dt = _tensor_dtype(v)
+        t = ir.RankedTensorType(v.type)
+        if amap is None:
+            positions, rank = list(range(t.rank)), t.rank
+        else:
+            positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+            rank = self.rank
+        value = self.graph.input(rank, dt)
+        self.inputs.append((v, _domain_view(positions, rank)))
+        self._ext[key] = value
+        return value
+
+    def _constant_input(self, c, dt: DType):
+        value = self.graph.input(self.rank, dt)
+        self.inputs.append((np.full((1,) * self.rank, c, dtype=dt.numpy), None))
+        return value
+
+    # -- ops ---------------------------------------------------------------------------------
+    def _matmul(self, op):
+        a, b, c = op.operands
+        ga, gb = self._external(a, None), self._external(b, None)
+        mm = self.graph.matmul(ga, gb)
+        init = _owner(c)
+        if not (init is not None and init.name == "linalg.fill" and self._fill_value(init) == 0.0):
+            mm = self.graph.add(mm, self._external(c, None))
+        self.env[op.results[0]] = mm
+
+    def _fill_value(self, fill):
+        v = fill.operands[0]
+        return self._scalars.get(v)
+
+    def _generic(self, op):
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        n_in = len(op.operands) - len(op.results)
+        block = op.regions[0].blocks[0]
+        local: dict = {}
+        for arg, v, m in zip(list(block.arguments)[:n_in], list(op.operands)[:n_in], maps[:n_in]):
+            local[arg] = self.env[v] if v in self.env else self._external(v, m)
+        outs = list(block.arguments)[n_in:]
+        iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        red_axes = [d for d, r in enumerate(iters) if r]
+        body = list(block.operations)
+        yield_op = body[-1].operation
+        results = []
+        for k, y in enumerate(yield_op.operands):
+            out_arg = outs[k]
+            if not list(op.results[k].uses):  # e.g. the argmax half of torch's max reduction
+                results.append(None)
+                continue
+            if red_axes:
+                comb = _owner(y)
+                if comb is None or comb.name not in _REDUCE or out_arg not in list(comb.operands):
+                    raise VtmlirError(f"dvm: reduction {_where(op)} must yield add/max/min(expr, %out)")
+                other = [x for x in comb.operands if x != out_arg][0]
+                e = self._expr(other, local, op, out_arg)
+                if not hasattr(e, "graph"):
+                    e = self._constant_input(e, element_dtype(other.type))
+                ropc = _REDUCE[comb.name]
+                r = self.graph.reduce(ropc, e, red_axes)
+                init_v = op.operands[n_in + k]
+                init = _owner(init_v)
+                identity = init is not None and init.name == "linalg.fill" and self._fill_value(init) == _IDENTITY[ropc]
+                if not identity:
+                    iv = self.env[init_v] if init_v in self.env else self._external(init_v, maps[n_in + k])
+                    r = (self.graph.add(r, iv) if ropc == Opcode.SUM else
+                         self.graph.maximum(r, iv) if ropc == Opcode.REDUCE_MAX else self.graph.minimum(r, iv))
+                results.append(r)
+            else:
+                e = self._expr(y, local, op, None)
+                if not hasattr(e, "graph"):
+                    e = self._constant_input(e, element_dtype(y.type))
+                results.append(e)
+        for r, gv in zip(op.results, results):
+            if gv is not None:
+                self.env[r] = gv
+
+    def _expr(self, v, local, generic, out_arg):
+        if v in local:
+            return local[v]
+        if out_arg is not None and v == out_arg:
+            raise VtmlirError(f"dvm: {_where(generic)} reads its output inside the reduction expression")
+        if v in self._scalars:
+            return self._scalars[v]
+        op = _owner(v)
+        if op is None:
+            raise VtmlirError(f"dvm: {_where(generic)} reads a block argument the VM cannot provide")
+        g = self.graph
+        name = op.name
+        if name == "arith.constant":
+            val = _scalar(op.attributes["value"])
+            local[v] = val
+            return val
+        args = [self._expr(x, local, generic, out_arg) for x in op.operands]
+        dt = element_dtype(v.type)
+
+        def tensor(x, ty):
+            return x if hasattr(x, "graph") else self._constant_input(x, element_dtype(ty))
+
+        if all(not hasattr(a, "graph") for a in args):  # fold scalar arithmetic
+            res = _fold(name, args)
+            if res is None:
+                raise VtmlirError(f"dvm: cannot fold scalar '{name}' in {_where(generic)}")
+            local[v] = res
+            return res
+        if name in _BINARY:
+            a, b = args
+            kind = _BINARY[name]
+            if hasattr(a, "graph") and not hasattr(b, "graph") and kind in ("add", "sub", "mul", "div") and dt.is_float:
+                res = getattr(g, kind)(a, b)
+            elif not hasattr(a, "graph") and kind in ("add", "mul") and dt.is_float:
+                res = getattr(g, kind)(b, a)
+            else:
+                res = getattr(g, kind)(tensor(a, op.operands[0].type), tensor(b, op.operands[1].type))
+        elif name in _UNARY:
+            res = getattr(g, _UNARY[name])(args[0])
+        elif name == "math.rsqrt":
+            res = g.div(self._constant_input(1.0, dt), g.sqrt(args[0]))
+        elif name == "math.tanh":  # tanh x = 1 - 2 / (exp(2x) + 1): Exp, AddS, Div, MulS, AddS
+            e2 = g.exp(g.mul(args[0], 2.0))
+            res = g.add(g.mul(g.div(self._constant_input(1.0, dt), g.add(e2, 1.0)), -2.0), 1.0)
+        elif name == "math.fpowi" and not hasattr(args[1], "graph") and 1 <= int(args[1]) <= 8:
+            res = args[0]
+            for _ in range(int(args[1]) - 1):  # x^n by n-1 Mul instructions
+                res = g.mul(res, args[0])
+        elif name == "math.fpowi":
+            res = g.pow(args[0], g.cast(tensor(args[1], op.operands[1].type), dt))
+        elif name == "arith.negf":
+            res = g.mul(args[0], -1.0)
+        elif name in ("arith.cmpf", "arith.cmpi"):
+            pred = ir.IntegerAttr(op.attributes["predicate"]).value
+            table = _CMPF if name == "arith.cmpf" else _CMPI
+            if pred not in table:
+                raise VtmlirError(f"dvm: unsupported predicate {pred} of '{name}' in {_where(generic)}")
+            res = g.cmp(tensor(args[0], op.operands[0].type), tensor(args[1], op.operands[1].type), table[pred])
+        elif name == "arith.select":
+            res = g.select(tensor(args[0], op.operands[0].type), tensor(args[1], op.operands[1].type),
+                           tensor(args[2], op.operands[2].type))
+        elif name in _CASTS:
+            res = g.cast(args[0], dt)
+        else:
+            raise VtmlirError(f"dvm: no Table 1 instruction for '{name}' in {_where(generic)}")
+        local[v] = res
+        return res
+
+    # -- per call ---------------------------------------------------------------------------
+    def run(self, values: dict, target: Target, native: bool):
+        if not self.results:  # every result is dead: nothing to compute
+            return
+        arrays = []
+        for src, view in self.inputs:
+            arrays.append(src if view is None else view(values[src]))
+        key = tuple((a.shape, a.strides, a.dtype.str) for a in arrays)
+        kernel = self.cache.get(key)
+        if kernel is None:
+            start = time.perf_counter()
+            kernel = compile_graph(self.graph, [a.shape for a in arrays], target,
+                                   input_strides=[_strides(a) for a in arrays])
+            self.compile_seconds += time.perf_counter() - start
+            use_native = False
+            if native:
+                from .native import unsupported_reason
+
+                use_native = unsupported_reason(kernel.program) is None
+            self.cache[key] = kernel = (kernel, use_native)
+        k, use_native = kernel
+        outs = k(*arrays, native=use_native, cores=target.cores if use_native else None)
+        for r, o in zip(self.results, outs):
+            values[r] = _from_domain(o, r, self)
+
+
+def _user(use):
+    o = use.owner
+    return o.operation if hasattr(o, "operation") else o
+
+
+def _strides(a):
+    return tuple(0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides))
+
+
+def _domain_view(positions, rank):
+    """numpy view of an operand in domain layout: tensor dims at their loop positions (in loop
+    order), const-0 (unit) dims dropped, unit axes where the operand has no loop."""
+    dims = [(p, j) for j, p in enumerate(positions) if p is not None]
+    drop = [j for j, p in enumerate(positions) if p is None]
+    order = [j for _, j in sorted(dims)]
+    placed = sorted(p for p, _ in dims)
+
+    def view(arr):
+        a = arr
+        if drop:
+            a = a[tuple(0 if j in drop else slice(None) for j in range(a.ndim))]
+            remap = {j: k for k, j in enumerate(j2 for j2 in range(arr.ndim) if j2 not in drop)}
+            a = a.transpose([remap[j] for j in order])
+        else:
+            a = a.transpose(order)
+        shape = [1] * rank
+        for p, n in zip(placed, a.shape):
+            shape[p] = n
+        strides = [0] * rank
+        for p, s in zip(placed, a.strides):
+            strides[p] = s
+        return np.lib.stride_tricks.as_strided(a, shape=tuple(shape), strides=tuple(strides))
+
+    return view
+
+
+def _from_domain(out, value, kernel):
+    """A kernel output (domain layout) as the tensor the IR expects."""
+    t = ir.RankedTensorType(value.type)
+    owner = _owner(value)
+    if owner.name == "linalg.generic":
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(owner.attributes["indexing_maps"])]
+        idx = list(owner.results).index(value)
+        amap = maps[len(owner.operands) - len(owner.results) + idx]
+        positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+        dims = [p for p in positions if p is not None]
+        keep = sorted(dims)
+        a = out.reshape([out.shape[p] for p in keep]) if out.ndim == kernel.rank else out
+        a = a.transpose([keep.index(p) for p in dims])
+        shape = [a.shape[dims.index(p)] if p is not None else 1 for p in positions]
+        return np.ascontiguousarray(a).reshape(shape)
+    return out.reshape(tuple(out.shape[-t.rank:]) if out.ndim >= t.rank else out.shape)
+
+
+def _fold(name, args):
+    a = args
+    table = {"arith.addf": lambda: a[0] + a[1], "arith.subf": lambda: a[0] - a[1], "arith.mulf": lambda: a[0] * a[1],
+             "arith.divf": lambda: a[0] / a[1], "arith.negf": lambda: -a[0], "arith.truncf": lambda: float(np.float32(a[0])),
+             "arith.extf": lambda: float(a[0]), "arith.sitofp": lambda: float(a[0]), "math.sqrt": lambda: math.sqrt(a[0])}
+    f = table.get(name)
+    return f() if f else None
+
+
+# ------------------------------------------------------------------------------- function
+class DvmFunction:
+    """A linalg-on-tensors function run as DVM kernels (`dvm-fuse` groups) + numpy glue.
+
+    `DvmFunction(module)(*arrays)` returns the results as numpy arrays. `native=True` runs each
+    kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM).
+    `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding)."""
+
+    def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
+                 stacking: bool = True):
+        mop = module.operation if hasattr(module, "operation") else module
+        self.target = target or Target()
+        self.native = native
+        self.glue_compile_seconds = 0.0  # batch_matmul kernels
+        fn = None
+        for f in mop.regions[0].blocks[0].operations:
+            if f.operation.name == "func.func" and ir.StringAttr(f.operation.attributes["sym_name"]).value == func_name:
+                fn = f.operation
+        if fn is None:
+            raise VtmlirError(f"dvm: no function @{func_name}")
+        with mop.context:
+            self.fusion = analyze_function(fn, stacking=stacking)
+            self.args = list(fn.regions[0].blocks[0].arguments)
+            blobs = _resource_blobs(mop)
+            self.constants: dict = {}
+            for op in self.fusion.ops:
+                if op.name == "arith.constant":
+                    self.constants[op.results[0]] = _constant_value(op, blobs)
+            scalars = {v: c for v, c in self.constants.items() if not isinstance(c, np.ndarray)}
+            self.kernels = [_GroupKernel(self.fusion, g.id, scalars) for g in self.fusion.groups]
+            self.plan = self._schedule()
+            self._fold_constants()
+
+    def _schedule(self):
+        """Units in a topological order: ('op', op) or ('kernel', _GroupKernel); a kernel runs where
+        its last external input is ready (groups are convex, so this order exists)."""
+        plan, done = [], set()
+        for i, op in enumerate(self.fusion.ops):
+            g = self.fusion.group_of.get(i)
+            if g is None:
+                if op.name not in _GLUE and op.name != "func.return":
+                    raise VtmlirError(f"dvm: {_where(op)} is neither fused into a kernel nor supported glue")
+                plan.append(("op", op))
+            elif g not in done:
+                done.add(g)
+                plan.append(("kernel", self.kernels[g]))
+        # move each kernel after the last producer of its inputs, before the first consumer
+        return _topo(plan, self)
+
+    def _fold_constants(self):
+        """Evaluate glue whose operands are all constants once (weight transposes, fills of
+        constants are not: their shapes may be dynamic)."""
+        known = dict(self.constants)
+        keep = []
+        for kind, unit in self.plan:
+            if kind == "op" and unit.name in ("linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape") \
+                    and all(v in known for v in unit.operands[:1]) and not any(
+                        ir.ShapedType(r.type).has_rank and not ir.ShapedType(r.type).has_static_shape for r in unit.results):
+                _GLUE[unit.name](unit, known)
+                for r in unit.results:
+                    self.constants[r] = known[r]
+                continue
+            keep.append((kind, unit))
+        self.plan = keep
+
+    @property
+    def compile_seconds(self) -> float:
+        """Total per-new-shape compile time so far (tiling + encoding of every kernel)."""
+        return self.glue_compile_seconds + sum(k.compile_seconds for k in self.kernels)
+
+    def __call__(self, *arrays):
+        if len(arrays) != len(self.args):
+            raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
+        values = dict(self.constants)
+        for v, a in zip(self.args, arrays):
+            a = np.asarray(a)
+            t = ir.RankedTensorType(v.type)
+            if a.ndim != t.rank or any(s >= 0 and s != n for s, n in zip(t.shape, a.shape)) \
+                    or a.dtype != _tensor_dtype(v).numpy:
+                raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
+            values[v] = a
+        for kind, unit in self.plan:
+            if kind == "kernel":
+                unit.run(values, self.target, self.native)
+            elif unit.name == "func.return":
+                return [np.asarray(values[v]) for v in unit.operands]
+            else:
+                _GLUE[unit.name](unit, values, self)
+        raise VtmlirError("dvm: function without return")  # pragma: no cover
+
+
+def _topo(plan, fn: DvmFunction):
+    produced_by = {}
+    for k, (kind, unit) in enumerate(plan):
+        ops = unit.ops if kind == "kernel" else [unit]
+        for op in ops:
+            for r in op.results:
+                produced_by[r] = k
+    deps = []
+    for kind, unit in plan:
+        ops = unit.ops if kind == "kernel" else [unit]
+        inner = {r for op in ops for r in op.results}
+        d = set()
+        for op in ops:
+            for v in _all_operands(op):
+                if v not in inner and v in produced_by:
+                    d.add(produced_by[v])
+        deps.append(d)
+    order, placed = [], set()
+    pending = list(range(len(plan)))
+    while pending:
+        for k in pending:
+            if deps[k] <= placed:
+                order.append(k)
+                placed.add(k)
+                pending.remove(k)
+                break
+        else:  # pragma: no cover - convex groups cannot form a cycle
+            raise VtmlirError("dvm: fusion groups form a cycle")
+    return [plan[k] for k in order]
+
+
+def _all_operands(op):
+    out = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out.extend(_all_operands(inner.operation))
+    return out
+
+
+# ---------------------------------------------------------------------------- numpy glue
+__all__ = ["DvmFunction", "CUBE", "VECTOR", "CmpType"]

@@ -1,0 +1,191 @@
+"""`subbyte-lower`: sub-byte tensors → packed byte loads, shift/mask/or and conversion, fused into the
+matmul (Tilus §6.1 Fig. 7(b), §6.2 casting, the "no dequantised weight in memory" of §3).
+
+Input: what `subbyte-pack` writes — a sub-byte tensor `builtin.unrealized_conversion_cast %packed :
+tensor<Bxi8> to tensor<KxNxiN>` with `lowbit.type` / `lowbit.bits` / `lowbit.position`, read by
+`linalg.generic`s whose body starts with its conversion (the op marked `lowbit.value`).
+
+1. Every generic reading the sub-byte tensor through map M reads `%packed` instead, once or twice:
+   byte `(pos · n) floordiv 8` and, when a code can span two bytes (8 mod n ≠ 0), the next byte, with
+   pos = lowbit.position ∘ M; the shift `(pos · n) mod 8` is computed in the body from `linalg.index`
+   (`affine.apply`). The body becomes: word = zext(lo) | zext(hi) << 8, code = (word >> shift) &
+   (2^n - 1) — convert.emit_unpack —, then the conversion of convert.emit_code_to_f32 (sign
+   extension, `uitofp`, exponent/mantissa rebuild, or the table) replaces the old one, and the rest of
+   the body (scales, zero points) is kept. No sub-byte type is left.
+2. Every `linalg.matmul` whose right operand is such a dequantisation generic (`lowbit.dequantize`,
+   used once) becomes one `linalg.generic` over (m, n, k): the dequantisation body is inlined in the
+   reduction loop, followed by the matmul's own `mulf`/`addf`, so the dequantised weight is never
+   materialised — each weight element is unpacked and converted where it is multiplied.
+
+Both the CPU and the CUDA code generation lower the result (it is plain linalg/arith/affine).
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import affine, arith, linalg
+
+from ..ir_utils import walk_ops
+from ..passes.registry import Pass, PassFailure, register_pass
+from .convert import emit_code_to_f32, emit_unpack
+from .types import parse_dtype
+
+REDUCTION = "#linalg.iterator_type<reduction>"
+PARALLEL = "#linalg.iterator_type<parallel>"
+
+
+def _clone_remapped(op, mapping: dict) -> None:
+    """Clone `op` at the insertion point with its operands renamed through `mapping`, and record
+    its results' clones in `mapping`."""
+    new_op = op.clone()
+    for j, v in enumerate(op.operands):
+        if v in mapping:
+            new_op.operands[j] = mapping[v]
+    for old, new in zip(op.results, new_op.results):
+        mapping[old] = new
+
+
+def _maps(op):
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _index(dim: int) -> ir.Value:
+    """`linalg.index dim` (the generated `linalg.index` helper is the OpDSL one, not the op builder)."""
+    i64 = ir.IntegerType.get_signless(64)
+    return linalg.IndexOp(ir.IntegerAttr.get(i64, dim)).result
+
+
+def _map_attr(n_dims: int, exprs) -> ir.AffineMapAttr:
+    return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, list(exprs)))
+
+
+@register_pass
+class SubbyteLower(Pass):
+    name = "subbyte-lower"
+    summary = "Lower sub-byte tensors to packed loads + shift/mask/or + conversion fused into the matmul (Tilus §6)"
+    description = "Runs after subbyte-pack; leaves only i8/i32/f32 linalg, arith and affine ops."
+
+    def run(self, module):
+        casts = [op for op in walk_ops(module, "builtin.unrealized_conversion_cast") if "lowbit.type" in op.attributes]
+        for cast in casts:
+            for use in list(cast.results[0].uses):
+                user = use.owner.operation
+                if user.name != "linalg.generic":
+                    raise PassFailure(f"subbyte-lower: the sub-byte tensor is used by '{user.name}'; only "
+                                      "linalg.generic consumers (as subbyte-pack writes them) are lowered",
+                                      user.location)
+                self._lower_consumer(cast, user)
+            cast.erase()
+        for matmul in walk_ops(module, "linalg.matmul"):
+            producer = matmul.operands[1].owner
+            if isinstance(producer, ir.Block) or "lowbit.dequantize" not in producer.operation.attributes:
+                continue
+            if len(list(producer.results[0].uses)) == 1:
+                self._fuse(matmul, producer.operation)
+
+    # -- 1. packed loads ------------------------------------------------------------------------
+    def _lower_consumer(self, cast, generic) -> None:
+        bits = ir.IntegerAttr(cast.attributes["lowbit.bits"]).value
+        name = ir.StringAttr(cast.attributes["lowbit.type"]).value
+        position = ir.AffineMapAttr(cast.attributes["lowbit.position"]).value
+        dtype = None if name.startswith("table") else parse_dtype(name)
+        packed = cast.operands[0]
+        n_out = len(generic.results)
+        operands = list(generic.operands)
+        n_in = len(operands) - n_out
+        idx = next(i for i, v in enumerate(operands[:n_in]) if v == cast.results[0])
+        maps = _maps(generic)
+        m = maps[idx]
+        pos = position.results[0].compose(m)
+        n_dims = m.n_dims
+        start = pos * bits
+        spans = 8 % bits != 0
+        byte_maps = [_map_attr(n_dims, [ir.AffineExpr.get_floor_div(start, 8)])]
+        if spans:
+            byte_maps.append(_map_attr(n_dims, [ir.AffineExpr.get_floor_div(start, 8) + 1]))
+        new_inputs = operands[:idx] + [packed] * len(byte_maps) + operands[idx + 1:n_in]
+        new_maps = ([ir.AffineMapAttr.get(x) for x in maps[:idx]] + byte_maps
+                    + [ir.AffineMapAttr.get(x) for x in maps[idx + 1:]])
+        old_block = generic.regions[0].blocks[0]
+        old_args = list(old_block.arguments)
+        i8 = ir.IntegerType.get_signless(8)
+        arg_types = ([a.type for a in old_args[:idx]] + [i8] * len(byte_maps) + [a.type for a in old_args[idx + 1:]])
+        with ir.InsertionPoint(generic), generic.location:
+            new = linalg.GenericOp([r.type for r in generic.results], new_inputs, operands[n_in:],
+                                   ir.ArrayAttr.get(new_maps), generic.attributes["iterator_types"])
+            for key in ("lowbit.dequantize",):
+                if key in generic.attributes:
+                    new.attributes[key] = generic.attributes[key]
+            block = new.regions[0].blocks.append(*arg_types)
+            args = list(block.arguments)
+            lo = args[idx]
+            hi = args[idx + 1] if spans else None
+            rest = args[:idx] + args[idx + len(byte_maps):]
+            mapping = {old: nw for old, nw in zip(old_args[:idx] + old_args[idx + 1:], rest)}
+            table = None
+            with ir.InsertionPoint(block):
+                dims = [_index(d) for d in range(n_dims)]
+                shift_index = affine.apply(ir.AffineMap.get(n_dims, 0, [start % 8]), dims)
+                shift = arith.index_cast(ir.IntegerType.get_signless(32), shift_index)
+                code = emit_unpack(lo, hi, shift, bits)
+                converted = False
+                for inner in old_block.operations:
+                    inner = inner.operation
+                    if not converted:
+                        if inner.name == "tensor.extract":
+                            table = inner.operands[0]
+                        if "lowbit.value" in inner.attributes:
+                            mapping[inner.results[0]] = emit_code_to_f32(code, dtype, table)
+                            converted = True
+                        continue
+                    _clone_remapped(inner, mapping)
+                if not converted:
+                    raise PassFailure("subbyte-lower: a consumer of the sub-byte tensor does not start with "
+                                      "its conversion (an op marked lowbit.value)", generic.location)
+        generic.results[0].replace_all_uses_with(new.results[0])
+        generic.erase()
+
+    # -- 2. fusion into the matmul ----------------------------------------------------------------
+    def _fuse(self, matmul, dequant) -> None:
+        x, w = matmul.operands[0], matmul.operands[1]
+        acc = matmul.operands[2]
+        f32s = {str(ir.RankedTensorType(v.type).element_type) for v in (x, w, acc)}
+        if len(f32s) != 1:
+            return  # mixed precision matmul: left unfused (still correct)
+        d = [ir.AffineExpr.get_dim(i) for i in range(3)]  # (m, n, k)
+        to_mnk = ir.AffineMap.get(3, 0, [d[2], d[1]])      # dequant (k, n) in the matmul's loops
+        deq_maps = _maps(dequant)
+        n_in = len(dequant.operands) - 1
+        maps = [_map_attr(3, [d[0], d[2]])]
+        maps += [_map_attr(3, [e.compose(to_mnk) for e in m.results]) for m in deq_maps[:n_in]]
+        maps.append(_map_attr(3, [d[0], d[1]]))
+        old_block = dequant.regions[0].blocks[0]
+        with ir.InsertionPoint(matmul), matmul.location:
+            fused = linalg.GenericOp([matmul.results[0].type], [x] + list(dequant.operands[:n_in]), [acc],
+                                     ir.ArrayAttr.get(maps),
+                                     ir.ArrayAttr.get([ir.Attribute.parse(PARALLEL)] * 2 + [ir.Attribute.parse(REDUCTION)]))
+            fused.attributes["lowbit.fused"] = dequant.attributes["lowbit.dequantize"]
+            etype = ir.RankedTensorType(x.type).element_type
+            block = fused.regions[0].blocks.append(etype, *[a.type for a in list(old_block.arguments)[:n_in]], etype)
+            args = list(block.arguments)
+            mapping = {old: new for old, new in zip(list(old_block.arguments)[:n_in], args[1:1 + n_in])}
+            with ir.InsertionPoint(block):
+                for inner in old_block.operations:
+                    inner = inner.operation
+                    if inner.name == "linalg.yield":
+                        weight = mapping[inner.operands[0]]
+                        break
+                    if inner.name == "linalg.index":
+                        dim = ir.IntegerAttr(inner.attributes["dim"]).value
+                        mapping[inner.results[0]] = _index([2, 1][dim])
+                        continue
+                    _clone_remapped(inner, mapping)
+                prod = arith.mulf(args[0], weight)
+                linalg.YieldOp([arith.addf(args[-1], prod)])
+        matmul.results[0].replace_all_uses_with(fused.results[0])
+        matmul.erase()
+        empty = dequant.operands[-1].owner
+        dequant.erase()
+        if not isinstance(empty, ir.Block) and empty.operation.name == "tensor.empty" \
+                and not list(empty.results[0].uses):
+            empty.operation.erase()

@@ -1,0 +1,399 @@
+"""`temco-fuse-activation`: lconv → activation (→ pooling) → fconv as one tiled loop (TeMCO §3.2, §3.3).
+
+Song et al., ICPP'24 (../shared/papers/temco-decomposition-memory.txt). In a decomposed model the
+full-size tensors live between an lconv (1×1, R2 → F channels) and the next fconv (1×1, F → R1): the
+lconv's output, the activation's output, the pooling's output (Fig. 3b Output1/Input2). §3.2 fuses
+the sequence into one kernel that computes, per spatial tile, the lconv over all F channels, the
+activation (and pooling), and the fconv's contribution, keeping only a tile of the F-channel
+intermediate (Listing 1: parallel over H and W, all channels of a pixel in one tile).
+
+At graph level this is upstream tile-and-fuse, driven through the transform dialect:
+
+1. **Groups.** For every 1×1, stride-1 `linalg.conv_2d_nchw_fchw` (the fconv), walk back from its
+   input through *fusible* producers — elementwise `linalg.generic`s (all iterators parallel: ReLU,
+   SiLU's sigmoid and mul, GELU, BatchNorm's affine ops, an add of a skip tensor) and, with
+   `fuse-pooling`, `linalg.pooling_nchw_max/sum` — to lconvs (1×1, stride 1 convs: the leaves; any
+   number, so `relu(lconv_a(x) + lconv_b(y))` fuses both). Every intermediate result must be used
+   only inside the group (else it is needed full-size anyway and that producer is left out, with
+   everything only it reaches). Tensors entering from outside (a skip connection read by an add,
+   BatchNorm constants) are read tile by tile.
+2. **Tiling.** The fconv is tiled with `transform.structured.tile_using_forall` over (N, H, W) with
+   tile `[1, all channels, 1, tile-width]` (`tile-width` is rounded down to a divisor of W so every
+   tile is static): one `scf.forall` per group, parallel like Listing 1's grid.
+3. **Fusion.** The group's ops, then the inits they accumulate into when those are computed from
+   weights only (the lconv's bias broadcast, the pooling's -inf fill), are fused into the loop in
+   reverse program order with `transform.structured.fuse_into_containing_op` (consumers first; a
+   producer with other users is cloned); `fold_tensor_empty` shrinks the slices of `tensor.empty`
+   to tile-sized empties, and CSE inside the loops merges the copies of a producer fused once per
+   use (SiLU reads the lconv tile twice). After bufferization only tile-sized buffers exist inside
+   the loop.
+
+The loop is marked `temco.fused = "lconv-act-fconv"` (or `"lconv-act-pool-fconv"`). Code generation:
+the CPU lowering turns `scf.forall` into `scf.for` (`scf-forall-to-for`); the CUDA lowering
+(`gpu-sequentialize-forall`, `temco/gpu_forall.py`) makes each tile one GPU thread with its tile
+buffer in local memory (`memref.alloca`) and the loop the kernel's grid, so the group is one kernel.
+
+Layer transformations (§3.3, Fig. 9): with `split-concat` (default on), an fconv whose input is a
+channel `tensor.concat` of tensors produced by fusible chains is rewritten into a chain of 1×1
+convs accumulating into one output, each reading one part with its slice of the weights (Fig. 9b →
+9c): `W·concat(a, b) = W[:, :C]·a + W[:, C:]·b`; each conv-add then forms its own group.
+"""
+
+from __future__ import annotations
+
+import json as _json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from torch_mlir import ir
+
+from ..ir_utils import walk_ops
+from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..passes.vt_stats import format_loc, shaped_bytes
+
+_CONV = "linalg.conv_2d_nchw_fchw"
+_POOLS = {"linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"}
+_INIT_PRODUCERS = {"linalg.fill", "linalg.broadcast", "linalg.generic"}
+_ATTR = "temco.fuse"
+
+
+@dataclass
+class FusedGroup:
+    """One fused lconv–activation–fconv sequence."""
+
+    fconv: str  # location of the fconv
+    lconvs: list[str]
+    ops: list[str]  # names of the fused ops, program order (lconvs, activations, pooling)
+    tile: list[int]  # tile of the fconv's output [1, R1, 1, tw]
+    avoided_bytes: int  # bytes of the full-size intermediates no longer allocated
+    pooling: bool = False
+
+
+@dataclass
+class FusionReport:
+    function: str
+    groups: list[FusedGroup] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # fconv location: reason
+    concat_splits: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        lines = [f"temco-fuse-activation @{self.function}: {len(self.groups)} fused group(s), "
+                 f"{self.concat_splits} concat split(s)"]
+        for g in self.groups:
+            lines.append(f"  fused {' -> '.join(g.ops)} -> fconv at {g.fconv}: tile {g.tile}, "
+                         f"full-size intermediates avoided {g.avoided_bytes} B")
+        for s in self.skipped:
+            lines.append(f"  not fused: {s}")
+        return "\n".join(lines) + "\n"
+
+
+# -- shapes and classification ---------------------------------------------------------------------
+
+
+def _shape(value) -> list[int]:
+    return list(ir.ShapedType(value.type).shape)
+
+
+def _is_static_tensor(value) -> bool:
+    t = value.type.maybe_downcast() if hasattr(value.type, "maybe_downcast") else value.type
+    return isinstance(t, ir.RankedTensorType) and ir.ShapedType(t).has_static_shape
+
+
+def _is_pointwise_conv(op) -> bool:
+    """A 1×1, stride-1 `linalg.conv_2d_nchw_fchw` on static tensors (Alg. 2's IsLConv/IsFConv shape)."""
+    if op.name != _CONV or not all(_is_static_tensor(v) for v in list(op.operands) + list(op.results)):
+        return False
+    kh, kw = _shape(op.operands[1])[2:]
+    strides = [int(s) for s in ir.DenseIntElementsAttr(op.attributes["strides"])] if "strides" in op.attributes else [1, 1]
+    return (kh, kw) == (1, 1) and strides == [1, 1]
+
+
+def _is_elementwise(op) -> bool:
+    """A one-result `linalg.generic` with only parallel iterators on a rank-4 static tensor."""
+    if op.name != "linalg.generic" or len(op.results) != 1 or not _is_static_tensor(op.results[0]):
+        return False
+    iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return len(_shape(op.results[0])) == 4 and all("parallel" in it for it in iterators)
+
+
+def _num_inputs(op) -> int:
+    seg = op.attributes["operandSegmentSizes"] if "operandSegmentSizes" in op.attributes else None
+    return int(ir.DenseI32ArrayAttr(seg)[0]) if seg is not None else len(op.operands) - len(op.results)
+
+
+def _producer(value):
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation if hasattr(owner, "operation") else owner
+
+
+def _key(op) -> int:
+    return hash(op.operation if hasattr(op, "operation") else op)
+
+
+# -- group discovery -------------------------------------------------------------------------------
+
+
+class _GroupFinder:
+    """Step 1 of the module docstring: the fusible ops feeding one fconv."""
+
+    def __init__(self, fconv, fuse_pooling: bool):
+        self.fconv = fconv
+        self.fuse_pooling = fuse_pooling
+
+    def _fusible(self, op) -> bool:
+        return op is not None and (
+            _is_pointwise_conv(op) or _is_elementwise(op)
+            or (self.fuse_pooling and op.name in _POOLS and _is_static_tensor(op.results[0])))
+
+    def _collect(self, banned: set[int]) -> dict[int, object]:
+        members: dict[int, object] = {}
+        pending = [self.fconv.operands[0]]
+        while pending:
+            producer = _producer(pending.pop())
+            if not self._fusible(producer) or _key(producer) in banned or _key(producer) in members:
+                continue
+            members[_key(producer)] = producer
+            if producer.name == _CONV:
+                continue  # an lconv is a leaf: its input is the reduced tensor
+            pending.extend(v for v in list(producer.operands)[:_num_inputs(producer)]
+                           if _is_static_tensor(v) and len(_shape(v)) == 4)
+        return members
+
+    def find(self):
+        """Members in program order, or (None, reason)."""
+        banned: set[int] = set()
+        while True:
+            members = self._collect(banned)
+            allowed = set(members) | {_key(self.fconv)}
+            bad = [k for k, op in members.items()
+                   if any(_key(use.owner) not in allowed for r in op.results for use in r.uses)]
+            if not bad:
+                break
+            banned.update(bad)
+        if not any(op.name == _CONV for op in members.values()):
+            return None, "no lconv reaches its input through fusible single-use ops"
+        ordered = sorted(members.values(), key=_program_position)
+        return ordered, ""
+
+
+def _program_position(op) -> int:
+    block = op.operation.block
+    for i, other in enumerate(block.operations):
+        if other.operation == op.operation:
+            return i
+    raise AssertionError("op not in its block")
+
+
+def _init_producers(members) -> list:
+    """Inits of the group's ops that are computed from weights only (bias broadcast, -inf fill)."""
+    inits = []
+    for op in members:
+        for init in list(op.operands)[_num_inputs(op):]:
+            producer = _producer(init)
+            if producer is None or producer.name not in _INIT_PRODUCERS:
+                continue
+            ins = list(producer.operands)[:_num_inputs(producer)]
+            if all(_producer(v) is not None and _producer(v).name in ("arith.constant", "tensor.expand_shape",
+                                                                      "tensor.collapse_shape")
+                   or not _is_static_tensor(v) for v in ins):
+                if all(_key(producer) != _key(i) for i in inits):
+                    inits.append(producer)
+    return inits
+
+
+def _tile_width(width: int, limit: int) -> int:
+    if limit <= 0 or limit >= width:
+        return width
+    return max(d for d in range(1, limit + 1) if width % d == 0)
+
+
+# -- concat split (§3.3, Fig. 9b -> 9c) ------------------------------------------------------------
+
+
+def split_concat_fconvs(func) -> int:
+    """Rewrite `fconv(concat(a, b, ...))` (channel concat, 1×1 stride-1 conv with a constant weight)
+    into `conv(b, W[:, C_a:], init = conv(a, W[:, :C_a], init))`: the concat's full tensor is no
+    longer built and each part can be fused with the chain that produced it. Returns the count."""
+    from torch_mlir.dialects import linalg
+
+    from .weights import constant_array, make_constant
+
+    count = 0
+    for fconv in [op for op in walk_ops(func, _CONV) if _is_pointwise_conv(op)]:
+        concat = _producer(fconv.operands[0])
+        weight_op = _producer(fconv.operands[1])
+        if (concat is None or concat.name != "tensor.concat" or weight_op is None
+                or weight_op.name != "arith.constant"
+                or ir.IntegerAttr(concat.attributes["dim"]).value != 1
+                or len(list(concat.results[0].uses)) != 1):
+            continue
+        weight = constant_array(weight_op)
+        element_type = ir.ShapedType(fconv.operands[1].type).element_type
+        acc = fconv.operands[2]
+        start = 0
+        with ir.InsertionPoint(fconv), fconv.location:
+            for part in concat.operands:
+                channels = _shape(part)[1]
+                w = make_constant(np.ascontiguousarray(weight[:, start:start + channels]), element_type)
+                start += channels
+                conv = linalg.Conv2DNchwFchwOp(result_tensors=[acc.type], inputs=[part, w], outputs=[acc],
+                                               strides=fconv.attributes["strides"],
+                                               dilations=fconv.attributes["dilations"])
+                _fill_conv_body(conv)
+                for name in ("temco.role", "temco.layer"):
+                    if name in fconv.attributes:
+                        conv.operation.attributes[name] = fconv.attributes[name]
+                acc = conv.results[0]
+        fconv.results[0].replace_all_uses_with(acc)
+        fconv.operation.erase()
+        concat.operation.erase()
+        count += 1
+    return count
+
+
+def _fill_conv_body(conv) -> None:
+    """The named conv's region (the Python builder leaves it empty): out + in * w."""
+    from torch_mlir.dialects import arith, linalg
+
+    element_type = ir.ShapedType(conv.results[0].type).element_type
+    block = conv.regions[0].blocks.append(element_type, element_type, element_type)
+    with ir.InsertionPoint(block):
+        product = arith.MulFOp(block.arguments[0], block.arguments[1])
+        linalg.YieldOp([arith.AddFOp(block.arguments[2], product)])
+
+
+# -- the rewrite -----------------------------------------------------------------------------------
+
+
+def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
+                     split_concat: bool = True) -> list[FusionReport]:
+    """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module)."""
+    from torch_mlir.dialects.transform import interpreter
+
+    root = module.operation if hasattr(module, "operation") else module
+    reports = []
+    script: list[str] = []
+    group_ops = 0
+    for func in walk_ops(root, "func.func"):
+        if not func.regions[0].blocks:
+            continue
+        report = FusionReport(ir.StringAttr(func.attributes["sym_name"]).value)
+        reports.append(report)
+        if split_concat:
+            report.concat_splits = split_concat_fconvs(func)
+        taken: set[int] = set()
+        fconvs = [op for op in func.regions[0].blocks[0].operations if _is_pointwise_conv(op.operation)]
+        for fconv in fconvs:
+            fconv = fconv.operation
+            if _key(fconv) in taken:
+                continue
+            members, reason = _GroupFinder(fconv, fuse_pooling).find()
+            if members is None:
+                producer = _producer(fconv.operands[0])
+                if producer is not None and (_is_elementwise(producer) or producer.name in _POOLS):
+                    report.skipped.append(f"fconv at {format_loc(fconv.location)}: {reason}")
+                continue
+            if any(_key(m) in taken for m in members):
+                report.skipped.append(f"fconv at {format_loc(fconv.location)}: its producers are already fused")
+                continue
+            taken.update(_key(m) for m in members)
+            taken.add(_key(fconv))
+            out_shape = _shape(fconv.results[0])
+            tile = [1, 0, 1, _tile_width(out_shape[3], tile_width)]
+            g = group_ops
+            group_ops += 1
+            with fconv.context:
+                fconv.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.c")
+                fuse = list(reversed(members)) + list(reversed(_init_producers(members)))
+                for i, op in enumerate(fuse):
+                    op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
+            script.append(_group_script(g, tile, len(fuse)))
+            pooled = any(m.name in _POOLS for m in members)
+            report.groups.append(FusedGroup(
+                fconv=format_loc(fconv.location),
+                lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
+                ops=[m.name.removeprefix("linalg.") for m in members],
+                tile=[1, out_shape[1], 1, tile[3]],
+                avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),
+                pooling=pooled))
+    if not script:
+        return reports
+    with root.context:
+        transform_module = ir.Module.parse(
+            "module attributes {transform.with_named_sequence} {\n"
+            "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            + "\n".join(script)
+            + '\n%funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
+            "transform.apply_patterns to %funcs { transform.apply_patterns.tensor.fold_tensor_empty } : !transform.any_op\n"
+            '%loops = transform.structured.match attributes{temco.fused_loop} in %root : (!transform.any_op) -> !transform.any_op\n'
+            "transform.apply_cse to %loops : !transform.any_op\n"
+            "transform.yield\n}\n}")
+        try:
+            interpreter.apply_named_sequence(root, transform_module.body.operations[0], transform_module.operation)
+        except ValueError as err:  # the transform interpreter already emitted its diagnostics
+            raise PassFailure(f"temco-fuse-activation: tiling and fusing the lconv-activation-fconv groups "
+                              f"failed: {err}") from None
+        _mark_loops_and_strip(root)
+    return reports
+
+
+def _group_script(g: int, tile: list[int], producers: int) -> str:
+    any_op = "!transform.any_op"
+    lines = [
+        f'%g{g}c = transform.structured.match attributes{{{_ATTR} = "g{g}.c"}} in %root : ({any_op}) -> {any_op}',
+        f"%g{g}t, %g{g}l0 = transform.structured.tile_using_forall %g{g}c tile_sizes {tile} "
+        f": ({any_op}) -> ({any_op}, {any_op})",
+    ]
+    lines.append(f"transform.annotate %g{g}l0 \"temco.fused_loop\" : {any_op}")
+    for i in range(producers):
+        lines.append(f'%g{g}p{i} = transform.structured.match attributes{{{_ATTR} = "g{g}.p{i}"}} in %root '
+                     f": ({any_op}) -> {any_op}")
+        lines.append(f"%g{g}f{i}, %g{g}l{i + 1} = transform.structured.fuse_into_containing_op %g{g}p{i} "
+                     f"into %g{g}l{i} : ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+    return "\n".join(lines)
+
+
+def _mark_loops_and_strip(root) -> None:
+    """Mark each fused `scf.forall` (`temco.fused`) and drop the matching attributes."""
+    for loop in walk_ops(root, "scf.forall"):
+        if "temco.fused_loop" not in loop.attributes:
+            continue
+        del loop.attributes["temco.fused_loop"]
+        inner = [op for op in walk_ops(loop) if _ATTR in op.attributes]
+        pooled = any(op.name in _POOLS for op in inner)
+        loop.attributes["temco.fused"] = ir.StringAttr.get("lconv-act-pool-fconv" if pooled else "lconv-act-fconv")
+    for op in walk_ops(root):
+        if _ATTR in op.attributes:
+            del op.attributes[_ATTR]
+
+
+@register_pass
+class TemcoFuseActivation(Pass):
+    name = "temco-fuse-activation"
+    summary = "Fuse lconv -> activation (-> pooling) -> fconv into one tiled loop without full-size intermediates"
+    description = (
+        "TeMCO (ICPP'24) §3.2-3.3: tiles each 1x1 fconv over (N, H, W) with scf.forall and fuses the "
+        "elementwise activations (ReLU, SiLU, GELU, BatchNorm, adds), pooling and the 1x1 lconvs that "
+        "feed it into the loop (transform-dialect tile-and-fuse), so only tile-sized intermediates are "
+        "allocated. split-concat first rewrites fconv(concat(a, b)) into accumulating convs (Fig. 9c)."
+    )
+    options = (
+        Option("tile-width", int, 16, "tile width along W (rounded down to a divisor of W; 0: whole rows)"),
+        Option("fuse-pooling", bool, True, "also fuse max/sum pooling between the activation and the fconv"),
+        Option("split-concat", bool, True, "rewrite fconv(concat(...)) into accumulating 1x1 convs first (Fig. 9)"),
+        Option("json", bool, False, "print the report as JSON"),
+        Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
+    )
+
+    def run(self, module) -> None:
+        if self.tile_width < 0:
+            self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
+            return
+        reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat)
+        self.last_report = reports
+        text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
+                else "".join(r.to_text() for r in reports))
+        self.write_report(module, self.output, text)

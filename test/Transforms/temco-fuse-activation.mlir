@@ -1,0 +1,186 @@
+// RUN: vt-opt %s --temco-fuse-activation='tile-width=4' | filecheck %s
+// RUN: vt-opt %s --temco-fuse-activation='tile-width=4 output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-fuse-activation='fuse-pooling=false split-concat=false' | filecheck %s --check-prefix=NOPOOL
+// RUN: not vt-opt %s --temco-fuse-activation='tile-width=4' --gpu-sequentialize-forall -o /dev/null 2>&1 | filecheck %s --check-prefix=GPU
+// RUN: not vt-opt %s --temco-fuse-activation='tile-width=-1' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD
+
+// TeMCO §3.2 (Fig. 8, Listing 1): lconv (1x1, 2 -> 8 channels, bias) -> ReLU -> fconv (1x1, 8 -> 2)
+// becomes one scf.forall over (N, H, W / tile-width) tiles; inside, the lconv, the activation and
+// the fconv run on a 1x8x1x4 tile, so no 1x8x4x8 tensor is computed any more.
+
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+
+// CHECK-LABEL: func.func @lconv_relu_fconv
+// CHECK-SAME:    %[[X:.*]]: tensor<1x2x4x8xf32>
+// CHECK-NOT:     tensor<1x8x4x8xf32>
+// CHECK:         scf.forall (%[[N:.*]], %[[H:.*]], %[[W:.*]]) in (1, 4, 2) shared_outs(%[[OUT:.*]] = %{{.*}}) -> (tensor<1x2x4x8xf32>)
+// CHECK:           %[[XT:.*]] = tensor.extract_slice %[[X]][%[[N]], 0, %[[H]], %{{.*}}] [1, 2, 1, 4]
+// CHECK:           %[[B:.*]] = linalg.broadcast {{.*}} outs(%{{.*}} : tensor<1x8x1x4xf32>)
+// CHECK:           %[[L:.*]] = linalg.conv_2d_nchw_fchw {{.*}} ins(%[[XT]], %{{.*}} : tensor<1x2x1x4xf32>, tensor<8x2x1x1xf32>) outs(%[[B]] : tensor<1x8x1x4xf32>)
+// CHECK:           %[[R:.*]] = linalg.generic {{.*}} ins(%[[L]] : tensor<1x8x1x4xf32>)
+// CHECK:           %[[F:.*]] = linalg.conv_2d_nchw_fchw {{.*}} ins(%[[R]], %{{.*}} : tensor<1x8x1x4xf32>, tensor<2x8x1x1xf32>) outs(%{{.*}} : tensor<1x2x1x4xf32>)
+// CHECK:           tensor.parallel_insert_slice %[[F]] into %[[OUT]][%[[N]], 0, %[[H]], %{{.*}}] [1, 2, 1, 4]
+// CHECK:         } {temco.fused = "lconv-act-fconv"}
+// CHECK-NOT:     tensor<1x8x4x8xf32>
+// CHECK:         return
+
+// REPORT: temco-fuse-activation @lconv_relu_fconv: 1 fused group(s), 0 concat split(s)
+// REPORT-NEXT: fused conv_2d_nchw_fchw -> generic -> fconv at {{.*}}: tile [1, 2, 1, 4], full-size intermediates avoided 2048 B
+func.func @lconv_relu_fconv(%x: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %wl = arith.constant dense<0.5> : tensor<8x2x1x1xf32>
+  %bias = arith.constant dense<0.1> : tensor<8xf32>
+  %wf = arith.constant dense<0.25> : tensor<2x8x1x1xf32>
+  %e8 = tensor.empty() : tensor<1x8x4x8xf32>
+  %e2 = tensor.empty() : tensor<1x2x4x8xf32>
+  %bb = linalg.broadcast ins(%bias : tensor<8xf32>) outs(%e8 : tensor<1x8x4x8xf32>) dimensions = [0, 2, 3]
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wl : tensor<1x2x4x8xf32>, tensor<8x2x1x1xf32>) outs(%bb : tensor<1x8x4x8xf32>) -> tensor<1x8x4x8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x8x4x8xf32>) outs(%e8 : tensor<1x8x4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x4x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%r, %wf : tensor<1x8x4x8xf32>, tensor<2x8x1x1xf32>) outs(%f2 : tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
+}
+
+// SiLU reads the lconv output twice (sigmoid and the product): both generics join the group.
+// CHECK-LABEL: func.func @lconv_silu_fconv
+// CHECK-NOT:     tensor<1x8x4x4xf32>
+// CHECK:         scf.forall
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x8x1x4xf32>
+// CHECK:           linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x1x4xf32>)
+// CHECK:           linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x1x4xf32>)
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x2x1x4xf32>
+// CHECK:         } {temco.fused = "lconv-act-fconv"}
+// REPORT: temco-fuse-activation @lconv_silu_fconv: 1 fused group(s)
+// REPORT-NEXT: fused conv_2d_nchw_fchw -> generic -> generic -> fconv
+func.func @lconv_silu_fconv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %wl = arith.constant dense<0.5> : tensor<8x2x1x1xf32>
+  %wf = arith.constant dense<0.25> : tensor<2x8x1x1xf32>
+  %e8 = tensor.empty() : tensor<1x8x4x4xf32>
+  %e2 = tensor.empty() : tensor<1x2x4x4xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wl : tensor<1x2x4x4xf32>, tensor<8x2x1x1xf32>) outs(%f8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x8x4x4xf32>) outs(%e8 : tensor<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %one, %e : f32
+    %q = arith.divf %one, %d : f32
+    linalg.yield %q : f32
+  } -> tensor<1x8x4x4xf32>
+  %m = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a, %s : tensor<1x8x4x4xf32>, tensor<1x8x4x4xf32>) outs(%e8 : tensor<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %p = arith.mulf %in, %in2 : f32
+    linalg.yield %p : f32
+  } -> tensor<1x8x4x4xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%m, %wf : tensor<1x8x4x4xf32>, tensor<2x8x1x1xf32>) outs(%f2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %y : tensor<1x2x4x4xf32>
+}
+
+// Pooling between the activation and the fconv (Listing 1, p = 2): the fconv's 1x2x1x2 output tile
+// needs a 1x8x2x4 window of the ReLU output, so the lconv computes 2 rows x 4 columns per tile.
+// CHECK-LABEL: func.func @lconv_relu_pool_fconv
+// CHECK-NOT:     tensor<1x8x4x4xf32>
+// CHECK:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 2, 1)
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x8x2x4xf32>
+// CHECK:           linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK:           linalg.pooling_nchw_max {{.*}} -> tensor<1x8x1x2xf32>
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x2x1x2xf32>
+// CHECK:         } {temco.fused = "lconv-act-pool-fconv"}
+// NOPOOL-LABEL: func.func @lconv_relu_pool_fconv
+// NOPOOL-NOT:   scf.forall
+// NOPOOL:       return
+func.func @lconv_relu_pool_fconv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant -3.40282347E+38 : f32
+  %wl = arith.constant dense<0.5> : tensor<8x2x1x1xf32>
+  %wf = arith.constant dense<0.25> : tensor<2x8x1x1xf32>
+  %e8 = tensor.empty() : tensor<1x8x4x4xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wl : tensor<1x2x4x4xf32>, tensor<8x2x1x1xf32>) outs(%f8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x8x4x4xf32>) outs(%e8 : tensor<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x4x4xf32>
+  %window = tensor.empty() : tensor<2x2xf32>
+  %ep = tensor.empty() : tensor<1x8x2x2xf32>
+  %fp = linalg.fill ins(%ninf : f32) outs(%ep : tensor<1x8x2x2xf32>) -> tensor<1x8x2x2xf32>
+  %p = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%r, %window : tensor<1x8x4x4xf32>, tensor<2x2xf32>) outs(%fp : tensor<1x8x2x2xf32>) -> tensor<1x8x2x2xf32>
+  %e2 = tensor.empty() : tensor<1x2x2x2xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%p, %wf : tensor<1x8x2x2xf32>, tensor<2x8x1x1xf32>) outs(%f2 : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  return %y : tensor<1x2x2x2xf32>
+}
+
+// The ReLU output is also a function result: it is needed full-size, so nothing is fused.
+// CHECK-LABEL: func.func @activation_kept
+// CHECK-NOT:     scf.forall
+// CHECK:         return
+// REPORT: temco-fuse-activation @activation_kept: 0 fused group(s), 0 concat split(s)
+// REPORT-NEXT: not fused: fconv at {{.*}}: no lconv reaches its input through fusible single-use ops
+func.func @activation_kept(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x8x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %wl = arith.constant dense<0.5> : tensor<8x2x1x1xf32>
+  %wf = arith.constant dense<0.25> : tensor<2x8x1x1xf32>
+  %e8 = tensor.empty() : tensor<1x8x4x4xf32>
+  %e2 = tensor.empty() : tensor<1x2x4x4xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wl : tensor<1x2x4x4xf32>, tensor<8x2x1x1xf32>) outs(%f8 : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x8x4x4xf32>) outs(%e8 : tensor<1x8x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x4x4xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%r, %wf : tensor<1x8x4x4xf32>, tensor<2x8x1x1xf32>) outs(%f2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %y, %r : tensor<1x2x4x4xf32>, tensor<1x8x4x4xf32>
+}
+
+// Fig. 9b -> 9c: fconv(concat(relu(lconv_a), relu(lconv_b))) is split into two 1x1 convs with the
+// weight's column blocks, the second accumulating into the first; each forms its own fused group.
+// CHECK-LABEL: func.func @concat_fconv
+// CHECK-NOT:     tensor.concat
+// CHECK:         %[[G0:.*]] = scf.forall {{.*}} -> (tensor<1x2x4x4xf32>)
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x4x1x4xf32>, tensor<2x4x1x1xf32>)
+// CHECK:         } {temco.fused = "lconv-act-fconv"}
+// CHECK:         scf.forall {{.*}} shared_outs(%{{.*}} = %[[G0]])
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x6x1x4xf32>, tensor<2x6x1x1xf32>)
+// CHECK:         } {temco.fused = "lconv-act-fconv"}
+// REPORT: temco-fuse-activation @concat_fconv: 2 fused group(s), 1 concat split(s)
+func.func @concat_fconv(%x: tensor<1x2x4x4xf32>, %z: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %wa = arith.constant dense<0.5> : tensor<4x2x1x1xf32>
+  %wb = arith.constant dense<0.125> : tensor<6x2x1x1xf32>
+  %wf = arith.constant dense<[[[[1.0]], [[2.0]], [[3.0]], [[4.0]], [[5.0]], [[6.0]], [[7.0]], [[8.0]], [[9.0]], [[10.0]]], [[[-1.0]], [[-2.0]], [[-3.0]], [[-4.0]], [[-5.0]], [[-6.0]], [[-7.0]], [[-8.0]], [[-9.0]], [[-10.0]]]]> : tensor<2x10x1x1xf32>
+  %e4 = tensor.empty() : tensor<1x4x4x4xf32>
+  %e6 = tensor.empty() : tensor<1x6x4x4xf32>
+  %e2 = tensor.empty() : tensor<1x2x4x4xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %f6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wa : tensor<1x2x4x4xf32>, tensor<4x2x1x1xf32>) outs(%f4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ra = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x4x4x4xf32>) outs(%e4 : tensor<1x4x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x4x4xf32>
+  %b = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%z, %wb : tensor<1x2x4x4xf32>, tensor<6x2x1x1xf32>) outs(%f6 : tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %rb = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%b : tensor<1x6x4x4xf32>) outs(%e6 : tensor<1x6x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x6x4x4xf32>
+  %c = tensor.concat dim(1) %ra, %rb : (tensor<1x4x4x4xf32>, tensor<1x6x4x4xf32>) -> tensor<1x10x4x4xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%c, %wf : tensor<1x10x4x4xf32>, tensor<2x10x1x1xf32>) outs(%f2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %y : tensor<1x2x4x4xf32>
+}
+
+// GPU: error: gpu-sequentialize-forall: expects bufferized IR
+// BAD: error: temco-fuse-activation: tile-width must be >= 0, got -1

@@ -1,0 +1,93 @@
+"""`temco-fuse-activation` (TeMCO §3.2–3.3) on the evaluation models, the CUDA path, and the
+measured-vs-analysed peak (issue 5 points 2, 4, 6).
+
+- Semantics: on every TEMCO_ZOO model (small images, batch 1) the Skip-Opt+Fusion model computes the
+  decomposed model's output (fp32 tolerance; in practice bit-identical) and really fuses something.
+- Memory: the fused model's measured internal peak is below the decomposed one's on models whose
+  peak sits in an lconv-activation-fconv sequence, and the measured peak agrees with
+  `temco-analyze-peak-memory(as_compiled)` (same tensors, up to 64 B alignment per allocation).
+- CUDA: a fused group is one kernel with thread-local tile buffers, and its PTX assembles (ptxas).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import vtmlir
+from vtmlir.models import TEMCO_ZOO
+from vtmlir.temco import analyze_peak_memory, decompose_convs
+from vtmlir.temco.fuse import fuse_activations
+from vtmlir.temco.measure import measure_peak_memory
+from vtmlir.temco.remat import remat_skip_connections
+
+# Every model is a JIT compile of hundreds of loop nests: the suite checks the two cheapest models of
+# the families whose fusion differs (plain chains with pooling: VGG; concat splits and skips: UNet);
+# benchmarks/temco_memory.py checks max_abs_diff of Skip-Opt+Fusion vs decomposed on all 10 models.
+TEST_SIZES = {"temco_vgg11": 32, "temco_unet_small": 16}
+_CACHE: dict = {}
+
+
+def _variants(name):
+    if name not in _CACHE:
+        torch.manual_seed(0)
+        model, (x,) = TEMCO_ZOO[name].builder(batch=1, size=TEST_SIZES[name])
+        decomposed = vtmlir.import_torch(model, x)
+        decompose_convs(decomposed, 0.1, True)
+        fused = vtmlir.as_module(str(decomposed))
+        remat_skip_connections(fused)
+        (report,) = fuse_activations(fused)
+        want, stats_dec = measure_peak_memory(str(decomposed), x, opt_level=0)
+        got, stats_fused = measure_peak_memory(str(fused), x, opt_level=0)
+        _CACHE[name] = (decomposed, fused, report, (want, stats_dec), (got, stats_fused))
+    return _CACHE[name]
+
+
+@pytest.mark.parametrize("name", list(TEST_SIZES))
+def test_skip_opt_fusion_matches_decomposed(name):
+    _, fused, report, (want, _), (got, _) = _variants(name)
+    assert report.groups, report.to_text()
+    assert "scf.forall" in str(fused)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(TEST_SIZES))
+def test_fusion_lowers_the_measured_peak_and_agrees_with_the_analysis(name):
+    """The full-size intermediates are gone (VGG: §4.2's 'fully benefits'), and the measured peak is
+    the analysed one (`as_compiled`: after the compiler's elementwise fusion) up to allocation
+    alignment (64 B per live allocation)."""
+    decomposed, fused, _, (_, before), (_, after) = _variants(name)
+    assert after.peak_internal_bytes < 0.6 * before.peak_internal_bytes
+    for module, stats in ((decomposed, before), (fused, after)):
+        analysed = analyze_peak_memory(module, as_compiled=True).function("main").peak_internal_bytes
+        assert abs(stats.peak_internal_bytes - analysed) <= 0.03 * analysed + 1024, (stats, analysed)
+
+
+def test_fused_group_is_one_cuda_kernel_and_assembles():
+    from vtmlir.backend.cuda import compile_cuda
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 16, 3, padding=1), torch.nn.SiLU(),
+                                torch.nn.Conv2d(16, 4, 3, padding=1)).eval()
+    x = torch.randn(1, 4, 8, 8)
+    module = vtmlir.import_torch(model, x)
+    decompose_convs(module, 0.25, True)
+    (report,) = fuse_activations(module, tile_width=4)
+    assert len(report.groups) == 1
+    exe = compile_cuda(module, chip="sm_80")
+    # one kernel holds the whole group: its tile buffers (1x16x1x4) live in thread-local memory, and
+    # its grid is the tile loop: H=8 rows x W/4=2 column tiles (the unit batch dim folded away)
+    fused = [k for k in exe.kernels if ".local" in k.ptx]
+    assert len(fused) == 1, [(k.name, k.iteration_space) for k in exe.kernels]
+    assert int(np.prod(fused[0].iteration_space)) == 16
+    assert exe.assemble("sm_80")[fused[0].name]
+
+
+def test_bad_option_is_a_diagnostic():
+    from vtmlir.errors import VtmlirError
+    from vtmlir.passes import run_pipeline
+
+    module = vtmlir.as_module("func.func @f() { return }")
+    with pytest.raises(VtmlirError, match="tile-width must be >= 0"):
+        run_pipeline(module, "builtin.module(temco-fuse-activation{tile-width=-1})")
