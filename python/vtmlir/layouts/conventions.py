@@ -415,18 +415,25 @@ BATCH_MATMUL = KernelConvention(
               Variant("b-row-major", ("BMK", "BKN", "BMN"), priority=0)))
 
 
+#: oneDNN-style convolutions and pooling: nChw16c / nChw8c where channels divide, else NHWC, then
+#: NCHW (shared by the `cpu` and `paper-mkl` targets).
+BLOCKED_CONV_KERNELS = (
+    KernelConvention("conv2d", ("linalg.conv_2d_nchw_fchw",), operand_dims=CONV_DIMS,
+                     variants=_conv_variants((16, 8), nhwc_priority=10)),
+    KernelConvention("depthwise_conv2d", ("linalg.depthwise_conv_2d_nchw_chw",),
+                     operand_dims=DEPTHWISE_DIMS, variants=_depthwise_variants((16, 8), 10)),
+    KernelConvention("pooling", POOLING_OPS, operand_dims=POOL_DIMS,
+                     variants=_pool_variants((16, 8), 10)),
+)
+
+
 register_target(Target(
     "cpu",
     "vtmlir's CPU kernels, described like oneDNN: blocked NCHW16c/NCHW8c convolutions and pooling "
     "(NHWC, then NCHW, when channels do not divide), B-transposed matmuls, element-wise ops, pad and "
     "concat in any layout, reductions row-major",
     (
-        KernelConvention("conv2d", ("linalg.conv_2d_nchw_fchw",), operand_dims=CONV_DIMS,
-                         variants=_conv_variants((16, 8), nhwc_priority=10)),
-        KernelConvention("depthwise_conv2d", ("linalg.depthwise_conv_2d_nchw_chw",),
-                         operand_dims=DEPTHWISE_DIMS, variants=_depthwise_variants((16, 8), 10)),
-        KernelConvention("pooling", POOLING_OPS, operand_dims=POOL_DIMS,
-                         variants=_pool_variants((16, 8), 10)),
+        *BLOCKED_CONV_KERNELS,
         MATMUL, BATCH_MATMUL, REDUCTION, ELEMENTWISE, PAD, CONCAT,
     ),
     candidates={4: ("NCHW", "NHWC")},
@@ -439,12 +446,7 @@ register_target(Target(
     "nChw16c/nChw8c, Eigen element-wise ops with broadcast restricted to NHWC (Fig. 9(a)), other "
     "element-wise ops ANY; used to reproduce Fig. 13's conversion counts",
     (
-        KernelConvention("conv2d", ("linalg.conv_2d_nchw_fchw",), operand_dims=CONV_DIMS,
-                         variants=_conv_variants((16, 8), nhwc_priority=10)),
-        KernelConvention("depthwise_conv2d", ("linalg.depthwise_conv_2d_nchw_chw",),
-                         operand_dims=DEPTHWISE_DIMS, variants=_depthwise_variants((16, 8), 10)),
-        KernelConvention("pooling", POOLING_OPS, operand_dims=POOL_DIMS,
-                         variants=_pool_variants((16, 8), 10)),
+        *BLOCKED_CONV_KERNELS,
         MATMUL, BATCH_MATMUL, REDUCTION,
         KernelConvention("eigen_broadcast_elementwise", ("linalg.generic",),
                          match=_elementwise_broadcast, any=AnyLayout(_elementwise_accepts),
