@@ -2,15 +2,21 @@
 
 Workloads: matmul and addmm with m sampled in [1, 8192] and the paper's (n, k) set D scaled by 1/32
 (4096 -> 128, 11008 -> 344, 5120 -> 160, 13696 -> 428, 8192 -> 256, 28672 -> 896), LayerNorm
-[b, s, h] (b in [1, 60], s = 8192/64 = 128, h in {1024..4096}/4), if-else-add (((a > b ? 2x : 4x) + y)
+[b, s, h] (b in [1, 60], s in [2, 128] (8192/64 = 128 at most), h in {1024..4096}/4), if-else-add (((a > b ? 2x : 4x) + y)
 over [b, s, f] with random branch, through the streaming fuser), and a BERT-style encoder
 (`vtmlir.models.bert`, imported with a dynamic batch, `dvm-fuse`d, run by `DvmFunction`) with
 batch in {2, 4, 8, 16}.
 
 JSON lines (benchmarks/jsonl.py), per workload:
 - `compile_latency_median` / `compile_latency_max` (µs): per-new-shape compile = tiling + encoding,
-  every sampled shape new (static-graph workloads: `compile_graph`; if-else-add: the stream fuser's
-  compile time of the shape; BERT: all kernels of one new batch);
+  every sampled shape new and distinct (static-graph workloads: `compile_graph` through the graph's
+  bytecode templates -- guards, Alg. 1, the shape-dependent words; if-else-add: the stream fuser's
+  compile time of the shape; BERT: all kernels of one new batch). The static workloads first compile
+  `--warmup` other random shapes (the paper measures after a warm-up too): that is where the
+  templates -- one per *structure* of a graph, traced once in ≈3 ms -- get built; `template_builds`
+  counts the builds that still happened among the measured shapes (they are included in the max).
+  Python's cyclic GC is frozen (`gc.freeze()`) after the warm-up: a full collection of the torch
+  heap would otherwise land in one sample;
 - `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
   a program needs it), `baseline` = torch eager's best of R on the same inputs and threads;
 - `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
@@ -18,15 +24,20 @@ JSON lines (benchmarks/jsonl.py), per workload:
 - `compile_run_ratio`: compile latency / run time of that shape;
 - `torch_compile_new_shape_max` / `_median` (µs): torch.compile(dynamic=True)'s first call on each
   new shape (compiles and recompiles included), and `compile_latency_ratio` = that max / DVM's max;
-  `torch_compile_run_time` (µs, best of R, after compilation) vs DVM's run time.
+  `torch_compile_run_time` (µs, best of R, after compilation) vs DVM's run time;
+- `torch_compile_static_new_shape_max` / `_median` (µs): the same with torch.compile(dynamic=False),
+  which recompiles for every new shape (recompile limit lifted), on `--torch-shapes` shapes, and
+  `compile_latency_ratio_static_max` / `_median` = those / DVM's max / median.
 `native_vm_jit` (s) is the one-off JIT of the VM per process.
 
-    python benchmarks/dvm.py [--shapes N] [--run-shapes K] [--repeat R] [--cores C] [--no-inductor]
+    python benchmarks/dvm.py [--shapes N] [--warmup W] [--run-shapes K] [--torch-shapes T] [--repeat R]
+                             [--cores C] [--no-inductor] [--only static,if_else_add,bert]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -93,20 +104,23 @@ STATIC = [
      lambda r, cap: (lambda m, n, k: [(m, n), (m, k), (k, n)])(*_mk(r, cap)),
      lambda c, a, b: torch.addmm(c, a, b)),
     ("layernorm", layernorm_graph(),
-     lambda r, cap: (lambda b, h: [(b, 128, h), (h,), (h,)])(int(r.integers(1, min(60, cap) + 1)),
-                                                             int(r.choice([256, 512, 768, 1024]))),
+     lambda r, cap: (lambda b, s, h: [(b, s, h), (h,), (h,)])(int(r.integers(1, min(60, cap) + 1)),
+                                                                int(r.integers(2, 129)),
+                                                                int(r.choice([256, 512, 768, 1024]))),
      lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5)),
 ]
 RUN_CAP = {"matmul": 1024, "addmm": 1024, "layernorm": 8}  # m / b bound of the timed shapes
 
 
-def torch_compile_new_shapes(fn, inputs_list, repeat):
-    """First-call latency of torch.compile(dynamic=True) on each new shape (µs), and the steady run
-    time of the last shape."""
+def torch_compile_new_shapes(fn, inputs_list, repeat, dynamic=True):
+    """First-call latency of torch.compile(dynamic=...) on each new shape (µs), and the steady run
+    time of the last shape. dynamic=False recompiles for every shape (the recompile limit, 8 by
+    default, is lifted so that it does not fall back to eager)."""
     import torch._dynamo
 
     torch._dynamo.reset()
-    compiled = torch.compile(fn, dynamic=True)
+    torch._dynamo.config.recompile_limit = 1 << 20
+    compiled = torch.compile(fn, dynamic=dynamic)
     first = []
     for inputs in inputs_list:
         t = time.perf_counter()
@@ -121,9 +135,44 @@ def emit_latency(case, wall, cpu=None, **extra):
     descheduled: on a shared machine the wall maximum mostly measures other jobs)."""
     REPORT.emit(case, "compile_latency_median", round(statistics.median(wall), 1), "us", shapes=len(wall), **extra)
     REPORT.emit(case, "compile_latency_max", round(max(wall), 1), "us", shapes=len(wall), **extra)
+    if len(wall) >= 100:
+        REPORT.emit(case, "compile_latency_p99", round(sorted(wall)[int(0.99 * len(wall))], 1), "us", shapes=len(wall))
     if cpu:
         REPORT.emit(case, "compile_cpu_median", round(statistics.median(cpu), 1), "us", shapes=len(cpu))
         REPORT.emit(case, "compile_cpu_max", round(max(cpu), 1), "us", shapes=len(cpu))
+        if len(cpu) >= 100:
+            REPORT.emit(case, "compile_cpu_p99", round(sorted(cpu)[int(0.99 * len(cpu))], 1), "us", shapes=len(cpu))
+
+
+def emit_steady(case, wall, cpu, built):
+    """The same over the shapes whose structure already had a template (no trace in the sample)."""
+    w = [x for x, b in zip(wall, built) if not b]
+    c = [x for x, b in zip(cpu, built) if not b]
+    REPORT.emit(case, "compile_latency_max_no_build", round(max(w), 1), "us", shapes=len(w))
+    REPORT.emit(case, "compile_cpu_max_no_build", round(max(c), 1), "us", shapes=len(c))
+    return w
+
+
+def emit_inductor_static(case, first, dvm_lat, n):
+    REPORT.emit(case, "torch_compile_static_new_shape_max", round(max(first), 1), "us", shapes=n)
+    REPORT.emit(case, "torch_compile_static_new_shape_median", round(statistics.median(first), 1), "us", shapes=n)
+    REPORT.emit(case, "compile_latency_ratio_static_max", round(max(first) / max(dvm_lat), 1), "ratio",
+                baseline="torch.compile(dynamic=False) max new-shape latency / DVM max compile latency")
+    REPORT.emit(case, "compile_latency_ratio_static_median", round(statistics.median(first) / statistics.median(dvm_lat), 1),
+                "ratio", baseline="torch.compile(dynamic=False) median new-shape latency / DVM median compile latency")
+
+
+def distinct_shapes(shapes_of, rng, cap, n, seen):
+    """`n` random shapes not in `seen` (every measured compile is for a new shape)."""
+    out, tries = [], 0
+    while len(out) < n and tries < 100 * n:
+        tries += 1
+        s = shapes_of(rng, cap)
+        key = tuple(map(tuple, s))
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
 
 
 def emit_inductor(case, first, steady, dvm_max_us, dvm_run_us, n):
@@ -136,16 +185,32 @@ def emit_inductor(case, first, steady, dvm_max_us, dvm_run_us, n):
 
 
 def run_static(args, target, rng, inductor):
+    from vtmlir.dvm.template import templates_of
+
     cores = target.cores
     for name, graph, shapes_of, eager in STATIC:
-        lat, cpu = [], []
-        for _ in range(args.shapes):
-            shapes = shapes_of(rng, 8192 if name != "layernorm" else 60)
+        cap = 8192 if name != "layernorm" else 60
+        seen = set()
+        t = time.perf_counter()
+        for shapes in distinct_shapes(shapes_of, rng, cap, args.warmup, seen):
+            compile_graph(graph, shapes, target)
+        warm_s = time.perf_counter() - t
+        n_templates = sum(len(ts) for ts in templates_of(graph).values())
+        REPORT.emit(name, "warmup", round(warm_s * 1e3, 1), "ms", shapes=args.warmup, templates=n_templates)
+        lat, cpu, builds, built = [], [], 0, []
+        gc.collect()
+        gc.freeze()
+        for shapes in distinct_shapes(shapes_of, rng, cap, args.shapes, seen):
             t, c = time.perf_counter(), time.thread_time()
             compile_graph(graph, shapes, target)
             cpu.append((time.thread_time() - c) * 1e6)
             lat.append((time.perf_counter() - t) * 1e6)
-        emit_latency(name, lat, cpu)
+            now = sum(len(ts) for ts in templates_of(graph).values())
+            built.append(now > n_templates)
+            builds, n_templates = builds + (now > n_templates), now
+        gc.unfreeze()
+        emit_latency(name, lat, cpu, template_builds=builds, templates=n_templates)
+        lat_no_build = emit_steady(name, lat, cpu, built)
         timed = []
         for _ in range(args.run_shapes):
             shapes = shapes_of(rng, RUN_CAP[name])
@@ -168,49 +233,73 @@ def run_static(args, target, rng, inductor):
         if inductor:
             first, steady = torch_compile_new_shapes(eager, [t for t, _ in timed], args.repeat)
             emit_inductor(name, first, steady, max(lat), timed[-1][1], len(timed))
+            shapes = distinct_shapes(shapes_of, rng, RUN_CAP[name], args.torch_shapes, set())
+            inputs = [[torch.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in shp] for shp in shapes]
+            first, _ = torch_compile_new_shapes(eager, inputs, 1, dynamic=False)
+            emit_inductor_static(name, first, lat, len(inputs))
+            REPORT.emit(name, "compile_latency_ratio_static_max_no_build", round(max(first) / max(lat_no_build), 1), "ratio",
+                        baseline="torch.compile(dynamic=False) max new-shape latency / DVM max compile latency "
+                                 "over shapes whose structure had a template")
 
 
 def run_if_else_add(args, target, rng, inductor):
     from vtmlir.dvm.stream import StreamFuser
 
     fuser = StreamFuser(target, native=True)
+    g = Graph("if_else_add")  # the fused branch + add kernel, for the compile-only shapes
+    xi, yi = g.input(3), g.input(3)
+    g.output(xi * 2.0 + yi)
+
+    def step(x, y, a_, b_):
+        X, Y = fuser.tensor(x), fuser.tensor(y)
+        t = X * 2.0 if bool(fuser.tensor(a_) > fuser.tensor(b_)) else X * 4.0
+        return (t + Y).numpy()
+
+    # warm-up: the fuser's kernel structures (compare, either branch + add) and the graph's templates
+    seen = set()
+    for i in range(args.warmup):
+        b, s, f = (int(rng.integers(1, c + 1)) for c in (3, 5, 9))
+        if (b, s, f) not in seen:
+            seen.add((b, s, f))
+            z = np.zeros((b, s, f), np.float32)
+            step(z, z, np.float32([i % 2]), np.float32([0.5]))
+        b, s, f = (int(rng.integers(1, c + 1)) for c in (256, 512, 8192))
+        seen.add((b, s, f))
+        compile_graph(g, [(b, s, f), (b, s, f)], target)
     lat, cpu, rows = [], [], []
-    for i in range(args.shapes):
+    gc.collect()
+    gc.freeze()
+    while len(lat) < args.shapes:
+        i = len(lat)
         cap = (256, 512, 8192) if i >= args.run_shapes else (4, 64, 512)
         b, s, f = (int(rng.integers(1, c + 1)) for c in cap)
-        a_, b_ = rng.standard_normal(1).astype(np.float32), rng.standard_normal(1).astype(np.float32)
-        shape = (b, s, f) if i < args.run_shapes else (1, 1, 1)  # compile-only shapes need no data
-        x, y = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+        if (b, s, f) in seen:
+            continue
+        seen.add((b, s, f))
         if i >= args.run_shapes:  # per-new-shape compile of the fused branch+add kernel only
-            g = Graph("if_else_add")
-            xi, yi = g.input(3), g.input(3)
-            g.output(xi * 2.0 + yi)
             t, c = time.perf_counter(), time.thread_time()
             compile_graph(g, [(b, s, f), (b, s, f)], target)
             cpu.append((time.thread_time() - c) * 1e6)
             lat.append((time.perf_counter() - t) * 1e6)
             continue
-
-        def dvm_call():
-            X, Y = fuser.tensor(x), fuser.tensor(y)
-            t = X * 2.0 if bool(fuser.tensor(a_) > fuser.tensor(b_)) else X * 4.0
-            return (t + Y).numpy()
-
+        a_, b_ = rng.standard_normal(1).astype(np.float32), rng.standard_normal(1).astype(np.float32)
+        x, y = rng.standard_normal((b, s, f)).astype(np.float32), rng.standard_normal((b, s, f)).astype(np.float32)
         before = fuser.compile_seconds
-        dvm_call()
+        step(x, y, a_, b_)
         lat.append((fuser.compile_seconds - before) * 1e6)
         tx, ty, ta, tb = map(torch.from_numpy, (x, y, a_, b_))
 
         def eager():
             return (2 * tx if bool(ta > tb) else 4 * tx) + ty
 
-        vm_us = best_us(dvm_call, args.repeat)
+        vm_us = best_us(lambda: step(x, y, a_, b_), args.repeat)
         eager_us = best_us(eager, args.repeat)
         case = f"if_else_add@{b}x{s}x{f}"
         REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1), ratio=round(vm_us / eager_us, 2),
-                    max_abs_err=float(np.abs(dvm_call() - eager().numpy()).max()))
+                    max_abs_err=float(np.abs(step(x, y, a_, b_) - eager().numpy()).max()))
         REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
         rows.append(((tx, ty, ta, tb), vm_us))
+    gc.unfreeze()
     emit_latency("if_else_add", lat, cpu)
     if inductor:
         def fn(x, y, a, b):
@@ -218,6 +307,8 @@ def run_if_else_add(args, target, rng, inductor):
 
         first, steady = torch_compile_new_shapes(fn, [r for r, _ in rows], args.repeat)
         emit_inductor("if_else_add", first, steady, max(lat), rows[-1][1], len(rows))
+        first, _ = torch_compile_new_shapes(fn, [r for r, _ in rows], 1, dynamic=False)
+        emit_inductor_static("if_else_add", first, lat, len(rows))
 
 
 def run_bert(args, target, rng, inductor):
@@ -231,12 +322,19 @@ def run_bert(args, target, rng, inductor):
     fn = DvmFunction(module, target=target, native=True)
     REPORT.emit("bert", "kernels", len(fn.fusion.groups), "count",
                 fused_ops=sum(len(g.ops) for g in fn.fusion.groups))
-    lat, rows = [], []
-    for batch in (2, 4, 8, 16):
+    fn(rng.standard_normal((3, seq, hidden)).astype(np.float32))  # warm-up batch: builds the templates
+    templates = fn.template_count()
+    lat, rows, builds = [], [], 0
+    for batch in range(2, 17):
+        if batch == 3:
+            continue
         xb = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
         before = fn.compile_seconds
         (out,) = fn(xb)
         lat.append((fn.compile_seconds - before) * 1e6)
+        builds, templates = builds + (fn.template_count() > templates), fn.template_count()
+        if batch not in (2, 4, 8, 16):
+            continue
         tx = torch.from_numpy(xb)
         with torch.no_grad():
             err = float(np.abs(out - model(tx).numpy()).max())
@@ -247,11 +345,14 @@ def run_bert(args, target, rng, inductor):
                     max_abs_err=err)
         REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
         rows.append(((tx,), vm_us))
-    emit_latency("bert", lat, note="all kernels of one new batch")
+    emit_latency("bert", lat, note="all kernels of one new batch (batches 2-16 but the warm-up's 3)",
+                 template_builds=builds, templates=templates)
     if inductor:
         with torch.no_grad():
             first, steady = torch_compile_new_shapes(model, [r for r, _ in rows], args.repeat)
-        emit_inductor("bert", first, steady, max(lat), rows[-1][1], len(rows))
+            emit_inductor("bert", first, steady, max(lat), rows[-1][1], len(rows))
+            first, _ = torch_compile_new_shapes(model, [r for r, _ in rows], 1, dynamic=False)
+            emit_inductor_static("bert", first, lat, len(rows))
 
 
 def inductor_available() -> tuple[bool, str]:
@@ -264,7 +365,9 @@ def inductor_available() -> tuple[bool, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--shapes", type=int, default=200, help="random shapes per workload (compile latency)")
+    ap.add_argument("--shapes", type=int, default=1000, help="random new shapes per workload (compile latency)")
+    ap.add_argument("--warmup", type=int, default=300, help="random shapes compiled before measuring")
+    ap.add_argument("--torch-shapes", type=int, default=4, help="shapes for torch.compile(dynamic=False)")
     ap.add_argument("--run-shapes", type=int, default=3, help="shapes per workload timed at run time")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--cores", type=int, default=None, help="Alg. 2 cores (default: CPU count)")

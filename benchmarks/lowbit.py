@@ -2,31 +2,40 @@
 
 For every type of issue 6 point 1 (int2..int8, uint1..uint8, e4m3, e5m2, e3m3, e3m2, e2m3, e2m2,
 e2m1, e1m1) and every Llama-like linear shape (scaled to this 2-core machine: hidden 1024 by default;
-`--shapes 1024x1024,1024x2752` adds the MLP up-projection, the Llama-2 ratio 4096:11008), a `vtmlir.lowbit.quantize`d linear layer (group size
-128, as in §8.3) is compiled with `vtmlir.compile` and timed against the fp32 dense layer compiled the
-same way, in this one process. Prints JSON lines (DESIGN.md §7):
+`--shapes 1024x1024,1024x2752` adds the MLP up-projection, the Llama-2 ratio 4096:11008), a
+`vtmlir.lowbit.quantize`d linear layer (group size 128, as in §8.3) is compiled with
+`vtmlir.compile` and timed against the fp32 dense layer compiled the same way, in this one process.
+Prints JSON lines (DESIGN.md §7):
 
-- `latency_fp32` (ms) per shape and batch: the dense baseline;
-- `latency` (ms) and `latency_ratio` (quantised / dense, baseline `vtmlir_fp32_dense`) per type;
+- `latency_fp32` (ms), timed interleaved with each type's quantised layer: the dense baseline
+  (vtmlir's own fp32 matmul: naive scalar loops, as every vtmlir CPU kernel so far);
+- `latency_torch_fp32` (ms), also interleaved: torch's fp32 `F.linear` (MKL/oneDNN, one thread),
+  for context;
+- `latency` (ms) and `latency_ratio` (quantised / dense, baseline `vtmlir_fp32_dense`) per type, and
+  `latency_ratio_torch` (quantised / torch fp32);
 - `weight_bytes_ratio`: packed codes + scales + zero points over the fp32 weight bytes;
 - `max_abs_err`: compiled quantised output vs the PyTorch dequantise-then-matmul reference.
 
-The quantised model is compiled with `pipeline="subbyte-pack, subbyte-lower"` (the weight packed at
-compile time, unpacking + conversion fused into the matmul loop, docs/lowbit.md); `--unfused`
-compiles it without them (the imported dequantise-then-matmul graph) for comparison.
+The quantised model is compiled with `pipeline="subbyte-pack, subbyte-lower{cpu-vectorize=1}"` (the
+weight packed at compile time, then word-at-a-time vector loops: each word of 8 codes unpacked and
+converted once per block of rows, lowbit/cpu_matmul.py; docs/lowbit.md). `--lowering portable` uses
+the portable fused scalar loop of `subbyte-lower`, `--lowering unfused` no low-bit passes at all (the
+imported dequantise-then-matmul graph), for comparison.
 
     python benchmarks/lowbit.py [--types u4,i3,e2m2] [--shapes 1024x1024] [--batches 1,16]
-                                [--repeat N] [--quick]
+                                [--repeat N] [--lowering vector|portable|unfused] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 
 import torch
 
 import vtmlir
-from jsonl import Reporter, median_time
+from jsonl import Reporter
 from vtmlir.lowbit import parse_dtype, quantize
 from vtmlir.lowbit.quantize import QuantizedLinear
 
@@ -35,9 +44,26 @@ ISSUE_TYPES = ([f"i{n}" for n in range(2, 9)] + [f"u{n}" for n in range(1, 9)]
                + ["e4m3", "e5m2", "e3m3", "e3m2", "e2m3", "e2m2", "e2m1", "e1m1"])
 SHAPES = "1024x1024"   # K x N; add 1024x2752 (the MLP up-projection) with --shapes
 QUICK_TYPES = "i4,u4,e2m1,e3m2,e1m1"
+PIPELINES = {"vector": "subbyte-pack, subbyte-lower{cpu-vectorize=1}",
+             "portable": "subbyte-pack, subbyte-lower",
+             "unfused": None}
 
 
 emit = Reporter(SUITE).emit
+
+
+def interleaved_medians(fns, repeat: int) -> list[float]:
+    """Median wall time (s) of each of `fns`, their calls interleaved (one warm-up call each): on a
+    shared machine whose load drifts, every function sees the same load, so ratios stay meaningful."""
+    samples = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(repeat):
+        for fn, out in zip(fns, samples):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return [statistics.median(out) for out in samples]
 
 
 def main() -> None:
@@ -47,8 +73,9 @@ def main() -> None:
     parser.add_argument("--batches", default="1,16")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--unfused", action="store_true",
-                        help="compile the quantised graph as imported (no subbyte-pack/subbyte-lower)")
+    parser.add_argument("--lowering", choices=sorted(PIPELINES), default="vector",
+                        help="vector: CPU vector loops (default); portable: the fused scalar loop; "
+                             "unfused: the imported dequantise-then-matmul graph")
     parser.add_argument("--quick", action="store_true",
                         help=f"types {QUICK_TYPES}, shape 1024x1024, repeat 10")
     args = parser.parse_args()
@@ -65,22 +92,28 @@ def main() -> None:
             x = torch.randn(batch, K)
             case = f"K{K}_N{N}_B{batch}"
             compiled = vtmlir.compile(dense, x)
-            dense_s = median_time(lambda: compiled(x), args.repeat)
-            emit(case, "latency_fp32", round(dense_s * 1e3, 4), "ms")
+
+            def torch_dense():
+                with torch.no_grad():
+                    return dense(x)
+
             for t, q in quantized.items():
-                cq = vtmlir.compile(q, x, pipeline=None if args.unfused else "subbyte-pack, subbyte-lower")
-                q_s = median_time(lambda: cq(x), args.repeat)
+                cq = vtmlir.compile(q, x, pipeline=PIPELINES[args.lowering])
+                dense_s, torch_s, q_s = interleaved_medians([lambda: compiled(x), torch_dense, lambda: cq(x)],
+                                                            args.repeat)
                 layer = next(m for m in q.modules() if isinstance(m, QuantizedLinear))
                 with torch.no_grad():
                     err = (cq(x) - q(x)).abs().max().item()
                 tcase = f"{case}_{t.name}"
+                emit(tcase, "latency_fp32", round(dense_s * 1e3, 4), "ms")
+                emit(tcase, "latency_torch_fp32", round(torch_s * 1e3, 4), "ms")
                 emit(tcase, "latency", round(q_s * 1e3, 4), "ms")
                 emit(tcase, "latency_ratio", round(q_s / dense_s, 3), "x",
-                     baseline="vtmlir_fp32_dense" + ("" if args.unfused else " (quantised: fused subbyte-lower)"))
+                     baseline=f"vtmlir_fp32_dense (quantised: {args.lowering} lowering)")
+                emit(tcase, "latency_ratio_torch", round(q_s / torch_s, 3), "x", baseline="torch_fp32_linear")
                 emit(tcase, "weight_bytes_ratio", round(layer.weight_bytes() / (4 * K * N), 4), "x",
                      baseline="fp32_dense")
                 emit(tcase, "max_abs_err", float(f"{err:.3g}"), "abs", baseline="torch_dequant_matmul")
-
 
 if __name__ == "__main__":
     main()

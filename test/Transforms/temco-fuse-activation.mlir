@@ -119,11 +119,17 @@ func.func @lconv_relu_pool_fconv(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
   return %y : tensor<1x2x2x2xf32>
 }
 
-// The ReLU output is also a function result: it is needed full-size, so nothing is fused.
+// The ReLU output is also a function result: it is needed full-size, so the fconv is not fused;
+// the ReLU is an elementwise root instead: lconv -> ReLU per tile, the lconv output never full-size.
 // CHECK-LABEL: func.func @activation_kept
-// CHECK-NOT:     scf.forall
-// CHECK:         return
-// REPORT: temco-fuse-activation @activation_kept: 0 fused group(s), 0 concat split(s)
+// CHECK:         %[[R:.*]] = scf.forall {{.*}} -> (tensor<1x8x4x4xf32>)
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x8x1x4xf32>
+// CHECK:           linalg.generic
+// CHECK:         } {temco.fused = "lconv-act"}
+// CHECK:         %[[Y:.*]] = linalg.conv_2d_nchw_fchw {{.*}} ins(%[[R]],
+// CHECK:         return %[[Y]], %[[R]]
+// REPORT: temco-fuse-activation @activation_kept: 1 fused group(s), 0 concat split(s)
+// REPORT-NEXT: fused conv_2d_nchw_fchw -> elementwise root at {{.*}}: tile [1, 8, 1, 4]
 // REPORT-NEXT: not fused: fconv at {{.*}}: no lconv reaches its input through fusible single-use ops
 func.func @activation_kept(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x8x4x4xf32>) {
   %zero = arith.constant 0.0 : f32

@@ -113,10 +113,13 @@ def test_composition_is_definition_4(f, g):
 @settings(max_examples=150, deadline=None)
 @given(layouts(), layouts(), layouts())
 def test_composition_is_associative(f, g, h):
-    """Theorem 1, as canonical forms and as functions."""
+    """Theorem 1, as canonical forms and as functions (the tables where they have at most 2^16
+    entries: nine primitives of up to 16 elements can compose to 16^9, which made the run time
+    depend on the random draw — from seconds to minutes)."""
     a, b = (f * g) * h, f * (g * h)
     assert a == b
-    assert (a.table() == b.table()).all()
+    if a.num_threads * a.local_size <= 1 << 16:
+        assert (a.table() == b.table()).all()
 
 
 @settings(max_examples=100, deadline=None)

@@ -67,11 +67,47 @@ def _conversion_module(types) -> str:
         return str(module)
 
 
-def test_conversion_bit_exact_for_every_code_of_every_type():
+def _vector_conversion_module(types) -> str:
+    """One loop per type: 32 words of 8 codes, each converted as a vector<8xi32> (cpu_matmul's form)."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import arith, bufferization, func, scf, tensor, vector
+
+    from vtmlir.context import make_context
+    from vtmlir.lowbit.convert import emit_code_to_f32
+
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        i32, f32, index = ir.IntegerType.get_signless(32), ir.F32Type.get(), ir.IndexType.get()
+        v_i32 = ir.VectorType.get([8], i32)
+        with ir.InsertionPoint(module.body):
+            @func.FuncOp.from_py_func(ir.RankedTensorType.get([256], i32), name="main")
+            def main(codes):
+                mem = bufferization.ToBufferOp(ir.MemRefType.get([256], i32), codes, read_only=True).result
+                c = [arith.ConstantOp(index, v).result for v in (0, 1, 32, 8)]
+                outs = []
+                for t in types:
+                    loop = scf.ForOp(c[0], c[2], c[1], [tensor.EmptyOp([256], f32).result])
+                    with ir.InsertionPoint(loop.body):
+                        base = arith.muli(loop.induction_variable, c[3])
+                        values = emit_code_to_f32(vector.LoadOp(v_i32, mem, [base]).result, t)
+                        out = loop.inner_iter_args[0]
+                        for lane in range(8):
+                            at = arith.addi(base, arith.ConstantOp(index, lane).result)
+                            out = tensor.insert(vector.extract(values, [], [lane]), out, [at])
+                        scf.YieldOp([out])
+                    outs.append(loop.results[0])
+                return tuple(outs)
+        return str(module)
+
+
+@pytest.mark.parametrize("form", ["scalar", "vector"])
+def test_conversion_bit_exact_for_every_code_of_every_type(form):
     """The in-register conversion (sign extension / uitofp / exponent-mantissa rebuild) equals the
-    type's value table bit for bit for all 2^n codes of all 42 types (NaN codes: NaN)."""
+    type's value table bit for bit for all 2^n codes of all 42 types (NaN codes: NaN), on i32 codes
+    (portable lowering, GPU kernels) and lane-wise on vector<8xi32> (CPU vector loops)."""
     types = all_types()
-    compiled = vtmlir.compile(_conversion_module(types))
+    build = _conversion_module if form == "scalar" else _vector_conversion_module
+    compiled = vtmlir.compile(build(types))
     results = compiled(np.arange(256, dtype=np.int32))
     for t, got in zip(types, results):
         got, want = got.numpy()[: t.num_codes], t.table
@@ -173,50 +209,45 @@ def test_cuda_runs_and_matches_reference():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
 
 
-def _mma_kernels(types, m=16, n=8, k=32, group=16):
-    from vtmlir.lowbit import quantize_weight
-    from vtmlir.lowbit.gpu_matmul import QuantizedMatmulKernel
-
-    gen = torch.Generator().manual_seed(0)
-    weights = [quantize_weight(torch.randn(n, k, generator=gen), t, group) for t in types]
-    return weights, [QuantizedMatmulKernel.build(w, m=m) for w in weights]
+VECTOR_PIPELINE = "subbyte-pack, subbyte-lower{cpu-vectorize=1}"
 
 
-def test_mma_kernel_ptx_assembles_for_every_type():
-    """The warp mma.sync kernel (f16 x n-bit, f32 accumulate): PTX through ptxas, sm_80 and sm_90,
-    for every type of issue 6 (one translation for all kernels; sm_80 PTX assembles forward)."""
-    from vtmlir.backend.cuda.ptxas import assemble
-    from vtmlir.lowbit.gpu_matmul import ptx_batch
-
-    _, kernels = _mma_kernels(ISSUE_TYPES)
-    ptx = ptx_batch(kernels, "sm_80")
-    for kernel in kernels:
-        text = ptx[kernel.name]
-        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in text, kernel.name
-        for arch in ("sm_80", "sm_90"):
-            assert assemble(text, arch, kernel.name)
-
-
-def test_mma_kernel_packs_each_threads_codes_contiguously():
-    """Fig. 8: thread t of the first tile holds codes B[k, n] at k in 2(t mod 4) + {0, 1, 8, 9},
-    n = t / 4 — bits [4tn, 4tn + 4n) of the packed stream."""
-    from vtmlir.lowbit import unpack_bits
-
-    weights, kernels = _mma_kernels(["u3"])
-    codes = weights[0].codes.T
-    stream = unpack_bits(kernels[0].packed, 3, 32 * 8)
-    for t in range(32):
-        k0, n0 = 2 * (t % 4), t // 4
-        assert list(stream[4 * t: 4 * t + 4]) == [codes[k0 + d, n0] for d in (0, 1, 8, 9)]
+def test_cpu_vector_loops_bit_exact_dequantisation():
+    """cpu-vectorize: x = I returns W'^T bit for bit (ints by shift-pair sign extension, uints with
+    zero points, floats by the lane-wise rebuild or the lookup table); the matmuls became vector loops."""
+    types = ["i3", "u5", "e2m1", "e3m3", "e4m3"]
+    model = Layers(types).eval()
+    x = torch.eye(16)
+    compiled = vtmlir.compile(model, x, pipeline=VECTOR_PIPELINE)
+    stage = compiled.stages["optimized"]
+    assert "lowbit.fused" not in stage and "linalg.matmul" not in stage
+    # 16 rows: blocks of 8, so e4m3 (NaN code) uses the lookup table, the other floats the rebuild
+    assert stage.count("vector.bitcast") == len(types) and stage.count("vector.gather") == 1
+    got = compiled(x).numpy()
+    want = np.concatenate([w.T for w in _weights(model)], axis=1)
+    assert np.array_equal(got, want) and not np.array_equal(got, want + np.float32(1e-6))
 
 
-def test_mma_kernel_runs_and_matches_reference():
-    from vtmlir.backend.cuda import cuda_available
-    from vtmlir.lowbit.gpu_matmul import reference
+@pytest.mark.parametrize("rows", [1, 6])
+def test_cpu_vector_loops_match_pytorch(rows):
+    """GEMV and a block of 6 rows (x = I of the bit-exact test has two blocks of 8); every kind of
+    conversion (e5m2: the rebuild with inf/NaN for GEMV, the lookup table for 6 rows)."""
+    model = Layers(["i2", "i8", "u1", "u3", "u8", "e5m2", "e3m2", "e1m1"], k=32, n=16, group=16, bias=True).eval()
+    x = torch.randn(rows, 32)
+    compiled = vtmlir.compile(model, x, pipeline=VECTOR_PIPELINE)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
 
-    if not cuda_available():
-        pytest.skip("no CUDA device")
-    weights, kernels = _mma_kernels(["i4", "u3", "e2m1", "e4m3", "e1m1", "u8"], m=32, n=16, k=64)
-    x = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float16)
-    for w, kernel in zip(weights, kernels):
-        np.testing.assert_allclose(kernel.run(x), reference(w, x), rtol=2e-3, atol=2e-3)
+
+def test_cpu_vectorize_keeps_the_portable_form_where_it_does_not_apply(capfd):
+    """A re-laid-out weight (mma tile layout) is not in word order: a report line says so and the
+    portable fused loop computes it."""
+    model = Layers(["u4"], k=32, n=16, group=16).eval()
+    x = torch.randn(2, 32)
+    pipeline = f"subbyte-pack{{tile-layout='{MMA_B}'}}, subbyte-lower{{cpu-vectorize=1 report=-}}"
+    compiled = vtmlir.compile(model, x, pipeline=pipeline)
+    err = capfd.readouterr().err
+    assert "u4 matmul: not vectorized: the weight is not in the default stream order" in err
+    assert "u4 matmul: fused linalg.generic" in err
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)

@@ -91,3 +91,31 @@ def test_bad_option_is_a_diagnostic():
     module = vtmlir.as_module("func.func @f() { return }")
     with pytest.raises(VtmlirError, match="tile-width must be >= 0"):
         run_pipeline(module, "builtin.module(temco-fuse-activation{tile-width=-1})")
+
+
+def test_block_output_is_an_elementwise_root_written_in_place():
+    """A ResNet block output (the next block's fconv input and identity skip) stays full-size, but
+    lconv -> BatchNorm -> skip add -> ReLU runs per tile and overwrites the skip tile by tile: one
+    full-size tensor per block instead of the lconv output, the skip and the result."""
+    from vtmlir.models.resnet import BasicBlock
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                BasicBlock(16, 16), BasicBlock(16, 16), torch.nn.AdaptiveAvgPool2d(1)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    decomposed = vtmlir.import_torch(model, x)
+    decompose_convs(decomposed, 0.25, True)
+    fused = vtmlir.as_module(str(decomposed))
+    (report,) = fuse_activations(fused, tile_width=4)
+    roots = [g for g in report.groups if g.kind == "lconv-act"]
+    assert len(roots) == 3 and sum(g.in_place for g in roots) == 2, report.to_text()
+    assert str(fused).count('temco.fused = "lconv-act"') == 3
+    want, before = measure_peak_memory(str(decomposed), x, opt_level=0)
+    got, after = measure_peak_memory(str(fused), x, opt_level=0)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    full = 2 * 16 * 8 * 8 * 4
+    # decomposed: the skip and the lconv output (and the sum) are full-size together; fused: one
+    # full-size tensor plus the reduced (rank 0.25: R = 4 channels) ones
+    assert after.peak_internal_bytes < 2 * full <= before.peak_internal_bytes
+    analysed = analyze_peak_memory(fused, as_compiled=True).function("main").peak_internal_bytes
+    assert abs(after.peak_internal_bytes - analysed) <= 0.03 * analysed + 1024

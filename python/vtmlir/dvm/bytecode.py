@@ -25,6 +25,8 @@ memory outside its buffers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import VtmlirError
@@ -42,7 +44,9 @@ from .isa import (
     KernelType,
     Opcode,
     Program,
+    Repeat,
 )
+from .symbolic import Sym, f64bits
 
 MAGIC = int.from_bytes(b"DVMB", "little")
 VERSION = 1
@@ -67,9 +71,10 @@ def _encode_record(ins: Instr, out: list) -> None:
             out.append(len(v))
             out.extend(v)
         elif kind == "f64":
-            out.append(int(np.float64(v).view(np.int64)))
+            out.append(Sym(f64bits(v.v), f"_f64bits({v.e})", v.tr) if type(v) is Sym
+                       else int(np.float64(v).view(np.int64)))
         else:
-            out.append(int(v))
+            out.append(v if type(v) is Sym else int(v))
     out[start + 1] = len(out) - start
 
 
@@ -79,22 +84,58 @@ _PLAIN = frozenset(op for op, kinds in _KINDS.items() if not {"vec", "f64"} & se
 
 def encode(program: Program) -> np.ndarray:
     """Encode a `Program` as the flat int64 bytecode array of Fig. 7."""
+    return np.array(encode_words(program), dtype=WORD)
+
+
+@dataclass(frozen=True)
+class RepeatWords:
+    """An `isa.Repeat` in `encode_words`' output: the words of one repetition, the repetition count
+    and {word index in `words`: step per repetition}."""
+
+    count: object
+    words: list
+    deltas: dict
+
+
+def _field_word(ins: Instr, name: str) -> int:
+    """The index of field `name`'s word in the encoded record of `ins` (after the vecs before it)."""
+    w = 2
+    for (fname, kind), v in zip(FORMATS[ins.op], ins.args):
+        if fname == name:
+            return w
+        w += 1 + len(v) if kind == "vec" else 1
+    raise KeyError(name)
+
+
+def encode_words(program: Program) -> list:
+    """The words of `encode` as a list (ints, or traced `Sym` sizes while `template.py` traces; a
+    traced `Repeat` becomes one `RepeatWords` item)."""
     body: list[int] = []
+    extra = 0  # words of `Repeat`s beyond their one item
     for ins in program.body:
-        if ins.op in _PLAIN:  # fast path: [opcode, length, fields...]
+        if type(ins) is Repeat:
+            words, deltas = [], {}
+            for i, rec in enumerate(ins.body):
+                for (j, name), step in ins.deltas.items():
+                    if j == i:
+                        deltas[len(words) + _field_word(rec, name)] = step
+                _encode_record(rec, words)
+            body.append(RepeatWords(ins.count, words, deltas))
+            extra += ins.count * len(words) - 1
+        elif ins.op in _PLAIN:  # fast path: [opcode, length, fields...]
             body.append(ins.op)
             body.append(len(ins.args) + 2)
             body.extend(ins.args)
         else:
             _encode_record(ins, body)
-    header = [MAGIC, VERSION, 0, int(program.kernel_type), len(body), program.tile_count,
+    header = [MAGIC, VERSION, 0, int(program.kernel_type), len(body) + extra, program.tile_count,
               program.local_bytes, len(program.args), len(program.grid)]
     for a in program.args:
         header += [int(a.dtype), a.numel]
     for g in program.grid:
         header += [g.count, g.block, g.extent]
     header[2] = len(header)
-    return np.array(header + body, dtype=WORD)
+    return header + body
 
 
 # ------------------------------------------------------------------------------------- decode

@@ -30,24 +30,35 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bytecode import encode
+from .symbolic import tracer_of, traced_call
 from .graph import Graph, GraphError
-from .isa import FIELD_INDEX, ArgDesc, DType, GridDim, Instr, KernelType, Opcode, Program, make
+from .isa import ArgDesc, DType, GridDim, Instr, KernelType, Opcode, Program, Repeat, make
 from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul, tile_vector
 
 
 # --------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class CompiledKernel:
-    """One compiled kernel instance: its bytecode and what is needed to call it."""
+    """One compiled kernel instance: its bytecode and what is needed to call it. `program` is the
+    bytecode decoded (and validated) on first use: a new shape builds only the words."""
 
     graph: Graph
-    program: Program
     bytecode: np.ndarray
     tiling: VectorTiling | MatmulTiling
     input_shapes: tuple[tuple[int, ...], ...]
     input_strides: tuple[tuple[int, ...], ...]
     output_shapes: tuple[tuple[int, ...], ...]
     output_dtypes: tuple[DType, ...]
+
+    @property
+    def program(self) -> Program:
+        p = self.__dict__.get("_program")
+        if p is None:
+            from .bytecode import decode
+
+            p = decode(self.bytecode)
+            object.__setattr__(self, "_program", p)
+        return p
 
     def __call__(self, *inputs, cores: int | None = None, native: bool = False):
         """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
@@ -69,13 +80,7 @@ class CompiledKernel:
             from .native import run
 
             # validated by `decode` at the first native call only (a native VM trusts what it runs)
-            checked = self.__dict__.get("_decoded")
-            if checked is None:
-                from .bytecode import decode
-
-                checked = decode(self.bytecode)
-                object.__setattr__(self, "_decoded", checked)
-            run(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1, program=checked)
+            run(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1, program=self.program)
         else:
             execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
         return outs
@@ -104,33 +109,49 @@ def _dense_strides(shape) -> tuple[int, ...]:
     for n in reversed(shape):
         st.append(0 if n == 1 else acc)
         acc *= n
-    return tuple(reversed(st))
+    st.reverse()
+    return tuple(st)
 
 
 # --------------------------------------------------------------------------- entry point
-def compile_graph(graph: Graph, input_shapes, target: Target | None = None, input_strides=None) -> CompiledKernel:
-    """Tile and encode `graph` for concrete input shapes (and element strides; default dense)."""
+def compile_graph(graph: Graph, input_shapes, target: Target | None = None, input_strides=None, *,
+                  template: bool = True) -> CompiledKernel:
+    """Tile and encode `graph` for concrete input shapes (and element strides; default dense).
+
+    By default through the graph's bytecode templates (`template.py`: guards, Alg. 1, the
+    shape-dependent words); ``template=False`` runs the lowering itself (the reference the
+    templates are tested against, bitwise)."""
     target = target or Target()
-    input_shapes = tuple(tuple(int(s) for s in shp) for shp in input_shapes)
+    input_shapes = tuple(tuple(map(int, shp)) for shp in input_shapes)
     if not graph.outputs:
         raise GraphError(f"{graph.name}: the graph has no outputs")
-    shapes = graph.infer_shapes(input_shapes)
     if input_strides is None:
-        input_strides = tuple(_dense_strides(s) for s in input_shapes)
+        input_strides = tuple(map(_dense_strides, input_shapes))
     else:
-        input_strides = tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
-                              for st, shp in zip(input_strides, input_shapes))
         if len(input_strides) != len(input_shapes) or any(len(a) != len(b) for a, b in zip(input_strides, input_shapes)):
             raise GraphError(f"{graph.name}: one stride per input dimension expected")
+        input_strides = tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
+                              for st, shp in zip(input_strides, input_shapes))
+    if template:
+        from .template import compile_templated
+
+        return compile_templated(graph, input_shapes, input_strides, target)
+    program, tiling, shapes = lower(graph, graph.infer_shapes(input_shapes), input_strides, target)
+    return CompiledKernel(
+        graph, encode(program), tiling, input_shapes, input_strides,
+        tuple(shapes[o] for o in graph.outputs), tuple(graph.nodes[o].dtype for o in graph.outputs))
+
+
+def lower(graph: Graph, shapes, input_strides, target: Target):
+    """The lowering of `graph` for node `shapes` (from `Graph.infer_shapes`) and input element
+    strides: ``(program, tiling, shapes)``. Sizes may be traced `symbolic.Sym`s."""
     matmuls = [i for i, n in enumerate(graph.nodes) if n.kind == "matmul"]
     lowering = _Lowering(graph, shapes, input_strides, target)
     if matmuls:
         program, tiling = lowering.cube_vector(matmuls)
     else:
         program, tiling = lowering.vector()
-    return CompiledKernel(
-        graph, program, encode(program), tiling, input_shapes, input_strides,
-        tuple(shapes[o] for o in graph.outputs), tuple(graph.nodes[o].dtype for o in graph.outputs))
+    return program, tiling, shapes
 
 
 # ------------------------------------------------------------------------------- lowering
@@ -284,8 +305,9 @@ class _Lowering:
         steps, last = self._schedule()
         n_max = self._peak(steps, last, self._broadcast_temps)
         reduce_dims = {d for axes in creduce.values() for d in axes}
-        tiling = tile_vector(cdom, reduce_dims, n_max, itemsize, self.target)
-        dim, t = tiling.dim, tiling.tile
+        tiling, tv = traced_call(tile_vector, (cdom, reduce_dims, n_max, itemsize, self.target),
+                                 ("tile",), ("dim",), {4: "_target"})
+        dim, t = tv.dim, tv.tile
         grid = tuple(GridDim(cdom[d], 1, cdom[d]) for d in range(dim)) + (
             GridDim(-(-cdom[dim] // t), t, cdom[dim]),)
         tshape = {n: tuple(1 if d < dim else (t if s != 1 else 1) if d == dim else s
@@ -367,8 +389,9 @@ class _Lowering:
         itemsize = max(self.nodes[x].dtype.itemsize for x in self.order)
         steps, last = self._schedule(skip={a, b})
         n_live = self._peak(steps, last, self._broadcast_temps)
-        tiling = tile_matmul(m, n_, k, n_live, itemsize, self.target)
-        tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
+        tiling, tv = traced_call(tile_matmul, (m, n_, k, n_live, itemsize, self.target),
+                                 ("tm", "tn", "tk"), (), {5: "_target"})
+        tm, tn, tk = tv.tm, tv.tn, tv.tk
         grid = (GridDim(-(-m // tm), tm, m), GridDim(-(-n_ // tn), tn, n_))
         va = self.target.vector_bytes
         a_bytes, b_bytes = _align(tm * tk * dtype.itemsize, va), _align(tk * tn * dtype.itemsize, va)
@@ -386,39 +409,32 @@ class _Lowering:
             return _mem_instr(is_load, self.nodes[x].dtype, em.addr[x], arg, 0, strides, tshape[x], strides,
                               [bind(0, vs), bind(1, vs)], grid)
 
+        def chunk(dst, k0, kc, accumulate):
+            return (_mem_instr(True, dtype, 0, self.arg_of[a], k0 * sa[1], (sa[0], 0), (tm, kc),
+                               (sa[0], sa[1]), (bind(0, self.shapes[mm]), -1), grid),
+                    _mem_instr(True, dtype, a_bytes, self.arg_of[b], k0 * sb[0], (0, sb[1]),
+                               (kc, tn), (sb[0], sb[1]), (-1, bind(1, self.shapes[mm])), grid),
+                    make(Opcode.MATMUL, dtype=dtype, dst=dst, lhs=0, rhs=a_bytes, m=tm, k=kc, n=tn,
+                         accumulate=accumulate))
+
         def matmul_op(nid, dst):
-            full = None  # the records of a full chunk: later full chunks differ in offsets only
-            for c, k0 in enumerate(range(0, k, tk)):
-                kc = min(tk, k - k0)
-                if full is not None and kc == tk:
-                    la, lb, mmi = full
-                    em.body.append(_with_field(la, "offset", k0 * sa[1]))
-                    em.body.append(_with_field(lb, "offset", k0 * sb[0]))
-                    em.body.append(mmi if c > 1 else _with_field(mmi, "accumulate", 1))
-                    if c == 1:
-                        full = (la, lb, em.body[-1])
-                    continue
-                recs = (_mem_instr(True, dtype, 0, self.arg_of[a], k0 * sa[1], (sa[0], 0), (tm, kc),
-                                   (sa[0], sa[1]), (bind(0, self.shapes[mm]), -1), grid),
-                        _mem_instr(True, dtype, a_bytes, self.arg_of[b], k0 * sb[0], (0, sb[1]),
-                                   (kc, tn), (sb[0], sb[1]), (-1, bind(1, self.shapes[mm])), grid),
-                        make(Opcode.MATMUL, dtype=dtype, dst=dst, lhs=0, rhs=a_bytes, m=tm, k=kc, n=tn,
-                             accumulate=c > 0))
-                em.body.extend(recs)
-                if c == 0 and kc == tk:
-                    full = recs
+            # the k loop, unrolled (tk <= k): chunk 0, the full chunks 1 .. full-1 (the records of
+            # chunk 1 but for the two offsets), then the tail chunk of k % tk
+            full, tail = k // tk, k % tk
+            em.body.extend(chunk(dst, 0, tk, False))
+            if full >= 2:
+                rep = Repeat(full - 1, chunk(dst, tk, tk, True),
+                             {(0, "offset"): tk * sa[1], (1, "offset"): tk * sb[0]})
+                # a traced program keeps the run as one item: the chunk count is no structure
+                em.body.extend((rep,) if tracer_of(full) is not None else rep.expand())
+            if tail != 0:
+                em.body.extend(chunk(dst, full * tk, tail, True))
 
         em.run(lambda x: mem(x, self.arg_of[x], self.arg_strides[x], True),
                lambda x, arg: mem(x, arg, _dense_strides(self.shapes[x]), False),
                {}, matmul=matmul_op)
         program = Program(KernelType.CUBE_VECTOR, em.slots.end, self.args, grid, tuple(em.body))
         return program, tiling
-
-
-def _with_field(ins: Instr, name: str, value) -> Instr:
-    """`ins` with one scalar field replaced (the k loop's chunks differ only in offsets)."""
-    i = FIELD_INDEX[ins.op][name]
-    return Instr(ins.op, ins.args[:i] + (value,) + ins.args[i + 1:])
 
 
 def _span(shape, strides) -> int:

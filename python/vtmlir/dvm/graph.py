@@ -203,7 +203,10 @@ class Graph:
     # -- shapes ---------------------------------------------------------------------------
     def infer_shapes(self, input_shapes) -> list[tuple[int, ...]]:
         """The shape of every node for the given input shapes (numpy broadcasting)."""
-        input_shapes = [tuple(int(s) for s in shp) for shp in input_shapes]
+        return self.infer_shapes_of([tuple(int(s) for s in shp) for shp in input_shapes])
+
+    def infer_shapes_of(self, input_shapes) -> list[tuple]:
+        """`infer_shapes` without converting the sizes (they may be traced `symbolic.Sym`s)."""
         if len(input_shapes) != len(self.inputs):
             raise GraphError(f"{self.name}: expected {len(self.inputs)} input shapes, got {len(input_shapes)}")
         shapes: list[tuple[int, ...] | None] = [None] * len(self.nodes)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .symbolic import Sym
+
 
 class Opcode(enum.IntEnum):
     """Virtual instruction IDs (`Insn_ID` in Alg. 2). Values are part of the bytecode format."""
@@ -250,16 +252,25 @@ def _as_cmp(v):
     return v if type(v) is CmpType else CmpType(v)
 
 
+def _as_int(v):
+    # `Sym` (a size traced by `template.py`) passes through: converting it would pin its value
+    return v if type(v) is int or type(v) is Sym else int(v)
+
+
 def _as_vec(v):
-    return tuple(int(x) for x in v)
+    return tuple(_as_int(x) for x in v)
 
 
 def _as_bool(v):
     return int(bool(v))
 
 
-_CONVERT = {"dtype": _as_dtype, "cmp": _as_cmp, "vec": _as_vec, "f64": float, "bool": _as_bool,
-            "int": int, "local": int, "arg": int}
+def _as_f64(v):
+    return v if type(v) is Sym else float(v)
+
+
+_CONVERT = {"dtype": _as_dtype, "cmp": _as_cmp, "vec": _as_vec, "f64": _as_f64, "bool": _as_bool,
+            "int": _as_int, "local": _as_int, "arg": _as_int}
 _CONVERTERS = {op: tuple((name, _CONVERT[kind]) for name, kind in fmt) for op, fmt in FORMATS.items()}
 
 
@@ -276,6 +287,29 @@ def make(op: Opcode, **fields) -> Instr:
         extra = sorted(set(fields) - set(names))
         raise TypeError(f"{op.name}: missing fields {missing}, unknown fields {extra}")
     return Instr(op if type(op) is Opcode else Opcode(op), vals)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """`body` repeated `count` times, the fields named in `deltas` ({(record index, field): step})
+    advancing by their step per repetition (`body` is repetition 0). Only traced programs hold one
+    (`template.py`: the full chunks of a matmul's k loop, so that the chunk count is a size, not
+    a structure); encoded bytecode is always unrolled, see `expand`."""
+
+    count: object
+    body: tuple
+    deltas: dict
+
+    def expand(self) -> list:
+        out = []
+        for r in range(self.count):
+            for i, ins in enumerate(self.body):
+                for (j, name), step in self.deltas.items():
+                    if j == i and r:
+                        k = FIELD_INDEX[ins.op][name]
+                        ins = Instr(ins.op, ins.args[:k] + (ins.args[k] + r * step,) + ins.args[k + 1:])
+                out.append(ins)
+        return out
 
 
 @dataclass(frozen=True)

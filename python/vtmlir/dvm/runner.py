@@ -432,6 +432,13 @@ class DvmFunction:
         """Total per-new-shape compile time so far (tiling + encoding of every kernel)."""
         return self.glue_compile_seconds + sum(k.compile_seconds for k in self.kernels)
 
+    def template_count(self) -> int:
+        """Bytecode templates built so far over all kernels (`template.py`: one per structure)."""
+        from .template import templates_of
+
+        graphs = [k.graph for k in self.kernels] + list(self.__dict__.get("_bmm", {}).values())
+        return sum(len(ts) for g in graphs for ts in templates_of(g).values())
+
     def __call__(self, *arrays):
         if len(arrays) != len(self.args):
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")

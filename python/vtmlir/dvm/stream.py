@@ -125,6 +125,7 @@ class StreamFuser:
         self.native = native
         self.buffer: _Buffer | None = None
         self._kernels: dict = {}
+        self._graphs: dict = {}  # graph structure -> the Graph compiled for it
         self.kernels_run = 0
         self.ops_fused = 0
         self.compile_seconds = 0.0
@@ -239,8 +240,10 @@ class StreamFuser:
         g = buf.graph
         g.output(*[t._node for t in live])
         shapes = [a.shape for a in buf.inputs]
-        key = (tuple(g.nodes), tuple(g.inputs), tuple(g.outputs), tuple(shapes),
-               tuple(a.dtype.str for a in buf.inputs))
+        structure = (tuple(g.nodes), tuple(g.inputs), tuple(g.outputs), tuple(a.dtype.str for a in buf.inputs))
+        # one Graph object per structure: its bytecode templates serve every later shape
+        g = self._graphs.setdefault(structure, g)
+        key = (structure, tuple(shapes))
         entry = self._kernels.get(key)
         if entry is None:
             start = time.perf_counter()

@@ -21,9 +21,12 @@ same formula, taking as L~ the elements a tile loads plus its multiply-adds per 
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import VtmlirError
 
@@ -221,9 +224,79 @@ def matmul_chunk(k: int, tm: int, tn: int, n_live: int, target: Target, itemsize
     return tk - tk % align if tk >= align else tk
 
 
+_MATMUL_TABLES: dict = {}  # (n, k, n_live, itemsize, target) -> candidate rows, see below
+
+
+def _matmul_rows(tms, n, k, n_live, itemsize, target: Target):
+    """Per tm: the feasible (nt, work, area, tn, tk) of every tn candidate. None of it depends on
+    m (only which tm are candidates does)."""
+    align = target.vector_elems(itemsize)
+    tns = sorted({min(n, align << e) for e in range(0, 8)})
+    mem, live, over = target.local_memory_bytes, n_live * itemsize, target.tile_overhead
+    rows = []
+    for tm in tms:
+        row = []
+        for tn in tns:
+            avail = mem - live * tm * tn
+            tk = avail // ((tm + tn) * itemsize) if avail > 0 else 0
+            if tk >= k:
+                tk = k
+            elif tk >= align:
+                tk -= tk % align
+            if tk >= 1:
+                area = tm * tn
+                row.append((-(-n // tn), (tm + tn) * k + -(-area // 8) * k + over, area, tn, tk))
+        rows.append((tm, row))
+    return rows
+
+
 def tile_matmul(m: int, n: int, k: int, n_live: int, itemsize: int, target: Target) -> MatmulTiling:
     """Choose (tm, tn, tk) for an [m,k]x[k,n] tile with `n_live` output-sized tiles live at once
-    (the accumulator and the epilogue's tiles)."""
+    (the accumulator and the epilogue's tiles): the candidate of `matmul_candidates` with a
+    feasible `matmul_chunk` of minimum `matmul_tile_cost`, ties to the larger tile, then the
+    smaller tm (equal to `tile_matmul_reference`, see the tests).
+
+    This runs for every new shape. What does not depend on m -- per candidate (tm, tn) the chunk
+    tk, the tile's work L~ and the n-side tile count -- is tabulated once per (n, k, live tiles,
+    element size, target) for the power-of-two tm; per call only the m-dependent wave counts and
+    their minimum are computed, over the table as arrays (plus the row tm = m when m < 512 is not
+    a power of two)."""
+    key = (n, k, n_live, itemsize, target)
+    table = _MATMUL_TABLES.get(key)
+    if table is None:
+        if len(_MATMUL_TABLES) > 1024:
+            _MATMUL_TABLES.clear()
+        rows = _matmul_rows([1 << e for e in range(0, 10)], n, k, n_live, itemsize, target)
+        flat = [(tm, *c) for tm, row in rows for c in row]
+        cols = np.array(flat, dtype=np.int64).reshape(-1, 6).T  # tm, nt, work, area, tn, tk
+        table = _MATMUL_TABLES[key] = (cols, [r[0] for r in flat])
+    (tm_a, nt_a, work_a, area_a, tn_a, tk_a), tms = table
+    cores = target.cores
+    best = None  # (cost, -area, tm, tn, tk)
+    cut = len(tms) if m >= 512 else bisect.bisect_right(tms, m)
+    if cut:
+        cost = -(-((-(-m // tm_a[:cut])) * nt_a[:cut]) // cores) * work_a[:cut]
+        i = int(cost.argmin())
+        c = cost[i]
+        ties = np.flatnonzero(cost == c) if i + 1 < cut else ()
+        if len(ties) > 1:
+            i = min(ties, key=lambda j: (-area_a[j], tm_a[j]))
+        best = (int(c), -int(area_a[i]), int(tm_a[i]), int(tn_a[i]), int(tk_a[i]))
+    if m < 512:  # the candidate tm = m (a power of two is in the table already)
+        for tm, row in _matmul_rows([m] if m & (m - 1) else [], n, k, n_live, itemsize, target):
+            mt = -(-m // tm)
+            for nt, work, area, tn, tk in row:
+                cand = (-(-(mt * nt) // cores) * work, -area, tm, tn, tk)
+                if best is None or cand < best:
+                    best = cand
+    if best is None:
+        raise TilingError(f"no matmul tile of [{m},{k}]x[{k},{n}] fits {target.local_memory_bytes} bytes")
+    cost, _, tm, tn, tk = best
+    return MatmulTiling(m, n, k, tm, tn, tk, cost)
+
+
+def tile_matmul_reference(m: int, n: int, k: int, n_live: int, itemsize: int, target: Target) -> MatmulTiling:
+    """`tile_matmul` written plainly from its three parts (the specification the tests check)."""
     tms, tns = matmul_candidates(m, n, target, itemsize)
     best = None
     for tm in tms:

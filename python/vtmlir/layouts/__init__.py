@@ -10,7 +10,9 @@ Framework") in vtmlir: kernel layout conventions, layout resolution and layout s
 - `hoist`: the registered pass `layout-hoist` (LHO, §5.2: shared and folded conversions);
 - `materialize`: the registered pass `layout-materialize` (physical form of every layout,
   constants re-laid at compile time, bitwise-identical results), with `blocked` (split loops for
-  blocked layouts, conversions as expand_shape + transpose, output-order loop reordering).
+  blocked layouts, conversions as expand_shape + transpose, output-order loop reordering) and
+  `views` (conversions as free VTC views folded into their consumers, or reshapes, where VTC's
+  contiguity analysis and a bytes cost rule say so).
 
 See docs/layouts.md.
 """

@@ -13,13 +13,16 @@ the "transform" nodes of Fig. 7(c)):
   to walk the output in memory order (`blocked.order_loops_for_output`, still bitwise);
 - `tensor.pad` and `tensor.concat` (layout ANY) get physical padding / concatenation dims;
 - `layout.convert` becomes `linalg.transpose` (permutations) or `tensor.expand_shape` +
-  `linalg.transpose` / `linalg.transpose` + `tensor.collapse_shape` (blocked sides); the unit's
-  zero-copy `vt.view`s disappear (their operand is already the physical array);
+  `linalg.transpose` / `linalg.transpose` + `tensor.collapse_shape` (blocked sides) — or, with
+  `views=auto|always`, a free VTC view folded into its consumers' indexing maps or a reshape
+  (`views.py`: VTC contiguity + a bytes cost rule decide); the unit's zero-copy `vt.view`s
+  disappear (their operand is already the physical array);
 - constant operands a kernel requires in another layout are laid out at compile time: an
   `arith.constant` (dense or dense_resource) is replaced by a constant holding the physical array
   (no run-time transpose of weights), a `tensor.empty` or a single-output generic computed from
-  constants (a fill) is re-created writing the physical layout; anything else gets a transpose of
-  the constant;
+  constants (a fill) is re-created writing the physical layout, any other constant subgraph is
+  evaluated (lowbit's `ConstantEvaluator`) into a constant; only what cannot be evaluated gets a
+  run-time transpose of the constant;
 - `layout.*` attributes are removed. The function's signature never changes (arguments and results
   are row-major), and the result holds no `vt`/`layout` op, so `vtmlir.compile` takes it.
 
@@ -28,6 +31,8 @@ pad of a blocked dim, an unknown op in a non-row-major layout) fails naming the 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from torch_mlir import ir
 from torch_mlir.dialects import tensor
@@ -38,6 +43,7 @@ from ..passes.registry import Option, Pass, PassFailure, register_pass
 from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
 from .resolve import constant_values, functions, top_level_ops
+from .views import VIEW_MODES, conversion_view, copy_choice, finish_views
 
 _LAYOUT_ATTRS = (layout_dialect.PRODUCED_LAYOUTS_ATTR, layout_dialect.REQUIRED_LAYOUTS_ATTR)
 
@@ -52,21 +58,32 @@ def _blocked_names(layouts) -> str:
 
 
 class _Materializer:
-    def __init__(self, func, *, output_order: bool = True):
+    def __init__(self, func, *, output_order: bool = True, views: str = "never"):
         self.func = func
         self.output_order = output_order
+        self.views = views
         self.constants = constant_values(func)
         self.relaid: dict = {}      # (value, layout) -> value laid out in layout
-        self.converted: set = set()  # results of the transposes that replaced layout.converts
+        self.converted: set = set()  # results of the transposes (or views) that replaced layout.converts
+        self.pending_views: list = []  # (view result, src, dst): decided once the consumers are rewritten
+        self.choices: list = []        # views.ConversionChoice per run-time conversion
+        self.constants_folded = 0
+        self.evaluator = None          # lowbit.evaluate.ConstantEvaluator, made on first need
+        self.constants_at_run_time = 0
 
     # -- constants ---------------------------------------------------------------------------------
 
-    def relay_constant(self, value: ir.Value, layout: Layout, before) -> ir.Value:
+    def relay_constant(self, value: ir.Value, layout: Layout, before, *, count: bool = True) -> ir.Value:
+        """`value` (computable at compile time) laid out in `layout`, as cheaply as the IR allows: a
+        `tensor.empty` re-made, a single-output generic (a fill, a BN fold) re-run writing `layout`,
+        an `arith.constant` or any other constant subgraph evaluated into a new constant; only what
+        cannot be evaluated gets a run-time transpose."""
         key = (value, layout)
         if key in self.relaid:
             return self.relaid[key]
         owner = value.owner
         loc = before.location
+        at_compile_time = True
         with ir.InsertionPoint(before):
             if not isinstance(owner, ir.Block) and owner.name == "tensor.empty" and not list(owner.operands):
                 t = physical_type(ir.RankedTensorType(value.type), layout)
@@ -76,7 +93,7 @@ class _Materializer:
                 # result in `layout` (its output map composed, or its loops split for a blocked one).
                 clone = owner.clone(ir.InsertionPoint(before))
                 n_in = list(ir.DenseI32ArrayAttr(owner.attributes["operandSegmentSizes"]))[0]
-                clone.operands[n_in] = self.relay_constant(owner.operands[n_in], layout, clone)
+                clone.operands[n_in] = self.relay_constant(owner.operands[n_in], layout, clone, count=False)
                 try:
                     physical_generic(clone, [None] * n_in + [layout], output_order=self.output_order)
                 except BlockedLayoutError as e:
@@ -89,10 +106,35 @@ class _Materializer:
                 new = clone.results[0]
             elif (folded := self._fold_constant(owner, layout)) is not None:
                 new = folded
+            elif (evaluated := self._evaluate_constant(value, layout)) is not None:
+                new = evaluated
             else:
                 new = physical_conversion(value, Layout.identity(layout.rank), layout, loc)
+                at_compile_time = False
+        if count:
+            if at_compile_time:
+                self.constants_folded += 1
+            else:
+                self.constants_at_run_time += 1
         self.relaid[key] = new
         return new
+
+    def _evaluate_constant(self, value: ir.Value, layout: Layout) -> ir.Value | None:
+        """Any other constant subgraph (reshapes, slices, concats of weights, multi-result generics)
+        evaluated at compile time with lowbit's interpreter and stored as a constant in `layout`
+        (issue 4: constant operands converted at compile time). None when the interpreter cannot
+        evaluate it (an op it does not know, a reduction): the caller transposes at run time."""
+        from ..lowbit.evaluate import ConstantEvaluator, EvaluationError
+        from ..temco.weights import make_constant
+
+        if self.evaluator is None:
+            self.evaluator = ConstantEvaluator()
+        try:
+            array = self.evaluator(value)
+        except EvaluationError:
+            return None
+        element_type = ir.RankedTensorType(value.type).element_type
+        return make_constant(layout.physical_array(array), element_type)
 
     @staticmethod
     def _fold_constant(owner, layout: Layout) -> ir.Value | None:
@@ -142,6 +184,8 @@ class _Materializer:
             for name in _LAYOUT_ATTRS:
                 if name in op.attributes:
                     del op.attributes[name]
+        if self.pending_views:
+            self.choices = finish_views(self.func, self.pending_views, self.views)
 
     def drop_view(self, op) -> None:
         """A unit's view is zero-copy: its operand already is the array it names."""
@@ -157,9 +201,15 @@ class _Materializer:
         src = Layout.from_attr(op.attributes["src_layout"])
         dst = Layout.from_attr(op.attributes["dst_layout"])
         with ir.InsertionPoint(op):
-            new = physical_conversion(op.operands[0], src, dst, op.location)
+            if self.views == "never":
+                new = physical_conversion(op.operands[0], src, dst, op.location)
+            else:   # a free VTC view, decided (view or copy) once its consumers are physical
+                new = conversion_view(op.operands[0], src, dst, op.location)
+                self.pending_views.append((new, src, dst))
         op.results[0].replace_all_uses_with(new)
         self.converted.add(new)
+        if self.views == "never":
+            self.choices.append(copy_choice(new, src, dst))
 
     def rewrite(self, op) -> None:
         required = layout_dialect.required_layouts(op) or []
@@ -212,25 +262,81 @@ class _Materializer:
         op.attributes["dim"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), list(layout.perm).index(dim))
 
 
-def materialize_function(func, *, output_order: bool = True) -> None:
-    _Materializer(func, output_order=output_order).run()
+@dataclass
+class MaterializeReport:
+    """Per function: run-time conversions (free views / copies) and constant re-layouts."""
+
+    function: str
+    choices: list = field(default_factory=list)   # views.ConversionChoice per run-time conversion
+    constants_folded: int = 0    # constants re-laid at compile time (new constants, re-made kernels)
+    constants_at_run_time: int = 0  # constants left to a run-time transpose
+
+    @property
+    def views(self) -> int:
+        return sum(c.view for c in self.choices)
+
+    @property
+    def copies(self) -> int:
+        return sum(not c.view for c in self.choices)
+
+
+@dataclass
+class LayoutMaterializeReport:
+    functions: list[MaterializeReport] = field(default_factory=list)
+
+    def totals(self) -> dict:
+        return {
+            "conversions": sum(len(f.choices) for f in self.functions),
+            "views": sum(f.views for f in self.functions),
+            "copies": sum(f.copies for f in self.functions),
+            "view_bytes_saved": sum(c.bytes for f in self.functions for c in f.choices if c.view),
+            "constants_folded": sum(f.constants_folded for f in self.functions),
+            "constants_at_run_time": sum(f.constants_at_run_time for f in self.functions),
+        }
+
+    def to_text(self) -> str:
+        lines = ["layout-materialize report"]
+        for f in self.functions:
+            lines.append(f"func @{f.function}: {len(f.choices)} run-time conversions, {f.views} free views, "
+                         f"{f.copies} copies; constants re-laid at compile time {f.constants_folded}, "
+                         f"at run time {f.constants_at_run_time}")
+            for c in f.choices:
+                lines.append(f"  {c.src} -> {c.dst} ({c.bytes} B, {c.consumers} consumers, {c.reads} reads, "
+                             f"contiguity {c.contiguity}): {'view' if c.view else 'copy'}, {c.reason}")
+        return "\n".join(lines) + "\n"
+
+
+def materialize_function(func, *, output_order: bool = True, views: str = "never") -> MaterializeReport:
+    m = _Materializer(func, output_order=output_order, views=views)
+    m.run()
+    return MaterializeReport(_symbol(func), m.choices, m.constants_folded, m.constants_at_run_time)
+
+
+def _symbol(func) -> str:
+    return ir.StringAttr(func.operation.attributes["sym_name"]).value
 
 
 @register_pass
 class LayoutMaterialize(Pass):
     name = "layout-materialize"
-    summary = "Rewrite layout-annotated ops to physical (permutation or blocked) layouts; layout.convert to copies"
+    summary = "Rewrite layout-annotated ops to physical (permutation or blocked) layouts; layout.convert to copies or free views"
     description = (
         "Generalises named linalg ops, composes each operand's indexing map with its permutation "
         "layout or splits the loops of blocked dims (reduction order unchanged: bitwise-identical "
-        "results), re-lays tensor.pad/concat, folds constant operands into constants in their "
-        "layout, turns layout.convert into (expand_shape +) linalg.transpose (+ collapse_shape) and "
-        "drops the conversion units' vt.views and the layout attributes."
+        "results), re-lays tensor.pad/concat, folds constant operands (and constant subgraphs) into "
+        "constants in their layout, turns layout.convert into (expand_shape +) linalg.transpose "
+        "(+ collapse_shape) or, where the consumers can read through it, a VTC view folded into "
+        "their indexing maps, and drops the conversion units' vt.views and the layout attributes."
     )
 
     options = (Option("loop-order", str, "output",
                       "'output': kernels in a non-row-major layout walk their output in memory order "
-                      "(reductions keep their order); 'logical': the original loop order"),)
+                      "(reductions keep their order); 'logical': the original loop order"),
+               Option("views", str, "auto",
+                      "layout.convert as a free VTC view folded into its consumers: 'auto' (VTC "
+                      "contiguity + bytes cost rule), 'always' (wherever the consumers can fold it), "
+                      "'never' (always a copy)"),
+               Option("report", str, "", "print a report: '-' to stderr, else to this file"))
 
     def run(self, module) -> None:
         from ..passes import run_pipeline
@@ -239,7 +345,15 @@ class LayoutMaterialize(Pass):
             self.emit_error(module, f"layout-materialize: loop-order must be 'output' or 'logical', "
                                     f"got '{self.loop_order}'")
             return
+        if self.views not in VIEW_MODES:
+            self.emit_error(module, f"layout-materialize: views must be one of {', '.join(VIEW_MODES)}, "
+                                    f"got '{self.views}'")
+            return
         with module.context:
             run_pipeline(module, "builtin.module(func.func(linalg-generalize-named-ops))")
+            report = LayoutMaterializeReport()
             for func in functions(module):
-                materialize_function(func, output_order=self.loop_order == "output")
+                report.functions.append(materialize_function(
+                    func, output_order=self.loop_order == "output", views=self.views))
+            self.last_report = report
+            self.write_report(module, self.report or "none", report.to_text())

@@ -4,8 +4,10 @@
 - `pack_bits` / `unpack_bits`: compact storage with no bit gaps (storage.py, Tilus §6.1).
 - `quantize(model, dtype=..., group_size=128)`: nn.Linear → `QuantizedLinear` (quantize.py).
 - passes `subbyte-pack` (pack.py; recognize.py + evaluate.py find the quantised weights) and
-  `subbyte-lower` (lower.py; convert.py emits the in-register casts), imported by the pass registry.
-- `gpu_matmul.QuantizedMatmulKernel`: the warp mma.sync f16 × n-bit kernel (PTX via backend/cuda).
+  `subbyte-lower` (lower.py; convert.py emits the in-register casts; cpu_matmul.py the CPU vector
+  loops of `cpu-vectorize`), imported by the pass registry.
+- `gpu_matmul.QuantizedMatmulKernel`: the f16 × n-bit GPU kernels, mma.sync where the mma rule holds
+  and f32 FMA otherwise (MLIR text in gpu_kernels.py; PTX via backend/cuda).
 """
 
 from .quantize import QuantizedLinear, quantize, quantize_weight

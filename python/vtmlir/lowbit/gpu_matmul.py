@@ -1,33 +1,30 @@
-"""A warp-level quantised matmul kernel for NVIDIA GPUs: f16 activations × n-bit weights, f32
-accumulate, `mma.sync.m16n8k16` (Tilus §3 Fig. 2, §4 layouts, §6 Fig. 8 re-layout and casting).
+"""Quantised matmul kernels for NVIDIA GPUs: f16 activations x n-bit weights, f32 accumulate, on
+tensor cores (`mma.sync.m16n8k16`) where the types allow and on CUDA cores (f32 FMA) otherwise
+(Tilus §3 Fig. 2, §4 layouts, §6 Fig. 8 re-layout and casting).
 
-    kernel = QuantizedMatmulKernel.build(qweight, m=16)      # a QuantizedWeight of any LowBitType
-    kernel.ptx("sm_80"); kernel.assemble("sm_90")           # PTX through ptxas
-    y = kernel.run(x_f16)                                   # where a GPU exists (cuda-python)
+    kernel = QuantizedMatmulKernel.build(qweight, m=16)       # mode="auto" | "mma" | "fma", warps=
+    kernel.mode, kernel.reason                               # which kernel, and why
+    kernel.ptx("sm_80"); kernel.assemble("sm_90")            # PTX through ptxas
+    y = kernel.run(x_f16)                                    # where a GPU exists (cuda-python)
 
-One warp computes a 16 x 8 output tile (grid = (N/8, M/16), 32 threads), looping over K in steps of
-16. The operand layouts are the register layouts of `vtmlir.dialects.register_layout`:
+The kernels (MLIR text in gpu_kernels.py) share the weight path: the codes are packed ahead of time
+in the Fig. 8 order of the kernel's B-tile register layout, each thread loads its 4 codes with one
+8-byte vector load, reinterprets them as an i64, extracts and casts them in registers.
 
-- B (weights, k x n = 16 x 8) is `local(2, 1).column_spatial(4, 8).local(2, 1)` — exactly the PTX
-  m16n8k16 B fragment (lane = 4·n + k/2 mod 4, registers k ∈ {0, 1, 8, 9} + 2·(lane mod 4)). The
-  weights are packed ahead of time with `subbyte-pack`'s re-layout for that tile layout (Fig. 8:
-  `pack.position_map_text`), so thread t's 4 codes are the 4n consecutive bits at stream position
-  (tile · 128 + 4t)·n. Each thread does **one vector load** of the 8 bytes holding them
-  (`vector<8xi8>`), **reinterprets** them as one i64 (`vector.bitcast`, Tilus `View`: same thread,
-  same bits), and extracts its codes with shift/mask; each code is **cast in registers** to f32
-  (convert.emit_code_to_f32: sign extension, or the exponent/mantissa rebuild), scaled (and
-  zero-pointed) in f32 like the reference, rounded to f16 and paired into the two `vector<2xf16>`
-  B registers.
-- A (activations, row-major [M, K] f16) uses the m16n8k16 A fragment: four `vector<2xf16>` loads.
-- `nvvm.mma.sync` (m16n8k16, row.col, f16 × f16 + f32) accumulates; the C fragment is stored.
+**The mma rule** (`mma_refusal`). mma.sync takes f16 operands, so it computes the exact quantised
+product only if (1) every value of the type minus its zero point is exactly an f16 — true for all
+ints and uints and for every float split except e5m0, e5m1, e6m0, e6m1 and e7m0, whose top values
+exceed f16's 65504 (and e6m1's smallest fall below 2^-24) —, (2) the group size is a multiple of 16,
+so that the group scale factors out of each k16 step and multiplies the f32 partial sum instead of
+being rounded into the f16 operand, and (3) M, N, K tile by 16, 8, 16. Then B holds the code value
+exactly, products of two f16 are exact in f32, and the result differs from the f32 reference only by
+the order of f32 additions. Where the rule fails, `mode="auto"` builds the FMA kernel: dequantisation
+in f32 exactly like the reference, `fma.rn.f32` accumulation, any type, group size and M (K % 4 = 0).
+`mode="mma"` forces tensor cores and raises a `VtmlirError` naming the failed condition; `mode="fma"`
+forces CUDA cores for any type.
 
-Every n-bit type goes through mma.sync: the conversion and scaling happen in f32 registers, and only
-the scaled weight — a number of the original weight's range — is rounded to f16, so no type needs the
-FMA fallback Tilus keeps for types that tensor cores cannot take directly. (A type whose scaled
-weights overflowed f16 would; quantised weights never do.)
-
-The kernel is MLIR (gpu, arith, vector, memref, scf, nvvm) lowered by `convert-gpu-to-nvvm` with
-bare-pointer memrefs and emitted with the CUDA backend's LLVM → PTX route (backend/cuda/ptx.py).
+Both are lowered by `convert-gpu-to-nvvm` with bare-pointer memrefs and emitted with the CUDA
+backend's LLVM -> PTX route (backend/cuda/ptx.py); `reference` is the numpy model of both.
 """
 
 from __future__ import annotations
@@ -42,129 +39,73 @@ from torch_mlir.dialects import func
 from ..errors import VtmlirError
 from .convert import emit_code_to_f32
 from .evaluate import affine_eval
+from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout,
+                          fma_kernel_text, mma_kernel_text)
 from .pack import position_map_text
 from .quantize import QuantizedWeight
 from .storage import pack_bits
+from .types import LowBitType
 
-MMA_B_LAYOUT = "local(2, 1).column_spatial(4, 8).local(2, 1)"
-TILE_M, TILE_N, TILE_K = 16, 8, 16
 LOWERING = ("builtin.module(nvvm-attach-target{{chip={chip}}}, gpu.module(convert-scf-to-cf, "
             "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}}, canonicalize, reconcile-unrealized-casts))")
+MODES = ("auto", "mma", "fma")
 
 
-def pack_for_mma(qweight: QuantizedWeight) -> np.ndarray:
-    """The weight codes (B[k, n] = W[n, k]) in the Fig. 8 order of the mma B tile layout, packed
-    compactly, plus 8 bytes of slack for the last thread's 8-byte vector load."""
+def mma_operand_exact(dtype: LowBitType) -> bool:
+    """Whether every value of `dtype` minus any zero point is exactly an f16 (the mma B operand).
+
+    Ints and uints: integers of at most 9 bits after the zero point, always exact. Floats: every finite
+    value of the table must survive f32 -> f16 -> f32; the splits with 5+ exponent bits and a top
+    exponent holding numbers (e5m0, e5m1, e6m0, e6m1, e7m0: max 65536 ... 2^64, beyond f16's 65504)
+    and the wide-exponent splits whose small values fall below f16's 2^-24 (e6m1) fail.
+    """
+    if dtype.kind != "float":
+        return True
+    values = dtype.table[np.isfinite(dtype.table)]
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(values.astype(np.float16).astype(np.float32), values))
+
+
+def mma_refusal(qweight: QuantizedWeight, m: int) -> str | None:
+    """Why `mma.sync` cannot compute this weight exactly, or None when it can (the mma rule):
+
+    1. every code value (minus the zero point) is exactly an f16 (`mma_operand_exact`), so the f16 B
+       operand carries the exact value and the f16 x f16 products are exact in the f32 accumulator;
+    2. the group size is a multiple of 16, so each m16n8k16 step lies in one scale group and the group
+       scale multiplies the f32 partial sum of the group (it is never rounded into the f16 operand);
+    3. the shape tiles into 16 x 8 x 16 mma tiles (M % 16 = N % 8 = K % 16 = 0).
+    """
+    n, k = qweight.codes.shape
+    t = qweight.dtype
+    if not mma_operand_exact(t):
+        return f"the values of {t.name} are not all exact in f16 (max {t.max:g})"
+    if qweight.group_size % MMA_TILE_K:
+        return f"group size {qweight.group_size} is not a multiple of 16 (the mma k step)"
+    if m % MMA_TILE_M or n % MMA_TILE_N or k % MMA_TILE_K:
+        return f"the shape M={m} N={n} K={k} does not tile into 16 x 8 x 16 (needs M % 16, N % 8, K % 16 == 0)"
+    return None
+
+
+def _largest_divisor(value: int, limit: int) -> int:
+    """The largest power of two up to `limit` dividing `value`."""
+    return next(d for d in (128, 64, 32, 16, 8, 4, 2, 1) if d <= limit and value % d == 0)
+
+
+def pack_for_layout(qweight: QuantizedWeight, tile_layout: str) -> np.ndarray:
+    """The weight codes (B[k, n] = W[n, k]) in the Fig. 8 order of `tile_layout`, packed compactly,
+    plus 8 bytes of slack for the last thread's 8-byte vector load."""
     codes = qweight.codes.T  # [K, N]
     k, n = codes.shape
     with ir.Context():
-        pos_map = ir.AffineMapAttr(ir.Attribute.parse(position_map_text(k, n, MMA_B_LAYOUT))).value
+        pos_map = ir.AffineMapAttr(ir.Attribute.parse(position_map_text(k, n, tile_layout))).value
         pos = np.broadcast_to(affine_eval(pos_map.results[0], list(np.indices((k, n), dtype=np.int64))), (k, n))
     stream = np.zeros(k * n, dtype=np.uint8)
     stream[pos.reshape(-1)] = codes.reshape(-1)
     return np.concatenate([pack_bits(stream, qweight.dtype.bits), np.zeros(8, np.uint8)])
 
 
-def kernel_text(name: str, bits: int, m: int, n: int, k: int, group: int, nbytes: int, zeros: bool) -> str:
-    """The gpu.module (MLIR text); `@convert` (code → f32) is filled in by `build`."""
-    kt = k // TILE_K
-    mask = (1 << bits) - 1
-    kg = k // group
-    zero_arg = f", %z: memref<{n}x{kg}xf32>" if zeros else ""
-    lines = [f"gpu.module @{name}_module {{",
-             "  func.func private @convert(%c: i32) -> f32",
-             f"  gpu.func @{name}(%x: memref<{m}x{k}xf16>, %p: memref<{nbytes}xi8>, %s: memref<{n}x{kg}xf32>"
-             f"{zero_arg}, %y: memref<{m}x{n}xf32>) kernel {{"]
-    body = f"""
-    %c0 = arith.constant 0 : index
-    %c1 = arith.constant 1 : index
-    %c2 = arith.constant 2 : index
-    %c4 = arith.constant 4 : index
-    %c8 = arith.constant 8 : index
-    %c16 = arith.constant 16 : index
-    %ckt = arith.constant {kt} : index
-    %cgroup = arith.constant {group} : index
-    %c128 = arith.constant 128 : index
-    %cbits = arith.constant {bits} : index
-    %zero = arith.constant 0.0 : f32
-    %lane = gpu.thread_id x
-    %tn = gpu.block_id x
-    %tm = gpu.block_id y
-    %grp = arith.divui %lane, %c4 : index
-    %tig = arith.remui %lane, %c4 : index
-    %tm16 = arith.muli %tm, %c16 : index
-    %row = arith.addi %tm16, %grp : index
-    %row8 = arith.addi %row, %c8 : index
-    %tn8 = arith.muli %tn, %c8 : index
-    %ncol = arith.addi %tn8, %grp : index
-    %kq = arith.muli %tig, %c2 : index
-    %lane4 = arith.muli %lane, %c4 : index
-    %tile0 = arith.muli %tn, %ckt : index
-    %r:4 = scf.for %t = %c0 to %ckt step %c1 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (f32, f32, f32, f32) {{
-      %t16 = arith.muli %t, %c16 : index
-      %kb = arith.addi %t16, %kq : index
-      %kb8 = arith.addi %kb, %c8 : index
-      %x0 = vector.load %x[%row, %kb] : memref<{m}x{k}xf16>, vector<2xf16>
-      %x1 = vector.load %x[%row8, %kb] : memref<{m}x{k}xf16>, vector<2xf16>
-      %x2 = vector.load %x[%row, %kb8] : memref<{m}x{k}xf16>, vector<2xf16>
-      %x3 = vector.load %x[%row8, %kb8] : memref<{m}x{k}xf16>, vector<2xf16>
-      %tile = arith.addi %tile0, %t : index
-      %tbase = arith.muli %tile, %c128 : index
-      %pos = arith.addi %tbase, %lane4 : index
-      %bit = arith.muli %pos, %cbits : index
-      %byte = arith.divui %bit, %c8 : index
-      %off = arith.remui %bit, %c8 : index
-      %bytes = vector.load %p[%byte] : memref<{nbytes}xi8>, vector<8xi8>
-      %word1 = vector.bitcast %bytes : vector<8xi8> to vector<1xi64>
-      %word = vector.extract %word1[0] : i64 from vector<1xi64>
-      %off64 = arith.index_cast %off : index to i64
-      %mine = arith.shrui %word, %off64 : i64
-      %mask = arith.constant {mask} : i64"""
-    lines.append(body)
-    for i, dk in enumerate((0, 1, 8, 9)):
-        lines.append(f"""
-      %sh{i} = arith.constant {i * bits} : i64
-      %w{i} = arith.shrui %mine, %sh{i} : i64
-      %m{i} = arith.andi %w{i}, %mask : i64
-      %code{i} = arith.trunci %m{i} : i64 to i32
-      %v{i} = func.call @convert(%code{i}) : (i32) -> f32
-      %dk{i} = arith.constant {dk} : index
-      %k{i} = arith.addi %t16, %kq : index
-      %kk{i} = arith.addi %k{i}, %dk{i} : index
-      %g{i} = arith.divui %kk{i}, %cgroup : index
-      %s{i} = memref.load %s[%ncol, %g{i}] : memref<{n}x{kg}xf32>""")
-        if zeros:
-            lines.append(f"""
-      %z{i} = memref.load %z[%ncol, %g{i}] : memref<{n}x{kg}xf32>
-      %vz{i} = arith.subf %v{i}, %z{i} : f32
-      %d{i} = arith.mulf %vz{i}, %s{i} : f32""")
-        else:
-            lines.append(f"""
-      %d{i} = arith.mulf %v{i}, %s{i} : f32""")
-        lines.append(f"""
-      %h{i} = arith.truncf %d{i} : f32 to f16""")
-    lines.append(f"""
-      %b0 = vector.from_elements %h0, %h1 : vector<2xf16>
-      %b1 = vector.from_elements %h2, %h3 : vector<2xf16>
-      %acc = nvvm.mma.sync A[%x0, %x1, %x2, %x3] B[%b0, %b1] C[%a0, %a1, %a2, %a3]
-        {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}}
-        : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
-      %e0 = llvm.extractvalue %acc[0] : !llvm.struct<(f32, f32, f32, f32)>
-      %e1 = llvm.extractvalue %acc[1] : !llvm.struct<(f32, f32, f32, f32)>
-      %e2 = llvm.extractvalue %acc[2] : !llvm.struct<(f32, f32, f32, f32)>
-      %e3 = llvm.extractvalue %acc[3] : !llvm.struct<(f32, f32, f32, f32)>
-      scf.yield %e0, %e1, %e2, %e3 : f32, f32, f32, f32
-    }}
-    %col = arith.addi %tn8, %kq : index
-    %col1 = arith.addi %col, %c1 : index
-    memref.store %r#0, %y[%row, %col] : memref<{m}x{n}xf32>
-    memref.store %r#1, %y[%row, %col1] : memref<{m}x{n}xf32>
-    memref.store %r#2, %y[%row8, %col] : memref<{m}x{n}xf32>
-    memref.store %r#3, %y[%row8, %col1] : memref<{m}x{n}xf32>
-    gpu.return
-  }}
-}}""")
-    return "\n".join(lines) + "\n"
+def pack_for_mma(qweight: QuantizedWeight) -> np.ndarray:
+    return pack_for_layout(qweight, MMA_B_LAYOUT)
 
 
 @dataclass
@@ -172,6 +113,7 @@ class QuantizedMatmulKernel:
     """y[M, N] (f32) = x[M, K] (f16) @ W'[N, K]^T for one quantised weight; see the module docstring."""
 
     name: str
+    mode: str  # "mma" or "fma"
     mlir: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -179,38 +121,44 @@ class QuantizedMatmulKernel:
     scales: np.ndarray
     zeros: np.ndarray | None
     shape: tuple[int, int, int]  # M, N, K
+    reason: str  # why this mode (the mma rule's verdict)
 
     @classmethod
-    def build(cls, qweight: QuantizedWeight, m: int = 16, name: str | None = None) -> "QuantizedMatmulKernel":
+    def build(cls, qweight: QuantizedWeight, m: int = 16, name: str | None = None,
+              mode: str = "auto", warps: tuple[int, int] | None = None) -> "QuantizedMatmulKernel":
+        """`mode`: "auto" (mma.sync where `mma_refusal` finds nothing, FMA otherwise), "mma" (an error
+        naming the failed condition where the rule refuses), or "fma" (any type, group and shape with
+        K % 4 == 0). `warps` (mma): warps per block along M and N (default: up to 4 x 2 that divide
+        the 16 x 8 tiles); the B tiles are staged in shared memory and shared by the warps along M."""
+        if mode not in MODES:
+            raise VtmlirError(f"error: unknown kernel mode {mode!r}; expected one of {', '.join(MODES)}")
         n, k = qweight.codes.shape
-        if m % TILE_M or n % TILE_N or k % TILE_K:
-            raise VtmlirError(f"error: the mma kernel needs M % 16, N % 8, K % 16 == 0; got M={m} N={n} K={k}")
-        if qweight.group_size % 2:
-            raise VtmlirError("error: the mma kernel needs an even group size (codes k, k+1 share a group)")
         t = qweight.dtype
-        name = name or f"lowbit_mma_{t.name}"
-        packed = pack_for_mma(qweight)
+        refusal = mma_refusal(qweight, m)
+        if mode == "mma" and refusal:
+            raise VtmlirError(f"error: the mma.sync kernel cannot compute {t.name} exactly: {refusal}; "
+                              "use mode='fma' or 'auto'")
+        chosen = mode if mode != "auto" else ("fma" if refusal else "mma")
+        reason = (refusal or "the mma rule holds") if mode == "auto" else f"forced {mode}"
         zeros = None if qweight.zeros is None else qweight.zeros.astype(np.float32)
-        text = kernel_text(name, t.bits, m, n, k, qweight.group_size, packed.size, zeros is not None)
-        from ..context import make_context
-
-        with make_context(), ir.Location.unknown():
-            module = ir.Module.parse(text)
-            gpu_module = module.body.operations[0]
-            decl = next(op for op in gpu_module.regions[0].blocks[0].operations
-                        if op.operation.name == "func.func")
-            decl.operation.erase()
-            with ir.InsertionPoint.at_block_begin(gpu_module.regions[0].blocks[0]):
-                i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
-                fn = func.FuncOp("convert", ir.FunctionType.get([i32], [f32]))
-                fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
-                block = fn.add_entry_block()
-                with ir.InsertionPoint(block):
-                    func.ReturnOp([emit_code_to_f32(block.arguments[0], t)])
-            module.operation.verify()
-            mlir = str(module)
-        return cls(name, mlir, (n // TILE_N, m // TILE_M, 1), (32, 1, 1), packed,
-                   qweight.scales.astype(np.float32), zeros, (m, n, k))
+        name = name or f"lowbit_{chosen}_{t.name}"
+        if chosen == "mma":
+            wm, wn = warps or (_largest_divisor(m // MMA_TILE_M, 4), _largest_divisor(n // MMA_TILE_N, 2))
+            if (m // MMA_TILE_M) % wm or (n // MMA_TILE_N) % wn or wm * wn > 32:
+                raise VtmlirError(f"error: warps {wm} x {wn} do not tile the {m // MMA_TILE_M} x {n // MMA_TILE_N} "
+                                  "mma tiles (or exceed 32 warps per block)")
+            packed = pack_for_layout(qweight, MMA_B_LAYOUT)
+            text = mma_kernel_text(name, t.bits, m, n, k, qweight.group_size, packed.size, zeros is not None, wm, wn)
+            grid, block = (n // (MMA_TILE_N * wn), m // (MMA_TILE_M * wm), 1), (32 * wm * wn, 1, 1)
+        else:
+            if k % FMA_TILE_K:
+                raise VtmlirError(f"error: the FMA kernel needs K % {FMA_TILE_K} == 0; got K={k}")
+            tm, tn = _largest_divisor(m, 16), _largest_divisor(n, 128)
+            packed = pack_for_layout(qweight, fma_b_layout(tn))
+            text = fma_kernel_text(name, t.bits, m, n, k, qweight.group_size, packed.size, zeros is not None, tm, tn)
+            grid, block = (n // tn, m // tm, 1), (tn, 1, 1)
+        return cls(name, chosen, _with_conversion(text, t), grid, block, packed,
+                   qweight.scales.astype(np.float32), zeros, (m, n, k), reason)
 
     def nvvm(self, chip: str = "sm_80") -> str:
         """The kernel after the NVVM lowering (llvm + nvvm dialects only)."""
@@ -268,6 +216,26 @@ class QuantizedMatmulKernel:
         return y
 
 
+def _with_conversion(text: str, dtype: LowBitType) -> str:
+    """Parse the kernel text and define its `@convert` (code -> f32) with convert.emit_code_to_f32."""
+    from ..context import make_context
+
+    with make_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        gpu_module = module.body.operations[0]
+        decl = next(op for op in gpu_module.regions[0].blocks[0].operations if op.operation.name == "func.func")
+        decl.operation.erase()
+        with ir.InsertionPoint.at_block_begin(gpu_module.regions[0].blocks[0]):
+            i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
+            fn = func.FuncOp("convert", ir.FunctionType.get([i32], [f32]))
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                func.ReturnOp([emit_code_to_f32(block.arguments[0], dtype)])
+        module.operation.verify()
+        return str(module)
+
+
 def ptx_batch(kernels: list[QuantizedMatmulKernel], chip: str = "sm_80") -> dict[str, str]:
     """{kernel name: PTX} for several kernels with one LLVM translation subprocess."""
     from ..backend.cuda.ptx import kernel_sources, translate_kernels
@@ -282,6 +250,7 @@ def ptx_batch(kernels: list[QuantizedMatmulKernel], chip: str = "sm_80") -> dict
 
 
 def reference(qweight: QuantizedWeight, x: np.ndarray) -> np.ndarray:
-    """What the kernel computes, in numpy: f16 x, W' dequantised in f32 then rounded to f16, f32 sums."""
-    w = qweight.dequantize().astype(np.float16).astype(np.float32)
-    return np.asarray(x, np.float16).astype(np.float32) @ w.T
+    """What both kernels compute, in numpy: x rounded to f16, the exact W' (f32), sums in f64 then
+    rounded to f32 (the kernels sum in f32, in their own orders)."""
+    w = qweight.dequantize().astype(np.float64)
+    return (np.asarray(x, np.float16).astype(np.float64) @ w.T).astype(np.float32)

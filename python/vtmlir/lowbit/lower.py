@@ -18,6 +18,11 @@ tensor<Bxi8> to tensor<KxNxiN>` with `lowbit.type` / `lowbit.bits` / `lowbit.pos
    materialised — each weight element is unpacked and converted where it is multiplied.
 
 Both the CPU and the CUDA code generation lower the result (it is plain linalg/arith/affine).
+
+Option `cpu-vectorize` (CPU only): before 1 and 2, each quantised matmul that fits is replaced by
+cpu_matmul.py's word-at-a-time vector loops (8 codes unpacked at once, reused by a block of rows);
+the others take the portable path above. `report` says which lowering each matmul got, and why not
+the vector loops.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, linalg
 
 from ..ir_utils import walk_ops
-from ..passes.registry import Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass
+from . import cpu_matmul
 from .convert import emit_code_to_f32, emit_unpack
 from .types import parse_dtype
 
@@ -63,10 +69,20 @@ def _map_attr(n_dims: int, exprs) -> ir.AffineMapAttr:
 class SubbyteLower(Pass):
     name = "subbyte-lower"
     summary = "Lower sub-byte tensors to packed loads + shift/mask/or + conversion fused into the matmul (Tilus §6)"
-    description = "Runs after subbyte-pack; leaves only i8/i32/f32 linalg, arith and affine ops."
+    description = ("Runs after subbyte-pack; leaves only i8/i32/f32 linalg, arith and affine ops "
+                   "(with cpu-vectorize: scf loops of vector ops for the quantised matmuls, CPU only).")
+    options = (
+        Option("cpu-vectorize", bool, False, "lower each quantised matmul to word-at-a-time vector loops for "
+               "the CPU (cpu_matmul.py); matmuls that do not fit stay portable (the report says why)"),
+        Option("report", str, "none", "where to write one line per quantised matmul saying how it was lowered: "
+               "'-' stderr, a path, or 'none'"),
+    )
 
     def run(self, module):
         casts = [op for op in walk_ops(module, "builtin.unrealized_conversion_cast") if "lowbit.type" in op.attributes]
+        lines = []
+        if self.cpu_vectorize:
+            casts = [cast for cast in casts if not self._vectorize(cast, lines)]
         for cast in casts:
             for use in list(cast.results[0].uses):
                 user = use.owner.operation
@@ -81,7 +97,33 @@ class SubbyteLower(Pass):
             if isinstance(producer, ir.Block) or "lowbit.dequantize" not in producer.operation.attributes:
                 continue
             if len(list(producer.results[0].uses)) == 1:
+                name = ir.StringAttr(producer.attributes["lowbit.dequantize"]).value
                 self._fuse(matmul, producer.operation)
+                lines.append(f"subbyte-lower: {name} matmul: fused linalg.generic\n")
+        self.write_report(module, self.report, "".join(lines))
+
+    # -- 0. CPU vector loops --------------------------------------------------------------------
+    def _vectorize(self, cast, lines: list) -> bool:
+        """Lower the quantised matmul reading `cast` to cpu_matmul's vector loops; False (and a
+        report line) where it does not apply."""
+        name = ir.StringAttr(cast.attributes["lowbit.type"]).value
+        uses = list(cast.results[0].uses)
+        dequant = uses[0].owner.operation if len(uses) == 1 else None
+        if dequant is None or "lowbit.dequantize" not in dequant.attributes \
+                or len(list(dequant.results[0].uses)) != 1:
+            lines.append(f"subbyte-lower: {name} weight: not vectorized: not one dequantisation feeding one matmul\n")
+            return False
+        matmul = next(iter(dequant.results[0].uses)).owner.operation
+        try:
+            if matmul.name != "linalg.matmul" or matmul.operands[1] != dequant.results[0]:
+                raise cpu_matmul.NotVectorizable("the dequantised weight is not the right operand of a linalg.matmul")
+            cpu_matmul.check(matmul, dequant, cast)
+        except cpu_matmul.NotVectorizable as e:
+            lines.append(f"subbyte-lower: {name} matmul: not vectorized: {e}\n")
+            return False
+        cpu_matmul.vectorize(matmul, dequant, cast)
+        lines.append(f"subbyte-lower: {name} matmul: CPU vector loops\n")
+        return True
 
     # -- 1. packed loads ------------------------------------------------------------------------
     def _lower_consumer(self, cast, generic) -> None:

@@ -9,18 +9,235 @@ produces it to its last use; with frees at last use and allocations at first use
 measured internal peak follows it (`test_temco_fuse.py` checks the agreement on the evaluation
 models). Allocations with operands (dynamic sizes) stay where they are, so their operands still
 dominate them.
+
+Shared constant fills. The importer gives all convs of one output shape a single zero (or bias-free)
+`linalg.fill` as init, and `cse` merges the rest; one-shot bufferization then materialises the fill
+once and copies it into each conv's buffer (`linalg.copy` after `memref-copy-to-linalg`), so a
+full-size buffer of zeros lives from the first conv of that shape to the last — a tensor the model
+does not have (TeMCO §2.2 counts none). Before sinking, each copy out of a buffer whose only writer
+is such a constant fill becomes a fill of the copy's target (bitwise the same values), and the fill
+of the shared buffer moves down to the buffer's first remaining reader, so the zeros are allocated
+only where a conv accumulates into them.
 """
 
 from __future__ import annotations
+
+from functools import cmp_to_key
+
+from torch_mlir import ir
 
 from ..ir_utils import walk_ops
 from ..passes.memref_dealloc_at_last_use import _users_in_block
 from ..passes.registry import Pass, register_pass
 
 
+def _constant_fill_of(op) -> bool:
+    """A bufferized fill: `linalg.fill` or a `linalg.generic` with one output, no inputs, all loops
+    parallel and a payload that only yields a value defined outside it."""
+    if op.name == "linalg.fill":
+        return True
+    if op.name != "linalg.generic" or len(op.operands) != 1 or len(op.results):
+        return False
+    body = op.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) != 1 or ops[0].operation.name != "linalg.yield" or len(ops[0].operands) != 1:
+        return False
+    value = ops[0].operands[0]
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return False  # yields the block argument (a no-op) or something computed per element
+    return all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
+def rematerialize_fill_copies(root) -> int:
+    """Replace `linalg.copy(fill_buffer → target)` by a clone of the fill on `target`, where the
+    fill buffer is a static `memref.alloc` written only by that one fill; then move the fill down to
+    the buffer's next user. Returns the number of copies replaced."""
+    replaced = 0
+    for alloc in walk_ops(root, "memref.alloc"):
+        if len(alloc.operands):
+            continue
+        buffer = alloc.results[0]
+        direct = [use.owner.operation for use in buffer.uses]
+        fills = [op for op in direct if _constant_fill_of(op) and op.operands[len(op.operands) - 1] == buffer]
+        if len(fills) != 1 or fills[0].parent != alloc.parent:
+            continue
+        fill = fills[0]
+        # only the copies made while the buffer still holds the fill (before any other user)
+        copies = []
+        for user in sorted({hash(u): u for u in _users_in_block(buffer, alloc.parent)}.values(),
+                           key=cmp_to_key(_order)):
+            if user == alloc or user == fill or not fill.is_before_in_block(user):
+                continue
+            if user.name != "linalg.copy" or user.operands[0] != buffer:
+                break
+            copies.append(user)
+        for copy in copies:
+            clone = fill.clone(ir.InsertionPoint(copy))
+            clone.operands[len(clone.operands) - 1] = copy.operands[1]
+            copy.erase()
+            replaced += 1
+        if copies:
+            users = [u for u in _users_in_block(buffer, alloc.parent) if u != fill and u != alloc
+                     and u.name != "memref.dealloc"]
+            first = None
+            for user in users:
+                if first is None or user.is_before_in_block(first):
+                    first = user
+            if first is not None and fill.is_before_in_block(first):
+                fill.move_before(first)
+    return replaced
+
+
+def _top_level(op, block_owner):
+    while op.parent is not None and op.parent != block_owner:
+        op = op.parent.operation
+    return op if op.parent is not None else None
+
+
+def _overwrites_whole_buffer(op, buffer) -> bool:
+    """`op` writes every element of `buffer` (its init, not a view of it) without reading it first:
+    a `linalg.copy` into it, a fill, or an elementwise `linalg.generic`/`linalg.map` with it as the
+    only init whose payload ignores the init's old value and that does not read it as an input."""
+    if op.name == "linalg.copy":
+        return op.operands[1] == buffer and op.operands[0] != buffer
+    if _constant_fill_of(op):
+        return op.operands[len(op.operands) - 1] == buffer
+    if op.name not in ("linalg.generic", "linalg.map") or len(op.results):
+        return False
+    operands = list(op.operands)
+    if "operandSegmentSizes" in op.attributes:
+        inputs, outputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
+        if outputs != 1 or inputs + 1 != len(operands):
+            return False
+    if operands[-1] != buffer or buffer in operands[:-1]:
+        return False
+    if op.name == "linalg.generic" and not all(
+            "parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return False
+    init_arg = op.regions[0].blocks[0].arguments[len(operands) - 1]
+    return not any(True for _ in init_arg.uses)
+
+
+def split_reused_buffers(root) -> int:
+    """Give each value written into a reused buffer an allocation of its own.
+
+    One-shot bufferization may write a later tensor into the buffer of an earlier one that is dead by
+    then (all `tensor.empty`s of a shape are one value after `cse`, so several ops bufferize into its
+    one allocation). The buffer then stays allocated through the gap between the two values, which
+    no tensor of the model needs. Where a top-level op overwrites the whole buffer without reading
+    it, and no view of the buffer made before that op is used after it, the uses from that op on move
+    to a fresh allocation (the old one is freed after its last earlier use by
+    `memref-dealloc-at-last-use`'s placement below). Returns how many buffers were split."""
+    splits = 0
+    work = list(walk_ops(root, "memref.alloc"))
+    while work:
+        alloc = work.pop()
+        if len(alloc.operands):
+            continue
+        owner = alloc.parent
+        buffer = alloc.results[0]
+        users = sorted({hash(u): u for u in _users_in_block(buffer, owner) if u != alloc}.values(),
+                       key=cmp_to_key(_order))
+        deallocs = [u for u in users if u.name == "memref.dealloc"]
+        if len(deallocs) != 1:
+            continue
+        body = [u for u in users if u.name != "memref.dealloc"]
+        cut = next((i for i, u in enumerate(body) if i > 0 and _overwrites_whole_buffer(u, buffer)), None)
+        if cut is None:
+            continue
+        start = body[cut]
+        # views made before the cut must not be used after it
+        early_views = [u for u in body[:cut] if u.name in _VIEWS]
+        if any(not _top_level(use.owner.operation, owner).is_before_in_block(start)
+               for v in early_views for r in v.results for use in r.uses):
+            continue
+        fresh = alloc.clone(ip=ir.InsertionPoint(start))
+        for use in list(buffer.uses):
+            top = _top_level(use.owner.operation, owner)
+            if top is not None and top != fresh and not top.is_before_in_block(start):
+                use.owner.operands[use.operand_number] = fresh.results[0]
+        # free the old buffer right after its last use before the cut
+        dealloc = deallocs[0].clone(ip=ir.InsertionPoint(start))
+        dealloc.operands[0] = buffer
+        dealloc.move_after(body[cut - 1])
+        splits += 1
+        work.append(fresh)
+    return splits
+
+
+_VIEWS = {"memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
+          "memref.reinterpret_cast", "memref.view", "memref.transpose"}
+
+
+def _order(a, b) -> int:
+    return 0 if a == b else (-1 if a.is_before_in_block(b) else 1)
+
+
+def _alloc_of(value, block_owner):
+    """The top-level static `memref.alloc` in `block_owner` that defines `value`, else None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    op = owner.operation
+    if op.name != "memref.alloc" or len(op.operands) or op.parent != block_owner:
+        return None
+    return op
+
+
+def reuse_dead_inputs(root) -> int:
+    """Let an elementwise op write into an input buffer that dies at it instead of a fresh buffer.
+
+    A top-level all-parallel `linalg.generic` whose one init is a fresh static allocation (this op is
+    its first user; the payload ignores the init's old value) and whose input `x` is another static
+    allocation of the same type, read with the same indexing map as the init and used by nothing after
+    this op but its `memref.dealloc`, writes each element of `x` after reading it: the result goes into
+    `x`'s buffer and the fresh allocation disappears (ReLU, BatchNorm and residual adds in place, what
+    one-shot bufferization already does when both come from one `tensor.empty`).
+    `temco-analyze-peak-memory` models the same rule. Returns how many allocations were removed."""
+    removed = 0
+    for op in list(walk_ops(root, "linalg.generic")):
+        owner = op.parent
+        if owner is None or owner.name != "func.func" or len(op.results) or "operandSegmentSizes" not in op.attributes:
+            continue
+        n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
+        if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+            continue
+        operands = list(op.operands)
+        out = operands[n_in]
+        out_alloc = _alloc_of(out, owner)
+        body = op.regions[0].blocks[0]
+        if out_alloc is None or any(True for _ in body.arguments[n_in].uses):
+            continue
+        out_users = [u for u in _users_in_block(out, owner) if u != out_alloc]
+        if any(u.is_before_in_block(op) for u in out_users):
+            continue
+        maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+        for i in range(n_in):
+            x = operands[i]
+            x_alloc = _alloc_of(x, owner)
+            if (x_alloc is None or x.type != out.type or str(maps[i]) != str(maps[n_in])
+                    or sum(1 for v in operands[:n_in] if v == x) != 1):
+                continue
+            later = [u for u in _users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
+            if any(u.name != "memref.dealloc" for u in later) or len(later) != 1:
+                continue
+            later[0].erase()  # x now lives as long as the result did
+            for use in list(out.uses):
+                if use.owner.operation != out_alloc:
+                    use.owner.operands[use.operand_number] = x
+            out_alloc.erase()
+            removed += 1
+            break
+    return removed
+
+
 def sink_allocations(module) -> int:
     """Move static allocations to their first user in their block; returns how many moved."""
     root = module.operation if hasattr(module, "operation") else module
+    rematerialize_fill_copies(root)
+    split_reused_buffers(root)
+    reuse_dead_inputs(root)
     moved = 0
     for alloc in walk_ops(root, "memref.alloc"):
         if len(alloc.operands):
@@ -42,6 +259,8 @@ def sink_allocations(module) -> int:
 class MemrefAllocAtFirstUse(Pass):
     name = "memref-alloc-at-first-use"
     summary = "Move each static memref.alloc right before the first use of its buffer or of a view of it"
+    description = ("Copies out of a buffer holding only a constant fill become fills of their targets "
+                   "first, so a shared zero-init is not kept alive between the convs that start from it.")
 
     def run(self, module) -> None:
         sink_allocations(module)

@@ -67,6 +67,9 @@ class FusedGroup:
     tile: list[int]  # tile of the fconv's output [1, R1, 1, tw]
     avoided_bytes: int  # bytes of the full-size intermediates no longer allocated
     pooling: bool = False
+    kind: str = "lconv-act-fconv"  # or "lconv-act": an elementwise root whose output stays full-size
+    in_place: bool = False  # the root overwrites a tensor that dies in the group (ResNet's skip)
+    complete: bool = True  # False: upstream fusion stopped early, some members stay outside the loop
 
 
 @dataclass
@@ -83,7 +86,9 @@ class FusionReport:
         lines = [f"temco-fuse-activation @{self.function}: {len(self.groups)} fused group(s), "
                  f"{self.concat_splits} concat split(s)"]
         for g in self.groups:
-            lines.append(f"  fused {' -> '.join(g.ops)} -> fconv at {g.fconv}: tile {g.tile}, "
+            root = "fconv" if g.kind == "lconv-act-fconv" else "elementwise root"
+            lines.append(f"  fused {' -> '.join(g.ops)} -> {root} at {g.fconv}"
+                         f"{' (in place)' if g.in_place else ''}: tile {g.tile}, "
                          f"full-size intermediates avoided {g.avoided_bytes} B")
         for s in self.skipped:
             lines.append(f"  not fused: {s}")
@@ -140,7 +145,7 @@ class _GroupFinder:
     """Step 1 of the module docstring: the fusible ops feeding one fconv."""
 
     def __init__(self, fconv, fuse_pooling: bool):
-        self.fconv = fconv
+        self.fconv = fconv  # the root: a 1x1 fconv, or an elementwise op whose result stays full-size
         self.fuse_pooling = fuse_pooling
 
     def _fusible(self, op) -> bool:
@@ -150,16 +155,21 @@ class _GroupFinder:
 
     def _collect(self, banned: set[int]) -> dict[int, object]:
         members: dict[int, object] = {}
-        pending = [self.fconv.operands[0]]
+        pending = _rank4_inputs(self.fconv)
+        if self.fconv.name == _CONV:
+            # the root's own init is the loop's shared output, not a tile read: not fusible
+            pending = pending[:1]
         while pending:
             producer = _producer(pending.pop())
             if not self._fusible(producer) or _key(producer) in banned or _key(producer) in members:
                 continue
             members[_key(producer)] = producer
             if producer.name == _CONV:
-                continue  # an lconv is a leaf: its input is the reduced tensor
-            pending.extend(v for v in list(producer.operands)[:_num_inputs(producer)]
-                           if _is_static_tensor(v) and len(_shape(v)) == 4)
+                # an lconv is a leaf (its input is the reduced tensor); the accumulation chain of a
+                # split concat (its init) belongs to the group too
+                pending.extend(_conv_chain_init(producer))
+                continue
+            pending.extend(_rank4_inputs(producer))
         return members
 
     def find(self):
@@ -175,8 +185,66 @@ class _GroupFinder:
             banned.update(bad)
         if not any(op.name == _CONV for op in members.values()):
             return None, "no lconv reaches its input through fusible single-use ops"
+        if self.fconv.name != _CONV and not any(_shape(op.results[0]) == _shape(self.fconv.results[0])
+                                                for op in members.values()):
+            return None, "no full-size intermediate"
         ordered = sorted(members.values(), key=_program_position)
         return ordered, ""
+
+
+def _rank4_inputs(op) -> list:
+    return [v for v in list(op.operands)[:_num_inputs(op)] if _is_static_tensor(v) and len(_shape(v)) == 4]
+
+
+def _conv_chain_init(conv) -> list:
+    """The init of a 1x1 conv when another 1x1 conv computes it (the accumulation chain of a split
+    concat, Fig. 9c): `[init]` to walk into, else []."""
+    init = conv.operands[2]
+    producer = _producer(init)
+    return [init] if producer is not None and _is_pointwise_conv(producer) else []
+
+
+def _is_elementwise_root(op) -> bool:
+    """An elementwise op whose result must exist full-size: used by several ops, by a non-fusible
+    op, or returned (the block output of a ResNet: the next block's fconv input and its skip)."""
+    if not _is_elementwise(op) or _shape(op.results[0])[2] * _shape(op.results[0])[3] == 1:
+        return False  # a 1x1 feature map has nothing to tile (and nothing worth saving)
+    users = {_key(u.owner): u.owner for u in op.results[0].uses}
+    if len(users) != 1:
+        return True
+    (user,) = users.values()
+    user = user.operation if hasattr(user, "operation") else user
+    return not (_is_pointwise_conv(user) or _is_elementwise(user) or user.name in _POOLS)
+
+
+def _in_place_destination(root, members):
+    """A tensor the root can overwrite tile by tile (TeMCO keeps one full-size tensor per block):
+    an operand of the group of the root's type, produced by an op (not an argument, weight or view)
+    and not read after the root."""
+    if root.name != "linalg.generic":
+        return None
+    n_in = _num_inputs(root)
+    init_arg = root.regions[0].blocks[0].arguments[n_in]
+    if any(True for _ in init_arg.uses) or _producer(root.operands[n_in]) is None \
+            or _producer(root.operands[n_in]).name != "tensor.empty":
+        return None
+    group = {_key(m) for m in members} | {_key(root)}
+    for op in list(members) + [root]:
+        for value in list(op.operands)[:_num_inputs(op)]:
+            producer = _producer(value)
+            if (producer is None or _key(producer) in group or value.type != root.results[0].type
+                    or producer.name in ("arith.constant", "tensor.expand_shape", "tensor.collapse_shape",
+                                         "tensor.extract_slice", "tensor.cast", "tensor.empty")):
+                continue
+            # every other reader runs before the root (the block's fconv reads the skip first)
+            if all(_key(use.owner) in group or _before(use.owner, root) for use in value.uses):
+                return value
+    return None
+
+
+def _before(op, other) -> bool:
+    op = op.operation if hasattr(op, "operation") else op
+    return op.parent == other.parent and op.is_before_in_block(other)
 
 
 def _program_position(op) -> int:
@@ -188,17 +256,25 @@ def _program_position(op) -> int:
 
 
 def _init_producers(members) -> list:
-    """Inits of the group's ops that are computed from weights only (bias broadcast, -inf fill)."""
+    """Inits of the group's ops that are computed from weights only (bias broadcast, -inf fill).
+
+    Such an init shared with ops outside the group (the importer's one zero fill for all convs of a
+    shape) is cloned for the group first: an op carries one fusion mark, and a shared full-size
+    init left outside the loop would be read by the loop and so kept alive."""
     inits = []
+    group = {_key(m) for m in members}
     for op in members:
-        for init in list(op.operands)[_num_inputs(op):]:
-            producer = _producer(init)
+        for index in range(_num_inputs(op), len(op.operands)):
+            producer = _producer(op.operands[index])
             if producer is None or producer.name not in _INIT_PRODUCERS:
                 continue
             ins = list(producer.operands)[:_num_inputs(producer)]
             if all(_producer(v) is not None and _producer(v).name in ("arith.constant", "tensor.expand_shape",
                                                                       "tensor.collapse_shape")
                    or not _is_static_tensor(v) for v in ins):
+                if any(_key(use.owner) not in group for use in producer.results[0].uses):
+                    producer = producer.clone(ip=ir.InsertionPoint(op))
+                    op.operands[index] = producer.results[0]
                 if all(_key(producer) != _key(i) for i in inits):
                     inits.append(producer)
     return inits
@@ -269,13 +345,23 @@ def _fill_conv_body(conv) -> None:
 
 
 def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
-                     split_concat: bool = True) -> list[FusionReport]:
-    """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module)."""
+                     split_concat: bool = True, epilogues: bool = True) -> list[FusionReport]:
+    """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module).
+
+    With `epilogues`, elementwise roots (block outputs kept full-size) are tiled too. Each group is
+    tiled and fused by its own transform sequence; where upstream tile-and-fuse stops early (it cannot
+    fuse some producer), the group keeps what was fused so far (valid IR, some intermediates stay
+    full-size) and the report lists it."""
+    root = module.operation if hasattr(module, "operation") else module
+    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues)
+
+
+def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool) -> list[FusionReport]:
     from torch_mlir.dialects.transform import interpreter
 
-    root = module.operation if hasattr(module, "operation") else module
     reports = []
     script: list[str] = []
+    owners: list = []  # (report, index of the group in it) per script
     group_ops = 0
     for func in walk_ops(root, "func.func"):
         if not func.regions[0].blocks:
@@ -285,15 +371,18 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
         if split_concat:
             report.concat_splits = split_concat_fconvs(func)
         taken: set[int] = set()
-        fconvs = [op for op in func.regions[0].blocks[0].operations if _is_pointwise_conv(op.operation)]
-        for fconv in fconvs:
-            fconv = fconv.operation
+        # consumers first: a root later in the program takes the chain feeding it (ResNet-50's
+        # expanding 1x1 conv becomes part of the block output's group, not a group of its own)
+        roots = [op.operation for op in func.regions[0].blocks[0].operations
+                 if _is_pointwise_conv(op.operation) or (epilogues and _is_elementwise_root(op.operation))]
+        for fconv in reversed(roots):
             if _key(fconv) in taken:
                 continue
             members, reason = _GroupFinder(fconv, fuse_pooling).find()
             if members is None:
                 producer = _producer(fconv.operands[0])
-                if producer is not None and (_is_elementwise(producer) or producer.name in _POOLS):
+                if fconv.name == _CONV and producer is not None and (_is_elementwise(producer)
+                                                                     or producer.name in _POOLS):
                     report.skipped.append(f"fconv at {format_loc(fconv.location)}: {reason}")
                 continue
             if any(_key(m) in taken for m in members):
@@ -301,6 +390,9 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
                 continue
             taken.update(_key(m) for m in members)
             taken.add(_key(fconv))
+            destination = _in_place_destination(fconv, members) if fconv.name != _CONV else None
+            if destination is not None:
+                fconv.operands[_num_inputs(fconv)] = destination
             out_shape = _shape(fconv.results[0])
             tile = [1, 0, 1, _tile_width(out_shape[3], tile_width)]
             g = group_ops
@@ -311,8 +403,11 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
                 for i, op in enumerate(fuse):
                     op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
             script.append(_group_script(g, tile, len(fuse)))
+            owners.append((report, len(report.groups)))
             pooled = any(m.name in _POOLS for m in members)
             report.groups.append(FusedGroup(
+                kind="lconv-act-fconv" if fconv.name == _CONV else "lconv-act",
+                in_place=destination is not None,
                 fconv=format_loc(fconv.location),
                 lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
                 ops=[m.name.removeprefix("linalg.") for m in members],
@@ -321,22 +416,34 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
                 pooling=pooled))
     if not script:
         return reports
-    with root.context:
+    any_op = "!transform.any_op"
+
+    def apply(body: str) -> None:
         transform_module = ir.Module.parse(
             "module attributes {transform.with_named_sequence} {\n"
-            "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-            + "\n".join(script)
-            + '\n%funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
-            "transform.apply_patterns to %funcs { transform.apply_patterns.tensor.fold_tensor_empty } : !transform.any_op\n"
-            '%loops = transform.structured.match attributes{temco.fused_loop} in %root : (!transform.any_op) -> !transform.any_op\n'
-            "transform.apply_cse to %loops : !transform.any_op\n"
-            "transform.yield\n}\n}")
+            f"transform.named_sequence @__transform_main(%root: {any_op} {{transform.readonly}}) {{\n"
+            + body + "\ntransform.yield\n}\n}", context=root.context)
+        interpreter.apply_named_sequence(root, transform_module.body.operations[0], transform_module.operation)
+
+    for (report, index), group_script in zip(owners, script):
         try:
-            interpreter.apply_named_sequence(root, transform_module.body.operations[0], transform_module.operation)
-        except ValueError as err:  # the transform interpreter already emitted its diagnostics
-            raise PassFailure(f"temco-fuse-activation: tiling and fusing the lconv-activation-fconv groups "
-                              f"failed: {err}") from None
+            apply(group_script)
+        except ValueError as err:  # the interpreter emitted its diagnostics; the IR so far is valid
+            group = report.groups[index]
+            group.complete = False
+            report.skipped.append(f"group at {group.fconv}: tile-and-fuse stopped early "
+                                  f"({str(err).strip().splitlines()[-1] if str(err).strip() else 'no message'})")
+    try:
+        apply(f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}\n'
+              f"transform.apply_patterns to %funcs {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {any_op}\n"
+              f'%loops = transform.structured.match attributes{{temco.fused_loop}} in %root : ({any_op}) -> {any_op}\n'
+              f"transform.apply_cse to %loops : {any_op}")
+    except ValueError as err:
+        raise PassFailure(f"temco-fuse-activation: cleaning up the fused loops failed: {err}") from None
+    with root.context:
         _mark_loops_and_strip(root)
+    if not root.verify():
+        raise PassFailure("temco-fuse-activation: the fused module does not verify")
     return reports
 
 
@@ -356,6 +463,35 @@ def _group_script(g: int, tile: list[int], producers: int) -> str:
     return "\n".join(lines)
 
 
+def _read_destination_through_loop(loop) -> None:
+    """Inside a tiled loop writing in place into a tensor the group also reads (the ResNet skip the
+    block output overwrites), read the tile through the loop's shared output, not the captured
+    tensor: the slice is the one the iteration writes, so the values are the same, and one-shot
+    bufferization then writes in place instead of copying the whole tensor first."""
+    n_results = len(loop.results)
+    shared = list(loop.operands)[len(loop.operands) - n_results:]
+    body = loop.regions[0].blocks[0]
+    args = list(body.arguments)[len(body.arguments) - n_results:]
+    terminator = list(body.operations)[-1]
+    inserts = [op.operation for op in terminator.regions[0].blocks[0].operations
+               if op.operation.name == "tensor.parallel_insert_slice"] if len(terminator.regions) else []
+
+    for value, arg in zip(shared, args):
+        writes = [i for i in inserts if i.operands[1] == arg]
+        if len(writes) != 1:
+            continue
+        want = (list(writes[0].operands)[2:], [str(writes[0].attributes[a]) for a in
+                                                ("static_offsets", "static_sizes", "static_strides")])
+        for use in list(value.uses):
+            reader = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if reader.name != "tensor.extract_slice" or use.operand_number != 0 or reader.parent != loop:
+                continue
+            got = (list(reader.operands)[1:], [str(reader.attributes[a]) for a in
+                                               ("static_offsets", "static_sizes", "static_strides")])
+            if got[1] == want[1] and len(got[0]) == len(want[0]) and all(a == b for a, b in zip(got[0], want[0])):
+                reader.operands[0] = arg
+
+
 def _mark_loops_and_strip(root) -> None:
     """Mark each fused `scf.forall` (`temco.fused`) and drop the matching attributes."""
     for loop in walk_ops(root, "scf.forall"):
@@ -364,7 +500,12 @@ def _mark_loops_and_strip(root) -> None:
         del loop.attributes["temco.fused_loop"]
         inner = [op for op in walk_ops(loop) if _ATTR in op.attributes]
         pooled = any(op.name in _POOLS for op in inner)
-        loop.attributes["temco.fused"] = ir.StringAttr.get("lconv-act-pool-fconv" if pooled else "lconv-act-fconv")
+        tiled = [op for op in inner if ir.StringAttr(op.attributes[_ATTR]).value.endswith(".c")]
+        kind = "lconv-act-pool-fconv" if pooled else "lconv-act-fconv"
+        if tiled and tiled[0].name != _CONV:
+            kind = "lconv-act"
+        loop.attributes["temco.fused"] = ir.StringAttr.get(kind)
+        _read_destination_through_loop(loop)
     for op in walk_ops(root):
         if _ATTR in op.attributes:
             del op.attributes[_ATTR]

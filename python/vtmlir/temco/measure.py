@@ -10,17 +10,18 @@ function in program order (each `memref.alloc` counts its bytes plus its `alignm
 aligned allocation asks for `size + alignment` and aligns the pointer itself). The measured peak must
 equal its peak exactly; a test checks that on zoo and decomposed models.
 
-Why the measured peak is not `temco-analyze-peak-memory`'s (measured on the zoo, batch 1; see
-docs/temco.md): the analysis assumes each internal tensor is freed right after its last use (TeMCO
-§2.2), and counts inputs and results. The CPU runtime differs in three systematic ways:
+Why the measured peak could differ from `temco-analyze-peak-memory` (TeMCO §2.2: each internal
+tensor freed right after its last use), and what the CPU pipeline does about it (docs/temco.md,
+"Measured = analysed"):
 
-1. `buffer-deallocation-pipeline` (ownership-based) frees at the end of the block, not at last use, so
-   in a straight-line function every allocation stays live until the return: the measured peak is the
-   sum of the function's allocations (+ alignment), not the maximum over steps.
-2. One-shot bufferization materialises a `linalg.fill` shared by several ops (the importer's zero
-   fill of all conv outputs) once and copies it into each consumer's buffer: one extra buffer.
-3. Elementwise fusion and folding before bufferization remove buffers the analysis counts (e.g. a
-   weight `linalg.transpose` fused into the matmul that reads it).
+1. ownership-based deallocation frees at block end: `memref-dealloc-at-last-use` moves each free to
+   the buffer's last use;
+2. allocations sit where the shared `tensor.empty` stood, a shared zero fill is materialised once
+   and copied into every conv's buffer, and several tensors share the one empty's buffer with dead
+   gaps between them: `memref-alloc-at-first-use` (`temco/alloc_at_first_use.py`) sinks
+   allocations, turns the fill copies into fills, and splits reused buffers;
+3. elementwise fusion before bufferization removes buffers, and elementwise ops write into inputs
+   that die at them: `analyze_peak_memory(as_compiled=True)` models both.
 
 Inputs and outputs are the caller's arrays and are reported apart (`input_bytes`, `output_bytes`).
 """

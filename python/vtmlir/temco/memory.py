@@ -225,7 +225,9 @@ def analyze_peak_memory(module, as_compiled: bool = False) -> MemoryReport:
     for func in walk_ops(module.operation, "func.func"):
         if len(func.regions[0].blocks) == 0:
             continue  # declaration
-        report.functions.append(analyze_function(func, shared_fills_allocate=as_compiled))
+        # shared init fills allocate nothing even as compiled: memref-alloc-at-first-use turns the
+        # copies one-shot bufferization makes of them into fills of each consumer's own buffer
+        report.functions.append(analyze_function(func, elementwise_in_place=as_compiled))
     return report
 
 
@@ -254,12 +256,14 @@ def _nested_operands(op) -> list:
     return values
 
 
-def analyze_function(func, shared_fills_allocate: bool = False) -> MemoryTimeline:
+def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_place: bool = False) -> MemoryTimeline:
     """Liveness and memory over the steps of one `func.func` (see the module docstring).
 
     `shared_fills_allocate`: a `linalg.fill` used as the init of several ops is one buffer, live to
     its last use, and each consumer but the last copies it into a buffer of its own: what one-shot
-    bufferization does (the default, TeMCO's model, lets each consumer fill its own output)."""
+    bufferization does (the default, TeMCO's model, lets each consumer fill its own output).
+    `elementwise_in_place`: an elementwise op writes into an input that dies at it, as the compiled
+    code does (`memref-alloc-at-first-use`); TeMCO's model (Eq. 3, the default) counts input and output."""
     func = func.operation
     timeline = MemoryTimeline(ir.StringAttr(func.attributes["sym_name"]).value)
     block = func.regions[0].blocks[0]
@@ -352,8 +356,12 @@ def analyze_function(func, shared_fills_allocate: bool = False) -> MemoryTimelin
                 and len(ids) == 1
                 and not later_use(ids[0], at)
             )
+            dead_input = None if in_place or init not in empties or not elementwise_in_place else _dead_elementwise_input(
+                op, index, lambda v: (value_buffers.get(v, ()), alias_values), buffers, later_use, at)
             if in_place:
                 alias(r, ids)
+            elif dead_input is not None:
+                alias(r, value_buffers[dead_input])
             else:
                 new_buffer(r, op.name, loc, at)
 
@@ -388,6 +396,8 @@ def _tile_bytes(loop) -> int:
                 op = op.operation
                 if op.name in _NO_STEP or op.name in _VIEW_OPS or op.name.startswith("tensor.parallel"):
                     continue
+                if op.name == "linalg.fill" or _is_generic_fill(op):
+                    continue  # an init: the op accumulating into it writes into the same tile buffer
                 total += sum(shaped_bytes(r.type) or 0 for r in op.results if _is_tensor(r))
                 total += _tile_bytes(op)
     return total
@@ -399,7 +409,7 @@ def _is_init_only_fill(op) -> bool:
     Such a fill is an initial value, not a tensor of its own: each consumer starts from it in its own
     output buffer (the importer shares one zero fill between all convs of a shape; a buffer for it
     would look like a tensor kept alive across the whole model)."""
-    if op.name != "linalg.fill":
+    if op.name != "linalg.fill" and not _is_generic_fill(op):
         return False
     init = op.operands[len(op.operands) - 1]
     if isinstance(init.owner, ir.Block) or init.owner.name != "tensor.empty":
@@ -410,6 +420,46 @@ def _is_init_only_fill(op) -> bool:
         if not any(use.operand_number == i for i in _destination_indices(user, len(inits))):
             return False
     return True
+
+
+def _dead_elementwise_input(op, index, lookup, buffers, later_use, at):
+    """The input an elementwise `linalg.generic` writes its result into in place (the kernel-level
+    rule of `memref-alloc-at-first-use`'s `reuse_dead_inputs`): the first input with the result's type
+    and indexing map, read once, that is a whole internal buffer (not a view, input or result) with no
+    use after this step; the init must be an empty whose old value the payload ignores. Else None."""
+    if (op.name != "linalg.generic" or index != 0 or len(op.results) != 1
+            or "operandSegmentSizes" not in op.attributes):
+        return None
+    n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
+    if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return None
+    if any(True for _ in op.regions[0].blocks[0].arguments[n_in].uses):
+        return None
+    operands = list(op.operands)
+    maps = [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    for i in range(n_in):
+        x = operands[i]
+        if x.type != op.results[0].type or maps[i] != maps[n_in] or sum(1 for v in operands[:n_in] if v == x) != 1:
+            continue
+        ids, alias_values = lookup(x)
+        if len(ids) != 1 or buffers[ids[0]].kind != INTERNAL or alias_values[ids[0]][-1] != x:
+            continue
+        producer = x.owner
+        if isinstance(producer, ir.Block) or producer.name in _VIEW_OPS:
+            continue
+        if not later_use(ids[0], at):
+            return x
+    return None
+
+
+def _is_generic_fill(op) -> bool:
+    """A generalized `linalg.fill` (what `linalg-generalize-named-ops` makes of it, as compiled): a
+    `linalg.generic` with only an init whose payload yields a value defined outside it."""
+    if op.name != "linalg.generic" or len(op.operands) != 1 or len(op.results) != 1:
+        return False
+    body = list(op.regions[0].blocks[0].operations)
+    return (len(body) == 1 and body[0].operation.name == "linalg.yield" and len(body[0].operands) == 1
+            and not isinstance(body[0].operands[0].owner, ir.Block))
 
 
 def _destination_indices(op, count: int) -> list[int]:

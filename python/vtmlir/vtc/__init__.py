@@ -9,8 +9,11 @@
 - `eliminate`: `vt-eliminate-data-movement` (Alg. 2 + rewrite to `vt.view`, mappings composed);
 - `stores`: input-of-output chains ending in a slice update / constant pad become `vt.store_into`
   of the producer (planned and applied by `eliminate`, lowered by `lower`);
+- `concat_stores`: a concat's inputs written by their producers straight into the concat buffer
+  (VTC Fig. 11), or into the slice update / pad the concat fans out into;
 - `lower`: `vt-lower-views` (stores into producers, views folded into `linalg.generic` indexing
   maps or read through split loop ranges, the rest gathered);
+- `select_views`: the per-element select form of reading a multi-piece view (`min-piece=`);
 - `reindex`: re-indexing a generic's loops (destination boxes, piece boundaries).
 
 See docs/vtc.md.

@@ -35,6 +35,7 @@ from ..passes.registry import Option, Pass, register_pass
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
+from .concat_stores import apply_concat, insert_chain_ops, plan_concats
 from .stores import apply_store, plan_stores
 from .vtog import _mapping_text, build_vtog
 
@@ -61,23 +62,27 @@ def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGra
     for func in walk_ops(module, "func.func"):
         if not len(func.regions[0].blocks):
             continue
-        plans, skipped = [], []
-        if rewrite:
+        plans, skipped, concats = [], [], []
+        stored, concat_text = [], []
+        if rewrite:   # input-of-output first: the greedy then sees the stores in place
             with func.context, ir.Location.unknown():
-                plans, skipped = plan_stores(func)
+                plans, skipped = plan_stores(func, skip=insert_chain_ops(func))
+                concats, concat_skipped = plan_concats(func, [p.value for p in plans])
+                skipped += concat_skipped
+                stored = [(p.text, p.mapping) for p in plans]
+                concat_text = [c.report_lines() for c in concats]
+                for plan in plans:
+                    apply_store(plan)
+                for plan in concats:
+                    apply_concat(plan)
         graph = build_vtog(func, cost_model.unit if cost_model else TARGETS["cpu"])
-        gone = [op for p in plans for op in [p.insert] + p.exclusive_ops]
-        ptg = build_points_to_graph(
-            graph, cost_model,
-            edge_filter=(lambda e: realisable(e) and not any(e.candidate.op == op for op in gone))
-            if rewrite else None,
-            require_cover=rewrite)
+        ptg = build_points_to_graph(graph, cost_model, edge_filter=realisable if rewrite else None,
+                                    require_cover=rewrite)
         if rewrite:
             with func.context, ir.Location.unknown():
                 _rewrite(ptg)
-                for plan in plans:
-                    apply_store(plan)
-        ptg.stores, ptg.stores_skipped = plans, skipped
+                _compose_view_chains(func)
+        ptg.stores, ptg.stores_skipped, ptg.concat_stores = stored, skipped, concat_text
         results.append(ptg)
     return results
 
@@ -85,9 +90,11 @@ def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGra
 def report_text(ptg: PointsToGraph) -> str:
     """The greedy's decision, then the stores realised (input-of-output) and those not."""
     lines = [ptg.to_text().rstrip("\n")]
-    for plan in getattr(ptg, "stores", []):
-        lines.append(f"  store {plan.text}: producer writes into the destination, map "
-                     f"{_mapping_text(plan.mapping)}")
+    for text, mapping in getattr(ptg, "stores", []):
+        lines.append(f"  store {text}: producer writes into the destination, map "
+                     f"{_mapping_text(mapping)}")
+    for text in getattr(ptg, "concat_stores", []):
+        lines += [f"  {line}" for line in text]
     for where, why in getattr(ptg, "stores_skipped", []):
         lines.append(f"  keep {where}: {why}")
     return "\n".join(lines) + "\n"
@@ -134,6 +141,61 @@ def _rewrite(ptg: PointsToGraph) -> None:
         view = replaced[nid]
         if not list(view.uses):
             view.owner.erase()
+
+
+def _compose_view_chains(func) -> None:
+    """Fold views whose sources are views (a view of a concat buffer read through a virtual slice,
+    concat_stores.py) into one view of the physical tensors where the composition has a box form."""
+    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+        if op.name == "tensor.extract_slice" and _slice_of_view(op):
+            continue
+        if op.name != "vt.view" or not any(
+                not isinstance(s.owner, ir.Block) and s.owner.name == "vt.view" for s in op.operands):
+            continue
+        shape = list(ir.RankedTensorType(op.results[0].type).shape)
+        mapping, sources = _compose_with_views(MappingFunction.from_attr(op.attributes["mapping"]),
+                                               list(op.operands), shape)
+        try:
+            with ir.InsertionPoint(op), op.location:
+                view = vt_dialect.view(sources, mapping, shape)
+        except ValueError:
+            continue
+        inner = [s for s in op.operands]
+        op.results[0].replace_all_uses_with(view)
+        op.erase()
+        for s in inner:
+            if not isinstance(s.owner, ir.Block) and s.owner.name == "vt.view" and not list(s.uses):
+                s.owner.erase()
+    for op in reversed([o.operation for o in func.regions[0].blocks[0].operations]):
+        if op.name == "vt.view" and not list(op.results[0].uses):
+            op.erase()   # a view whose readers all became views of its source
+
+
+def _slice_of_view(op) -> bool:
+    """A static `tensor.extract_slice` of a `vt.view` becomes one view (its F composed with the
+    view's): a slice of a concat buffer stays a subview of it (vt-lower-views), instead of a
+    slice of a slice that canonicalization would fold back onto the stored producer's result."""
+    source = op.operands[0]
+    if isinstance(source.owner, ir.Block) or source.owner.name != "vt.view":
+        return False
+    entry = cat.entry_for(op)
+    try:
+        mapping = entry.mapping(op)
+    except cat.NotVirtualisable:
+        return False
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
+    view_op = source.owner
+    try:
+        composed = MappingFunction.from_attr(view_op.attributes["mapping"]).compose(mapping, shape=shape)
+        with ir.InsertionPoint(op), op.location:
+            view = vt_dialect.view(list(view_op.operands), composed, shape)
+    except (MappingCompositionError, ValueError):
+        return False
+    op.results[0].replace_all_uses_with(view)
+    op.erase()
+    if not list(source.uses):
+        view_op.erase()
+    return True
 
 
 def _compose_with_views(mapping: MappingFunction, sources: list, shape) -> tuple[MappingFunction, list]:

@@ -26,8 +26,10 @@ Everything else is materialised, correctly but as data movement again (vt-stats 
 as a data-movement `linalg.generic`): a view returned, read by a non-linalg op, used as an init,
 read along a reduction loop, or with more than MAX_SPLIT_PIECES pieces. Single piece: one gather
 `linalg.generic` whose input map is the mapping. Several pieces: one gather per piece over its
-box, inserted into a `tensor.empty` with `tensor.insert_slice`. No per-element `select` form exists:
-pieces are always split (or gathered), however fine.
+box, inserted into a `tensor.empty` with `tensor.insert_slice`. With `min-piece=N`, a view whose
+narrowest piece is under N elements along its split dim is read with a per-element `arith.select`
+in one loop instead of split loops (select_views.py), as is a view with more than MAX_SPLIT_PIECES
+pieces.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from ..dialects.affine_eval import compose_maps
 from ..dialects import vt as vt_dialect
 from ..dialects.vt_mapping import MappingFunction, Piece
 from ..ir_utils import walk_ops
-from ..passes.registry import Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass
 from .reindex import (
     clone_generic,
     dim_plus_const,
@@ -189,6 +191,32 @@ def materialise(view) -> ir.Value:
         return acc
 
 
+def slice_of_source(view) -> bool:
+    """Replace a single-piece view whose map is a unit-stride box of its source (`dI + cI` per
+    dim, same rank: a channel range of a concat buffer read by a pad, concat_stores.py) by
+    `tensor.extract_slice`, which bufferizes to a subview: no gather. Returns whether it did."""
+    mapping = MappingFunction.from_attr(view.attributes["mapping"])
+    if not mapping.is_single_piece:
+        return False
+    p = mapping.pieces[0]
+    source = view.operands[p.source]
+    shape, src_shape = _shape(view.results[0]), _shape(source)
+    if len(p.map.results) != len(shape) or len(src_shape) != len(shape):
+        return False
+    offsets = []
+    for d, e in enumerate(p.map.results):
+        lc = dim_plus_const(e)
+        if lc is None or lc[0] != d or lc[1] < 0 or lc[1] + shape[d] > src_shape[d]:
+            return False
+        offsets.append(lc[1])
+    with view.location, ir.InsertionPoint(view):
+        sliced = tensor.ExtractSliceOp(view.results[0].type, source, [], [], [], offsets, shape,
+                                       [1] * len(shape)).result
+    view.results[0].replace_all_uses_with(sliced)
+    view.erase()
+    return True
+
+
 def as_periodic(mapping: MappingFunction, shape, sources=None) -> MappingFunction | None:
     """One piece reading `source` at `dK mod L` when the pieces repeat one source along one split
     dim in runs of L (a tensor concatenated with itself, `torch.cat((f, f))` in RoPE): then no
@@ -217,10 +245,15 @@ def as_periodic(mapping: MappingFunction, shape, sources=None) -> MappingFunctio
     return candidate
 
 
-def split_multi_piece_readers(module, max_pieces: int = MAX_SPLIT_PIECES) -> int:
+def split_multi_piece_readers(module, max_pieces: int = MAX_SPLIT_PIECES, min_piece: int = 0) -> int:
     """Split the loop range of every `linalg.generic` reading a multi-piece view at the pieces'
     boundaries (VTC §6): one clone per piece reading that piece's source through its map, writing
-    the matching slice of the output. Returns the readers split."""
+    the matching slice of the output. Where the view's narrowest piece is under `min_piece`
+    elements along its split dim (finer than a tile), or it has more than `max_pieces` pieces,
+    the reader selects each element's piece in one loop instead (select_views.py). Returns the
+    readers rewritten."""
+    from .select_views import narrowest_piece, select_reader
+
     for view in _views(module):   # periodic views first: one piece, folded later
         mapping = MappingFunction.from_attr(view.attributes["mapping"])
         if mapping.is_single_piece:
@@ -241,12 +274,15 @@ def split_multi_piece_readers(module, max_pieces: int = MAX_SPLIT_PIECES) -> int
             mapping = MappingFunction.from_attr(view.attributes["mapping"])
             if mapping.is_single_piece:
                 continue
-            if len(mapping.pieces) > max_pieces:
-                continue
+            select = len(mapping.pieces) > max_pieces or \
+                narrowest_piece(mapping, _shape(view.results[0])) < min_piece
             for use in list(view.results[0].uses):
                 owner = use.owner
                 owner = owner.operation if hasattr(owner, "operation") else owner
-                if owner.name == "linalg.generic" and _split_reader(owner, use.operand_number, view, mapping):
+                if owner.name != "linalg.generic":
+                    continue
+                rewrite = select_reader if select else _split_reader
+                if rewrite(owner, use.operand_number, view, mapping):
                     splits += 1
                     changed = True
                     break
@@ -329,10 +365,11 @@ def _split_reader(op, k: int, view, mapping: MappingFunction) -> bool:
     return True
 
 
-def lower_views(module) -> tuple[int, int, int, int]:
+def lower_views(module, min_piece: int = 0) -> tuple[int, int, int, int]:
     """Generalize, redirect producers of `vt.store_into`, fold single-piece views, split readers of
-    multi-piece views, materialise the rest. Returns (folds, materialised views, store pieces
-    written by their producer, readers split)."""
+    multi-piece views (or select per element where a piece is narrower than `min_piece`),
+    materialise the rest. Returns (folds, materialised views, store pieces written by their
+    producer, readers split or selecting)."""
     from ..passes import run_pipeline
     from .stores import lower_stores
 
@@ -342,10 +379,12 @@ def lower_views(module) -> tuple[int, int, int, int]:
     with module.context:
         written, _copied = lower_stores(module)
         folds = fold_views(module)
-        splits = split_multi_piece_readers(module)
+        splits = split_multi_piece_readers(module, min_piece=min_piece)
         folds += fold_views(module)
         gathered = 0
         for view in _views(module):
+            if slice_of_source(view):
+                continue
             value = materialise(view)
             view.results[0].replace_all_uses_with(value)
             view.erase()
@@ -365,5 +404,14 @@ class LowerViews(Pass):
         "boundaries; materialises the views left (returned, read by other ops) with gather "
         "linalg.generic ops (data movement again).")
 
+    options = (
+        Option("min-piece", int, 0, "read multi-piece views with a per-element select instead of "
+                                    "split loops where a piece is narrower than this many elements "
+                                    "along its split dim (finer than a tile; 0: always split)"),
+    )
+
     def run(self, module) -> None:
-        self.last_counts = lower_views(module)
+        if self.min_piece < 0:
+            self.emit_error(module, "vt-lower-views: min-piece must not be negative")
+            return
+        self.last_counts = lower_views(module, self.min_piece)

@@ -180,34 +180,28 @@ def _fill_value(op):
     return None
 
 
-def plan_store(insert) -> StorePlan:
-    """The store realising one `tensor.insert_slice` or constant `tensor.pad` (its destination: a
-    buffer filled with the padding value), NotRealisable with the reason otherwise."""
-    insert = _op(insert)
-    entry = cat.entry_for(insert)
-    if entry is None:
-        raise NotRealisable(f"{insert.name} is not a catalogued data-movement op")
-    try:
-        cat._require_static(insert)
-        m = entry.inverse(insert, 0)
-        pad = cat.pad_value(insert) if insert.name == "tensor.pad" else None
-    except cat.NotVirtualisable as why:
-        raise NotRealisable(str(why)) from None
-    if isinstance(m, str):
-        raise NotRealisable(m)
-    dest = pad if pad is not None else insert.operands[1]
-    cur, nxt = insert.operands[0], insert
+def trace_to_producer(cur, nxt, m: MappingFunction, *, readers_may_share: bool = False):
+    """Walk from `cur` (read by `nxt`; `m` maps cur's index to the destination's) back through
+    one-to-one, single-input data movement to the op computing the value. Returns (value, mapping
+    from its index to the destination's, chain ops only the chain reads, op names in chain order,
+    whether any tensor on the chain has other readers). Other readers of the region the chain
+    carries make it NotRealisable unless `readers_may_share` (then they will read the destination
+    through a view: concat stores, concat_stores.py). Stops at a non-catalogued op (the producer,
+    checked by the caller) and raises at a function argument or a move that is not one-to-one."""
     exclusive, chain_text = [], []
     shared = False
     while True:
-        shared = _check_other_readers(cur, nxt, m) or shared
+        if readers_may_share:
+            shared = any(_op(u.owner) != nxt for u in cur.uses) or shared
+        else:
+            shared = _check_other_readers(cur, nxt, m) or shared
         owner = cur.owner
         if isinstance(owner, ir.Block):
             raise NotRealisable("the stored value is a function argument (no producer to redirect)")
         owner = _op(owner)
         entry = cat.entry_for(owner)
         if entry is None:
-            break
+            return cur, m, exclusive, chain_text, shared
         if entry.kind not in _ONE_TO_ONE or len(entry.inputs(owner)) != 1:
             raise NotRealisable(f"{owner.name} ({entry.kind}) is not a one-to-one single-input move")
         if entry.kind == "permute/broadcast" and not _reads_every_loop(owner):
@@ -227,6 +221,26 @@ def plan_store(insert) -> StorePlan:
             exclusive.append(owner)
         chain_text.append(owner.name)
         cur, nxt = src, owner
+
+
+def plan_store(insert) -> StorePlan:
+    """The store realising one `tensor.insert_slice` or constant `tensor.pad` (its destination: a
+    buffer filled with the padding value), NotRealisable with the reason otherwise."""
+    insert = _op(insert)
+    entry = cat.entry_for(insert)
+    if entry is None:
+        raise NotRealisable(f"{insert.name} is not a catalogued data-movement op")
+    try:
+        cat._require_static(insert)
+        m = entry.inverse(insert, 0)
+        pad = cat.pad_value(insert) if insert.name == "tensor.pad" else None
+    except cat.NotVirtualisable as why:
+        raise NotRealisable(str(why)) from None
+    if isinstance(m, str):
+        raise NotRealisable(m)
+    dest = pad if pad is not None else insert.operands[1]
+    cur, m, exclusive, chain_text, _ = trace_to_producer(insert.operands[0], insert, m)
+    owner = _op(cur.owner)
     why = _producer_error(owner)
     if why:
         raise NotRealisable(f"the producer {owner.name} of {cur.get_name()}: {why}")
@@ -252,14 +266,15 @@ def _reads_every_loop(op) -> bool:
     return len(used) == in_map.n_dims
 
 
-def plan_stores(func) -> tuple[list[StorePlan], list[tuple[str, str]]]:
-    """Plans for every insert_slice of `func` that can be realised, and (op, reason) for the rest."""
+def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
+    """Plans for every insert_slice of `func` that can be realised, and (op, reason) for the rest
+    (`skip`: insert_slices that build a concat, planned by concat_stores.py)."""
     from ..passes.vt_stats import format_loc
 
     plans, skipped = [], []
     for op in func.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name not in ("tensor.insert_slice", "tensor.pad"):
+        if op.name not in ("tensor.insert_slice", "tensor.pad") or any(op == s for s in skip):
             continue
         try:
             plans.append(plan_store(op))
