@@ -17,3 +17,13 @@ def walk_ops(root, name: str | None = None) -> list:
 
     root_op.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
+
+
+def nested_operands(op) -> list:
+    """Operands of `op` and of every op nested in its regions (values defined inside appear too)."""
+    values = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                values.extend(nested_operands(inner.operation))
+    return values

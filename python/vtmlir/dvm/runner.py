@@ -29,6 +29,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..errors import VtmlirError
+from ..ir_utils import nested_operands
 from .codegen import compile_graph
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import _GLUE, _owner, _tensor_dtype, _where, element_dtype
@@ -473,7 +474,7 @@ def _topo(plan, fn: DvmFunction):
         inner = {r for op in ops for r in op.results}
         d = set()
         for op in ops:
-            for v in _all_operands(op):
+            for v in nested_operands(op):
                 if v not in inner and v in produced_by:
                     d.add(produced_by[v])
         deps.append(d)
@@ -491,13 +492,6 @@ def _topo(plan, fn: DvmFunction):
     return [plan[k] for k in order]
 
 
-def _all_operands(op):
-    out = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out.extend(_all_operands(inner.operation))
-    return out
 
 
 # ---------------------------------------------------------------------------- numpy glue

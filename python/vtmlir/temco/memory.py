@@ -42,7 +42,7 @@ from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
-from ..ir_utils import walk_ops
+from ..ir_utils import nested_operands, walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -246,14 +246,6 @@ def _value_name(value, state) -> str:
         return ""
 
 
-def _nested_operands(op) -> list:
-    """Values defined outside `op` that `op` or ops nested in it use."""
-    values = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                values.extend(_nested_operands(inner.operation))
-    return values
 
 
 def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_place: bool = False) -> MemoryTimeline:
@@ -277,7 +269,7 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
     def is_step(op) -> bool:
         if op.name in _NO_STEP or id(op) in init_fills:
             return False
-        return any(_is_tensor(r) for r in op.results) or any(_is_tensor(v) for v in _nested_operands(op))
+        return any(_is_tensor(r) for r in op.results) or any(_is_tensor(v) for v in nested_operands(op))
 
     step_of: dict[int, int] = {}
     steps: list = []
@@ -296,7 +288,7 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
     uses: dict = {}
     for op in ops:
         at = step_of[id(op)]
-        for v in _nested_operands(op):
+        for v in nested_operands(op):
             if _is_tensor(v):
                 uses.setdefault(v, []).append(at)
 
