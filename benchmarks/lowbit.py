@@ -16,11 +16,12 @@ Prints JSON lines (DESIGN.md §7):
 - `weight_bytes_ratio`: packed codes + scales + zero points over the fp32 weight bytes;
 - `max_abs_err`: compiled quantised output vs the PyTorch dequantise-then-matmul reference.
 
-The quantised model is compiled with `pipeline="subbyte-pack, subbyte-lower{cpu-vectorize=1}"` (the
-weight packed at compile time, then word-at-a-time vector loops: each word of 8 codes unpacked and
-converted once per block of rows, lowbit/cpu_matmul.py; docs/lowbit.md). `--lowering portable` uses
-the portable fused scalar loop of `subbyte-lower`, `--lowering unfused` no low-bit passes at all (the
-imported dequantise-then-matmul graph), for comparison.
+The quantised model is compiled as `vtmlir.compile` does by default (`lowbit="vector"`: `subbyte-pack,
+subbyte-lower{cpu-vectorize=1}`, the weight packed at compile time, then word-at-a-time vector loops:
+each word of 8 codes unpacked and converted once per block of rows, lowbit/cpu_matmul.py;
+docs/lowbit.md). `--lowering portable` uses the portable fused scalar loop of `subbyte-lower`,
+`--lowering unfused` no low-bit passes at all (`lowbit=None`: the imported dequantise-then-matmul
+graph), for comparison.
 
     python benchmarks/lowbit.py [--types u4,i3,e2m2] [--shapes 1024x1024] [--batches 1,16]
                                 [--repeat N] [--lowering vector|portable|unfused] [--quick]
@@ -44,9 +45,7 @@ ISSUE_TYPES = ([f"i{n}" for n in range(2, 9)] + [f"u{n}" for n in range(1, 9)]
                + ["e4m3", "e5m2", "e3m3", "e3m2", "e2m3", "e2m2", "e2m1", "e1m1"])
 SHAPES = "1024x1024"   # K x N; add 1024x2752 (the MLP up-projection) with --shapes
 QUICK_TYPES = "i4,u4,e2m1,e3m2,e1m1"
-PIPELINES = {"vector": "subbyte-pack, subbyte-lower{cpu-vectorize=1}",
-             "portable": "subbyte-pack, subbyte-lower",
-             "unfused": None}
+LOWERINGS = {"vector": "vector", "portable": "portable", "unfused": None}  # --lowering -> compile(lowbit=)
 
 
 emit = Reporter(SUITE).emit
@@ -73,7 +72,7 @@ def main() -> None:
     parser.add_argument("--batches", default="1,16")
     parser.add_argument("--group-size", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--lowering", choices=sorted(PIPELINES), default="vector",
+    parser.add_argument("--lowering", choices=sorted(LOWERINGS), default="vector",
                         help="vector: CPU vector loops (default); portable: the fused scalar loop; "
                              "unfused: the imported dequantise-then-matmul graph")
     parser.add_argument("--quick", action="store_true",
@@ -98,7 +97,7 @@ def main() -> None:
                     return dense(x)
 
             for t, q in quantized.items():
-                cq = vtmlir.compile(q, x, pipeline=PIPELINES[args.lowering])
+                cq = vtmlir.compile(q, x, lowbit=LOWERINGS[args.lowering])
                 dense_s, torch_s, q_s = interleaved_medians([lambda: compiled(x), torch_dense, lambda: cq(x)],
                                                             args.repeat)
                 layer = next(m for m in q.modules() if isinstance(m, QuantizedLinear))

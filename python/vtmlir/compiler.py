@@ -8,6 +8,13 @@ from __future__ import annotations
 
 TARGETS = ("cpu", "cuda")
 
+# What `lowbit=` runs on the CPU when the graph holds quantised weights (Tilus §6): "vector" is the
+# word-at-a-time vector loops (the fast path, so the default), "portable" the fused scalar loop.
+LOWBIT_PIPELINES = {
+    "vector": "subbyte-pack, subbyte-lower{cpu-vectorize=1}",
+    "portable": "subbyte-pack, subbyte-lower",
+}
+
 
 def compile(  # noqa: A001 - mirrors torch.compile
     module,
@@ -19,6 +26,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     opt_level: int = 2,
     chip: str = "sm_80",
     track_memory: bool = False,
+    lowbit: str | None = "vector",
 ):
     """Compile `module` for `target`.
 
@@ -30,6 +38,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
     - `opt_level`: LLVM optimisation level of the CPU JIT; `chip`: the sm_XX the PTX targets.
     - `track_memory` (CPU): count the bytes each call allocates; `compiled.memory_stats()` reports
       the last call's peak (see `vtmlir.backend.cpu.memory_tracking`).
+    - `lowbit` (CPU): how weights quantised with `vtmlir.quantize` are lowered when the graph holds
+      any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
+      subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
+      low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
@@ -38,6 +50,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
+    if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
+        raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
+                          f"{', '.join(LOWBIT_PIPELINES)}, or None")
     if _is_torch_module(module):
         graph = import_torch(module, *example_args, dynamic_shapes=dynamic_shapes)
     else:
@@ -52,6 +67,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
         run_pipeline(graph, pipeline)
         stages["optimized"] = print_ir(graph)
+    if target == "cpu" and lowbit and "subbyte-" not in (pipeline or "") and _has_byte_constants(graph):
+        from .passes import run_pipeline
+
+        run_pipeline(graph, LOWBIT_PIPELINES[lowbit])
+        if (text := print_ir(graph)) != stages.get("optimized", stages["graph"]):
+            stages["lowbit"] = text
     from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
     if any(lower_views(graph)):
@@ -95,6 +116,24 @@ def check_lowerable(module) -> None:
             where = format_location(op.location, "<module>")
             raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
                                      op_name=op.name)
+
+
+def _has_byte_constants(module) -> bool:
+    """Whether the graph holds a matmul and a tensor constant of bytes (i8): the cheap sign of packed
+    quantised weights, which `vtmlir.quantize` stores as uint8 whatever their width (subbyte-pack
+    then decides for real, by evaluating each matmul's weight)."""
+    from torch_mlir import ir
+
+    from .ir_utils import walk_ops
+
+    if not walk_ops(module, "linalg.matmul"):
+        return False
+    for op in walk_ops(module, "arith.constant"):
+        t = op.results[0].type.maybe_downcast()
+        if isinstance(t, ir.RankedTensorType) and isinstance(t.element_type, ir.IntegerType) \
+                and ir.IntegerType(t.element_type).width == 8:
+            return True
+    return False
 
 
 def _is_torch_module(obj) -> bool:

@@ -56,17 +56,19 @@ def test_forcing_mma_where_the_rule_fails_is_an_error():
 
 
 def test_ptx_of_both_kernels_assembles_for_every_type():
-    """mma kernel (4 x 2 warps per block, B tiles staged in shared memory) for every issue type (all
-    allow it), FMA kernel for every issue type and the wide floats; one translation subprocess;
-    sm_80 and sm_90."""
+    """Every one of the 42 types (all 1-8 bit ints/uints, every 3-8 bit float split): the mma kernel
+    (4 x 2 warps per block, B tiles staged in shared memory) for each of the 37 the rule allows, the
+    FMA kernel for all 42; one translation subprocess; sm_80 and sm_90."""
     from vtmlir.backend.cuda.ptxas import assemble
 
-    weights = _weights(ISSUE_TYPES + WIDE_FLOATS, n=16)
-    kernels = [QuantizedMatmulKernel.build(w, m=64, mode="mma") for w in weights[:len(ISSUE_TYPES)]]
+    weights = _weights([t.name for t in all_types()], n=16)
+    exact = [w for w in weights if mma_operand_exact(w.dtype)]
+    assert len(weights) == 42 and len(exact) == 37
+    kernels = [QuantizedMatmulKernel.build(w, m=64, mode="mma") for w in exact]
     assert {k.block for k in kernels} == {(256, 1, 1)} and {k.grid for k in kernels} == {(1, 1, 1)}
     kernels += [QuantizedMatmulKernel.build(w, m=4, mode="fma") for w in weights]
     ptx = ptx_batch(kernels, "sm_80")
-    for kernel, w in zip(kernels, weights[:len(ISSUE_TYPES)] + weights):
+    for kernel, w in zip(kernels, exact + weights):
         text = ptx[kernel.name]
         if kernel.mode == "mma":
             assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in text, kernel.name

@@ -251,3 +251,31 @@ def test_cpu_vectorize_keeps_the_portable_form_where_it_does_not_apply(capfd):
     assert "u4 matmul: fused linalg.generic" in err
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_compile_lowers_quantised_weights_to_cpu_vector_loops_by_default():
+    """`vtmlir.compile(target="cpu")` packs quantised weights and uses the vector loops unasked
+    (stage "lowbit"); `lowbit="portable"` gives the fused scalar loop and `lowbit=None` the imported
+    dequantise-then-matmul graph. All three match the PyTorch reference."""
+    model = Layers(["u4", "e2m1"], k=32, n=16, group=16, bias=True).eval()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        want = model(x)
+    default = vtmlir.compile(model, x)
+    stage = default.stages["lowbit"]
+    assert "vector.bitcast" in stage and "linalg.matmul" not in stage
+    portable = vtmlir.compile(model, x, lowbit="portable")
+    assert "vector.bitcast" not in portable.stages["lowbit"]
+    assert "lowbit.fused" in portable.stages["lowbit"]
+    unfused = vtmlir.compile(model, x, lowbit=None)
+    assert "lowbit" not in unfused.stages
+    for compiled in (default, portable, unfused):
+        torch.testing.assert_close(compiled(x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_leaves_models_without_quantised_weights_and_rejects_unknown_lowbit():
+    model = nn.Linear(16, 8).eval()
+    x = torch.randn(2, 16)
+    assert "lowbit" not in vtmlir.compile(model, x).stages
+    with pytest.raises(VtmlirError, match="unknown lowbit 'fast'; expected one of: vector, portable"):
+        vtmlir.compile(model, x, lowbit="fast")
