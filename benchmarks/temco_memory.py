@@ -7,7 +7,8 @@ smaller DenseNet, UNet in two sizes; `models/temco_nets.py`) and batch size, fou
 - `decomposed`: `temco-decompose` (Tucker-2, rank ratio 0.1), the paper's baseline;
 - `skip_opt`: + `temco-remat-skip` (Algs. 1–2);
 - `skip_opt_fusion`: + `temco-fuse-activation` (§3.2–3.3; for AlexNet/VGG Skip-Opt finds nothing,
-  so this is the paper's "Fusion").
+  so this is the paper's "Fusion") + `temco-pad-in-place` (producers write into the interior of the
+  padded buffers, so no source and padded copy are live together; bitwise the same).
 
 Metrics per variant: `measured_internal_peak` (the CPU runtime's counting allocator: everything the
 compiled function allocates, the caller's inputs/outputs and the weights apart; baseline = the
@@ -39,6 +40,7 @@ from vtmlir.models import TEMCO_ZOO  # noqa: E402
 from vtmlir.temco import analyze_peak_memory, decompose_convs  # noqa: E402
 from vtmlir.temco.fuse import fuse_activations  # noqa: E402
 from vtmlir.temco.measure import measure_peak_memory  # noqa: E402
+from vtmlir.temco.pad_in_place import pad_in_place  # noqa: E402
 from vtmlir.temco.remat import remat_skip_connections  # noqa: E402
 
 VARIANTS = ("original", "decomposed", "skip_opt", "skip_opt_fusion")
@@ -53,6 +55,7 @@ def variants(model, inputs):
     remat_skip_connections(skip_opt)
     fused = vtmlir.as_module(str(skip_opt))
     fuse_activations(fused)
+    pad_in_place(fused)
     return dict(zip(VARIANTS, (original, decomposed, skip_opt, fused)))
 
 

@@ -63,6 +63,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-fuse-activation": "vtmlir.temco.fuse",
     "gpu-sequentialize-forall": "vtmlir.temco.gpu_forall",
     "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
+    "temco-pad-in-place": "vtmlir.temco.pad_in_place",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}
