@@ -145,3 +145,28 @@ def test_wrong_argument_shape_is_refused(mlp):
     _, m = mlp
     with pytest.raises(VtmlirError, match=r"cannot take an array float32\[3, 15\]"):
         DvmFunction(m)(np.zeros((3, 15), np.float32))
+
+
+def test_prebuild_from_the_recorded_batch_range_leaves_no_trace_for_run_time():
+    model, (x,) = build_bert_encoder(batch=2, seq=8, layers=1, hidden=32, heads=2, ffn=64)
+    m = vtmlir.import_torch(model, x, dynamic_shapes={"x": {0: Dim("batch", min=1, max=12)}})
+    fn = DvmFunction(m)
+    report = fn.prebuild()  # the import's range: batch 1..12, dry runs
+    assert report["points"] == 12 and report["built"] == report["templates"] == fn.template_count() > 0
+    assert all(not k.cache for k in fn.kernels)  # dry runs keep no per-shape kernel
+    rng = np.random.default_rng(5)
+    for batch in (12, 7, 1):
+        xb = rng.standard_normal((batch, 8, 32)).astype(np.float32)
+        (out,) = fn(xb)
+        np.testing.assert_allclose(out, model(torch.from_numpy(xb)).detach().numpy(), rtol=1e-4, atol=2e-4)
+    assert fn.template_count() == report["templates"]  # nothing traced at run time
+    assert fn.prebuild({"b": [13]}, lambda b: [(b, 8, 32)])["points"] == 1  # an explicit space
+
+
+def test_prebuild_refuses_what_it_cannot_walk(mlp):
+    _, m = mlp
+    with pytest.raises(VtmlirError, match="the shape space has 1024 points, more than limit=100"):
+        DvmFunction(m).prebuild(limit=100)
+    static = vtmlir.import_torch(MLP(), torch.randn(4, 16))
+    with pytest.raises(VtmlirError, match="no recorded shape symbols"):
+        DvmFunction(static).prebuild()

@@ -10,7 +10,7 @@ import pytest
 
 from vtmlir.dvm import Graph, GraphError, Target, TilingError, compile_graph
 from vtmlir.dvm.symbolic import Sym, Tracer, traced_call
-from vtmlir.dvm.template import templates_of
+from vtmlir.dvm.template import prebuild, templates_of
 from vtmlir.dvm.tiling import tile_matmul, tile_matmul_reference
 
 RNG = np.random.default_rng(11)
@@ -173,3 +173,23 @@ def test_tile_matmul_equals_its_reference():
         except TilingError:
             b = None
         assert a == b, (m, n, k, live, item, t)
+
+
+def test_prebuild_covers_every_shape_of_the_space():
+    g = Graph("addmm")
+    c, a, b = g.input(2), g.input(2), g.input(2)
+    g.output(g.matmul(a, b) + c)
+    space = {"m": range(1, 200), "nk": [(16, 40), (40, 16), (24, 24), (8, 300)]}
+
+    def shapes_of(m, nk):
+        return [(m, nk[0]), (m, nk[1]), (nk[1], nk[0])]
+
+    report = prebuild(g, shapes_of, space, SMALL)
+    assert report["points"] == 199 * 4 and report["built"] == report["templates"] == n_templates(g) > 1
+    for m in range(1, 200, 7):  # every point: no trace, and the words of the lowering itself
+        for nk in space["nk"]:
+            same_as_reference(g, shapes_of(m, nk), SMALL)
+    assert n_templates(g) == report["templates"]
+    assert prebuild(g, shapes_of, space, SMALL)["built"] == 0
+    with pytest.raises(ValueError, match="796 points, more than limit=10"):
+        prebuild(g, shapes_of, space, SMALL, limit=10)

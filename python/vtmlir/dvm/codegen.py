@@ -23,6 +23,7 @@ tm x tn elements.
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
@@ -133,13 +134,18 @@ def compile_graph(graph: Graph, input_shapes, target: Target | None = None, inpu
         input_strides = tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
                               for st, shp in zip(input_strides, input_shapes))
     if template:
-        from .template import compile_templated
-
-        return compile_templated(graph, input_shapes, input_strides, target)
+        return _compile_templated()(graph, input_shapes, input_strides, target)
     program, tiling, shapes = lower(graph, graph.infer_shapes(input_shapes), input_strides, target)
     return CompiledKernel(
         graph, encode(program), tiling, input_shapes, input_strides,
         tuple(shapes[o] for o in graph.outputs), tuple(graph.nodes[o].dtype for o in graph.outputs))
+
+
+@functools.cache
+def _compile_templated():
+    from .template import compile_templated  # template.py builds on this module
+
+    return compile_templated
 
 
 def lower(graph: Graph, shapes, input_strides, target: Target):
@@ -276,7 +282,7 @@ class _Lowering:
         return max(peak, 1)
 
     def _broadcast_temps(self, kind, nid) -> int:
-        if kind != "op":
+        if kind != "op" or self.nodes[nid].kind == "matmul":  # matmul operands have their own regions
             return 0
         node, res = self.nodes[nid], self.shapes[nid]
         n = sum(1 for i in node.inputs if self.shapes[i] != res) if node.kind != "reduce" else 0

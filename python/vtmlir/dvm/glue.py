@@ -116,6 +116,10 @@ def _g_batch_matmul(op, values, fn):
         g = Graph("batch_matmul")
         g.output(g.matmul(g.input(2, _tensor_dtype(op.operands[0])), g.input(2, _tensor_dtype(op.operands[1]))))
         cache[id(op)] = g
+    if fn.dry:  # `DvmFunction.prebuild`: build the template, keep no kernel
+        compile_graph(g, [a.shape[1:], b.shape[1:]], fn.target)
+        values[op.results[0]] = np.zeros(init.shape, dtype=init.dtype)
+        return
     kernels = fn.__dict__.setdefault("_bmm_kernels", {})
     key = (id(op), a.shape[1:], b.shape[1:])
     k = kernels.get(key)

@@ -29,6 +29,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..errors import VtmlirError
+from ..frontend.torch_import import ShapeSymbols, shape_symbols
 from ..ir_utils import nested_operands
 from .codegen import compile_graph
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
@@ -275,12 +276,20 @@ class _GroupKernel:
         return res
 
     # -- per call ---------------------------------------------------------------------------
-    def run(self, values: dict, target: Target, native: bool):
+    def run(self, values: dict, target: Target, native: bool, dry: bool = False):
+        """Compile for the inputs' shapes (once per shape and strides) and run. `dry`: compile
+        only (building any template the shapes need, caching no kernel) and give zeros of the
+        results' shapes -- what `DvmFunction.prebuild` walks the shape space with."""
         if not self.results:  # every result is dead: nothing to compute
             return
         arrays = []
         for src, view in self.inputs:
             arrays.append(src if view is None else view(values[src]))
+        if dry:
+            k = compile_graph(self.graph, [a.shape for a in arrays], target, input_strides=[_strides(a) for a in arrays])
+            for r, shape, dt in zip(self.results, k.output_shapes, k.output_dtypes):
+                values[r] = _from_domain(np.zeros(shape, dt.numpy), r, self)
+            return
         key = tuple((a.shape, a.strides, a.dtype.str) for a in arrays)
         kernel = self.cache.get(key)
         if kernel is None:
@@ -377,6 +386,8 @@ class DvmFunction:
         self.target = target or Target()
         self.native = native
         self.glue_compile_seconds = 0.0  # batch_matmul kernels
+        self.dry = False  # a `prebuild` dry run is under way (the glue's kernels compile only)
+        self.symbols = shape_symbols(module, func_name) if isinstance(module, ir.Module) else ShapeSymbols({}, (), ())
         fn = None
         for f in mop.regions[0].blocks[0].operations:
             if f.operation.name == "func.func" and ir.StringAttr(f.operation.attributes["sym_name"]).value == func_name:
@@ -440,7 +451,52 @@ class DvmFunction:
         graphs = [k.graph for k in self.kernels] + list(self.__dict__.get("_bmm", {}).values())
         return sum(len(ts) for g in graphs for ts in templates_of(g).values())
 
+    def prebuild(self, space: dict | None = None, shapes_of=None, *, limit: int = 4096) -> dict:
+        """Build, ahead of time, the bytecode templates of every kernel for every point of the
+        shape space, so that a new shape in it costs guards + tiling + words only, never a trace
+        (`template.prebuild` for whole functions). Each point is a dry run: the kernels compile and
+        yield zeros, the numpy glue runs on them, no VM runs and no per-shape kernel is kept.
+
+        `space` maps symbol names to the values they take and ``shapes_of(**point)`` gives the
+        argument shapes. Without them, the ranges the import recorded are used
+        (`import_torch(..., dynamic_shapes=...)`: every symbol from its min to its max, argument
+        shapes from `vtmlir.symbolic_shape`). Refuses more than `limit` points. Returns
+        ``{"points", "built", "templates", "seconds"}``."""
+        import itertools
+
+        start, before = time.perf_counter(), self.template_count()
+        if space is None:
+            space, shapes_of = self._recorded_space()
+        names = list(space)
+        values = [list(space[n]) for n in names]
+        total = math.prod(len(v) for v in values)
+        if total > limit:
+            raise VtmlirError(f"dvm: @{self.fusion.name}: the shape space has {total} points, more than "
+                              f"limit={limit}; narrow the ranges or raise the limit")
+        dtypes = [_tensor_dtype(v).numpy for v in self.args]
+        for point in itertools.product(*values):
+            shapes = shapes_of(**dict(zip(names, point)))
+            self._execute([np.zeros(s, d) for s, d in zip(shapes, dtypes)], dry=True)
+        return {"points": total, "built": self.template_count() - before, "templates": self.template_count(),
+                "seconds": time.perf_counter() - start}
+
+    def _recorded_space(self):
+        """(space, shapes_of) from the import's symbol table (see `prebuild`)."""
+        if not self.symbols.symbols or any(a is None for a in self.symbols.args):
+            raise VtmlirError(f"dvm: @{self.fusion.name} has no recorded shape symbols for every argument "
+                              "(import with dynamic_shapes=..., or pass space= and shapes_of=)")
+        space = {name: range(lo, hi + 1) for name, (lo, hi, _) in self.symbols.symbols.items()}
+        exprs = [tuple(compile(d, "<symbolic shape>", "eval") for d in arg) for arg in self.symbols.args]
+
+        def shapes_of(**point):
+            return [tuple(int(eval(e, {"__builtins__": {}}, point)) for e in arg) for arg in exprs]
+
+        return space, shapes_of
+
     def __call__(self, *arrays):
+        return self._execute(arrays)
+
+    def _execute(self, arrays, dry: bool = False):
         if len(arrays) != len(self.args):
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
         values = dict(self.constants)
@@ -451,9 +507,10 @@ class DvmFunction:
                     or a.dtype != _tensor_dtype(v).numpy:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
+        self.dry = dry
         for kind, unit in self.plan:
             if kind == "kernel":
-                unit.run(values, self.target, self.native)
+                unit.run(values, self.target, self.native, dry)
             elif unit.name == "func.return":
                 return [np.asarray(values[v]) for v in unit.operands]
             else:

@@ -18,7 +18,7 @@ import struct
 
 # the negation of each comparison: a guard records the condition that held
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_AUTO_BIND = 40  # expressions longer than this become a local variable (common subexpressions)
+_AUTO_BIND = 16  # expressions longer than this become a local variable (common subexpressions)
 
 
 class Tracer:
@@ -29,6 +29,7 @@ class Tracer:
         self.stmts: list[tuple[str, str, str | None]] = []  # ("guard", cond, None) | ("set", var, expr)
         self._guards: set[str] = set()
         self.calls: list[str] = []  # variables holding `traced_call` results, in order
+        self._bound: dict[str, str] = {}  # expression -> the variable `bind` assigned it to
         self._n = 0
 
     def param(self, name: str, value) -> "Sym":
@@ -46,8 +47,12 @@ class Tracer:
         return var
 
     def bind(self, s: "Sym") -> "Sym":
-        """`s` as a fresh local variable (evaluated once in the generated code)."""
-        return Sym(s.v, self.assign(s.e), self)
+        """`s` as a local variable (evaluated once in the generated code; the same expression bound
+        again reuses it: variables are assigned once and in order, so it holds the same value)."""
+        var = self._bound.get(s.e)
+        if var is None:
+            var = self._bound[s.e] = self.assign(s.e)
+        return Sym(s.v, var, self)
 
 
 def src(x) -> str:
@@ -216,6 +221,7 @@ def traced_call(fn, args: tuple, results: tuple[str, ...], pinned: tuple[str, ..
     tr.calls.append(var)
     for f in pinned:
         tr.guard(f"{var}.{f}=={getattr(res, f)!r}")
+    # result fields as locals of the generated code: one attribute load each, however often used
     view = _Fields(**{f: getattr(res, f) for f in pinned},
-                   **{f: Sym(getattr(res, f), f"{var}.{f}", tr) for f in results})
+                   **{f: Sym(getattr(res, f), tr.assign(f"{var}.{f}"), tr) for f in results})
     return res, view

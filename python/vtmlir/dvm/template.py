@@ -12,16 +12,17 @@ fields become parameters. From the trace one Python function is generated and co
     def fill(s0_0, s0_1, ..., t0_0, ...):
         if not (<guards up to the tiling call>): return None
         _v3 = tile_vector((<coalesced dims>), {...}, n_max, itemsize, _target)   # Alg. 1, per shape
+        _v4 = _v3.tile
         if not (<guards after it>): return None
-        return _v3, (<the shape-dependent words>), (<output shapes>)
+        _c = _pre0.__copy__()          # the traced shape's words (array.array)
+        _c[5] = <expr>; ...            # the shape-dependent ones
+        return 0, _v3, _frombuffer(_c, _WORD), (<output shapes>)
 
-and the template keeps the encoded program with the shape-dependent positions (`index`). A new
-shape whose guards hold gets ``code = base.copy(); code[index] = words``: exactly the words the
-lowering would have encoded, because on that shape every decision the lowering takes is the same
-(tested bitwise against ``compile_graph(..., template=False)`` on random shapes). A shape that
-fails a template's guards is traced into a new template (one per structure: which sizes are 1,
-whether a dimension is split, the number of k chunks of a matmul, ...); templates are kept per
-graph, most recently used first.
+exactly the words the lowering would have encoded, because on that shape every decision the
+lowering takes is the same (tested bitwise against ``compile_graph(..., template=False)`` on random
+shapes). A shape that fails a template's guards is traced into a new template (one per structure:
+which sizes are 1, whether a dimension is split, the number of k chunks of a matmul, ...);
+`prebuild` traces every structure of a declared shape space ahead of time.
 
 Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`, as in the paper.
 """
@@ -29,6 +30,7 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 from __future__ import annotations
 
 import re
+from array import array
 
 import numpy as np
 
@@ -44,59 +46,60 @@ _VAR = re.compile(r"_v\d+")
 
 class KernelTemplate:
     """One traced structure of a graph: `stmts` (guards and assignments over the parameters
-    `params`, see `symbolic.Tracer`) ending in `ret`, the expression of ``(tiling, holes, count,
-    steps, output_shapes)``. The words are ``pre + block * count + post`` (`block` only where a
-    matmul's k loop has a run of full chunks, see `isa.Repeat`): each part an array of the traced
-    shape's words whose shape-dependent positions (`*_index`) receive `holes` in order; in the
-    block, the words at `step_index` advance by `steps` per repetition."""
+    `params`, see `symbolic.Tracer`) and the code that writes its words. The words are
+    ``pre + block * count + post`` (`block` only where a matmul's k loop has a run of full chunks,
+    see `isa.Repeat`): each part the traced shape's words, whose shape-dependent positions receive
+    the `holes` expressions; in the block, the words at the step positions advance by their step
+    per repetition. `ret` is the text of everything the code reads (for dead-statement removal)."""
 
-    __slots__ = ("graph", "params", "stmts", "ret", "output_dtypes", "pre", "pre_index", "block",
-                 "block_index", "step_index", "post", "post_index", "_cuts")
+    __slots__ = ("graph", "params", "stmts", "ret", "tiling", "output_dtypes", "parts", "count", "steps",
+                 "out_shapes")
 
-    def __init__(self, graph: Graph, params, stmts, ret: str, parts):
-        self.graph, self.params, self.stmts, self.ret = graph, params, stmts, ret
+    def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes):
+        self.graph, self.params, self.tiling = graph, params, tiling
         self.output_dtypes = tuple(graph.nodes[o].dtype for o in graph.outputs)
-        (self.pre, self.pre_index), block, (self.post, self.post_index) = parts
-        self.block, self.block_index, self.step_index = block
-        a = len(self.pre_index)
-        b = a + (len(self.block_index) if self.block is not None else 0)
-        self._cuts = (a, b)
+        self.parts, self.count, self.steps = parts, _src(count), [_src(x) for x in steps]
+        self.out_shapes = "(" + "".join("(" + "".join(_src(d) + ", " for d in shp) + "), " for shp in out_shapes) + ")"
+        (_, pre_holes), block, post = parts
+        holes = pre_holes + (block[0][1] + post[1] if block is not None else [])
+        exprs = [e for _, e in holes]
+        self.ret = " ".join([tiling, self.count, *self.steps, self.out_shapes, *exprs])
+        self.stmts = _live(tracer.stmts, self.ret)
 
-    def words(self, holes, count, steps) -> np.ndarray:
-        if self.block is None:
-            code = self.pre.copy()
-            code[self.pre_index] = holes
-            return code
-        a, b = self._cuts
-        n_pre, n_blk = len(self.pre), len(self.block)
-        end = n_pre + count * n_blk
-        code = np.empty(end + len(self.post), dtype=WORD)
-        code[:n_pre] = self.pre
-        code[self.pre_index] = holes[:a]
-        reps = code[n_pre:end].reshape(count, n_blk)
-        reps[:] = self.block
-        reps[:, self.block_index] = holes[a:b]
-        if count > 1 and len(steps):
-            reps[1:, self.step_index] += np.arange(1, count, dtype=WORD)[:, None] * np.array(steps, dtype=WORD)
-        code[end:] = self.post
-        code[self.post_index + end] = holes[b:]
-        return code
-
-    def kernel(self, filled, shapes, strides) -> CompiledKernel:
-        tiling, holes, count, steps, out_shapes = filled
-        return CompiledKernel(self.graph, self.words(holes, count, steps), tiling, shapes, strides, out_shapes,
-                              self.output_dtypes)
+    def code(self, i: int) -> tuple[list[str], dict]:
+        """The statements that end template `i`'s branch of the generated `fill`: copy the traced
+        words (array.array: copies and the block's repetition run in C), write the holes, return
+        ``(i, tiling, bytecode, output shapes)``; and the word arrays they read by name."""
+        (pre, pre_holes), block, post = self.parts
+        consts = {f"_pre{i}": pre}
+        lines = [f"    _c = _pre{i}.__copy__()"] + [f"    _c[{j}] = {e}" for j, e in pre_holes]
+        if block is not None:
+            (blk, blk_holes), step_pos = block
+            start, nb = len(pre), len(blk)
+            consts[f"_blk{i}"], consts[f"_post{i}"] = blk, post[0]
+            lines += [f"    _n = {self.count}", f"    _b = _blk{i}.__copy__()"]
+            lines += [f"    _b[{j}] = {e}" for j, e in blk_holes]
+            lines.append("    _c.extend(_b * _n)")
+            for p, step in zip(step_pos, self.steps):
+                if step != "0":  # word p of repetition r is its first value + r * step
+                    lines += [f"    _s = {step}", "    if _n > 1 and _s:", f"        _x = _b[{p}]",
+                              f"        _c[{start + p}::{nb}] = _array('q', range(_x, _x + _n * _s, _s))"]
+            if post[1]:
+                lines.append(f"    _e = {start} + _n * {nb}")
+            lines.append(f"    _c.extend(_post{i})")
+            lines += [f"    _c[_e + {j}] = {e}" for j, e in post[1]]
+        lines.append(f"    return {i}, {self.tiling}, _frombuffer(_c, _WORD), {self.out_shapes}")
+        return lines, consts
 
 
 def _part(words):
-    """(the words' values, positions of the shape-dependent ones) of a list of ints and `Sym`s."""
-    index = [i for i, w in enumerate(words) if type(w) is Sym]
-    return np.array([value(w) for w in words], dtype=WORD), np.array(index, dtype=np.intp)
+    """(the words' values, [(position, expression)] of the shape-dependent ones) of a list of ints
+    and `Sym`s."""
+    return array("q", [value(w) for w in words]), [(i, w.e) for i, w in enumerate(words) if type(w) is Sym]
 
 
-def build_template(graph: Graph, shapes, strides, target: Target) -> tuple[KernelTemplate, CompiledKernel]:
-    """Trace the lowering of `graph` at one concrete shape; returns its template and the kernel of
-    that shape (identical to the untraced lowering's)."""
+def build_template(graph: Graph, shapes, strides, target: Target) -> KernelTemplate:
+    """Trace the lowering of `graph` at one concrete shape into its template."""
     tr = Tracer()
     params = []
 
@@ -107,7 +110,7 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> tuple[Kerne
 
     sshapes = [tuple(sym("s", i, d, v) for d, v in enumerate(shp)) for i, shp in enumerate(shapes)]
     sstrides = [tuple(sym("t", i, d, v) for d, v in enumerate(st)) for i, st in enumerate(strides)]
-    program, tiling, node_shapes = lower(graph, graph.infer_shapes_of(sshapes), sstrides, target)
+    program, _, node_shapes = lower(graph, graph.infer_shapes_of(sshapes), sstrides, target)
     words = encode_words(program)
     out_shapes = tuple(node_shapes[o] for o in graph.outputs)
     if len(tr.calls) != 1:  # pragma: no cover - every kernel tiles exactly once
@@ -117,22 +120,12 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> tuple[Kerne
         raise AssertionError(f"{graph.name}: more than one repeated run")
     if runs:
         rw = words[runs[0]]
-        pre, block, post = words[: runs[0]], rw.words, words[runs[0] + 1 :]
         step_pos = sorted(rw.deltas)
-        steps = [rw.deltas[p] for p in step_pos]
-        count = rw.count
-        parts = (_part(pre), (*_part(block), np.array(step_pos, dtype=np.intp)), _part(post))
+        parts = (_part(words[: runs[0]]), (_part(rw.words), step_pos), _part(words[runs[0] + 1 :]))
+        count, steps = rw.count, [rw.deltas[p] for p in step_pos]
     else:
-        pre, block, post, steps, count = words, [], [], [], 0
-        parts = (_part(words), (None, None, None), (None, None))
-    holes = [w for w in pre + block + post if type(w) is Sym]
-    ret = (f"{tr.calls[0]}, ({''.join(w.e + ', ' for w in holes)}), {_src(count)}, "
-           f"({''.join(_src(x) + ', ' for x in steps)}), "
-           f"({''.join('(' + ''.join(_src(s) + ', ' for s in shp) + '), ' for shp in out_shapes)})")
-    tmpl = KernelTemplate(graph, params, _live(tr.stmts, ret), ret, parts)
-    filled = (tiling, [value(w) for w in holes], value(count), [value(x) for x in steps],
-              tuple(tuple(value(s)) for s in out_shapes))
-    return tmpl, tmpl.kernel(filled, shapes, strides)
+        parts, count, steps = (_part(words), None, None), 0, []
+    return KernelTemplate(graph, params, tr, tr.calls[0], parts, count, steps, out_shapes)
 
 
 class _LastCall:
@@ -152,6 +145,12 @@ class _LastCall:
 
 
 _TILE_VECTOR, _TILE_MATMUL = _LastCall(tile_vector), _LastCall(tile_matmul)
+
+
+def forget_last_tiling() -> None:
+    """Clear the remembered last tiling call, so that compiling a shape again does all the work of
+    its first compile (benchmarks time a new shape's compile more than once this way)."""
+    _TILE_VECTOR.last = _TILE_MATMUL.last = (None, None)
 
 
 def _src(x) -> str:
@@ -180,7 +179,7 @@ class TemplateSet:
     tries all of them. Their statement sequences are merged into a trie, so what they share (in
     practice everything up to and including the tiling call) runs once; where they diverge each
     branch is a function of its own returning None when a guard fails, so the next branch is
-    tried. Returns ``(template index, tiling, holes, count, steps, output_shapes)`` or None.
+    tried. Returns ``(template index, tiling, bytecode, output_shapes)`` or None.
 
     Branches never clobber what a later branch reads: statements are shared only when textually
     equal, and a trace numbers its variables in order, so a branch assigns only variables
@@ -200,16 +199,18 @@ class TemplateSet:
             self.templates.clear()
         self.templates.append(tmpl)
         root: dict = {}
+        namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
+                     "_f64bits": f64bits, "_array": array, "_frombuffer": np.frombuffer, "_WORD": WORD}
         for i, t in enumerate(self.templates):
+            lines, consts = t.code(i)
+            namespace.update(consts)
             node = root
-            for st in t.stmts + [("ret", f"{i}, {t.ret}", None)]:
+            for st in t.stmts + [("ret", "\n".join(lines), None)]:
                 node = node.setdefault(st, {})
         params = ", ".join(tmpl.params)
         funcs: list[list[str]] = []
         self._function("fill", params, root, [], funcs)
         self.source = "\n\n".join("\n".join(f) for f in reversed(funcs)) + "\n"
-        namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
-                     "_f64bits": f64bits}
         exec(compile(self.source, f"<dvm templates {tmpl.graph.name}>", "exec"), namespace)
         self.fill = namespace["fill"]
 
@@ -231,9 +232,9 @@ class TemplateSet:
                 flush()
                 lines.append(f"    {a} = {b}")
                 defined = defined + [a]
-            else:
+            else:  # the template's code, ending in its return
                 flush()
-                lines.append(f"    return {a}")
+                lines.append(a)
                 return
             node = child
         flush()
@@ -253,18 +254,77 @@ def templates_of(graph: Graph) -> dict:
     return store
 
 
-def compile_templated(graph: Graph, shapes, strides, target: Target) -> CompiledKernel:
-    """`codegen.compile_graph` through the graph's templates (a new structure is traced once)."""
+def _template_set(graph: Graph, shapes, target: Target) -> TemplateSet:
     store = templates_of(graph)
     key = (len(graph.nodes), tuple(graph.inputs), tuple(graph.outputs), target, tuple(map(len, shapes)))
     tset = store.get(key)
     if tset is None:
         tset = store[key] = TemplateSet(target)
+    return tset
+
+
+def _params(shapes, strides) -> list:
+    """The generated `fill`'s arguments: every input size, then every element stride."""
     params = [x for s in shapes for x in s]
     params += [x for s in strides for x in s]
+    return params
+
+
+def compile_templated(graph: Graph, shapes, strides, target: Target) -> CompiledKernel:
+    """`codegen.compile_graph` through the graph's templates (a new structure is traced once)."""
+    tset = _template_set(graph, shapes, target)
+    params = _params(shapes, strides)
     filled = tset.fill(*params)
-    if filled is not None:
-        return tset.templates[filled[0]].kernel(filled[1:], shapes, strides)
-    tmpl, kernel = build_template(graph, shapes, strides, target)
-    tset.add(tmpl)
-    return kernel
+    if filled is None:
+        tset.add(build_template(graph, shapes, strides, target))
+        filled = tset.fill(*params)  # the traced shape passes its own guards
+    i, tiling, code, out_shapes = filled
+    return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tset.templates[i].output_dtypes)
+
+
+def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None, *, strides_of=None,
+             limit: int = 1_000_000, progress: bool = False) -> dict:
+    """Build, ahead of time, every template the shapes in `space` need, so that no shape in it is
+    ever traced at run time: a new shape then costs the guards, the tiling and the words only (the
+    paper's per-shape cost, §4.2), never a trace.
+
+    `space` maps a symbol name to the values it may take (e.g. ``{"m": range(1, 8193),
+    "nk": [(128, 344), ...]}``); ``shapes_of(**point)`` gives the input shapes of one point (and
+    ``strides_of(**point)`` their element strides, default dense). The walk is exhaustive over the
+    product of the ranges -- every point runs the guards and the tiling (Alg. 1 / the MatMul
+    template, ~10-30 µs) and only a point that no template covers is traced -- so its cost is that
+    of the tiling over the whole space (seconds for ~10^5 points); above `limit` points it refuses
+    rather than sample (a sample would leave structures out). Returns ``{"points", "built",
+    "templates", "seconds"}``."""
+    import itertools
+    import math
+    import time
+
+    from .codegen import _dense_strides
+
+    target = target or Target()
+    names = list(space)
+    values = [list(space[n]) for n in names]
+    total = math.prod(len(v) for v in values)
+    if total > limit:
+        raise ValueError(f"{graph.name}: the shape space has {total} points, more than limit={limit}; "
+                         "narrow the ranges or raise the limit")
+    t0, built = time.perf_counter(), 0
+    points = itertools.product(*values)
+    if progress:
+        from tqdm import tqdm
+
+        points = tqdm(points, total=total, desc=f"dvm prebuild {graph.name}", unit="shape")
+    for point in points:
+        kw = dict(zip(names, point))
+        shapes = tuple(tuple(map(int, s)) for s in shapes_of(**kw))
+        strides = (tuple(map(_dense_strides, shapes)) if strides_of is None
+                   else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
+                              for st, shp in zip(strides_of(**kw), shapes)))
+        tset = _template_set(graph, shapes, target)
+        if tset.fill(*_params(shapes, strides)) is None:
+            tset.add(build_template(graph, shapes, strides, target))
+            built += 1
+    templates = sum(len(ts) for ts in templates_of(graph).values())
+    return {"points": total, "built": built, "templates": templates,
+            "seconds": time.perf_counter() - t0}

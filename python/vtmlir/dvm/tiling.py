@@ -21,12 +21,10 @@ same formula, taking as L~ the elements a tile loads plus its multiply-adds per 
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..errors import VtmlirError
 
@@ -256,37 +254,36 @@ def tile_matmul(m: int, n: int, k: int, n_live: int, itemsize: int, target: Targ
     feasible `matmul_chunk` of minimum `matmul_tile_cost`, ties to the larger tile, then the
     smaller tm (equal to `tile_matmul_reference`, see the tests).
 
-    This runs for every new shape. What does not depend on m -- per candidate (tm, tn) the chunk
-    tk, the tile's work L~ and the n-side tile count -- is tabulated once per (n, k, live tiles,
-    element size, target) for the power-of-two tm; per call only the m-dependent wave counts and
-    their minimum are computed, over the table as arrays (plus the row tm = m when m < 512 is not
-    a power of two)."""
+    This runs for every new shape, so it is a branch and bound rather than a scan. What does not
+    depend on m -- per candidate (tm, tn) the chunk tk, the tile's work W (L~ + 2) and the n-side
+    tile count nt -- is tabulated once per (n, k, live tiles, element size, target) for the
+    power-of-two tm, ordered by W·nt/tm. A candidate costs ceil(ceil(m/tm)·nt / N)·W >=
+    m·W·nt/(tm·N), a bound increasing along that order: the walk stops at the first candidate
+    whose bound exceeds the best cost found (for large m after a handful of rows). When m < 512
+    is not a power of two, the m-dependent row tm = m is tried too."""
     key = (n, k, n_live, itemsize, target)
     table = _MATMUL_TABLES.get(key)
     if table is None:
         if len(_MATMUL_TABLES) > 1024:
             _MATMUL_TABLES.clear()
         rows = _matmul_rows([1 << e for e in range(0, 10)], n, k, n_live, itemsize, target)
-        flat = [(tm, *c) for tm, row in rows for c in row]
-        cols = np.array(flat, dtype=np.int64).reshape(-1, 6).T  # tm, nt, work, area, tn, tk
-        table = _MATMUL_TABLES[key] = (cols, [r[0] for r in flat])
-    (tm_a, nt_a, work_a, area_a, tn_a, tk_a), tms = table
+        flat = [(tm, *c) for tm, row in rows for c in row]  # tm, nt, work, area, tn, tk
+        # exact order of W*nt/tm: every tm divides 512
+        table = _MATMUL_TABLES[key] = sorted(flat, key=lambda r: (r[2] * r[1] * (512 // r[0]), r[0], r[4]))
     cores = target.cores
-    best = None  # (cost, -area, tm, tn, tk)
-    cut = len(tms) if m >= 512 else bisect.bisect_right(tms, m)
-    if cut:
-        cost = -(-((-(-m // tm_a[:cut])) * nt_a[:cut]) // cores) * work_a[:cut]
-        i = int(cost.argmin())
-        c = cost[i]
-        ties = np.flatnonzero(cost == c) if i + 1 < cut else ()
-        if len(ties) > 1:
-            i = min(ties, key=lambda j: (-area_a[j], tm_a[j]))
-        best = (int(c), -int(area_a[i]), int(tm_a[i]), int(tn_a[i]), int(tk_a[i]))
-    if m < 512:  # the candidate tm = m (a power of two is in the table already)
-        for tm, row in _matmul_rows([m] if m & (m - 1) else [], n, k, n_live, itemsize, target):
-            mt = -(-m // tm)
+    best = None  # (cost, -area, tm, tn, tk): the lexicographic minimum wins
+    for tm, nt, work, area, tn, tk in table:
+        if best is not None and m * work * nt > best[0] * tm * cores:
+            break
+        if tm > m:  # m < 512: tm = min(m, 2^e) -- the row tm = m below stands for these
+            continue
+        cand = (-(-(-(-m // tm) * nt) // cores) * work, -area, tm, tn, tk)
+        if best is None or cand < best:
+            best = cand
+    if m < 512 and m & (m - 1):  # the candidate tm = m (a power of two is in the table already)
+        for tm, row in _matmul_rows([m], n, k, n_live, itemsize, target):
             for nt, work, area, tn, tk in row:
-                cand = (-(-(mt * nt) // cores) * work, -area, tm, tn, tk)
+                cand = (-(-nt // cores) * work, -area, tm, tn, tk)
                 if best is None or cand < best:
                     best = cand
     if best is None:
