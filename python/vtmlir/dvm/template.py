@@ -198,6 +198,16 @@ class TemplateSet:
         if len(self.templates) >= MAX_TEMPLATES:
             self.templates.clear()
         self.templates.append(tmpl)
+        self._generate()
+
+    def order_by(self, hits: dict) -> None:
+        """Put the templates that cover the most shapes first (`hits`: template -> count): the
+        branches of `fill` are tried in order, so the common structure is found first."""
+        self.templates.sort(key=lambda t: -hits.get(t, 0))
+        self._generate()
+
+    def _generate(self) -> None:
+        tmpl = self.templates[-1]
         root: dict = {}
         namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
                      "_f64bits": f64bits, "_array": array, "_frombuffer": np.frombuffer, "_WORD": WORD}
@@ -294,7 +304,8 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     product of the ranges -- every point runs the guards and the tiling (Alg. 1 / the MatMul
     template, ~10-30 µs) and only a point that no template covers is traced -- so its cost is that
     of the tiling over the whole space (seconds for ~10^5 points); above `limit` points it refuses
-    rather than sample (a sample would leave structures out). Returns ``{"points", "built",
+    rather than sample (a sample would leave structures out). The templates are then ordered by
+    how many points of the space each covers (`fill` tries them in order). Returns ``{"points", "built",
     "templates", "seconds"}``."""
     import itertools
     import math
@@ -309,7 +320,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     if total > limit:
         raise ValueError(f"{graph.name}: the shape space has {total} points, more than limit={limit}; "
                          "narrow the ranges or raise the limit")
-    t0, built = time.perf_counter(), 0
+    t0, built, hits = time.perf_counter(), 0, {}  # hits: per template set, shapes per template
     points = itertools.product(*values)
     if progress:
         from tqdm import tqdm
@@ -322,9 +333,16 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
                    else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
                               for st, shp in zip(strides_of(**kw), shapes)))
         tset = _template_set(graph, shapes, target)
-        if tset.fill(*_params(shapes, strides)) is None:
+        filled = tset.fill(*_params(shapes, strides))
+        if filled is None:
             tset.add(build_template(graph, shapes, strides, target))
             built += 1
+            filled = (len(tset.templates) - 1,)
+        tmpl = tset.templates[filled[0]]
+        counts = hits.setdefault(tset, {})
+        counts[tmpl] = counts.get(tmpl, 0) + 1
+    for tset, counts in hits.items():
+        tset.order_by(counts)
     templates = sum(len(ts) for ts in templates_of(graph).values())
     return {"points": total, "built": built, "templates": templates,
             "seconds": time.perf_counter() - t0}
