@@ -32,7 +32,9 @@ JSON lines (benchmarks/jsonl.py), per workload:
   `torch_compile_run_time` (µs, best of R, after compilation) vs DVM's run time;
 - `torch_compile_static_new_shape_max` / `_median` (µs): the same with torch.compile(dynamic=False),
   which recompiles for every new shape (recompile limit lifted), on `--torch-shapes` shapes, and
-  `compile_latency_ratio_static_max` / `_median` = those / DVM's max / median.
+  `compile_latency_ratio_static_max` / `_median` = those / DVM's max / median. Inductor gets a
+  fresh cache directory and no FX graph cache, so a new shape recompiles (the same random shapes
+  as an earlier run would otherwise be cache hits).
 `native_vm_jit` (s) is the one-off JIT of the VM per process.
 
     python benchmarks/dvm.py [--shapes N] [--warmup W] [--run-shapes K] [--torch-shapes T] [--repeat R]
@@ -418,7 +420,17 @@ def main() -> None:
     target = Target() if args.cores is None else Target(cores=args.cores)
     torch.set_num_threads(target.cores)
     inductor, why = (False, "disabled by --no-inductor") if args.no_inductor else inductor_available()
-    if not inductor:
+    if inductor:
+        # a fresh, private cache: a "new shape" must really recompile, not hit the FX graph / code
+        # caches an earlier run of this benchmark (same random shapes) left in /tmp
+        import os
+        import tempfile
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="dvm-bench-inductor-")
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fx_graph_cache = False
+    else:
         REPORT.emit("torch.compile", "torch_compile_new_shape_max", None, "us", reason=why)
 
     t = time.perf_counter()
