@@ -8,7 +8,9 @@ every `memref.copy` becomes a `linalg.copy` (`memref-copy-to-linalg`: the torch-
 `libmlir_c_runner_utils` to provide `memrefCopy`, and on the GPU path a copy must become a kernel
 anyway). `eliminate-empty-tensors` lets a producer whose result is inserted into a
 destination (the KV-cache writes `vt-lower-views` makes of `vt.store_into`) compute straight into
-that destination instead of a fresh buffer followed by a copy (VTC Fig. 2, frame 2). The pipeline
+that destination instead of a fresh buffer followed by a copy (VTC Fig. 2, frame 2);
+`unshare-fill-inits` before it gives every op that writes into a constant fill its own fill, where
+`cse` had merged them into one that bufferization would keep intact and copy from. The pipeline
 is mirrored in `passes/bufferize.pipeline`.
 """
 
@@ -21,6 +23,7 @@ from ..passes import run_pipeline
 GRAPH_TO_KERNELS = (
     "builtin.module("
     "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
+    "unshare-fill-inits, "
     "eliminate-empty-tensors, "
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
     "buffer-results-to-out-params{modify-public-functions}, "
