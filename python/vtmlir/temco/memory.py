@@ -19,7 +19,8 @@ Model, on graph-level IR (linalg-on-tensors) in program order, one function at a
     consumer fills its own output buffer (the importer shares one zero fill between all convs);
   - views alias their source and allocate nothing: `tensor.expand_shape`/`collapse_shape`/`cast`/
     `bitcast`/`extract_slice` (a subview after bufferization), `vt.view`;
-  - destination-style ops (`linalg.*` structured ops, `tensor.insert_slice`/`insert`) write into their
+  - destination-style ops (`linalg.*` structured ops, `tensor.insert_slice`/`insert`, `scf.forall`,
+    `vt.store_into`) write into their
     init operand in place when it is an internal buffer with no later use — so
     `fill → conv` or `broadcast(bias) → conv` is one buffer, as one-shot bufferization makes it — and
     otherwise (init is `tensor.empty`, a weight, or still needed later) allocate a new buffer;
@@ -469,6 +470,8 @@ def _destinations(op) -> list:
         return list(op.operands)[len(op.operands) - len(op.results):]
     if op.name in _DESTINATION:
         return [op.operands[_DESTINATION[op.name]]]
+    if op.name == "vt.store_into":  # each updated destination is written into its dest operand
+        return list(op.operands)[1:]
     if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
         sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
         n_inputs, n_outputs = sizes[0], sizes[1]
