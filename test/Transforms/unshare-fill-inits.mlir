@@ -1,5 +1,7 @@
 // RUN: vt-opt %s --unshare-fill-inits | filecheck %s
 
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
 // One zero fill (as `cse` leaves it, at the top) is the accumulator of two matmuls: each matmul
 // gets its own empty + fill right before it, and the shared one at the top disappears.
 // CHECK-LABEL: func.func @two_accumulators
@@ -50,4 +52,51 @@ func.func @not_shared(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   %f = linalg.fill ins(%cst : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
   %s = arith.addf %x, %f : tensor<4x4xf32>
   return %s, %f : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// An insert of a value computed into a tensor.empty: the clone goes before that producer (so that
+// eliminate-empty-tensors can compute it in the destination) -- unless a size the clone needs is
+// defined only after the producer; then it goes right before the insert.
+// CHECK-LABEL: func.func @before_the_producer
+// CHECK:         %[[F1:.*]] = linalg.fill
+// CHECK-NEXT:    %[[P:.*]] = linalg.generic
+// CHECK:         tensor.insert_slice %[[P]] into %[[F1]]
+// CHECK-LABEL: func.func @size_defined_after_the_producer
+// CHECK:         %[[P:.*]] = linalg.generic
+// CHECK:         %[[N:.*]] = tensor.dim
+// CHECK-NEXT:    %[[E:.*]] = tensor.empty(%[[N]])
+// CHECK-NEXT:    %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<?x4xf32>)
+// CHECK-NEXT:    tensor.insert_slice %[[P]] into %[[F]]
+func.func @before_the_producer(%x: tensor<2x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e2 = tensor.empty() : tensor<2x4xf32>
+  %p = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+       ins(%x : tensor<2x4xf32>) outs(%e2 : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4xf32>
+  %i1 = tensor.insert_slice %p into %f[1, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<4x4xf32>
+  %i2 = tensor.insert_slice %x into %f[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<4x4xf32>
+  return %i1, %i2 : tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+func.func @size_defined_after_the_producer(%x: tensor<2x4xf32>, %y: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %c0 = arith.constant 0 : index
+  %e2 = tensor.empty() : tensor<2x4xf32>
+  %p = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+       ins(%x : tensor<2x4xf32>) outs(%e2 : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  } -> tensor<2x4xf32>
+  %n = tensor.dim %y, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%n) : tensor<?x4xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %i1 = tensor.insert_slice %p into %f[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<?x4xf32>
+  %i2 = tensor.insert_slice %x into %f[1, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<?x4xf32>
+  return %i1, %i2 : tensor<?x4xf32>, tensor<?x4xf32>
 }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..ir_utils import walk_ops
+from ..ir_utils import nested_operands, walk_ops
 from .registry import Pass, register_pass
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
@@ -80,17 +80,30 @@ def _shared(fill, chain) -> bool:
     return len(list(fill.results[0].uses)) > 1 or any(len(list(c.results[0].uses)) > 1 for c in chain)
 
 
-def _insertion_point(op):
+def _insertion_point(op, cloned):
     """Where a writer's own fill goes: right before it, or for an insert_slice of a linalg op's
     result computed into a `tensor.empty`, right before that op -- `eliminate-empty-tensors` can
     make the op compute straight into the destination only if the destination dominates it (the
-    padded tensors of `temco-pad-in-place`)."""
+    padded tensors of `temco-pad-in-place`) -- when every value the `cloned` ops use (fill value,
+    dynamic sizes, captured constants) is already defined there."""
     if op.name == "tensor.insert_slice":
         source = op.operands[0].owner
         if not isinstance(source, ir.Block) and source.parent == op.parent and source.name.startswith("linalg.") \
-                and any(_is_empty(source.operands[k]) for k in _written_operands(source)):
+                and any(_is_empty(source.operands[k]) for k in _written_operands(source)) \
+                and all(_defined_before(v, source) for c in cloned for v in nested_operands(c)):
             return source
     return op  # elsewhere the destination would only be allocated earlier
+
+
+def _defined_before(value, op) -> bool:
+    """`value` is available right before `op`: a block argument, or the result of an op of an
+    enclosing block, or of an op before `op` in its block."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return True
+    if owner.parent != op.parent:
+        return True  # defined outside the block (the writer's block is the fill's, see above)
+    return owner.is_before_in_block(op)
 
 
 def _is_empty(value) -> bool:
@@ -112,9 +125,10 @@ def unshare_fill_inits(module) -> int:
                 writes.append((op, k, *found))
     count = 0
     for op, k, fill, chain in writes:
-        with ir.InsertionPoint(_insertion_point(op)), op.location:
+        init = fill.operands[len(fill.operands) - 1]
+        cloned = [fill, *chain] + ([init.owner] if _is_empty(init) else [])
+        with ir.InsertionPoint(_insertion_point(op, cloned)), op.location:
             clone = fill.clone()
-            init = fill.operands[len(fill.operands) - 1]
             if _is_empty(init):
                 # its own empty too: bufferization allocates where the tensor.empty stands,
                 # and `cse` left one per shape at the top of the function
