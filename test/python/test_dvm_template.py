@@ -10,7 +10,7 @@ import pytest
 
 from vtmlir.dvm import Graph, GraphError, Target, TilingError, compile_graph
 from vtmlir.dvm.symbolic import Sym, Tracer, traced_call
-from vtmlir.dvm.template import prebuild, templates_of
+from vtmlir.dvm.template import coverage, prebuild, templates_of
 from vtmlir.dvm.tiling import tile_matmul, tile_matmul_reference
 
 RNG = np.random.default_rng(11)
@@ -193,3 +193,19 @@ def test_prebuild_covers_every_shape_of_the_space():
     assert prebuild(g, shapes_of, space, SMALL)["built"] == 0
     with pytest.raises(ValueError, match="796 points, more than limit=10"):
         prebuild(g, shapes_of, space, SMALL, limit=10)
+
+
+def test_coverage_puts_the_most_used_templates_first():
+    g = Graph("add")
+    g.output(g.input(2) + g.input(2))
+    for shape in [(1, 8), (8, 1), (1, 1)]:  # rare structures traced first
+        compile_graph(g, [shape, shape], SMALL)
+    with coverage() as hits:
+        for m in range(2, 40):
+            compile_graph(g, [(m, 8), (m, 8)], SMALL)
+        compile_graph(g, [(1, 8), (1, 8)], SMALL)
+    (tset,) = templates_of(g).values()
+    counts = [hits[tset].get(t, 0) for t in tset.templates]
+    assert counts == sorted(counts, reverse=True) and counts[0] >= 38
+    for shape in [(1, 8), (8, 1), (1, 1), (5, 8)]:  # still the lowering's words after reordering
+        same_as_reference(g, [shape, shape], SMALL)

@@ -464,6 +464,8 @@ class DvmFunction:
         ``{"points", "built", "templates", "seconds"}``."""
         import itertools
 
+        from .template import coverage
+
         start, before = time.perf_counter(), self.template_count()
         if space is None:
             space, shapes_of = self._recorded_space()
@@ -474,9 +476,10 @@ class DvmFunction:
             raise VtmlirError(f"dvm: @{self.fusion.name}: the shape space has {total} points, more than "
                               f"limit={limit}; narrow the ranges or raise the limit")
         dtypes = [_tensor_dtype(v).numpy for v in self.args]
-        for point in itertools.product(*values):
-            shapes = shapes_of(**dict(zip(names, point)))
-            self._execute([np.zeros(s, d) for s, d in zip(shapes, dtypes)], dry=True)
+        with coverage():  # and then each kernel's most used templates first
+            for point in itertools.product(*values):
+                shapes = shapes_of(**dict(zip(names, point)))
+                self._execute([np.zeros(s, d) for s, d in zip(shapes, dtypes)], dry=True)
         return {"points": total, "built": self.template_count() - before, "templates": self.template_count(),
                 "seconds": time.perf_counter() - start}
 

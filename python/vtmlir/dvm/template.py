@@ -29,6 +29,7 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 
 from __future__ import annotations
 
+import contextlib
 import re
 from array import array
 
@@ -280,6 +281,32 @@ def _params(shapes, strides) -> list:
     return params
 
 
+_COVERAGE: list[dict] = []  # the counters of the active `coverage()` blocks
+
+
+@contextlib.contextmanager
+def coverage():
+    """While active, count which template every compile uses; on exit, order each template set
+    used so that the templates covering the most shapes come first (`TemplateSet.order_by`): the
+    generated `fill` tries them in order. `prebuild` and `DvmFunction.prebuild` walk their shape
+    spaces inside one."""
+    hits: dict = {}
+    _COVERAGE.append(hits)
+    try:
+        yield hits
+    finally:
+        _COVERAGE.remove(hits)
+        for tset, counts in hits.items():
+            tset.order_by(counts)
+
+
+def _count(tset: TemplateSet, index: int) -> None:
+    for hits in _COVERAGE:
+        counts = hits.setdefault(tset, {})
+        tmpl = tset.templates[index]
+        counts[tmpl] = counts.get(tmpl, 0) + 1
+
+
 def compile_templated(graph: Graph, shapes, strides, target: Target) -> CompiledKernel:
     """`codegen.compile_graph` through the graph's templates (a new structure is traced once)."""
     tset = _template_set(graph, shapes, target)
@@ -289,6 +316,8 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
         tset.add(build_template(graph, shapes, strides, target))
         filled = tset.fill(*params)  # the traced shape passes its own guards
     i, tiling, code, out_shapes = filled
+    if _COVERAGE:
+        _count(tset, i)
     return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tset.templates[i].output_dtypes)
 
 
@@ -320,29 +349,26 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     if total > limit:
         raise ValueError(f"{graph.name}: the shape space has {total} points, more than limit={limit}; "
                          "narrow the ranges or raise the limit")
-    t0, built, hits = time.perf_counter(), 0, {}  # hits: per template set, shapes per template
+    t0, built = time.perf_counter(), 0
     points = itertools.product(*values)
     if progress:
         from tqdm import tqdm
 
         points = tqdm(points, total=total, desc=f"dvm prebuild {graph.name}", unit="shape")
-    for point in points:
-        kw = dict(zip(names, point))
-        shapes = tuple(tuple(map(int, s)) for s in shapes_of(**kw))
-        strides = (tuple(map(_dense_strides, shapes)) if strides_of is None
-                   else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
-                              for st, shp in zip(strides_of(**kw), shapes)))
-        tset = _template_set(graph, shapes, target)
-        filled = tset.fill(*_params(shapes, strides))
-        if filled is None:
-            tset.add(build_template(graph, shapes, strides, target))
-            built += 1
-            filled = (len(tset.templates) - 1,)
-        tmpl = tset.templates[filled[0]]
-        counts = hits.setdefault(tset, {})
-        counts[tmpl] = counts.get(tmpl, 0) + 1
-    for tset, counts in hits.items():
-        tset.order_by(counts)
+    with coverage():
+        for point in points:
+            kw = dict(zip(names, point))
+            shapes = tuple(tuple(map(int, s)) for s in shapes_of(**kw))
+            strides = (tuple(map(_dense_strides, shapes)) if strides_of is None
+                       else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
+                                  for st, shp in zip(strides_of(**kw), shapes)))
+            tset = _template_set(graph, shapes, target)
+            filled = tset.fill(*_params(shapes, strides))  # guards and tiling only: no words kept
+            if filled is None:
+                tset.add(build_template(graph, shapes, strides, target))
+                built += 1
+                filled = (len(tset.templates) - 1,)
+            _count(tset, filled[0])
     templates = sum(len(ts) for ts in templates_of(graph).values())
     return {"points": total, "built": built, "templates": templates,
             "seconds": time.perf_counter() - t0}
