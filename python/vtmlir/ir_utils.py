@@ -27,3 +27,27 @@ def nested_operands(op) -> list:
             for inner in block.operations:
                 values.extend(nested_operands(inner.operation))
     return values
+
+
+# Non-linalg destination-style ops: the operand index of the destination their result is written into.
+_DESTINATION_OPERAND = {"tensor.insert_slice": 1, "tensor.insert": 1}
+
+
+def destination_indices(op) -> range:
+    """Indices of the operands a destination-style op writes its results into, in result order:
+    the inits of `linalg.*` structured ops, the shared outputs of `scf.forall`, the destination of
+    `tensor.insert_slice`/`insert`, the destinations of `vt.store_into`; empty for any other op."""
+    n = len(op.operands)
+    if op.name == "scf.forall":
+        return range(n - len(op.results), n)
+    if op.name in _DESTINATION_OPERAND:
+        first = _DESTINATION_OPERAND[op.name]
+        return range(first, first + 1)
+    if op.name == "vt.store_into":
+        return range(1, n)
+    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
+        n_inputs, n_outputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
+        return range(n_inputs, n_inputs + n_outputs)
+    if op.name.startswith("linalg.") and len(op.results) and n >= len(op.results):
+        return range(n - len(op.results), n)  # linalg.transpose/broadcast/map: `init` last
+    return range(0)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..ir_utils import nested_operands, walk_ops
+from ..ir_utils import destination_indices, nested_operands, walk_ops
 from .registry import Pass, register_pass
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
@@ -48,18 +48,6 @@ def _is_constant_fill(op) -> bool:
     # the block argument of a scalar input (a generalised `linalg.fill`): the fill value
     index = value.arg_number
     return index < len(op.operands) - 1 and not isinstance(op.operands[index].type.maybe_downcast(), ir.ShapedType)
-
-
-def _written_operands(op) -> range:
-    """Indices of the operands `op` writes into (destination-passing style)."""
-    if op.name == "tensor.insert_slice":
-        return range(1, 2)
-    if op.name == "scf.forall":  # its shared outputs (the tiled loops `temco-fuse-activation` makes)
-        return range(len(op.operands) - len(op.results), len(op.operands))
-    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
-        n_inputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
-        return range(n_inputs, len(op.operands))
-    return range(0)
 
 
 def _fill_chain(value):
@@ -89,7 +77,7 @@ def _insertion_point(op, cloned):
     if op.name == "tensor.insert_slice":
         source = op.operands[0].owner
         if not isinstance(source, ir.Block) and source.parent == op.parent and source.name.startswith("linalg.") \
-                and any(_is_empty(source.operands[k]) for k in _written_operands(source)) \
+                and any(_is_empty(source.operands[k]) for k in destination_indices(source)) \
                 and all(_defined_before(v, source) for c in cloned for v in nested_operands(c)):
             return source
     return op  # elsewhere the destination would only be allocated earlier
@@ -117,7 +105,7 @@ def unshare_fill_inits(module) -> int:
     # writer keeps the original where `cse` put it (often the top of the function)
     writes = []
     for op in walk_ops(module):
-        for k in _written_operands(op):
+        for k in destination_indices(op):
             found = _fill_chain(op.operands[k])
             # a writer in a loop body keeps the shared fill: a clone there would fill (and
             # allocate) once per iteration

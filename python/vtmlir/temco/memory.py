@@ -43,7 +43,7 @@ from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
-from ..ir_utils import nested_operands, walk_ops
+from ..ir_utils import destination_indices, nested_operands, walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -59,8 +59,6 @@ _VIEW_OPS = {
     "tensor.extract_slice",
     "vt.view",
 }
-# Non-linalg destination-style ops: operand index of the destination each result is written into.
-_DESTINATION = {"tensor.insert_slice": 1, "tensor.insert": 1}
 
 
 @dataclass
@@ -409,8 +407,7 @@ def _is_init_only_fill(op) -> bool:
         return False
     for use in op.results[0].uses:
         user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-        inits = _destinations(user)
-        if not any(use.operand_number == i for i in _destination_indices(user, len(inits))):
+        if use.operand_number not in destination_indices(user):
             return False
     return True
 
@@ -455,31 +452,9 @@ def _is_generic_fill(op) -> bool:
             and not isinstance(body[0].operands[0].owner, ir.Block))
 
 
-def _destination_indices(op, count: int) -> list[int]:
-    if op.name in _DESTINATION:
-        return [_DESTINATION[op.name]]
-    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
-        n_inputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
-        return list(range(n_inputs, n_inputs + count))
-    return list(range(len(op.operands) - count, len(op.operands)))
-
-
 def _destinations(op) -> list:
     """The init (destination) operand of each result of a destination-style op, else []."""
-    if op.name == "scf.forall":  # tiled loop: each result is written into its shared_outs operand
-        return list(op.operands)[len(op.operands) - len(op.results):]
-    if op.name in _DESTINATION:
-        return [op.operands[_DESTINATION[op.name]]]
-    if op.name == "vt.store_into":  # each updated destination is written into its dest operand
-        return list(op.operands)[1:]
-    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
-        sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        n_inputs, n_outputs = sizes[0], sizes[1]
-        return list(op.operands)[n_inputs : n_inputs + n_outputs]
-    if op.name.startswith("linalg.") and len(op.results) and len(op.operands) >= len(op.results):
-        # linalg ops without segments (e.g. linalg.transpose/broadcast/map have `init` last)
-        return list(op.operands)[len(op.operands) - len(op.results) :]
-    return []
+    return [op.operands[i] for i in destination_indices(op)]
 
 
 # -- the pass --------------------------------------------------------------------------------------
