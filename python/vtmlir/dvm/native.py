@@ -31,7 +31,20 @@ _F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
 
 def unsupported_reason(program: Program) -> str | None:
     """Why the native VM cannot run `program` (None if it can). Arithmetic is f32/f64; data
-    movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`."""
+    movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`.
+    Remembered on the (immutable) program: every native run asks, and a scan of the body costs
+    more than a small kernel's run."""
+    reason = program.__dict__.get("_native_reason", _UNSET)
+    if reason is _UNSET:
+        reason = _unsupported_reason(program)
+        object.__setattr__(program, "_native_reason", reason)
+    return reason
+
+
+_UNSET = object()
+
+
+def _unsupported_reason(program: Program) -> str | None:
     if len(program.args) > MAX_ARGS:
         return f"{len(program.args)} arguments (the native VM takes at most {MAX_ARGS})"
     if len(program.grid) > MAX_DIMS:
