@@ -119,3 +119,31 @@ def test_block_output_is_an_elementwise_root_written_in_place():
     assert after.peak_internal_bytes < 2 * full <= before.peak_internal_bytes
     analysed = analyze_peak_memory(fused, as_compiled=True).function("main").peak_internal_bytes
     assert abs(after.peak_internal_bytes - analysed) <= 0.03 * analysed + 1024
+
+
+def test_bottleneck_expanding_conv_joins_the_block_output_group():
+    """ResNet-50's Bottleneck: lconv -> BN -> ReLU -> expanding 1x1 conv -> BN -> skip add -> ReLU.
+    The block output's group (found first: consumers first) takes the expanding conv as a leaf, so
+    that conv must not become a group of its own afterwards (its init was cloned for the first
+    group, which once hid that it was taken: tile-and-fuse then stopped early in every block)."""
+    from vtmlir.models.resnet import Bottleneck
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                                Bottleneck(32, 8), Bottleneck(32, 8), torch.nn.AdaptiveAvgPool2d(1)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    decomposed = vtmlir.import_torch(model, x)
+    decompose_convs(decomposed, 0.25, True)
+    fused = vtmlir.as_module(str(decomposed))
+    (report,) = fuse_activations(fused, tile_width=4)
+    assert report.groups and all(g.complete for g in report.groups), report.to_text()
+    assert not any("stopped early" in s for s in report.skipped), report.to_text()
+    # the two block outputs overwrite their skip tile by tile, the expanding conv inside
+    assert sum(g.in_place for g in report.groups if g.kind == "lconv-act") == 2, report.to_text()
+    # the 1x1 convs rooting a group of their own are the cores' fconvs (R1 = 2 channels), never
+    # the expanding conv (32 channels)
+    assert [g.tile[1] for g in report.groups if g.kind == "lconv-act-fconv"] == [2, 2], report.to_text()
+    want, before = measure_peak_memory(str(decomposed), x, opt_level=0)
+    got, after = measure_peak_memory(str(fused), x, opt_level=0)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert after.peak_internal_bytes < before.peak_internal_bytes

@@ -370,13 +370,12 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
         reports.append(report)
         if split_concat:
             report.concat_splits = split_concat_fconvs(func)
-        taken: set[int] = set()
         # consumers first: a root later in the program takes the chain feeding it (ResNet-50's
         # expanding 1x1 conv becomes part of the block output's group, not a group of its own)
         roots = [op.operation for op in func.regions[0].blocks[0].operations
                  if _is_pointwise_conv(op.operation) or (epilogues and _is_elementwise_root(op.operation))]
         for fconv in reversed(roots):
-            if _key(fconv) in taken:
+            if _ATTR in fconv.attributes:  # already a member of a later root's group
                 continue
             members, reason = _GroupFinder(fconv, fuse_pooling).find()
             if members is None:
@@ -385,11 +384,9 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                                                                      or producer.name in _POOLS):
                     report.skipped.append(f"fconv at {format_loc(fconv.location)}: {reason}")
                 continue
-            if any(_key(m) in taken for m in members):
+            if any(_ATTR in m.attributes for m in members):
                 report.skipped.append(f"fconv at {format_loc(fconv.location)}: its producers are already fused")
                 continue
-            taken.update(_key(m) for m in members)
-            taken.add(_key(fconv))
             destination = _in_place_destination(fconv, members) if fconv.name != _CONV else None
             if destination is not None:
                 fconv.operands[_num_inputs(fconv)] = destination
