@@ -38,10 +38,12 @@ from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul
 
 
 # --------------------------------------------------------------------------------- results
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class CompiledKernel:
     """One compiled kernel instance: its bytecode and what is needed to call it. `program` is the
-    bytecode decoded (and validated) on first use: a new shape builds only the words."""
+    bytecode decoded (and validated) on first use: a new shape builds only the words. Not frozen
+    only because a frozen dataclass's constructor costs 2 µs more, a tenth of a new shape's
+    compile; nothing changes a kernel after it is built."""
 
     graph: Graph
     bytecode: np.ndarray
@@ -57,8 +59,7 @@ class CompiledKernel:
         if p is None:
             from .bytecode import decode
 
-            p = decode(self.bytecode)
-            object.__setattr__(self, "_program", p)
+            p = self._program = decode(self.bytecode)
         return p
 
     def __call__(self, *inputs, cores: int | None = None, native: bool = False):
@@ -123,7 +124,7 @@ def compile_graph(graph: Graph, input_shapes, target: Target | None = None, inpu
     shape-dependent words); ``template=False`` runs the lowering itself (the reference the
     templates are tested against, bitwise)."""
     target = target or Target()
-    input_shapes = tuple(tuple(map(int, shp)) for shp in input_shapes)
+    input_shapes = tuple([tuple(map(int, shp)) for shp in input_shapes])
     if not graph.outputs:
         raise GraphError(f"{graph.name}: the graph has no outputs")
     if input_strides is None:

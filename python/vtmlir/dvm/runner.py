@@ -451,7 +451,7 @@ class DvmFunction:
         graphs = [k.graph for k in self.kernels] + list(self.__dict__.get("_bmm", {}).values())
         return sum(len(ts) for g in graphs for ts in templates_of(g).values())
 
-    def prebuild(self, space: dict | None = None, shapes_of=None, *, limit: int = 4096) -> dict:
+    def prebuild(self, space: dict | None = None, shapes_of=None, *, limit: int = 4096, native: bool = True) -> dict:
         """Build, ahead of time, the bytecode templates of every kernel for every point of the
         shape space, so that a new shape in it costs guards + tiling + words only, never a trace
         (`template.prebuild` for whole functions). Each point is a dry run: the kernels compile and
@@ -460,7 +460,8 @@ class DvmFunction:
         `space` maps symbol names to the values they take and ``shapes_of(**point)`` gives the
         argument shapes. Without them, the ranges the import recorded are used
         (`import_torch(..., dynamic_shapes=...)`: every symbol from its min to its max, argument
-        shapes from `vtmlir.symbolic_shape`). Refuses more than `limit` points. Returns
+        shapes from `vtmlir.symbolic_shape`). Refuses more than `limit` points. With `native`, each
+        kernel's template set is then JIT-compiled (`TemplateSet.compile_native`). Returns
         ``{"points", "built", "templates", "seconds"}``."""
         import itertools
 
@@ -476,10 +477,13 @@ class DvmFunction:
             raise VtmlirError(f"dvm: @{self.fusion.name}: the shape space has {total} points, more than "
                               f"limit={limit}; narrow the ranges or raise the limit")
         dtypes = [_tensor_dtype(v).numpy for v in self.args]
-        with coverage():  # and then each kernel's most used templates first
+        with coverage() as hits:  # and then each kernel's most used templates first
             for point in itertools.product(*values):
                 shapes = shapes_of(**dict(zip(names, point)))
                 self._execute([np.zeros(s, d) for s, d in zip(shapes, dtypes)], dry=True)
+        if native:
+            for tset in hits:
+                tset.compile_native()
         return {"points": total, "built": self.template_count() - before, "templates": self.template_count(),
                 "seconds": time.perf_counter() - start}
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from itertools import chain
 from array import array
 
 import numpy as np
@@ -191,6 +192,8 @@ class TemplateSet:
         self.templates: list[KernelTemplate] = []
         self.fill = lambda *params: None
         self.source = ""
+        self.native = None  # `native_fill.NativeFill` of the current templates (`compile_native`)
+        self.native_error: str | None = None  # why the last `compile_native` kept Python
 
     def __len__(self) -> int:
         return len(self.templates)
@@ -207,7 +210,22 @@ class TemplateSet:
         self.templates.sort(key=lambda t: -hits.get(t, 0))
         self._generate()
 
+    def compile_native(self) -> None:
+        """JIT-compile `fill` through MLIR (`native_fill.NativeFill`, the same results natively);
+        until then, and after any template is added, the Python `fill` runs. A template set the
+        translation cannot handle stays in Python (`native_error` says why)."""
+        from ..errors import VtmlirError
+        from .native_fill import NativeFill, Unsupported
+
+        if self.native is not None or not self.templates:
+            return
+        try:
+            self.native, self.native_error = NativeFill(self), None
+        except (Unsupported, VtmlirError) as err:
+            self.native, self.native_error = None, str(err)
+
     def _generate(self) -> None:
+        self.native = None  # stale: recompiled by the next `compile_native`
         tmpl = self.templates[-1]
         root: dict = {}
         namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
@@ -276,9 +294,7 @@ def _template_set(graph: Graph, shapes, target: Target) -> TemplateSet:
 
 def _params(shapes, strides) -> list:
     """The generated `fill`'s arguments: every input size, then every element stride."""
-    params = [x for s in shapes for x in s]
-    params += [x for s in strides for x in s]
-    return params
+    return [*chain.from_iterable(shapes), *chain.from_iterable(strides)]
 
 
 _COVERAGE: list[dict] = []  # the counters of the active `coverage()` blocks
@@ -311,7 +327,8 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
     """`codegen.compile_graph` through the graph's templates (a new structure is traced once)."""
     tset = _template_set(graph, shapes, target)
     params = _params(shapes, strides)
-    filled = tset.fill(*params)
+    native = tset.native
+    filled = tset.fill(*params) if native is None else native(params)
     if filled is None:
         tset.add(build_template(graph, shapes, strides, target))
         filled = tset.fill(*params)  # the traced shape passes its own guards
@@ -322,7 +339,7 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
 
 
 def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None, *, strides_of=None,
-             limit: int = 1_000_000, progress: bool = False) -> dict:
+             limit: int = 1_000_000, progress: bool = False, native: bool = True) -> dict:
     """Build, ahead of time, every template the shapes in `space` need, so that no shape in it is
     ever traced at run time: a new shape then costs the guards, the tiling and the words only (the
     paper's per-shape cost, §4.2), never a trace.
@@ -334,8 +351,9 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     template, ~10-30 µs) and only a point that no template covers is traced -- so its cost is that
     of the tiling over the whole space (seconds for ~10^5 points); above `limit` points it refuses
     rather than sample (a sample would leave structures out). The templates are then ordered by
-    how many points of the space each covers (`fill` tries them in order). Returns ``{"points", "built",
-    "templates", "seconds"}``."""
+    how many points of the space each covers (`fill` tries them in order) and, with `native`, every
+    template set used is JIT-compiled (`TemplateSet.compile_native`, ≈1 s each). Returns
+    ``{"points", "built", "templates", "seconds"}``."""
     import itertools
     import math
     import time
@@ -355,7 +373,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
         from tqdm import tqdm
 
         points = tqdm(points, total=total, desc=f"dvm prebuild {graph.name}", unit="shape")
-    with coverage():
+    with coverage() as hits:
         for point in points:
             kw = dict(zip(names, point))
             shapes = tuple(tuple(map(int, s)) for s in shapes_of(**kw))
@@ -369,6 +387,9 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
                 built += 1
                 filled = (len(tset.templates) - 1,)
             _count(tset, filled[0])
+    if native:
+        for tset in hits:
+            tset.compile_native()
     templates = sum(len(ts) for ts in templates_of(graph).values())
     return {"points": total, "built": built, "templates": templates,
             "seconds": time.perf_counter() - t0}

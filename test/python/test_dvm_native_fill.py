@@ -1,0 +1,123 @@
+"""The per-shape compile JIT-compiled through MLIR (`vtmlir.dvm.native_fill`): a template set's
+native `fill` must give exactly what its Python `fill` gives -- template, tiling, every word,
+output shapes -- on random shapes inside and outside the prebuilt space, and hand back to Python
+whatever it cannot decide the same way (Alg. 1 refusing a shape)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vtmlir.dvm import Graph, Target, TilingError, compile_graph
+from vtmlir.dvm.codegen import _dense_strides
+from vtmlir.dvm.template import _params, forget_last_tiling, prebuild, templates_of
+
+RNG = np.random.default_rng(23)
+SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # many tiles, tails, k chunks
+
+
+def addmm():
+    g = Graph("addmm")
+    c, a, b = g.input(2), g.input(2), g.input(2)
+    g.output(g.maximum(g.matmul(a, b) + c, c * 0.5))
+    return g
+
+
+def layernorm():
+    g = Graph("layernorm")
+    x, w, b = g.input(3), g.input(1), g.input(1)
+    mu = g.mean(x, -1)
+    xc = x - mu
+    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
+    return g
+
+
+def softmax_rows():
+    g = Graph("softmax")
+    x = g.input(2)
+    e = g.exp(x - g.max(x, -1))
+    g.output(e / g.sum(e, -1))
+    return g
+
+
+def _same_fill(g, shapes, strides=None):
+    shapes = tuple(tuple(s) for s in shapes)
+    strides = strides or tuple(map(_dense_strides, shapes))
+    for tset in templates_of(g).values():
+        if tset.native is None or len(tset.native.meta) == 0:
+            continue
+        params = _params(shapes, strides)
+        forget_last_tiling()
+        want = tset.fill(*params)
+        got = tset.native(params)
+        if want is None:
+            assert got is None, shapes
+            continue
+        assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3], shapes
+        np.testing.assert_array_equal(got[2], want[2])
+
+
+CASES = [
+    (addmm, lambda m, n, k: [(m, n), (m, k), (k, n)], {"m": range(1, 70, 3), "n": [1, 8, 33], "k": [1, 40, 300]}),
+    (layernorm, lambda b, s, h: [(b, s, h), (h,), (h,)], {"b": [1, 2, 5], "s": range(1, 20, 4), "h": [1, 7, 64]}),
+    (softmax_rows, lambda m, n: [(m, n)], {"m": range(1, 40, 5), "n": range(1, 200, 13)}),
+]
+
+
+@pytest.mark.parametrize("build,shapes_of,space", CASES, ids=[c[0].__name__ for c in CASES])
+def test_native_fill_equals_the_python_fill(build, shapes_of, space):
+    g = build()
+    prebuild(g, shapes_of, space, SMALL)
+    tsets = list(templates_of(g).values())
+    assert tsets and all(t.native is not None for t in tsets), [t.native_error for t in tsets]
+    names = list(space)
+    for _ in range(150):  # inside the space and beyond it (a shape no template covers: None both)
+        point = {n: int(RNG.choice(list(space[n]))) + int(RNG.integers(0, 3)) * int(RNG.integers(0, 2))
+                 for n in names}
+        _same_fill(g, shapes_of(**point))
+    # and through compile_graph: the native words are the lowering's own encoding
+    for _ in range(20):
+        point = {n: int(RNG.choice(list(space[n]))) for n in names}
+        shapes = shapes_of(**point)
+        a = compile_graph(g, shapes, SMALL)
+        b = compile_graph(g, shapes, SMALL, template=False)
+        np.testing.assert_array_equal(a.bytecode, b.bytecode)
+        assert a.tiling == b.tiling and a.output_shapes == b.output_shapes
+
+
+def test_many_k_chunks_grow_the_word_buffer():
+    g = addmm()
+    prebuild(g, lambda k: [(5, 9), (5, k), (k, 9)], {"k": [300, 20000]}, SMALL)
+    (tset,) = templates_of(g).values()
+    k = compile_graph(g, [(5, 9), (5, 40000), (40000, 9)], SMALL)  # > 4096 words: the buffer grows
+    ref = compile_graph(g, [(5, 9), (5, 40000), (40000, 9)], SMALL, template=False)
+    assert tset.native is not None and k.bytecode.size > 4096
+    np.testing.assert_array_equal(k.bytecode, ref.bytecode)
+    c, a, b = (RNG.standard_normal(s).astype(np.float32) for s in [(5, 9), (5, 40000), (40000, 9)])
+    (out,) = k(c, a, b)
+    np.testing.assert_allclose(out, np.maximum(a @ b + c, c * 0.5), rtol=1e-3, atol=1e-3)
+
+
+def test_what_alg1_refuses_is_refused_the_same_way():
+    r = Graph()
+    r.output(r.sum(r.input(2), 0))
+    tiny = Target(cores=2, vector_bytes=32, local_memory_bytes=1024)
+    prebuild(r, lambda m, n: [(m, n)], {"m": [2, 8], "n": [4]}, tiny)
+    (tset,) = templates_of(r).values()
+    assert tset.native is not None
+    with pytest.raises(TilingError, match="reduction"):  # native hands the shape back to Python
+        compile_graph(r, [(10000, 4)], tiny)
+
+
+def test_a_new_template_makes_the_native_fill_stale_until_recompiled():
+    g = softmax_rows()
+    prebuild(g, lambda m, n: [(m, n)], {"m": [4], "n": [16]}, SMALL)
+    (tset,) = templates_of(g).values()
+    before = len(tset)
+    assert tset.native is not None
+    compile_graph(g, [(1, 1)], SMALL)  # size-1 dims: a structure of its own, traced now
+    assert len(tset) > before and tset.native is None
+    tset.compile_native()
+    assert tset.native is not None
+    _same_fill(g, [(1, 1)])
+    _same_fill(g, [(7, 30)])
