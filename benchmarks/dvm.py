@@ -213,7 +213,8 @@ def run_static(args, target, rng, inductor):
                         templates=sum(len(ts) for ts in templates_of(graph).values()))
         else:  # every structure of the declared symbol ranges, ahead of time (graph compile)
             pb = prebuild(graph, *SPACES[name], target)
-            REPORT.emit(name, "prebuild", round(pb["seconds"], 2), "s", points=pb["points"], templates=pb["templates"])
+            REPORT.emit(name, "prebuild", round(pb["seconds"], 2), "s", points=pb["points"], templates=pb["templates"],
+                        native_template_sets=pb["native"])
         n_templates = sum(len(ts) for ts in templates_of(graph).values())
         lat, cpu, builds, built = [], [], 0, []
         gc.collect()
@@ -301,6 +302,8 @@ def run_if_else_add(args, target, rng, inductor):
     # `template_builds` reports any structure that is still traced among the measured shapes)
     corners = {"b": [1, 2, 3, 4, 255, 256], "s": [1, 2, 3, 4, 511, 512], "f": [1, 2, 3, 4, 8, 9, 512, 8191, 8192]}
     prebuild(g, lambda b, s, f: [(b, s, f), (b, s, f)], corners, target)
+    REPORT.emit("if_else_add", "native_template_sets", fuser.compile_native(), "count",
+                note="the stream fuser's kernel structures from the warm-up, JIT-compiled")
     n_templates = sum(len(ts) for ts in templates_of(g).values())
     lat, cpu, rows, builds = [], [], [], 0
     gc.collect()
@@ -361,7 +364,8 @@ def run_bert(args, target, rng, inductor):
     REPORT.emit("bert", "kernels", len(fn.fusion.groups), "count",
                 fused_ops=sum(len(g.ops) for g in fn.fusion.groups))
     pb = fn.prebuild()  # every batch the import allows (Dim max): dry runs build all templates
-    REPORT.emit("bert", "prebuild", round(pb["seconds"], 2), "s", points=pb["points"], templates=pb["templates"])
+    REPORT.emit("bert", "prebuild", round(pb["seconds"], 2), "s", points=pb["points"], templates=pb["templates"],
+                native_template_sets=pb["native"])
     fn(rng.standard_normal((3, seq, hidden)).astype(np.float32))  # warm-up batch (native VM, numpy glue)
     templates = fn.template_count()
     lat, rows, builds = [], [], 0

@@ -87,3 +87,25 @@ def test_bad_shapes_raise_clear_errors():
         f.tensor(np.ones((3, 4), np.float32)) @ f.tensor(np.ones((5, 4), np.float32))
     with pytest.raises(VtmlirError, match="ambiguous"):
         bool(f.tensor(np.ones((2,), np.float32)) > 0.0)
+
+
+def test_compile_native_after_a_warm_up_gives_the_same_results():
+    """After a warm-up, `compile_native` JIT-compiles every kernel structure's templates; new shapes
+    of those structures then compile natively and compute the same results."""
+    rng = np.random.default_rng(9)
+    f = StreamFuser()
+
+    def step(x, y, a, b):
+        X, Y = f.tensor(x), f.tensor(y)
+        t = X * 2.0 if bool(f.tensor(a) > f.tensor(b)) else X * 4.0
+        return (t + Y).numpy()
+
+    for i in range(4):  # both branches, a few shapes
+        z = rng.standard_normal((3 + i, 5 + i)).astype(np.float32)
+        step(z, z, np.float32([i % 2]), np.float32([0.5]))
+    assert f.compile_native() >= 2  # the compare kernel and the branch + add kernel
+    for _ in range(5):
+        m, n = int(rng.integers(2, 300)), int(rng.integers(2, 64))
+        a, b = rng.standard_normal(1).astype(np.float32), rng.standard_normal(1).astype(np.float32)
+        x, y = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
+        np.testing.assert_allclose(step(x, y, a, b), (2 * x if a > b else 4 * x) + y, rtol=1e-6)

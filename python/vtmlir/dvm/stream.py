@@ -132,6 +132,17 @@ class StreamFuser:
         self.flushes: dict[str, int] = {}
         self.history: list[tuple[str, str, int, int]] = []  # (reason, kind, ops, outputs) per kernel
 
+    def compile_native(self) -> int:
+        """JIT-compile the bytecode templates of every kernel structure seen so far (after a
+        warm-up; `template.TemplateSet.compile_native`): later new shapes of those structures then
+        compile natively. Returns how many template sets are native."""
+        from .template import templates_of
+
+        sets = [ts for g in self._graphs.values() for ts in templates_of(g).values()]
+        for ts in sets:
+            ts.compile_native()
+        return sum(ts.native is not None for ts in sets)
+
     # -- inputs ------------------------------------------------------------------------------------
     def tensor(self, array) -> LazyTensor:
         a = np.ascontiguousarray(array)

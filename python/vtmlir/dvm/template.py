@@ -353,7 +353,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     rather than sample (a sample would leave structures out). The templates are then ordered by
     how many points of the space each covers (`fill` tries them in order) and, with `native`, every
     template set used is JIT-compiled (`TemplateSet.compile_native`, ≈1 s each). Returns
-    ``{"points", "built", "templates", "seconds"}``."""
+    ``{"points", "built", "templates", "native" (template sets now native), "seconds"}``."""
     import itertools
     import math
     import time
@@ -390,6 +390,6 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     if native:
         for tset in hits:
             tset.compile_native()
-    templates = sum(len(ts) for ts in templates_of(graph).values())
-    return {"points": total, "built": built, "templates": templates,
-            "seconds": time.perf_counter() - t0}
+    sets = templates_of(graph).values()
+    return {"points": total, "built": built, "templates": sum(len(ts) for ts in sets),
+            "native": sum(ts.native is not None for ts in sets), "seconds": time.perf_counter() - t0}
