@@ -115,6 +115,11 @@ def _dense_strides(shape) -> tuple[int, ...]:
     return tuple(st)
 
 
+# concrete shapes only (a traced `Sym` must not be hashed: that pins its value); the shapes of a new
+# shape's inputs mostly recur (weights, biases), so their strides are looked up, not recomputed
+_cached_dense_strides = functools.lru_cache(maxsize=4096)(_dense_strides)
+
+
 # --------------------------------------------------------------------------- entry point
 def compile_graph(graph: Graph, input_shapes, target: Target | None = None, input_strides=None, *,
                   template: bool = True) -> CompiledKernel:
@@ -128,7 +133,7 @@ def compile_graph(graph: Graph, input_shapes, target: Target | None = None, inpu
     if not graph.outputs:
         raise GraphError(f"{graph.name}: the graph has no outputs")
     if input_strides is None:
-        input_strides = tuple(map(_dense_strides, input_shapes))
+        input_strides = tuple(map(_cached_dense_strides, input_shapes))
     else:
         if len(input_strides) != len(input_shapes) or any(len(a) != len(b) for a, b in zip(input_strides, input_shapes)):
             raise GraphError(f"{graph.name}: one stride per input dimension expected")

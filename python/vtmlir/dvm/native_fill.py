@@ -147,7 +147,8 @@ def _runtime_functions(target: Target) -> str:
       -> (i64, i64, i64, i64, i1) {{
     %c0 = arith.constant 0 : i64
     %c1 = arith.constant 1 : i64
-    %c8 = arith.constant 8 : i64
+    %c3 = arith.constant 3 : i64
+    %c7 = arith.constant 7 : i64
     %cores = arith.constant {cores} : i64
     %ov = arith.constant {over} : i64
     %mem = arith.constant {mem} : i64
@@ -157,16 +158,20 @@ def _runtime_functions(target: Target) -> str:
     %i1 = arith.constant 1 : index
     %i10 = arith.constant 10 : index
     %i8 = arith.constant 8 : index
-    %r:6 = scf.for %e1 = %i0 to %i10 step %i1 iter_args(%bc = %c0, %bna = %c0, %btm = %c0, %btn = %c0, %btk = %c0,
+    // every (tm, tn) of `tile_matmul_reference`; its key (cost, -area, tm) orders candidates totally,
+    // so the scan order does not matter. tn outside (its tile count once), tm = min(m, 2^e1) inside
+    // (ceil(m / 2^e1) is a shift).
+    %r:6 = scf.for %e2 = %i0 to %i8 step %i1 iter_args(%bc = %c0, %bna = %c0, %btm = %c0, %btn = %c0, %btk = %c0,
         %found = %false) -> (i64, i64, i64, i64, i64, i1) {{
-      %e1i = arith.index_cast %e1 : index to i64
-      %p1 = arith.shli %c1, %e1i : i64
-      %tm = arith.minsi %m, %p1 : i64
-      %s:6 = scf.for %e2 = %i0 to %i8 step %i1 iter_args(%bc2 = %bc, %bna2 = %bna, %btm2 = %btm, %btn2 = %btn,
+      %e2i = arith.index_cast %e2 : index to i64
+      %p2 = arith.shli %align, %e2i : i64
+      %tn = arith.minsi %n, %p2 : i64
+      %nt = arith.ceildivsi %n, %tn : i64
+      %s:6 = scf.for %e1 = %i0 to %i10 step %i1 iter_args(%bc2 = %bc, %bna2 = %bna, %btm2 = %btm, %btn2 = %btn,
           %btk2 = %btk, %found2 = %found) -> (i64, i64, i64, i64, i64, i1) {{
-        %e2i = arith.index_cast %e2 : index to i64
-        %p2 = arith.shli %align, %e2i : i64
-        %tn = arith.minsi %n, %p2 : i64
+        %e1i = arith.index_cast %e1 : index to i64
+        %p1 = arith.shli %c1, %e1i : i64
+        %tm = arith.minsi %m, %p1 : i64
         %area = arith.muli %tm, %tn : i64
         %la = arith.muli %live, %area : i64
         %avail = arith.subi %mem, %la : i64
@@ -182,12 +187,16 @@ def _runtime_functions(target: Target) -> str:
         %tk1 = arith.select %ge_al, %down, %tk0 : i64
         %tk = arith.select %full, %k, %tk1 : i64
         %feasible = arith.cmpi sge, %tk, %c1 : i64
-        %mt = arith.ceildivsi %m, %tm : i64
-        %nt = arith.ceildivsi %n, %tn : i64
+        %whole = arith.cmpi sge, %p1, %m : i64
+        %p1m1 = arith.subi %p1, %c1 : i64
+        %mup = arith.addi %m, %p1m1 : i64
+        %mshift = arith.shrsi %mup, %e1i : i64
+        %mt = arith.select %whole, %c1, %mshift : i64
         %tiles = arith.muli %mt, %nt : i64
         %waves = arith.ceildivsi %tiles, %cores : i64
         %l1 = arith.muli %tmn, %k : i64
-        %a8 = arith.ceildivsi %area, %c8 : i64
+        %area7 = arith.addi %area, %c7 : i64
+        %a8 = arith.shrsi %area7, %c3 : i64
         %l2 = arith.muli %a8, %k : i64
         %work0 = arith.addi %l1, %l2 : i64
         %work = arith.addi %work0, %ov : i64
@@ -565,16 +574,19 @@ class NativeFill:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_fill")
         self._entry = _PACKED(addr)
         self._lock = threading.Lock()  # one set of buffers; ctypes releases the GIL during the call
-        self._params = np.zeros(max(1, self.n_params), np.int64)
-        self._info = np.zeros(max(2, *(m[1] for m in self.meta)), np.int64)
+        self._params = (ctypes.c_int64 * max(1, self.n_params))()  # slice assignment: cheaper than numpy's
+        self._info = np.zeros(max(2, *(m[-1] for m in self.meta)), np.int64)
+        self.meta = [m[:-1] for m in self.meta]
         self._out = np.zeros(4096, np.int64)
         self._memo = np.zeros(16, np.int64)
         self._bind()
 
     def _bind(self) -> None:
-        arrays = (self._params, self._out, self.words, self._info, self._memo)
-        self._descs = [ctypes.pointer(_Desc1D(a.ctypes.data, a.ctypes.data, 0, a.size, 1)) for a in arrays]
-        self._packed = (ctypes.c_void_p * len(arrays))(*[ctypes.addressof(d) for d in self._descs])
+        arrays = (self._out, self.words, self._info, self._memo)
+        params = ctypes.addressof(self._params)
+        self._descs = [ctypes.pointer(_Desc1D(params, params, 0, len(self._params), 1))]
+        self._descs += [ctypes.pointer(_Desc1D(a.ctypes.data, a.ctypes.data, 0, a.size, 1)) for a in arrays]
+        self._packed = (ctypes.c_void_p * len(self._descs))(*[ctypes.addressof(d) for d in self._descs])
 
     def __call__(self, params):
         if len(params) != self.n_params:
@@ -583,17 +595,17 @@ class NativeFill:
             self._params[:] = params
             while True:
                 self._entry(self._packed)
-                status = int(self._info[0])
-                if status != NO_ROOM:
+                info = self._info.tolist()  # [status, words, tiling arguments, fields, shapes]
+                if info[0] != NO_ROOM:
                     break
-                self._out = np.zeros(2 * int(self._info[1]), np.int64)
+                self._out = np.zeros(2 * info[1], np.int64)
                 self._bind()
+            status = info[0]
             if status < 0:
                 return None if status == NONE_MATCHED else self.tset.fill(*params)
-            kind, n_info, n_args, n_fields, spans, extra = self.meta[status]
-            info = self._info[1:n_info].tolist()
-            words = self._out[:info[0]].copy()
-        args, fields = info[1:1 + n_args], info[1 + n_args:1 + n_args + n_fields]
+            words = self._out[:info[1]].copy()
+        kind, n_args, n_fields, spans, extra = self.meta[status]
+        args, fields = info[2:2 + n_args], info[2 + n_args:2 + n_args + n_fields]
         tiling = (MatmulTiling(*args, *fields) if kind == "matmul"
                   else VectorTiling(tuple(args), fields[0], fields[1], *extra))
         return status, tiling, words, tuple([tuple(info[a:b]) for a, b in spans])
@@ -751,8 +763,8 @@ def _emit_words(t: _Template, tmpl, index: int, words: list) -> tuple:
         fn.emit(f"memref.store {v}, %I[{fn.const(j + 1, 'index')}] : memref<?xi64>")
     fn.emit("return")
     extra = (record["t_max"], record["n_max"]) if record["kind"] == "vector" else None
-    spans, pos = [], 1 + len(record["args"]) + len(fields)
+    spans, pos = [], 2 + len(record["args"]) + len(fields)  # positions in %I (status at 0)
     for shp in shape_vals:
         spans.append((pos, pos + len(shp)))
         pos += len(shp)
-    return record["kind"], 1 + len(info), len(record["args"]), len(fields), spans, extra
+    return record["kind"], len(record["args"]), len(fields), spans, extra, 1 + len(info)

@@ -285,7 +285,8 @@ def templates_of(graph: Graph) -> dict:
 
 def _template_set(graph: Graph, shapes, target: Target) -> TemplateSet:
     store = templates_of(graph)
-    key = (len(graph.nodes), tuple(graph.inputs), tuple(graph.outputs), target, tuple(map(len, shapes)))
+    # nodes, inputs and outputs are only ever appended (`Graph`): their counts identify the structure
+    key = (len(graph.nodes), len(graph.outputs), target, tuple(map(len, shapes)))
     tset = store.get(key)
     if tset is None:
         tset = store[key] = TemplateSet(target)
