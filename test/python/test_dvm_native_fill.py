@@ -12,24 +12,10 @@ from vtmlir.dvm import Graph, Target, TilingError, compile_graph
 from vtmlir.dvm.codegen import _dense_strides
 from vtmlir.dvm.template import _params, forget_last_tiling, prebuild, templates_of
 
+from test_dvm_template import addmm, layernorm  # the same graphs as the template tests
+
 RNG = np.random.default_rng(23)
 SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # many tiles, tails, k chunks
-
-
-def addmm():
-    g = Graph("addmm")
-    c, a, b = g.input(2), g.input(2), g.input(2)
-    g.output(g.maximum(g.matmul(a, b) + c, c * 0.5))
-    return g
-
-
-def layernorm():
-    g = Graph("layernorm")
-    x, w, b = g.input(3), g.input(1), g.input(1)
-    mu = g.mean(x, -1)
-    xc = x - mu
-    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
-    return g
 
 
 def softmax_rows():

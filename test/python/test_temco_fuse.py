@@ -93,6 +93,15 @@ def test_bad_option_is_a_diagnostic():
         run_pipeline(module, "builtin.module(temco-fuse-activation{tile-width=-1})")
 
 
+def _decompose_and_fuse(model, x):
+    """(decomposed at rank ratio 0.25, fused with 4-wide tiles, the fusion report)."""
+    decomposed = vtmlir.import_torch(model, x)
+    decompose_convs(decomposed, 0.25, True)
+    fused = vtmlir.as_module(str(decomposed))
+    (report,) = fuse_activations(fused, tile_width=4)
+    return decomposed, fused, report
+
+
 def test_block_output_is_an_elementwise_root_written_in_place():
     """A ResNet block output (the next block's fconv input and identity skip) stays full-size, but
     lconv -> BatchNorm -> skip add -> ReLU runs per tile and overwrites the skip tile by tile: one
@@ -103,10 +112,7 @@ def test_block_output_is_an_elementwise_root_written_in_place():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
                                 BasicBlock(16, 16), BasicBlock(16, 16), torch.nn.AdaptiveAvgPool2d(1)).eval()
     x = torch.randn(2, 3, 8, 8)
-    decomposed = vtmlir.import_torch(model, x)
-    decompose_convs(decomposed, 0.25, True)
-    fused = vtmlir.as_module(str(decomposed))
-    (report,) = fuse_activations(fused, tile_width=4)
+    decomposed, fused, report = _decompose_and_fuse(model, x)
     roots = [g for g in report.groups if g.kind == "lconv-act"]
     assert len(roots) == 3 and sum(g.in_place for g in roots) == 2, report.to_text()
     assert str(fused).count('temco.fused = "lconv-act"') == 3
@@ -132,10 +138,7 @@ def test_bottleneck_expanding_conv_joins_the_block_output_group():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
                                 Bottleneck(32, 8), Bottleneck(32, 8), torch.nn.AdaptiveAvgPool2d(1)).eval()
     x = torch.randn(2, 3, 8, 8)
-    decomposed = vtmlir.import_torch(model, x)
-    decompose_convs(decomposed, 0.25, True)
-    fused = vtmlir.as_module(str(decomposed))
-    (report,) = fuse_activations(fused, tile_width=4)
+    decomposed, fused, report = _decompose_and_fuse(model, x)
     assert report.groups and all(g.complete for g in report.groups), report.to_text()
     assert not any("stopped early" in s for s in report.skipped), report.to_text()
     # the two block outputs overwrite their skip tile by tile, the expanding conv inside

@@ -267,8 +267,8 @@ def tile_matmul(m: int, n: int, k: int, n_live: int, itemsize: int, target: Targ
     if m < 1:
         raise TilingError(f"cannot tile a matmul of {m} rows")
     key = (n, k, n_live, itemsize, target)
-    entry = _MATMUL_TABLES.get(key)
-    if entry is None:
+    table = _MATMUL_TABLES.get(key)
+    if table is None:
         if len(_MATMUL_TABLES) > 1024:
             _MATMUL_TABLES.clear()
         rows = _matmul_rows([1 << e for e in range(0, 10)], n, k, n_live, itemsize, target)
@@ -276,12 +276,7 @@ def tile_matmul(m: int, n: int, k: int, n_live: int, itemsize: int, target: Targ
         # exact order of W*nt/tm: every tm divides 512
         table = sorted(flat, key=lambda r: (r[2] * r[1] * (512 // r[0]), r[0], r[4]))
         # per e, the rows with tm <= 2^e (the walk for m < 512 skips larger tm): same order
-        table = [[r for r in table if r[0] <= 1 << e] for e in range(10)]
-        align = target.vector_elems(itemsize)
-        tns = tuple((tn, -(-n // tn)) for tn in sorted({min(n, align << e) for e in range(0, 8)}))
-        entry = _MATMUL_TABLES[key] = (table, tns, align, target.local_memory_bytes, n_live * itemsize,
-                                       target.tile_overhead)
-    table, tns, align, mem, live, over = entry
+        table = _MATMUL_TABLES[key] = [[r for r in table if r[0] <= 1 << e] for e in range(10)]
     cores = target.cores
     best = None  # (cost, -area, tm, tn, tk): the lexicographic minimum wins
     # m < 512: tm = min(m, 2^e) -- the rows tm > m are left out, the row tm = m below stands for them
@@ -292,16 +287,9 @@ def tile_matmul(m: int, n: int, k: int, n_live: int, itemsize: int, target: Targ
         if best is None or cand < best:
             best = cand
     if m < 512 and m & (m - 1):  # the candidate tm = m (a power of two is in the table already)
-        for tn, nt in tns:  # `_matmul_rows([m], ...)` inlined: this runs for every such shape
-            avail = mem - live * m * tn
-            tk = avail // ((m + tn) * itemsize) if avail > 0 else 0
-            if tk >= k:
-                tk = k
-            elif tk >= align:
-                tk -= tk % align
-            if tk >= 1:
-                area = m * tn
-                cand = (-(-nt // cores) * ((m + tn) * k + -(-area // 8) * k + over), -area, m, tn, tk)
+        for tm, row in _matmul_rows([m], n, k, n_live, itemsize, target):
+            for nt, work, area, tn, tk in row:
+                cand = (-(-nt // cores) * work, -area, tm, tn, tk)
                 if best is None or cand < best:
                     best = cand
     if best is None:
