@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ast
 import ctypes
-import threading
 
 import numpy as np
 
@@ -50,7 +49,9 @@ class _Desc1D(ctypes.Structure):
                 ("size", ctypes.c_int64), ("stride", ctypes.c_int64)]
 
 
-_PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# a call takes about a microsecond: keep the GIL (PYFUNCTYPE), so no other thread can interleave
+# its use of the shared buffers and no lock is needed
+_PACKED = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 def _runtime_functions(target: Target) -> str:
@@ -573,7 +574,6 @@ class NativeFill:
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_fill")
         self._entry = _PACKED(addr)
-        self._lock = threading.Lock()  # one set of buffers; ctypes releases the GIL during the call
         self._params = (ctypes.c_int64 * max(1, self.n_params))()  # slice assignment: cheaper than numpy's
         self._info = np.zeros(max(2, *(m[-1] for m in self.meta)), np.int64)
         self.meta = [m[:-1] for m in self.meta]
@@ -591,19 +591,18 @@ class NativeFill:
     def __call__(self, params):
         if len(params) != self.n_params:
             return self.tset.fill(*params)
-        with self._lock:
-            self._params[:] = params
-            while True:
-                self._entry(self._packed)
-                info = self._info.tolist()  # [status, words, tiling arguments, fields, shapes]
-                if info[0] != NO_ROOM:
-                    break
-                self._out = np.zeros(2 * info[1], np.int64)
-                self._bind()
-            status = info[0]
-            if status < 0:
-                return None if status == NONE_MATCHED else self.tset.fill(*params)
-            words = self._out[:info[1]].copy()
+        self._params[:] = params
+        while True:
+            self._entry(self._packed)
+            info = self._info.tolist()  # [status, words, tiling arguments, fields, shapes]
+            if info[0] != NO_ROOM:
+                break
+            self._out = np.zeros(2 * info[1], np.int64)
+            self._bind()
+        status = info[0]
+        if status < 0:
+            return None if status == NONE_MATCHED else self.tset.fill(*params)
+        words = self._out[:info[1]].copy()
         kind, n_args, n_fields, spans, extra = self.meta[status]
         args, fields = info[2:2 + n_args], info[2 + n_args:2 + n_args + n_fields]
         tiling = (MatmulTiling(*args, *fields) if kind == "matmul"
