@@ -115,6 +115,41 @@ def test_libdevice_is_linked_for_math_functions():
         assert ".extern" not in kernel.ptx
 
 
+class PowNorm(torch.nn.Module):
+    """RMSNorm's `x.pow(2)`: torch-mlir emits math.fpowi with an i64 exponent."""
+
+    def forward(self, x, e):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5), x.pow(3) + e.pow(2)
+
+
+def test_integer_powers_do_not_call_libdevice_powif():
+    """NVVM lowers math.fpowi to __nv_powif(float, i32) with torch-mlir's i64 exponent: the call went
+    through the wrong prototype and the Llama layer's RMSNorm read garbage on an H100. The
+    expand-fpowi stage turns constant powers into multiplications before NVVM sees them."""
+    x, e = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    exe = compile_cuda(import_torch(PowNorm().eval(), x, e))
+    assert "math.fpowi" not in exe.stages["expand-fpowi"]
+    assert not any("__nv_powif" in k.llvm_ir for k in exe.kernels)
+    assert not any("callprototype" in k.ptx for k in exe.kernels)
+
+
+def test_a_libdevice_call_of_the_wrong_type_is_refused():
+    kernel = """
+module attributes {llvm.target_triple = "nvptx64-nvidia-cuda"} {
+  llvm.func @__nv_powif(f32, i64) -> f32
+  llvm.func @square(%p: !llvm.ptr<1>) attributes {nvvm.kernel} {
+    %c2 = llvm.mlir.constant(2 : i64) : i64
+    %x = llvm.load %p : !llvm.ptr<1> -> f32
+    %y = llvm.call @__nv_powif(%x, %c2) : (f32, i64) -> f32
+    llvm.store %y, %p : f32, !llvm.ptr<1>
+    llvm.return
+  }
+}
+"""
+    with pytest.raises(VtmlirError, match=r"__nv_powif as 'float \(float, i64\)'.*'float \(float, i32\)'"):
+        translate_kernels([("square", kernel)])
+
+
 def test_hex_float_constants_reach_ptx():
     """MLIR's LLVM prints 2^-9 as `f0x3B000000` and inexact f16 decimals, which llvmlite's parser
     rejects; the translation rewrites such literals and the kernel assembles."""

@@ -133,6 +133,26 @@ def legacy_float_literals(llvm_ir: str) -> str:
     return "\n".join(rewrite_line(line) for line in llvm_ir.split("\n"))
 
 
+def check_libdevice_signatures(module, lib) -> None:
+    """Every `__nv_*` the kernel declares must have libdevice's own type.
+
+    LLVM links a declaration of another type anyway and ptxas accepts the result: the call goes through
+    a prototype of the wrong width and reads garbage on the device (seen on an H100: NVVM's lowering
+    of `math.fpowi` with an i64 exponent declared `__nv_powif(float, i64)`, libdevice's takes i32).
+    """
+    for fn in module.functions:
+        if not (fn.is_declaration and fn.name.startswith("__nv_")):
+            continue
+        try:
+            wanted = str(lib.get_function(fn.name).global_value_type)
+        except NameError:
+            raise ValueError(f"{fn.name} is not a libdevice function") from None
+        declared = str(fn.global_value_type)
+        if declared != wanted:
+            raise ValueError(f"the kernel calls {fn.name} as '{declared}', libdevice defines it as "
+                             f"'{wanted}'; the call would read wrong arguments on the device")
+
+
 def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
     """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
     import llvmlite.binding as llvm
@@ -148,6 +168,7 @@ def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str
             raise ValueError("the kernel calls libdevice (__nv_*) but libdevice.10.bc was not found "
                              "(install the nvidia-nvvm package)")
         lib = _libdevice(libdevice)
+        check_libdevice_signatures(module, lib)
         lib.data_layout = module.data_layout
         module.link_in(lib, preserve=True)
         # Only the kernels stay visible; O3 then drops the unused part of libdevice.

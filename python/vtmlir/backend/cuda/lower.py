@@ -9,6 +9,8 @@ The default stages (DESIGN.md §9, verified on conv and attention blocks):
 
 1. `strip-runtime-asserts` — `gpu-strip-runtime-asserts` erases `cf.assert` (see
    `vtmlir.passes.gpu_kernel_prep` for why); the CPU path keeps them.
+   `expand-fpowi` — `math-expand-ops{ops=fpowi}`: `x.pow(2)` becomes `x * x` (NVVM would call
+   libdevice's `__nv_powif` with an i64 exponent where it takes i32: wrong results on the device).
 2. `parallel-loops` — `convert-linalg-to-parallel-loops`: every linalg op becomes an `scf.parallel`
    over its parallel dimensions with sequential `scf.for` reductions inside. A linalg op with no
    parallel dimension (a full reduction, a 0-d op) becomes plain `scf.for`s or loads and stores in the
@@ -80,6 +82,11 @@ def record_iteration_spaces(module: ir.Module, into: list) -> None:
 DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("strip-runtime-asserts", "drop cf.assert so every loop nest can become a kernel",
              pipeline="gpu-strip-runtime-asserts, func.func(canonicalize)"),
+    # NVVM lowers math.fpowi to libdevice's __nv_powif(float, i32) but keeps torch-mlir's i64 exponent,
+    # a call through the wrong prototype (wrong results on the device): expand it first, into
+    # multiplications for a constant exponent, else into math.powf (exact for integral exponents).
+    GpuStage("expand-fpowi", "math.fpowi → multiplications or math.powf",
+             pipeline="func.func(math-expand-ops{{ops=fpowi}})"),
     # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (temco/gpu_forall.py).
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
