@@ -589,7 +589,9 @@ class NativeFill:
         self._info = np.zeros(max(2, *(m[-1] for m in meta)), np.int64)
         self.meta = [m[:-1] for m in meta]
         self.tilings = [_tiling_builder(kind, 2 + n_out, n_args, extra) for kind, n_args, _, extra in self.meta]
-        self._out = np.zeros(4096, np.int64)
+        # room for the most words the set has written, and the block `_emit_words` writes once more
+        blocks = [len(t.parts[1][0][0]) for t in tset.templates if t.parts[1] is not None]
+        self._out = np.zeros(max(4096, tset.max_words + max(blocks, default=0)), np.int64)
         self._memo = np.zeros(16, np.int64)
         arrays = (self._out, self.words, self._info, self._memo)
         params = ctypes.addressof(self._params)

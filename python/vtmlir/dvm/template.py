@@ -197,6 +197,9 @@ class TemplateSet:
         self.source = ""
         self.native = None  # `native_fill.NativeFill` of the current templates (`compile_native`)
         self.native_error: str | None = None  # why the last `compile_native` kept Python
+        # the most words a compile through this set has written (the native word buffer starts at
+        # that size: growing it costs a new shape a fresh allocation and the general path)
+        self.max_words = 0
 
     def __len__(self) -> int:
         return len(self.templates)
@@ -396,6 +399,8 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
     i, tiling, code, out_shapes = filled
     if _COVERAGE:
         _count(tset, i)
+    if code.size > tset.max_words:
+        tset.max_words = code.size
     return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tset.templates[i].output_dtypes)
 
 
@@ -446,8 +451,9 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
             if filled is None:
                 tset.add(build_template(graph, shapes, strides, target))
                 built += 1
-                filled = (len(tset.templates) - 1,)
+                filled = tset.fill(*_params(shapes, strides))
             _count(tset, filled[0])
+            tset.max_words = max(tset.max_words, filled[2].size)
     if native:
         for tset in hits:
             tset.compile_native()
