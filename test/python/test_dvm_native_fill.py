@@ -133,7 +133,7 @@ def test_compile_graph_goes_through_the_registered_native_entry():
     prebuild(g, lambda m: [(m, 24), (m, 40), (40, 24)], {"m": range(1, 50)}, SMALL)
     (tset,) = templates_of(g).values()
     fast = g.__dict__["_dvm_fast"]
-    assert list(fast.values()) == [tset.native.fast]  # registered by compile_native, for SMALL
+    assert list(fast.values()) == [(SMALL, tset.native.fast)]  # registered by compile_native, for SMALL
     for m in (3, 17, 49):
         shapes = [(m, 24), (m, 40), (40, 24)]
         ref = compile_graph(g, shapes, SMALL, template=False)
@@ -179,3 +179,39 @@ def test_compile_native_refuses_a_native_fill_that_differs_from_python():
     native.words[:] += 1  # a wrong constant word
     with pytest.raises(VtmlirError, match="differs from the Python fill"):
         tset._check(native)
+
+
+def test_the_native_entry_is_shared_safely():
+    """Threads compiling the same graph share the set's native buffers: each gets its own words."""
+    import sys
+    import threading
+
+    g = addmm()
+    prebuild(g, lambda m: [(m, 24), (m, 40), (40, 24)], {"m": range(1, 200)}, SMALL)
+    shapes = [[(m, 24), (m, 40), (40, 24)] for m in range(1, 200)]
+    want = [compile_graph(g, s, SMALL).bytecode for s in shapes]
+    # an equal Target object of its own gets an entry of its own (the same native set)
+    other = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)
+    np.testing.assert_array_equal(compile_graph(g, shapes[5], other).bytecode, want[5])
+    assert len(g.__dict__["_dvm_fast"]) == 2
+    bad = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(10):  # without the lock, ~1-2 % of these get another thread's words
+            for j in rng.permutation(len(shapes)):
+                k = compile_graph(g, shapes[j], SMALL)
+                if not np.array_equal(k.bytecode, want[j]) or k.input_shapes != tuple(shapes[j]):
+                    bad.append(int(j))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not bad

@@ -162,14 +162,14 @@ def compile_graph(graph: Graph, input_shapes, target: Target | None = None, inpu
     if template:  # the template set's native entry point, once a compile of this graph registered it
         fast = graph.__dict__.get("_dvm_fast")
         if fast is not None:
-            fn = fast.get(id(target))
-            if fn is not None:
+            entry = fast.get(id(target))
+            if entry is not None and entry[0] is target:
                 strides = None if input_strides is None else _normalised_strides(graph, input_shapes, input_strides)
                 try:
-                    k = fn(input_shapes, strides)
+                    k = entry[1](input_shapes, strides)
                 except (TypeError, ValueError):  # wrong ranks or sizes: the general path below says what
                     k = None
-                if k is not None:
+                if k is not None and type(k) is not list:  # a list: the native code decided nothing
                     return k
     input_shapes = tuple([tuple(map(int, shp)) for shp in input_shapes])
     if not graph.outputs:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import re
+import threading
 
 import numpy as np
 
@@ -593,6 +594,7 @@ class NativeFill:
         blocks = [len(t.parts[1][0][0]) for t in tset.templates if t.parts[1] is not None]
         self._out = np.zeros(max(4096, tset.max_words + max(blocks, default=0)), np.int64)
         self._memo = np.zeros(16, np.int64)
+        self._lock = threading.Lock()
         arrays = (self._out, self.words, self._info, self._memo)
         params = ctypes.addressof(self._params)
         # descriptors made once (`fast` holds their array): a larger word buffer updates W's in place.
@@ -612,10 +614,11 @@ class NativeFill:
     def _generate_fast(self, n_out: int):
         """`fast(shapes, strides)`: the per-shape compile of this set in Python's fewest steps.
         `strides` None means dense (computed natively, and by `CompiledKernel` only if read),
-        else already normalised (`codegen.compile_graph`). Returns the `CompiledKernel`, or None
-        when the native code decided nothing (status in ``_info[0]``: no template matched, the
-        word buffer is too small, or Python must decide); raises ValueError/TypeError for shapes
-        of the wrong ranks or non-integer sizes (the general path then says what is wrong)."""
+        else already normalised (`codegen.compile_graph`). Returns the `CompiledKernel`, or the
+        info record (a list: ``[status, words needed, ...]``) when the native code decided nothing
+        (no template matched, the word buffer is too small, or Python must decide); raises
+        ValueError/TypeError for shapes of the wrong ranks or non-integer sizes (the general path
+        then says what is wrong)."""
         from .codegen import CompiledKernel
         from .template import _COVERAGE, _count
 
@@ -639,25 +642,28 @@ class NativeFill:
         src = "\n".join([
             "def fast(S, T):",
             f"    {unpack(sizes)} = S",
-            "    if T is None:",
-            f"        _P[0:{1 + len(flat_s)}] = (1, {''.join(n + ', ' for n in flat_s)})",
-            "    else:",
+            "    if T is not None:",
             f"        {unpack(strides)} = T",
-            f"        _P[0:{1 + len(flat_s) + len(flat_t)}] = (0, {''.join(n + ', ' for n in flat_s + flat_t)})",
-            "    _entry(_packed)",
-            "    i = _I.tolist()",
-            "    st = i[0]",
-            "    if st < 0:",
-            "        return None",
+            "    with _lock:  # the buffers are shared: one compile of the set at a time",
+            "        if T is None:",
+            f"            _P[0:{1 + len(flat_s)}] = (1, {''.join(n + ', ' for n in flat_s)})",
+            "        else:",
+            f"            _P[0:{1 + len(flat_s) + len(flat_t)}] = (0, {''.join(n + ', ' for n in flat_s + flat_t)})",
+            "        _entry(_packed)",
+            "        i = _I.tolist()",
+            "        if i[0] < 0:",
+            "            return i",
+            "        words = _nat._out[:i[1]].copy()",
             "    if _COVERAGE:",
-            "        _count(_tset, st)",
-            f"    return _CK(_graph, _nat._out[:i[1]].copy(), None, {shapes}, T, ({''.join(o + ', ' for o in outs)}),"
-            " _dtypes, _tilings[st], i)",
+            "        _count(_tset, i[0])",
+            f"    return _CK(_graph, words, None, {shapes}, T, ({''.join(o + ', ' for o in outs)}),"
+            " _dtypes, _tilings[i[0]], i)",
         ]) + "\n"
         namespace = {"_P": self._params, "_entry": self._entry, "_packed": self._packed, "_I": self._info,
+                     "_lock": self._lock,
                      "_nat": self, "_COVERAGE": _COVERAGE, "_count": _count, "_tset": tset, "_CK": CompiledKernel,
                      "_graph": graph, "_dtypes": tset.templates[-1].output_dtypes, "_tilings": self.tilings,
-                     "_int": int, "_target": tset.target}  # the target: kept alive while `fast` is registered
+                     "_int": int}
         self.fast_source = src
         exec(compile(src, f"<dvm native compile {graph.name}>", "exec"), namespace)
         return namespace["fast"]
@@ -668,12 +674,13 @@ class NativeFill:
         Python `fill` decides). A word buffer too small is grown and the call repeated."""
         while True:
             k = self.fast(shapes, strides)
-            if k is not None:
+            if type(k) is not list:
                 return k
-            status = int(self._info[0])
-            if status != NO_ROOM:
-                return status
-            self._grow(2 * int(self._info[1]))
+            if k[0] != NO_ROOM:
+                return k[0]
+            with self._lock:
+                if self._out.size < k[1]:
+                    self._grow(2 * k[1])
 
     def split(self, params):
         """(shapes, strides) of a parameter list (`template._params`)."""

@@ -260,19 +260,23 @@ class TemplateSet:
                     raise VtmlirError(f"{t.graph.name}: the native compile differs from the Python fill at "
                                       f"{shapes} / {'dense' if st is None else st}")
 
-    def register(self) -> None:
-        """Make the native entry point `compile_graph`'s first path for this graph and target."""
+    def register(self, target: Target | None = None) -> None:
+        """Make the native entry point `compile_graph`'s first path for this graph and `target`
+        (default: the set's own; an equal Target object gets an entry of its own)."""
         if self.native is None or self.graph is None:
             return
+        target = self.target if target is None else target
         fast = self.graph.__dict__.setdefault("_dvm_fast", {})
         if len(fast) >= 16:  # targets made per call would otherwise accumulate
             fast.clear()
-        fast[id(self.target)] = self.native.fast  # it keeps the target alive: the id stays its own
+        # keyed by identity (a dataclass hash costs more than the rest of the lookup); the entry
+        # holds the target, so its id cannot be reused while the entry exists
+        fast[id(target)] = (target, self.native.fast)
 
     def _unregister(self) -> None:
         if self.native is not None and self.graph is not None:
             fast = self.graph.__dict__.get("_dvm_fast", {})
-            for key in [k for k, f in fast.items() if f is self.native.fast]:
+            for key in [k for k, (_, f) in fast.items() if f is self.native.fast]:
                 del fast[key]
         self.native = None
 
@@ -388,7 +392,7 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
 
         k = native.kernel(shapes, strides)
         if type(k) is not int:
-            tset.register()
+            tset.register(target)
             return k
         filled = None if k == NONE_MATCHED else tset.fill(*params)
     else:
