@@ -19,6 +19,12 @@ JSON lines (benchmarks/jsonl.py), per workload:
   previous method, which leaves rare structures to be traced at run time).
   Python's cyclic GC is frozen (`gc.freeze()`) after the warm-up: a full collection of the torch
   heap would otherwise land in one sample;
+- `compile_cpu_max_at`: the sample index of `compile_cpu_max` (0: the first compile after the
+  `gc.collect()`, whose walk over the heap leaves every cache cold); `compile_cpu_cold_median` /
+  `_max`: `--cold-shapes` further new shapes compiled after streaming 128 MB (a compile between
+  two VM runs), with `control` the same measurement of nothing;
+- BERT `validate_latency_median` / `_max`: per new batch, decoding (validating) the new kernels'
+  bytecode before the native VM runs them (not part of the compile latency);
 - `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
   a program needs it), `baseline` = torch eager's best of R on the same inputs and threads;
 - `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
@@ -176,6 +182,28 @@ def emit_inductor_static(case, first, dvm_lat, n):
                 "ratio", baseline="torch.compile(dynamic=False) median new-shape latency / DVM median compile latency")
 
 
+def emit_cold(case, compile_new, new_shapes):
+    """Compile CPU time with every cache level cold: before each sample 128 MB are streamed
+    through (as a VM run between compiles does), and the same for an empty sample (`control`:
+    the measurement's own cold cost)."""
+    n = len(new_shapes)
+    if not n:
+        return
+    flush = np.ones(16 << 20, np.int64)
+    cold, control = [], []
+    for shapes in new_shapes:
+        flush += 1
+        c = time.thread_time()
+        compile_new(shapes)
+        cold.append((time.thread_time() - c) * 1e6)
+        flush += 1
+        c = time.thread_time()
+        control.append((time.thread_time() - c) * 1e6)
+    REPORT.emit(case, "compile_cpu_cold_median", round(statistics.median(cold), 1), "us", shapes=n,
+                control=round(statistics.median(control), 1), note="caches flushed before each compile")
+    REPORT.emit(case, "compile_cpu_cold_max", round(max(cold), 1), "us", shapes=n, control=round(max(control), 1))
+
+
 def distinct_shapes(shapes_of, rng, cap, n, seen):
     """`n` random shapes not in `seen` (every measured compile is for a new shape)."""
     out, tries = [], 0
@@ -241,6 +269,10 @@ def run_static(args, target, rng, inductor):
         REPORT.emit(name, "compile_cpu_best3_median", round(statistics.median(best), 1), "us", shapes=len(best))
         REPORT.emit(name, "compile_cpu_best3_max", round(max(best), 1), "us", shapes=len(best),
                     note="per shape the least of its first compile and two repeats of the same work")
+        REPORT.emit(name, "compile_cpu_max_at", int(max(range(len(cpu)), key=cpu.__getitem__)), "index",
+                    note="which sample (0 = the first compile after gc.collect(), caches cold)")
+        emit_cold(name, lambda shapes: compile_graph(graph, shapes, target),
+                  distinct_shapes(shapes_of, rng, cap, args.cold_shapes, seen))
         timed = []
         for _ in range(args.run_shapes):
             shapes = shapes_of(rng, RUN_CAP[name])
@@ -297,6 +329,15 @@ def run_if_else_add(args, target, rng, inductor):
         b, s, f = (int(rng.integers(1, c + 1)) for c in (256, 512, 8192))
         seen.add((b, s, f))
         compile_graph(g, [(b, s, f), (b, s, f)], target)
+    # the run steps' shapes (up to 4 x 64 x 512) through the fuser: the corners of those ranges, so
+    # that its kernels' structures are there before measuring (`fuser_template_builds` counts any
+    # structure still traced in a measured step)
+    for b in (1, 2, 3, 4):
+        for s_ in (1, 2, 3, 4, 63, 64):
+            for f in (1, 2, 3, 4, 8, 9, 511, 512):
+                z, z2 = np.zeros((b, s_, f), np.float32), np.ones((b, s_, f), np.float32)
+                for branch in (0, 1):  # two arrays: x is y would be a kernel with one input
+                    step(z, z2, np.float32([branch]), np.float32([0.5]))
     # [b, s, f] up to 256 x 512 x 8192 is too large a space to walk whole; its structures are which
     # sizes are 1 and how Alg. 1 splits, so the corners of every range are prebuilt (not a proof:
     # `template_builds` reports any structure that is still traced among the measured shapes)
@@ -305,6 +346,11 @@ def run_if_else_add(args, target, rng, inductor):
     REPORT.emit("if_else_add", "native_template_sets", fuser.compile_native(), "count",
                 note="the stream fuser's kernel structures from the warm-up, JIT-compiled")
     n_templates = sum(len(ts) for ts in templates_of(g).values())
+
+    def fuser_templates():
+        return sum(len(ts) for fg in fuser._graphs.values() for ts in templates_of(fg).values())
+
+    fuser_before = fuser_templates()
     lat, cpu, rows, builds = [], [], [], 0
     gc.collect()
     gc.freeze()
@@ -341,7 +387,9 @@ def run_if_else_add(args, target, rng, inductor):
         REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
         rows.append(((tx, ty, ta, tb), vm_us))
     gc.unfreeze()
-    emit_latency("if_else_add", lat, cpu, template_builds=builds, templates=n_templates)
+    emit_latency("if_else_add", lat, cpu, template_builds=builds, templates=n_templates,
+                 fuser_template_builds=fuser_templates() - fuser_before,
+                 note=f"the first {args.run_shapes} samples: the stream fuser's compiles in a run step (wall)")
     if inductor:
         def fn(x, y, a, b):
             return torch.where(a > b, 2 * x, 4 * x) + y  # traced without the data-dependent Python branch
@@ -368,14 +416,15 @@ def run_bert(args, target, rng, inductor):
                 native_template_sets=pb["native"])
     fn(rng.standard_normal((3, seq, hidden)).astype(np.float32))  # warm-up batch (native VM, numpy glue)
     templates = fn.template_count()
-    lat, rows, builds = [], [], 0
+    lat, rows, builds, validate = [], [], 0, []
     for batch in range(2, 17):
         if batch == 3:
             continue
         xb = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
-        before = fn.compile_seconds
+        before, vbefore = fn.compile_seconds, fn.validate_seconds
         (out,) = fn(xb)
         lat.append((fn.compile_seconds - before) * 1e6)
+        validate.append((fn.validate_seconds - vbefore) * 1e6)
         builds, templates = builds + (fn.template_count() > templates), fn.template_count()
         if batch not in (2, 4, 8, 16):
             continue
@@ -391,6 +440,10 @@ def run_bert(args, target, rng, inductor):
         rows.append(((tx,), vm_us))
     emit_latency("bert", lat, note="all kernels of one new batch (batches 2-16 but the warm-up's 3)",
                  template_builds=builds, templates=templates)
+    REPORT.emit("bert", "validate_latency_median", round(statistics.median(validate), 1), "us", shapes=len(validate),
+                note="per new batch: decoding (validating) the new kernels' bytecode for the native VM, "
+                     "not part of the compile latency")
+    REPORT.emit("bert", "validate_latency_max", round(max(validate), 1), "us", shapes=len(validate))
     if inductor:
         with torch.no_grad():
             first, steady = torch_compile_new_shapes(model, [r for r, _ in rows], args.repeat)
@@ -416,6 +469,8 @@ def main() -> None:
     ap.add_argument("--torch-shapes", type=int, default=4, help="shapes for torch.compile(dynamic=False)")
     ap.add_argument("--run-shapes", type=int, default=3, help="shapes per workload timed at run time")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--cold-shapes", type=int, default=30,
+                    help="static workloads: new shapes compiled with every cache flushed before (0: skip)")
     ap.add_argument("--cores", type=int, default=None, help="Alg. 2 cores (default: CPU count)")
     ap.add_argument("--no-inductor", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--only", default="", help="comma-separated workloads: static,if_else_add,bert")

@@ -154,12 +154,19 @@ def test_prebuild_from_the_recorded_batch_range_leaves_no_trace_for_run_time():
     report = fn.prebuild()  # the import's range: batch 1..12, dry runs
     assert report["points"] == 12 and report["built"] == report["templates"] == fn.template_count() > 0
     assert all(not k.cache for k in fn.kernels)  # dry runs keep no per-shape kernel
+    # ... but what each kernel compiled for, per argument layout: compiled ahead at the first call
+    assert len(fn.shape_plans) == 12
+    planned = {key for plan in fn.shape_plans.values() for _, key, _, _ in plan}
     rng = np.random.default_rng(5)
-    for batch in (12, 7, 1):
+    for i, batch in enumerate((12, 7, 1)):
         xb = rng.standard_normal((batch, 8, 32)).astype(np.float32)
         (out,) = fn(xb)
         np.testing.assert_allclose(out, model(torch.from_numpy(xb)).detach().numpy(), rtol=1e-4, atol=2e-4)
+        assert len(fn.shape_plans) == 11 - i  # the plan of this layout was used up
     assert fn.template_count() == report["templates"]  # nothing traced at run time
+    # every kernel the calls ran was one the plans compiled ahead (no layout predicted wrongly)
+    ran = {key for k in fn.kernels for key in k.cache} | set(fn.__dict__.get("_bmm_kernels", {}))
+    assert ran and ran <= planned
     assert fn.prebuild({"b": [13]}, lambda b: [(b, 8, 32)])["points"] == 1  # an explicit space
 
 

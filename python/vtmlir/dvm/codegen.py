@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,29 +37,58 @@ from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul
 
 
 # --------------------------------------------------------------------------------- results
-@dataclass(eq=False)
 class CompiledKernel:
-    """One compiled kernel instance: its bytecode and what is needed to call it. `program` is the
-    bytecode decoded (and validated) on first use: a new shape builds only the words. Not frozen
-    only because a frozen dataclass's constructor costs 2 µs more, a tenth of a new shape's
-    compile; nothing changes a kernel after it is built."""
+    """One compiled kernel instance: its bytecode and what is needed to call it (`graph`,
+    `bytecode`, `tiling`, `input_shapes`, `input_strides`, `output_shapes`, `output_dtypes`).
 
-    graph: Graph
-    bytecode: np.ndarray
-    tiling: VectorTiling | MatmulTiling
-    input_shapes: tuple[tuple[int, ...], ...]
-    input_strides: tuple[tuple[int, ...], ...]
-    output_shapes: tuple[tuple[int, ...], ...]
-    output_dtypes: tuple[DType, ...]
+    A new shape builds only the words, the shapes and this object (`template.py`,
+    `native_fill.py`); what running does not need is derived when first read: `program` (the
+    bytecode decoded and validated, at the first native run), `tiling` (the dataclass of the
+    tiling fields the native compile wrote into `info`, an info record of `native_fill`) and the
+    `input_strides` of dense inputs (None given: `__call__` checks contiguity instead). A plain
+    class with slots: its constructor is part of every new shape's cost."""
+
+    __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
+                 "output_dtypes", "_tiling_of", "info", "_program")
+
+    def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
+                 output_dtypes, tiling_of=None, info=None):
+        self.graph, self.bytecode, self._tiling = graph, bytecode, tiling
+        self.input_shapes, self._input_strides = input_shapes, input_strides
+        self.output_shapes, self.output_dtypes = output_shapes, output_dtypes
+        self._tiling_of, self.info, self._program = tiling_of, info, None
+
+    @property
+    def tiling(self) -> VectorTiling | MatmulTiling:
+        t = self._tiling
+        if t is None:
+            t = self._tiling = self._tiling_of(self.info)
+        return t
+
+    @property
+    def input_strides(self) -> tuple[tuple[int, ...], ...]:
+        st = self._input_strides
+        if st is None:
+            st = self._input_strides = tuple(map(_cached_dense_strides, self.input_shapes))
+        return st
+
+    @property
+    def template_index(self) -> int | None:
+        """The template of its set that compiled it (natively compiled kernels)."""
+        return None if self.info is None else self.info[0]
 
     @property
     def program(self) -> Program:
-        p = self.__dict__.get("_program")
+        p = self._program
         if p is None:
             from .bytecode import decode
 
             p = self._program = decode(self.bytecode)
         return p
+
+    def __repr__(self) -> str:
+        return (f"CompiledKernel({self.graph.name}, inputs={list(self.input_shapes)}, "
+                f"outputs={list(self.output_shapes)}, words={self.bytecode.size})")
 
     def __call__(self, *inputs, cores: int | None = None, native: bool = False):
         """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
@@ -70,12 +98,13 @@ class CompiledKernel:
 
         if len(inputs) != len(self.input_shapes):
             raise GraphError(f"{self.graph.name}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
+        dense = self._input_strides is None  # compiled for dense inputs: numpy's C-contiguity is that
         flat = []
-        for i, (a, shp, st) in enumerate(zip(inputs, self.input_shapes, self.input_strides)):
+        for i, (a, shp) in enumerate(zip(inputs, self.input_shapes)):
             a = np.asarray(a)
-            if a.shape != shp or _element_strides(a) != st:
+            if a.shape != shp or not (a.flags.c_contiguous if dense else _element_strides(a) == self.input_strides[i]):
                 raise GraphError(f"{self.graph.name}: input {i} has shape {list(a.shape)} and strides "
-                                 f"{list(_element_strides(a))}, compiled for {list(shp)} / {list(st)}")
+                                 f"{list(_element_strides(a))}, compiled for {list(shp)} / {list(self.input_strides[i])}")
             flat.append(_flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
@@ -128,23 +157,46 @@ def compile_graph(graph: Graph, input_shapes, target: Target | None = None, inpu
     By default through the graph's bytecode templates (`template.py`: guards, Alg. 1, the
     shape-dependent words); ``template=False`` runs the lowering itself (the reference the
     templates are tested against, bitwise)."""
-    target = target or Target()
+    if target is None:
+        target = default_target()
+    if template:  # the template set's native entry point, once a compile of this graph registered it
+        fast = graph.__dict__.get("_dvm_fast")
+        if fast is not None:
+            entry = fast.get(id(target))
+            if entry is not None and entry[0] is target:
+                strides = None if input_strides is None else _normalised_strides(graph, input_shapes, input_strides)
+                try:
+                    k = entry[1](input_shapes, strides)
+                except (TypeError, ValueError):  # wrong ranks or sizes: the general path below says what
+                    k = None
+                if k is not None and type(k) is not list:  # a list: the native code decided nothing
+                    return k
     input_shapes = tuple([tuple(map(int, shp)) for shp in input_shapes])
     if not graph.outputs:
         raise GraphError(f"{graph.name}: the graph has no outputs")
     if input_strides is None:
         input_strides = tuple(map(_cached_dense_strides, input_shapes))
     else:
-        if len(input_strides) != len(input_shapes) or any(len(a) != len(b) for a, b in zip(input_strides, input_shapes)):
-            raise GraphError(f"{graph.name}: one stride per input dimension expected")
-        input_strides = tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
-                              for st, shp in zip(input_strides, input_shapes))
+        input_strides = _normalised_strides(graph, input_shapes, input_strides)
     if template:
         return _compile_templated()(graph, input_shapes, input_strides, target)
     program, tiling, shapes = lower(graph, graph.infer_shapes(input_shapes), input_strides, target)
     return CompiledKernel(
         graph, encode(program), tiling, input_shapes, input_strides,
         tuple(shapes[o] for o in graph.outputs), tuple(graph.nodes[o].dtype for o in graph.outputs))
+
+
+@functools.cache
+def default_target() -> Target:
+    """`Target()`, made once (it asks the OS for the CPU count: microseconds per call)."""
+    return Target()
+
+
+def _normalised_strides(graph: Graph, input_shapes, input_strides) -> tuple[tuple[int, ...], ...]:
+    """Element strides as the compile keys them: ints, 0 along size-1 dimensions."""
+    if len(input_strides) != len(input_shapes) or any(len(a) != len(b) for a, b in zip(input_strides, input_shapes)):
+        raise GraphError(f"{graph.name}: one stride per input dimension expected")
+    return tuple([tuple([0 if n == 1 else int(x) for x, n in zip(st, shp)]) for st, shp in zip(input_strides, input_shapes)])
 
 
 @functools.cache

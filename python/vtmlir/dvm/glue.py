@@ -110,35 +110,55 @@ def _g_index_arith(op, values, fn=None):
 def _g_batch_matmul(op, values, fn):
     a, b = values[op.operands[0]], values[op.operands[1]]
     init = values[op.operands[2]]
-    cache = fn.__dict__.setdefault("_bmm", {})
-    g = cache.get(id(op))
-    if g is None:
-        g = Graph("batch_matmul")
-        g.output(g.matmul(g.input(2, _tensor_dtype(op.operands[0])), g.input(2, _tensor_dtype(op.operands[1]))))
-        cache[id(op)] = g
+    key = (id(op), a.shape[1:], b.shape[1:])
     if fn.dry:  # `DvmFunction.prebuild`: build the template, keep no kernel
-        compile_graph(g, [a.shape[1:], b.shape[1:]], fn.target)
+        compile_graph(_bmm_graph(op, fn), [a.shape[1:], b.shape[1:]], fn.target)
+        if fn.record is not None:
+            fn.record.append((op, key, [a.shape[1:], b.shape[1:]], None))
         values[op.results[0]] = np.zeros(init.shape, dtype=init.dtype)
         return
-    kernels = fn.__dict__.setdefault("_bmm_kernels", {})
-    key = (id(op), a.shape[1:], b.shape[1:])
-    k = kernels.get(key)
+    k = fn.__dict__.setdefault("_bmm_kernels", {}).get(key)
     if k is None:
-        start = time.perf_counter()
-        k = compile_graph(g, [a.shape[1:], b.shape[1:]], fn.target)
-        fn.glue_compile_seconds += time.perf_counter() - start
-        use_native = False
-        if fn.native:
-            from .native import unsupported_reason
-
-            use_native = unsupported_reason(k.program) is None
-        k = kernels[key] = (k, use_native)
+        k = bmm_admit(fn, key, bmm_compile(op, fn, [a.shape[1:], b.shape[1:]]))
     k, native = k
     out = np.empty(init.shape, dtype=init.dtype)
     for i in range(a.shape[0]):
         (r,) = k(np.ascontiguousarray(a[i]), np.ascontiguousarray(b[i]), native=native, cores=fn.target.cores if native else None)
         out[i] = r + init[i]
     values[op.results[0]] = out
+
+
+def _bmm_graph(op, fn) -> Graph:
+    cache = fn.__dict__.setdefault("_bmm", {})
+    g = cache.get(id(op))
+    if g is None:
+        g = Graph("batch_matmul")
+        g.output(g.matmul(g.input(2, _tensor_dtype(op.operands[0])), g.input(2, _tensor_dtype(op.operands[1]))))
+        cache[id(op)] = g
+    return g
+
+
+def bmm_compile(op, fn, shapes):
+    """Compile a batch_matmul's per-slice kernel (timed: `glue_compile_seconds`)."""
+    g = _bmm_graph(op, fn)
+    start = time.perf_counter()
+    k = compile_graph(g, shapes, fn.target)
+    fn.glue_compile_seconds += time.perf_counter() - start
+    return k
+
+
+def bmm_admit(fn, key, k):
+    """Decide whether the native VM runs the slice kernel `k` (timed: `glue_validate_seconds`)
+    and cache it under `key`."""
+    start = time.perf_counter()
+    use_native = False
+    if fn.native:
+        from .native import unsupported_reason
+
+        use_native = unsupported_reason(k.program) is None
+    fn.glue_validate_seconds += time.perf_counter() - start
+    entry = fn.__dict__.setdefault("_bmm_kernels", {})[key] = (k, use_native)
+    return entry
 
 
 def _g_extract_slice(op, values, fn=None):

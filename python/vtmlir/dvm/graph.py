@@ -86,6 +86,7 @@ class Graph:
 
     # -- construction ---------------------------------------------------------------------
     def _add(self, node: Node) -> Value:
+        self.__dict__.pop("_dvm_fast", None)  # a compile entry point registered for the old structure
         self.nodes.append(node)
         return Value(self, len(self.nodes) - 1)
 
@@ -101,6 +102,7 @@ class Graph:
         return v
 
     def output(self, *values: Value) -> None:
+        self.__dict__.pop("_dvm_fast", None)
         for v in values:
             self.outputs.append(self._value(v).id)
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import re
+import threading
 
 import numpy as np
 
@@ -552,8 +554,17 @@ class _Template:
 
 
 class NativeFill:
-    """A `TemplateSet`'s `fill`, JIT-compiled. Call with the parameter list; returns what the
-    Python `fill` returns (``(index, tiling, words, output shapes)`` or None)."""
+    """A `TemplateSet`'s per-shape compile, JIT-compiled: `fast(shapes, strides)` is the entry
+    point every compile of the set goes through (see `kernel`); `__call__(params)` gives what the
+    Python `fill` gives (``(index, tiling, words, output shapes)`` or None), for comparisons.
+
+    The native function reads ``P = [mode, sizes..., strides...]`` (mode 1: dense inputs, the
+    strides are computed natively, so the caller passes sizes only) and writes the words into
+    ``W`` and ``I = [status, word count, output shapes..., tiling arguments, tiling fields]``
+    (the output shapes at the same positions for every template of the set). `fast` is Python
+    generated for the set's input ranks: it unpacks the shapes into the preallocated parameter
+    array, makes the one native call and builds the `CompiledKernel` from the info record (its
+    tiling dataclass is made from the record when first read)."""
 
     def __init__(self, tset, opt_level: int = 2):
         from torch_mlir import ir
@@ -564,7 +575,8 @@ class NativeFill:
 
         self.tset = tset
         self.n_params = len(tset.templates[-1].params) if tset.templates else 0
-        self.source, self.words, self.meta = _module_text(tset)
+        self.ranks = _ranks(tset.templates[-1].params)
+        self.source, self.words, meta, n_out = _module_text(tset)
         self._ctx = ir.Context()
         with self._ctx, ir.Location.unknown():
             module = ir.Module.parse(self.source)
@@ -574,57 +586,180 @@ class NativeFill:
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_fill")
         self._entry = _PACKED(addr)
-        self._params = (ctypes.c_int64 * max(1, self.n_params))()  # slice assignment: cheaper than numpy's
-        self._info = np.zeros(max(2, *(m[-1] for m in self.meta)), np.int64)
-        self.meta = [m[:-1] for m in self.meta]
-        self._out = np.zeros(4096, np.int64)
+        self._params = (ctypes.c_int64 * (1 + self.n_params))()  # slice assignment: cheaper than numpy's
+        self._info = np.zeros(max(2, *(m[-1] for m in meta)), np.int64)
+        self.meta = [m[:-1] for m in meta]
+        self.tilings = [_tiling_builder(kind, 2 + n_out, n_args, extra) for kind, n_args, _, extra in self.meta]
+        # room for the most words the set has written, and the block `_emit_words` writes once more
+        blocks = [len(t.parts[1][0][0]) for t in tset.templates if t.parts[1] is not None]
+        self._out = np.zeros(max(4096, tset.max_words + max(blocks, default=0)), np.int64)
         self._memo = np.zeros(16, np.int64)
-        self._bind()
-
-    def _bind(self) -> None:
+        self._lock = threading.Lock()
         arrays = (self._out, self.words, self._info, self._memo)
         params = ctypes.addressof(self._params)
-        self._descs = [ctypes.pointer(_Desc1D(params, params, 0, len(self._params), 1))]
-        self._descs += [ctypes.pointer(_Desc1D(a.ctypes.data, a.ctypes.data, 0, a.size, 1)) for a in arrays]
-        self._packed = (ctypes.c_void_p * len(self._descs))(*[ctypes.addressof(d) for d in self._descs])
+        # descriptors made once (`fast` holds their array): a larger word buffer updates W's in place.
+        # The packed entry takes one pointer per argument to the argument, here a descriptor pointer.
+        self._descs = [_Desc1D(params, params, 0, len(self._params), 1)]
+        self._descs += [_Desc1D(a.ctypes.data, a.ctypes.data, 0, a.size, 1) for a in arrays]
+        self._desc_ptrs = [ctypes.pointer(d) for d in self._descs]
+        self._packed = (ctypes.c_void_p * len(self._descs))(*[ctypes.addressof(p) for p in self._desc_ptrs])
+        self.fast = self._generate_fast(n_out)
+
+    def _grow(self, words: int) -> None:
+        self._out = np.zeros(words, np.int64)
+        d = self._descs[1]
+        d.allocated = d.aligned = self._out.ctypes.data
+        d.size = self._out.size
+
+    def _generate_fast(self, n_out: int):
+        """`fast(shapes, strides)`: the per-shape compile of this set in Python's fewest steps.
+        `strides` None means dense (computed natively, and by `CompiledKernel` only if read),
+        else already normalised (`codegen.compile_graph`). Returns the `CompiledKernel`, or the
+        info record (a list: ``[status, words needed, ...]``) when the native code decided nothing
+        (no template matched, the word buffer is too small, or Python must decide); raises
+        ValueError/TypeError for shapes of the wrong ranks or non-integer sizes (the general path
+        then says what is wrong)."""
+        from .codegen import CompiledKernel
+        from .template import _COVERAGE, _count
+
+        tset = self.tset
+        graph = tset.templates[-1].graph
+        sizes = [[f"s{i}_{d}" for d in range(r)] for i, r in enumerate(self.ranks)]
+        strides = [[f"t{i}_{d}" for d in range(r)] for i, r in enumerate(self.ranks)]
+
+        def unpack(names):
+            return ", ".join(("(" + "".join(n + ", " for n in ns) + ")") if ns else "[]" for ns in names) + ","
+
+        flat_s = [n for ns in sizes for n in ns]
+        flat_t = [n for ns in strides for n in ns]
+        shapes = "(" + "".join("(" + "".join(f"_int({n}), " for n in ns) + "), " for ns in sizes) + ")"
+        outs = []
+        pos = 2
+        for shp in ast.parse(tset.templates[-1].out_shapes, mode="eval").body.elts:
+            outs.append("(" + "".join(f"i[{pos + d}], " for d in range(len(shp.elts))) + ")")
+            pos += len(shp.elts)
+        assert pos == 2 + n_out
+        src = "\n".join([
+            "def fast(S, T):",
+            f"    {unpack(sizes)} = S",
+            "    if T is not None:",
+            f"        {unpack(strides)} = T",
+            "    with _lock:  # the buffers are shared: one compile of the set at a time",
+            "        if T is None:",
+            f"            _P[0:{1 + len(flat_s)}] = (1, {''.join(n + ', ' for n in flat_s)})",
+            "        else:",
+            f"            _P[0:{1 + len(flat_s) + len(flat_t)}] = (0, {''.join(n + ', ' for n in flat_s + flat_t)})",
+            "        _entry(_packed)",
+            "        i = _I.tolist()",
+            "        if i[0] < 0:",
+            "            return i",
+            "        words = _nat._out[:i[1]].copy()",
+            "    if _COVERAGE:",
+            "        _count(_tset, i[0])",
+            f"    return _CK(_graph, words, None, {shapes}, T, ({''.join(o + ', ' for o in outs)}),"
+            " _dtypes, _tilings[i[0]], i)",
+        ]) + "\n"
+        namespace = {"_P": self._params, "_entry": self._entry, "_packed": self._packed, "_I": self._info,
+                     "_lock": self._lock,
+                     "_nat": self, "_COVERAGE": _COVERAGE, "_count": _count, "_tset": tset, "_CK": CompiledKernel,
+                     "_graph": graph, "_dtypes": tset.templates[-1].output_dtypes, "_tilings": self.tilings,
+                     "_int": int}
+        self.fast_source = src
+        exec(compile(src, f"<dvm native compile {graph.name}>", "exec"), namespace)
+        return namespace["fast"]
+
+    def kernel(self, shapes, strides):
+        """The `CompiledKernel` of `shapes` (normalised tuples) and `strides` (normalised, or None:
+        dense), or the status NONE_MATCHED (no template covers the shape) or ASK_PYTHON (the
+        Python `fill` decides). A word buffer too small is grown and the call repeated."""
+        while True:
+            k = self.fast(shapes, strides)
+            if type(k) is not list:
+                return k
+            if k[0] != NO_ROOM:
+                return k[0]
+            with self._lock:
+                if self._out.size < k[1]:
+                    self._grow(2 * k[1])
+
+    def split(self, params):
+        """(shapes, strides) of a parameter list (`template._params`)."""
+        shapes, strides, j = [], [], 0
+        for r in self.ranks:
+            shapes.append(tuple(params[j:j + r]))
+            j += r
+        for r in self.ranks:
+            strides.append(tuple(params[j:j + r]))
+            j += r
+        return tuple(shapes), tuple(strides)
 
     def __call__(self, params):
         if len(params) != self.n_params:
             return self.tset.fill(*params)
-        self._params[:] = params
-        while True:
-            self._entry(self._packed)
-            info = self._info.tolist()  # [status, words, tiling arguments, fields, shapes]
-            if info[0] != NO_ROOM:
-                break
-            self._out = np.zeros(2 * info[1], np.int64)
-            self._bind()
-        status = info[0]
-        if status < 0:
-            return None if status == NONE_MATCHED else self.tset.fill(*params)
-        words = self._out[:info[1]].copy()
-        kind, n_args, n_fields, spans, extra = self.meta[status]
-        args, fields = info[2:2 + n_args], info[2 + n_args:2 + n_args + n_fields]
-        tiling = (MatmulTiling(*args, *fields) if kind == "matmul"
-                  else VectorTiling(tuple(args), fields[0], fields[1], *extra))
-        return status, tiling, words, tuple([tuple(info[a:b]) for a, b in spans])
+        k = self.kernel(*self.split(params))
+        if type(k) is int:
+            return None if k == NONE_MATCHED else self.tset.fill(*params)
+        return k.template_index, k.tiling, k.bytecode, k.output_shapes
 
 
-def _module_text(tset) -> tuple[str, np.ndarray, list]:
+_PARAM = re.compile(r"([st])(\d+)_(\d+)")
+
+
+def _ranks(params) -> list[int]:
+    """Input ranks from the parameter names (`s<i>_<d>` sizes, then `t<i>_<d>` strides)."""
+    ranks: dict[int, int] = {}
+    for name in params:
+        kind, i, d = _PARAM.fullmatch(name).groups()
+        if kind == "s":
+            ranks[int(i)] = max(ranks.get(int(i), 0), int(d) + 1)
+    return [ranks.get(i, 0) for i in range(1 + max(ranks, default=-1))]
+
+
+def _tiling_builder(kind: str, a: int, n_args: int, extra):
+    """info record -> the tiling dataclass (arguments at ``a``, then the result fields)."""
+    f = a + n_args
+    if kind == "matmul":
+        return lambda i: MatmulTiling(*i[a:f], *i[f:f + 4])
+    t_max, n_max = extra
+    return lambda i: VectorTiling(tuple(i[a:f]), i[f], i[f + 1], t_max, n_max)
+
+
+def _module_text(tset) -> tuple[str, np.ndarray, list, int]:
     """(`@dvm_fill` and the runtime functions as MLIR, the constant words, per template the layout
-    of its info record)."""
+    of its info record, the number of output shape words in it)."""
     target: Target = tset.target
     fn = _Function()
     templates = tset.templates
     n_params = len(templates[-1].params)
     if any(len(t.params) != n_params for t in templates):
         raise Unsupported("templates with different parameter lists")
-    entry_loads = []
-    params = {}
-    for j, name in enumerate(templates[-1].params):
+    # P = [mode, sizes..., strides...]; mode 1: dense inputs, each stride is 0 for a size-1
+    # dimension, else the product of the inner sizes (`codegen._dense_strides`), computed here
+    names = templates[-1].params
+    ranks = _ranks(names)
+    if not ranks:
+        raise Unsupported("a kernel without inputs")
+    entry_loads = ["    %e_i0 = arith.constant 0 : index", "    %e_0 = arith.constant 0 : i64",
+                   "    %e_1 = arith.constant 1 : i64", "    %e_mode = memref.load %P[%e_i0] : memref<?xi64>",
+                   "    %e_dense = arith.cmpi eq, %e_mode, %e_1 : i64"]
+    params, sizes = {}, {}
+    for j, name in enumerate(names):
+        kind, i, d = _PARAM.fullmatch(name).groups()
+        i, d = int(i), int(d)
         v = f"%p{j}"
-        entry_loads.append(f"    %pi{j} = arith.constant {j} : index")
-        entry_loads.append(f"    {v} = memref.load %P[%pi{j}] : memref<?xi64>")
+        entry_loads.append(f"    %pi{j} = arith.constant {j + 1} : index")
+        if kind == "s":
+            entry_loads.append(f"    {v} = memref.load %P[%pi{j}] : memref<?xi64>")
+            sizes[i, d] = v
+        else:
+            entry_loads.append(f"    %pg{j} = memref.load %P[%pi{j}] : memref<?xi64>")
+            inner = "%e_1"
+            for e in range(d + 1, ranks[i]):
+                entry_loads.append(f"    %pm{j}_{e} = arith.muli {inner}, {sizes[i, e]} : i64")
+                inner = f"%pm{j}_{e}"
+            entry_loads.append(f"    %pu{j} = arith.cmpi eq, {sizes[i, d]}, %e_1 : i64")
+            entry_loads.append(f"    %pd{j} = arith.select %pu{j}, %e_0, {inner} : i64")
+            entry_loads.append(f"    {v} = arith.select %e_dense, %pd{j}, %pg{j} : i64")
         params[name] = (v, "i64")
     words: list[int] = []
     meta = []
@@ -653,7 +788,10 @@ def _module_text(tset) -> tuple[str, np.ndarray, list]:
             "%M: memref<?xi64>) {\n"
             + "    %m0 = arith.constant 0 : index\n    %z0 = arith.constant 0 : i64\n"
             + "    memref.store %z0, %M[%m0] : memref<?xi64>\n" + body + "\n  }\n}\n")
-    return text, np.array(words or [0], dtype=np.int64), meta
+    out_ranks = {tuple(len(shp.elts) for shp in ast.parse(t.out_shapes, mode="eval").body.elts) for t in templates}
+    if len(out_ranks) != 1:  # pragma: no cover - the graph fixes its output ranks
+        raise Unsupported("templates with different output ranks")
+    return text, np.array(words or [0], dtype=np.int64), meta, sum(out_ranks.pop())
 
 
 def _emit_words(t: _Template, tmpl, index: int, words: list) -> tuple:
@@ -755,15 +893,11 @@ def _emit_words(t: _Template, tmpl, index: int, words: list) -> tuple:
     # the info record: status, words, tiling arguments, tiling fields, output shapes
     fields = [record["tm"], record["tn"], record["tk"], record["cost"]] if record["kind"] == "matmul" \
         else [record["dim"], record["tile"]]
-    info = [total, *record["args"], *fields, *(v for shp in shape_vals for v in shp)]
+    info = [total, *(v for shp in shape_vals for v in shp), *record["args"], *fields]
     status = fn.const(index)
     fn.emit(f"memref.store {status}, %I[{zero}] : memref<?xi64>")
     for j, v in enumerate(info):
         fn.emit(f"memref.store {v}, %I[{fn.const(j + 1, 'index')}] : memref<?xi64>")
     fn.emit("return")
     extra = (record["t_max"], record["n_max"]) if record["kind"] == "vector" else None
-    spans, pos = [], 2 + len(record["args"]) + len(fields)  # positions in %I (status at 0)
-    for shp in shape_vals:
-        spans.append((pos, pos + len(shp)))
-        pos += len(shp)
-    return record["kind"], len(record["args"]), len(fields), spans, extra, 1 + len(info)
+    return record["kind"], len(record["args"]), len(fields), extra, 1 + len(info)

@@ -105,6 +105,7 @@ class _GroupKernel:
         self.outputs: list = []  # (mlir value, from-domain function)
         self.cache: dict = {}
         self.compile_seconds = 0.0
+        self.validate_seconds = 0.0
         self._scalars = known_scalars
         member_ops = {id(op) for op in self.ops}
         self.rank = len(g.domain)
@@ -276,37 +277,61 @@ class _GroupKernel:
         return res
 
     # -- per call ---------------------------------------------------------------------------
-    def run(self, values: dict, target: Target, native: bool, dry: bool = False):
+    def run(self, values: dict, target: Target, native: bool, dry: bool = False, record: list | None = None):
         """Compile for the inputs' shapes (once per shape and strides) and run. `dry`: compile
         only (building any template the shapes need, caching no kernel) and give zeros of the
-        results' shapes -- what `DvmFunction.prebuild` walks the shape space with."""
+        results' shapes -- what `DvmFunction.prebuild` walks the shape space with; `record`
+        then receives what this kernel compiled (`DvmFunction.shape_plans`)."""
         if not self.results:  # every result is dead: nothing to compute
             return
         arrays = []
         for src, view in self.inputs:
             arrays.append(src if view is None else view(values[src]))
+        key = tuple([(a.shape, a.strides, a.dtype.str) for a in arrays])
         if dry:
-            k = compile_graph(self.graph, [a.shape for a in arrays], target, input_strides=[_strides(a) for a in arrays])
+            shapes, strides = _layout(arrays)
+            k = compile_graph(self.graph, shapes, target, input_strides=strides)
+            if record is not None:
+                record.append((self, key, shapes, strides))
             for r, shape, dt in zip(self.results, k.output_shapes, k.output_dtypes):
                 values[r] = _from_domain(np.zeros(shape, dt.numpy), r, self)
             return
-        key = tuple((a.shape, a.strides, a.dtype.str) for a in arrays)
         kernel = self.cache.get(key)
         if kernel is None:
-            start = time.perf_counter()
-            kernel = compile_graph(self.graph, [a.shape for a in arrays], target,
-                                   input_strides=[_strides(a) for a in arrays])
-            self.compile_seconds += time.perf_counter() - start
-            use_native = False
-            if native:
-                from .native import unsupported_reason
-
-                use_native = unsupported_reason(kernel.program) is None
-            self.cache[key] = kernel = (kernel, use_native)
+            kernel = self.admit(key, self.compile(*_layout(arrays), target), native)
         k, use_native = kernel
         outs = k(*arrays, native=use_native, cores=target.cores if use_native else None)
         for r, o in zip(self.results, outs):
             values[r] = _from_domain(o, r, self)
+
+    def compile(self, shapes, strides, target: Target):
+        """Compile for one input layout (timed: `compile_seconds`)."""
+        start = time.perf_counter()
+        kernel = compile_graph(self.graph, shapes, target, input_strides=strides)
+        self.compile_seconds += time.perf_counter() - start
+        return kernel
+
+    def admit(self, key, kernel, native: bool):
+        """Decide whether the native VM runs `kernel` (decoding its bytecode validates it; timed:
+        `validate_seconds`) and cache it under `key`."""
+        start = time.perf_counter()
+        use_native = False
+        if native:
+            from .native import unsupported_reason
+
+            use_native = unsupported_reason(kernel.program) is None
+        self.validate_seconds += time.perf_counter() - start
+        entry = self.cache[key] = (kernel, use_native)
+        return entry
+
+
+def _layout(arrays):
+    """(shapes, element strides) to compile the arrays for; strides None when every array is
+    C-contiguous (the compile derives dense strides natively)."""
+    shapes = [a.shape for a in arrays]
+    if all([a.flags.c_contiguous for a in arrays]):
+        return shapes, None
+    return shapes, [_strides(a) for a in arrays]
 
 
 def _user(use):
@@ -386,7 +411,11 @@ class DvmFunction:
         self.target = target or Target()
         self.native = native
         self.glue_compile_seconds = 0.0  # batch_matmul kernels
+        self.glue_validate_seconds = 0.0
         self.dry = False  # a `prebuild` dry run is under way (the glue's kernels compile only)
+        self.record: list | None = None  # what the dry run compiles, in order (`shape_plans`)
+        # argument layout -> every kernel compile a call with it makes, recorded by `prebuild`
+        self.shape_plans: dict = {}
         self.symbols = shape_symbols(module, func_name) if isinstance(module, ir.Module) else ShapeSymbols({}, (), ())
         fn = None
         for f in mop.regions[0].blocks[0].operations:
@@ -444,6 +473,12 @@ class DvmFunction:
         """Total per-new-shape compile time so far (tiling + encoding of every kernel)."""
         return self.glue_compile_seconds + sum(k.compile_seconds for k in self.kernels)
 
+    @property
+    def validate_seconds(self) -> float:
+        """Total time spent deciding whether the native VM runs a new kernel: decoding its
+        bytecode, which validates it (`bytecode.decode`), and checking the native VM's coverage."""
+        return self.glue_validate_seconds + sum(k.validate_seconds for k in self.kernels)
+
     def template_count(self) -> int:
         """Bytecode templates built so far over all kernels (`template.py`: one per structure)."""
         from .template import templates_of
@@ -455,7 +490,9 @@ class DvmFunction:
         """Build, ahead of time, the bytecode templates of every kernel for every point of the
         shape space, so that a new shape in it costs guards + tiling + words only, never a trace
         (`template.prebuild` for whole functions). Each point is a dry run: the kernels compile and
-        yield zeros, the numpy glue runs on them, no VM runs and no per-shape kernel is kept.
+        yield zeros, the numpy glue runs on them, no VM runs and no per-shape kernel is kept; what
+        each kernel compiled for is kept in `shape_plans`, so that the first call with that
+        argument layout compiles all its kernels back to back before running (`_compile_ahead`).
 
         `space` maps symbol names to the values they take and ``shapes_of(**point)`` gives the
         argument shapes. Without them, the ranges the import recorded are used
@@ -480,7 +517,13 @@ class DvmFunction:
         with coverage() as hits:  # and then each kernel's most used templates first
             for point in itertools.product(*values):
                 shapes = shapes_of(**dict(zip(names, point)))
-                self._execute([np.zeros(s, d) for s, d in zip(shapes, dtypes)], dry=True)
+                arrays = [np.zeros(s, d) for s, d in zip(shapes, dtypes)]
+                self.record = []
+                try:
+                    self._execute(arrays, dry=True)
+                    self.shape_plans[_arg_key(arrays)] = self.record
+                finally:
+                    self.record = None
         if native:
             for tset in hits:
                 tset.compile_native()
@@ -515,14 +558,43 @@ class DvmFunction:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
         self.dry = dry
+        if not dry and self.shape_plans:
+            plan = self.shape_plans.pop(_arg_key(arrays), None)
+            if plan is not None:
+                _compile_ahead(self, plan)
         for kind, unit in self.plan:
             if kind == "kernel":
-                unit.run(values, self.target, self.native, dry)
+                unit.run(values, self.target, self.native, dry, self.record)
             elif unit.name == "func.return":
                 return [np.asarray(values[v]) for v in unit.operands]
             else:
                 _GLUE[unit.name](unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
+
+
+def _arg_key(arrays):
+    return tuple([(a.shape, a.strides, a.dtype.str) for a in arrays])
+
+
+def _compile_ahead(fn: DvmFunction, plan) -> None:
+    """Compile every kernel a call with a new argument layout needs, back to back, before the
+    first one runs, and then validate them (DVM Fig. 5: the operator compiler sees all fused subgraphs of the shape): the
+    kernels' compiles then share warm caches instead of each following a VM run. The layouts come
+    from the `prebuild` dry run of the same argument layout (the glue's numpy results have the
+    same shapes and strides whatever the values); each is still looked up by the actual layout
+    when its kernel runs."""
+    from .glue import bmm_admit, bmm_compile
+
+    done = fn.__dict__.setdefault("_bmm_kernels", {})
+    todo = [(unit, key, shapes, strides) for unit, key, shapes, strides in plan
+            if key not in (unit.cache if isinstance(unit, _GroupKernel) else done)]
+    compiled = [unit.compile(shapes, strides, fn.target) if isinstance(unit, _GroupKernel)
+                else bmm_compile(unit, fn, shapes) for unit, key, shapes, strides in todo]
+    for (unit, key, _, _), kernel in zip(todo, compiled):  # then validate them (the VM's decode)
+        if isinstance(unit, _GroupKernel):
+            unit.admit(key, kernel, fn.native)
+        else:
+            bmm_admit(fn, key, kernel)
 
 
 def _topo(plan, fn: DvmFunction):

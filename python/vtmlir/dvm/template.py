@@ -55,10 +55,12 @@ class KernelTemplate:
     per repetition. `ret` is the text of everything the code reads (for dead-statement removal)."""
 
     __slots__ = ("graph", "params", "stmts", "ret", "tiling", "output_dtypes", "parts", "count", "steps",
-                 "out_shapes")
+                 "out_shapes", "point")
 
-    def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes):
+    def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes,
+                 point=None):
         self.graph, self.params, self.tiling = graph, params, tiling
+        self.point = point  # (shapes, strides) it was traced at
         self.output_dtypes = tuple(graph.nodes[o].dtype for o in graph.outputs)
         self.parts, self.count, self.steps = parts, _src(count), [_src(x) for x in steps]
         self.out_shapes = "(" + "".join("(" + "".join(_src(d) + ", " for d in shp) + "), " for shp in out_shapes) + ")"
@@ -127,7 +129,8 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> KernelTempl
         count, steps = rw.count, [rw.deltas[p] for p in step_pos]
     else:
         parts, count, steps = (_part(words), None, None), 0, []
-    return KernelTemplate(graph, params, tr, tr.calls[0], parts, count, steps, out_shapes)
+    return KernelTemplate(graph, params, tr, tr.calls[0], parts, count, steps, out_shapes,
+                          (tuple(map(tuple, shapes)), tuple(map(tuple, strides))))
 
 
 class _LastCall:
@@ -187,13 +190,16 @@ class TemplateSet:
     equal, and a trace numbers its variables in order, so a branch assigns only variables
     numbered after its shared prefix (and assigns each before reading it)."""
 
-    def __init__(self, target: Target):
-        self.target = target
+    def __init__(self, target: Target, graph: Graph | None = None):
+        self.target, self.graph = target, graph
         self.templates: list[KernelTemplate] = []
         self.fill = lambda *params: None
         self.source = ""
         self.native = None  # `native_fill.NativeFill` of the current templates (`compile_native`)
         self.native_error: str | None = None  # why the last `compile_native` kept Python
+        # the most words a compile through this set has written (the native word buffer starts at
+        # that size: growing it costs a new shape a fresh allocation and the general path)
+        self.max_words = 0
 
     def __len__(self) -> int:
         return len(self.templates)
@@ -211,21 +217,71 @@ class TemplateSet:
         self._generate()
 
     def compile_native(self) -> None:
-        """JIT-compile `fill` through MLIR (`native_fill.NativeFill`, the same results natively);
-        until then, and after any template is added, the Python `fill` runs. A template set the
-        translation cannot handle stays in Python (`native_error` says why)."""
+        """JIT-compile `fill` through MLIR (`native_fill.NativeFill`, the same results natively)
+        and make its entry point the graph's `compile_graph` path for this target; until then,
+        and after any template is added, the Python `fill` runs. A template set the translation
+        cannot handle stays in Python (`native_error` says why), and so does one whose native
+        compile differs from the Python `fill` at any template's traced shape (checked here,
+        dense and strided: this also runs each native path once, at graph compile time, rather
+        than in the first new shape)."""
         from ..errors import VtmlirError
         from .native_fill import NativeFill, Unsupported
 
         if self.native is not None or not self.templates:
             return
         try:
-            self.native, self.native_error = NativeFill(self), None
+            native = NativeFill(self)
+            self._check(native)
         except (Unsupported, VtmlirError) as err:
             self.native, self.native_error = None, str(err)
+            return
+        self.native, self.native_error = native, None
+        self.register()
+
+    def _check(self, native) -> None:
+        from ..errors import VtmlirError
+        from .codegen import _cached_dense_strides
+
+        for t in self.templates:
+            if t.point is None:
+                continue
+            shapes, strides = t.point
+            params = _params(shapes, strides)
+            forget_last_tiling()
+            want = self.fill(*params)
+            ways = [strides] + ([None] if strides == tuple(map(_cached_dense_strides, shapes)) else [])
+            for st in ways:
+                got = native.kernel(shapes, st)
+                same = (want is None and type(got) is int) or (
+                    want is not None and type(got) is not int and got.template_index == want[0]
+                    and got.tiling == want[1] and np.array_equal(got.bytecode, want[2])
+                    and got.output_shapes == want[3])
+                if not same:
+                    raise VtmlirError(f"{t.graph.name}: the native compile differs from the Python fill at "
+                                      f"{shapes} / {'dense' if st is None else st}")
+
+    def register(self, target: Target | None = None) -> None:
+        """Make the native entry point `compile_graph`'s first path for this graph and `target`
+        (default: the set's own; an equal Target object gets an entry of its own)."""
+        if self.native is None or self.graph is None:
+            return
+        target = self.target if target is None else target
+        fast = self.graph.__dict__.setdefault("_dvm_fast", {})
+        if len(fast) >= 16:  # targets made per call would otherwise accumulate
+            fast.clear()
+        # keyed by identity (a dataclass hash costs more than the rest of the lookup); the entry
+        # holds the target, so its id cannot be reused while the entry exists
+        fast[id(target)] = (target, self.native.fast)
+
+    def _unregister(self) -> None:
+        if self.native is not None and self.graph is not None:
+            fast = self.graph.__dict__.get("_dvm_fast", {})
+            for key in [k for k, (_, f) in fast.items() if f is self.native.fast]:
+                del fast[key]
+        self.native = None
 
     def _generate(self) -> None:
-        self.native = None  # stale: recompiled by the next `compile_native`
+        self._unregister()  # stale: recompiled by the next `compile_native`
         tmpl = self.templates[-1]
         root: dict = {}
         namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
@@ -289,7 +345,7 @@ def _template_set(graph: Graph, shapes, target: Target) -> TemplateSet:
     key = (len(graph.nodes), len(graph.outputs), target, tuple(map(len, shapes)))
     tset = store.get(key)
     if tset is None:
-        tset = store[key] = TemplateSet(target)
+        tset = store[key] = TemplateSet(target, graph)
     return tset
 
 
@@ -325,17 +381,30 @@ def _count(tset: TemplateSet, index: int) -> None:
 
 
 def compile_templated(graph: Graph, shapes, strides, target: Target) -> CompiledKernel:
-    """`codegen.compile_graph` through the graph's templates (a new structure is traced once)."""
+    """`codegen.compile_graph` through the graph's templates (a new structure is traced once):
+    natively where the template set is compiled (`NativeFill.kernel`, registered for the next
+    calls), else the Python `fill`."""
     tset = _template_set(graph, shapes, target)
     params = _params(shapes, strides)
     native = tset.native
-    filled = tset.fill(*params) if native is None else native(params)
+    if native is not None:
+        from .native_fill import NONE_MATCHED
+
+        k = native.kernel(shapes, strides)
+        if type(k) is not int:
+            tset.register(target)
+            return k
+        filled = None if k == NONE_MATCHED else tset.fill(*params)
+    else:
+        filled = tset.fill(*params)
     if filled is None:
         tset.add(build_template(graph, shapes, strides, target))
         filled = tset.fill(*params)  # the traced shape passes its own guards
     i, tiling, code, out_shapes = filled
     if _COVERAGE:
         _count(tset, i)
+    if code.size > tset.max_words:
+        tset.max_words = code.size
     return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tset.templates[i].output_dtypes)
 
 
@@ -386,8 +455,9 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
             if filled is None:
                 tset.add(build_template(graph, shapes, strides, target))
                 built += 1
-                filled = (len(tset.templates) - 1,)
+                filled = tset.fill(*_params(shapes, strides))
             _count(tset, filled[0])
+            tset.max_words = max(tset.max_words, filled[2].size)
     if native:
         for tset in hits:
             tset.compile_native()
