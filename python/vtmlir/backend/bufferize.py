@@ -26,6 +26,7 @@ GRAPH_TO_KERNELS = (
     "unshare-fill-inits, "
     "eliminate-empty-tensors, "
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
+    "memref-elide-temporary-copies, "
     "buffer-results-to-out-params{modify-public-functions}, "
     "buffer-deallocation-pipeline, "
     "canonicalize, cse, memref-copy-to-linalg, memref-dealloc-at-last-use)"
