@@ -43,12 +43,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
       any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
       subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
       low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
-    - `donate` (CPU): indices of arguments the compiled function may overwrite (JAX's
-      `donate_argnums`). Without it no argument is ever written. A result that is a donated argument
-      updated in place (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in
-      that argument's memory and returned in it -- no second buffer, no copy; `compiled.aliases`
-      says which results that is. The values are those of the non-donated function; the donated
-      input's old values are gone after the call (pass the returned tensor to the next call).
+    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`).
+      Without it no argument is ever written. A result that is a donated argument updated in place
+      (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in that argument's
+      memory and returned in it -- no second buffer, no copy; on the CPU `compiled.aliases` says
+      which results that is. The values are those of the non-donated function; on the CPU the
+      donated input's old values are gone after the call (pass the returned tensor to the next
+      call); on CUDA the donated input's device buffer is updated and read back as the result.
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
@@ -95,12 +96,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
                            donate=donated)
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
-    if donated:
-        raise VtmlirError("error: donate is available on the CPU target only (the CUDA runtime copies "
-                          "every input to the device)")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated)
     executable.stages = {**stages, **executable.stages}
     return executable
 
