@@ -124,3 +124,46 @@ func.func @reshaped_read_kept() -> memref<4x4xf32> {
   memref.copy %tmp, %dst : memref<2x2xf32> to memref<2x2xf32, strided<[4, 1]>>
   return %buf : memref<4x4xf32>
 }
+
+// -----
+
+// A result returned through a reshape (`hoist-static-allocs` cannot make it the out-parameter):
+// the copy into the out-parameter goes, its producers -- one writing a slice through a view of the
+// temporary, one reading the temporary back -- work on the out-parameter reshaped to the
+// temporary's shape.
+// CHECK-LABEL: func.func @reshaped_result_into_out_param
+// CHECK-SAME:    (%[[X:.*]]: memref<2x4xf32>, %[[OUT:.*]]: memref<2x2x4xf32>)
+// CHECK-NEXT:    %[[T:.*]] = memref.collapse_shape %[[OUT]] {{\[\[}}0, 1], [2]] : memref<2x2x4xf32> into memref<4x4xf32>
+// CHECK-NEXT:    %[[TOP:.*]] = memref.subview %[[T]][0, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.copy ins(%[[X]] : memref<2x4xf32>) outs(%[[TOP]] :
+// CHECK-NEXT:    %[[BOTTOM:.*]] = memref.subview %[[T]][2, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.copy ins(%[[TOP]] : {{.*}}) outs(%[[BOTTOM]] :
+// CHECK-NEXT:    return
+func.func @reshaped_result_into_out_param(%x: memref<2x4xf32>, %out: memref<2x2x4xf32>) {
+  %tmp = memref.alloc() : memref<4x4xf32>
+  %top = memref.subview %tmp[0, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1]>>
+  linalg.copy ins(%x : memref<2x4xf32>) outs(%top : memref<2x4xf32, strided<[4, 1]>>)
+  %bottom = memref.subview %tmp[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  linalg.copy ins(%top : memref<2x4xf32, strided<[4, 1]>>) outs(%bottom : memref<2x4xf32, strided<[4, 1], offset: 8>>)
+  %r = memref.expand_shape %tmp [[0, 1], [2]] output_shape [2, 2, 4] : memref<4x4xf32> into memref<2x2x4xf32>
+  memref.copy %r, %out : memref<2x2x4xf32> to memref<2x2x4xf32>
+  memref.dealloc %tmp : memref<4x4xf32>
+  return
+}
+
+// -----
+
+// A view of the temporary (its type follows the temporary's layout) with a strided destination:
+// replacing the temporary would break the view's type. Kept.
+// CHECK-LABEL: func.func @view_of_temporary_into_strided_kept
+// CHECK:         %[[TMP:.*]] = memref.alloc() : memref<2x4xf32>
+// CHECK:         memref.copy %[[TMP]]
+func.func @view_of_temporary_into_strided_kept(%x: memref<1x4xf32>) -> memref<4x4xf32> {
+  %buf = memref.alloc() : memref<4x4xf32>
+  %tmp = memref.alloc() : memref<2x4xf32>
+  %row = memref.subview %tmp[1, 0] [1, 4] [1, 1] : memref<2x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+  linalg.copy ins(%x : memref<1x4xf32>) outs(%row : memref<1x4xf32, strided<[4, 1], offset: 4>>)
+  %dst = memref.subview %buf[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  memref.copy %tmp, %dst : memref<2x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  return %buf : memref<4x4xf32>
+}

@@ -12,7 +12,9 @@ that destination instead of a fresh buffer followed by a copy (VTC Fig. 2, frame
 `unshare-fill-inits` before it gives every op that writes into a constant fill its own fill, where
 `cse` had merged them into one that bufferization would keep intact and copy from.
 `memref-elide-temporary-copies` lets an op that reads one region of a buffer and writes another
-write it directly (one-shot bufferization copies it: C3K2's residual add into the concat buffer).
+write it directly (one-shot bufferization copies it: C3K2's residual add into the concat buffer);
+run again after `buffer-results-to-out-params`, it makes a result returned through a reshape
+(which `hoist-static-allocs` cannot hoist) be computed in the out-parameter.
 Arguments are read-only unless donated (`passes/argument_updates.py`: `copy-updated-arguments`
 copies a returned update's argument once at the entry, `drop-donated-results` returns a donated
 argument updated in place in place); `hoist-static-allocs` makes a result's buffer the caller's
@@ -38,6 +40,7 @@ GRAPH_TO_KERNELS = (
     "memref-elide-temporary-copies, "
     "drop-donated-results, "
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
+    "memref-elide-temporary-copies, "
     "buffer-deallocation-pipeline, "
     "canonicalize, cse, memref-copy-to-linalg, memref-dealloc-at-last-use)"
 )

@@ -10,22 +10,32 @@ into channels 8..12 of it (VTC §4.4: the producer writes into the concat buffer
 makes a temporary and a copy kernel, and the temporary raises the peak.
 
 After bufferization the question is decidable on memrefs, where every view has a static strided
-layout relative to its allocation. For each copy `memref.copy %tmp, %dst` (or `linalg.copy`) where
+layout relative to its allocation. For each copy `memref.copy %src, %dst` (or `linalg.copy`) where
 
-- `%tmp` is a `memref.alloc` whose only other users are the linalg ops that write it (as an init;
-  none reads it as an input) and precede the copy in its block,
-- every access to `%dst`'s root buffer from the first writer up to the copy -- the writers' inputs
-  and anything any op in between touches -- is *provably disjoint* from the region `%dst` covers
-  (boxes in the root's coordinates when both are boxes of it, else ranges of linear offsets; an
-  access the analysis cannot bound covers the whole root),
+- `%src` is a `memref.alloc` `%tmp`, or `%tmp` reshaped (`expand_shape`/`collapse_shape`, then
+  `%dst` must be contiguous), in the copy's block, and every use of `%tmp` or of a view of it is an
+  op of that block before the copy (it is a temporary: nothing reads it afterwards); where `%dst`'s
+  type differs from `%tmp`'s (a strided subview), `%tmp` is used by linalg ops only (they take any
+  layout; a view of `%tmp` would change type),
+- every access to `%dst`'s root buffer from the first use of `%tmp` up to the copy, other than
+  through `%tmp`, is *provably disjoint* from the region `%dst` covers (boxes in the root's
+  coordinates when both are boxes of it, else ranges of linear offsets; an access the analysis
+  cannot bound covers the whole root; a linalg op accesses each operand where its indexing map
+  sends the loop ranges),
 
-the writers write `%dst` instead (its views are moved before the first writer), and the copy and
-the temporary disappear. Each element is computed by the same op from the same inputs: results are
-bitwise identical. Distinct roots (allocations, function arguments) never alias here: compiled
+`%tmp` is replaced by `%dst` (reshaped back to `%tmp`'s shape; `%dst`'s views move before the first
+use), and the copy and the temporary disappear: every op that wrote or read the temporary writes or
+reads the destination, which holds the same values at every point in between. Results are bitwise
+identical. Distinct roots (allocations, function arguments) never alias here: compiled
 functions receive distinct arrays (`CpuExecutable` copies a donated input that shares memory with
 another one).
 
-Runs right after `one-shot-bufferize` (docs/vtc.md §5, backend/bufferize.py).
+Run right after `one-shot-bufferize` it removes the temporaries of disjoint read/write conflicts;
+run after `buffer-results-to-out-params` it makes a result returned through a reshape (which
+`hoist-static-allocs` cannot hoist: the returned value is no allocation) be computed in the
+caller's out-parameter instead of a temporary copied into it at the end.
+
+(docs/vtc.md §5, backend/bufferize.py)
 """
 
 from __future__ import annotations
@@ -34,8 +44,10 @@ from dataclasses import dataclass
 
 from torch_mlir import ir
 
+from torch_mlir.dialects import memref
+
 from ..dialects.affine_eval import bounds
-from ..ir_utils import destination_indices, walk_ops
+from ..ir_utils import walk_ops
 from .memref_dealloc_at_last_use import VIEW_OPS
 from .registry import Pass, register_pass
 
@@ -108,6 +120,19 @@ def region(value, index_bounds: list[tuple[int, int]] | None = None) -> Region:
     return Region(root, linear, box)
 
 
+def _contiguous(value) -> bool:
+    """A static memref laid out row-major from offset 0 (an allocation or an argument)."""
+    t = ir.MemRefType(value.type)
+    layout = _layout(value)
+    if not t.has_static_shape or layout is None:
+        return False
+    expected, step = [], 1
+    for n in reversed(t.shape):
+        expected.insert(0, step)
+        step *= n
+    return layout[1] == 0 and all(s == e or n == 1 for s, e, n in zip(layout[0], expected, t.shape))
+
+
 def _loop_bounds(op, maps) -> list[tuple[int, int]] | None:
     """Inclusive loop ranges of a linalg op from the bare dims of its operands' maps."""
     extents: dict[int, int] = {}
@@ -178,34 +203,80 @@ def _view_chain(value) -> list:
     return chain[::-1]
 
 
-def _plan(copy) -> tuple[list, object] | None:
-    """(writers of the temporary, its alloc) when `copy`'s source can be elided, else None."""
-    tmp, dst = copy.operands[0], copy.operands[1]
-    alloc = tmp.owner
-    if isinstance(alloc, ir.Block):
+_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+
+
+@dataclass
+class _Plan:
+    alloc: object          # the temporary's memref.alloc
+    chain: list            # reshapes from the temporary to the copy's source (temporary side first)
+    first: object          # the first op of the block that uses the temporary (or a view of it)
+    deallocs: list
+
+
+def _top_level(op, block):
+    """The op of `block` that is or holds `op` (None when `op` is outside `block`)."""
+    while op is not None and op.block != block:
+        op = op.parent.operation if op.parent is not None and op.parent.name != "func.func" else None
+    return op
+
+
+def _users(tmp, block, skip) -> list | None:
+    """Ops of `block` using `tmp` or a view of it (views included), minus `skip`; None when a use is
+    outside `block`."""
+    users, pending = [], [tmp]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            op = use.owner.operation
+            if any(op == s for s in skip):
+                continue
+            top = _top_level(op, block)
+            if top is None:
+                return None
+            users.append(top)
+            if op.name in VIEW_OPS and use.operand_number == 0:
+                pending.extend(op.results)
+    return users
+
+
+def _plan(copy) -> _Plan | None:
+    """How `copy`'s source can be elided, or None."""
+    src, dst = copy.operands[0], copy.operands[1]
+    chain, tmp = [], src
+    while not isinstance(tmp.owner, ir.Block) and tmp.owner.name in _RESHAPES:
+        if len(list(tmp.uses)) != 1:
+            return None
+        chain.insert(0, tmp.owner.operation)
+        tmp = tmp.owner.operands[0]
+    if isinstance(tmp.owner, ir.Block):
         return None
-    alloc = alloc.operation
+    alloc = tmp.owner.operation
     if alloc.name != "memref.alloc" or alloc.block != copy.block:
         return None
-    if ir.MemRefType(tmp.type).shape != ir.MemRefType(dst.type).shape or \
-            ir.MemRefType(tmp.type).element_type != ir.MemRefType(dst.type).element_type:
+    src_t, dst_t = ir.MemRefType(src.type), ir.MemRefType(dst.type)
+    if src_t.shape != dst_t.shape or src_t.element_type != dst_t.element_type:
         return None
-    writers = []
-    for use in tmp.uses:
-        user = use.owner.operation
-        if user == copy and use.operand_number == 0:
-            continue
-        if user.name == "memref.dealloc":
-            continue
-        if not user.name.startswith("linalg.") or use.operand_number not in destination_indices(user) \
-                or user.block != copy.block or not user.is_before_in_block(copy):
+    if chain and not _contiguous(dst):
+        return None   # reshaping the destination back needs it contiguous
+    deallocs = [u.owner.operation for u in tmp.uses if u.owner.operation.name == "memref.dealloc"]
+    if not chain and tmp.type != dst.type:
+        # `%dst` (strided) replaces `%tmp` as it is: fine for linalg operands, not for a view of
+        # `%tmp` (its result type follows the source's layout) or any other op's typed operand
+        if any(not u.owner.operation.name.startswith("linalg.") for u in tmp.uses
+               if u.owner.operation != copy and u.owner.operation.name != "memref.dealloc"):
             return None
-        writers.append(user)
-    if not writers:
+    block = copy.block
+    users = _users(tmp, block, [copy] + chain + deallocs)
+    if not users:
         return None
-    block_ops = [o.operation for o in copy.block.operations]
-    writers.sort(key=block_ops.index)
-    first = writers[0]
+    block_ops = [o.operation for o in block.operations]
+    index = {}
+    for op in users:
+        index[block_ops.index(op)] = op
+    if max(index) >= block_ops.index(copy):
+        return None   # a use after the copy would see the destination's later values
+    first = block_ops[min(index)]
     root = root_of(dst)
     if root == tmp or not _defined_before(root, first):
         return None
@@ -213,14 +284,13 @@ def _plan(copy) -> tuple[list, object] | None:
         if any(not _defined_before(v, first) for v in list(view.operands)[1:]):
             return None
     target = region(dst)
-    between = block_ops[block_ops.index(first):block_ops.index(copy)]
-    for op in between:
-        for number, reg in accesses(op):
-            if number >= 0 and op.operands[number] == tmp:
-                continue   # the temporary itself (only its writers use it)
+    for op in block_ops[block_ops.index(first):block_ops.index(copy)]:
+        for _, reg in accesses(op):
+            if reg.root == tmp:
+                continue   # the temporary (it becomes the destination)
             if not reg.disjoint(target):
                 return None
-    return writers, alloc
+    return _Plan(alloc, chain, first, deallocs)
 
 
 def elide(copy) -> bool:
@@ -228,20 +298,31 @@ def elide(copy) -> bool:
     plan = _plan(copy)
     if plan is None:
         return False
-    writers, alloc = plan
-    tmp, dst = copy.operands[0], copy.operands[1]
-    first = writers[0]
+    dst = copy.operands[1]
+    first = plan.first
     for view in _view_chain(dst):
         if view.block == first.block and first.is_before_in_block(view):
             view.move_before(first)
-    for w in writers:
-        for i in destination_indices(w):
-            if w.operands[i] == tmp:
-                w.operands[i] = dst
+    # the destination seen with the temporary's shape: the copy's reshapes undone, last first
+    target = dst
+    with copy.location, ir.InsertionPoint(first):
+        for reshape in reversed(plan.chain):
+            source_type = ir.MemRefType(reshape.operands[0].type)
+            reassociation = reshape.attributes["reassociation"]
+            if reshape.name == "memref.collapse_shape":
+                target = memref.ExpandShapeOp(ir.MemRefType.get(source_type.shape, source_type.element_type),
+                                              target, reassociation, [], source_type.shape).result
+            else:
+                target = memref.CollapseShapeOp(ir.MemRefType.get(source_type.shape, source_type.element_type),
+                                                target, reassociation).result
     copy.erase()
-    for use in list(tmp.uses):
-        use.owner.operation.erase()   # deallocs of the temporary
-    alloc.erase()
+    for op in reversed(plan.chain):
+        op.erase()
+    for op in plan.deallocs:
+        op.erase()
+    tmp = plan.alloc.results[0]
+    tmp.replace_all_uses_with(target)
+    plan.alloc.erase()
     return True
 
 
