@@ -16,6 +16,10 @@ JSON lines (benchmarks/README.md), case = `<model>/b<batch>`:
 - `peak_internal_bytes`: the most bytes the compiled call has allocated at once (intermediates;
   `compile(..., track_memory=True)`), baseline unoptimised; `peak_total_bytes` adds weights, inputs
   and outputs (what Table 2's "peak GPU memory" counts); `paper_saving` gives Table 2's saving.
+- decode layers also: `peak_total_bytes_donated_caches`, the same with the KV caches donated
+  (`compile(..., donate=...)`: updated in place and returned in their own memory, not an input
+  plus an output copy; both pipelines donate; `non_donated` repeats `peak_total_bytes`), and
+  `bitwise_identical_donated_caches` (donated outputs against the non-donated ones).
 - `pass_time` (the pass alone), `compile_time` (whole `vtmlir.compile`, baseline unoptimised).
 - `cpu_latency`: median of `--repeat` calls, baseline the unoptimised vtmlir pipeline; also
   `cpu_latency_ratio` against torch eager and torch.compile (inductor, CPU), all in this process
@@ -236,6 +240,31 @@ def measure(name: str, batch: int, repeat: int, use_torch_compile: bool) -> None
     total_p, total_v = p.peak_bytes + p.weight_bytes, v.peak_bytes + v.weight_bytes
     emit(case, "peak_total_bytes", total_v, "bytes", total_p, saving=_saving(total_v, total_p),
          paper_saving=PAPER_SAVING.get(name, {}).get(batch))
+    if name in DECODE_LAYERS:
+        _measure_donated(case, name, batch, graph, inputs, mem)
+
+
+def _measure_donated(case, name, batch, graph, inputs, mem) -> None:
+    """The decode layers with their KV caches donated (`compile(..., donate=...)`): each cache is
+    updated in place and returned in its own memory, as the paper's decode setting does (VTC §7,
+    Table 2), instead of being an input *and* a separate output. Both pipelines donate; the
+    outputs must equal the non-donated ones bitwise."""
+    caches = tuple(range(1, len(inputs)))   # decode builders take (x, caches...)
+    donated, outputs = {}, {}
+    for label, pipeline in (("plain", None), ("vtc", PASS)):
+        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, donate=caches)
+        if set(exe.aliases) != set(caches):
+            raise SystemExit(f"{case}: caches {caches} not updated in place (aliases {exe.aliases})")
+        outputs[label] = _outputs(exe(*[t.clone() for t in inputs]))
+        donated[label] = exe.memory_stats()
+    reference = vtmlir.compile(graph, pipeline=PASS)
+    same = all(torch.equal(a, b) for a, b in zip(_outputs(reference(*inputs)), outputs["vtc"]))
+    emit(case, "bitwise_identical_donated_caches", same, "bool", donated=list(caches))
+    p, v = donated["plain"], donated["vtc"]
+    total_p, total_v = p.peak_bytes + p.weight_bytes, v.peak_bytes + v.weight_bytes
+    emit(case, "peak_total_bytes_donated_caches", total_v, "bytes", total_p, saving=_saving(total_v, total_p),
+         paper_saving=PAPER_SAVING.get(name, {}).get(batch),
+         non_donated=mem["vtc"].peak_bytes + mem["vtc"].weight_bytes)
 
 
 def _saving(new: int, old: int):

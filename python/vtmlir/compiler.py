@@ -27,6 +27,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     chip: str = "sm_80",
     track_memory: bool = False,
     lowbit: str | None = "vector",
+    donate=(),
 ):
     """Compile `module` for `target`.
 
@@ -42,6 +43,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
       any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
       subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
       low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
+    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`).
+      Without it no argument is ever written. A result that is a donated argument updated in place
+      (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in that argument's
+      memory and returned in it -- no second buffer, no copy; on the CPU `compiled.aliases` says
+      which results that is. The values are those of the non-donated function; on the CPU the
+      donated input's old values are gone after the call (pass the returned tensor to the next
+      call); on CUDA the donated input's device buffer is updated and read back as the result.
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
@@ -50,6 +58,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
+    donated = _donated(donate)
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
@@ -83,12 +92,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if target == "cpu":
         from .backend.cpu import compile_cpu
 
-        return compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory)
+        return compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
+                           donate=donated)
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated)
     executable.stages = {**stages, **executable.stages}
     return executable
 
@@ -116,6 +126,21 @@ def check_lowerable(module) -> None:
             where = format_location(op.location, "<module>")
             raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
                                      op_name=op.name)
+
+
+def _donated(donate) -> tuple[int, ...]:
+    """`donate` as a tuple of argument indices (an int, or an iterable of ints)."""
+    from .errors import VtmlirError
+
+    if isinstance(donate, int) and not isinstance(donate, bool):
+        return (donate,)
+    try:
+        indices = tuple(donate)
+    except TypeError:
+        raise VtmlirError(f"error: donate must be an argument index or a sequence of them, got {donate!r}") from None
+    if len(set(indices)) != len(indices):
+        raise VtmlirError(f"error: donate={indices} names an argument twice")
+    return indices
 
 
 def _has_byte_constants(module) -> bool:

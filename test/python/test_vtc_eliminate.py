@@ -170,7 +170,8 @@ def test_rewrite_composes_chains_and_runs():
 def _copy_kernels_between(kernels_ir: str, start_weight: str, end_arg: int) -> tuple[int, int]:
     """(copy kernels, kernels) in the bufferized `main` between the first kernel reading the
     constant of type `start_weight` (the fused QKV weight) and the first kernel reading argument
-    `end_arg` as an input (attention reading the K cache). A copy kernel is a linalg.copy,
+    `end_arg` (or the out-parameter it is copied into at the entry, `copy-updated-arguments`) as an
+    input (attention reading the K cache). A copy kernel is a linalg.copy,
     memref.copy or a linalg.generic whose body only yields an input (a move)."""
     from torch_mlir import ir
 
@@ -198,6 +199,9 @@ def _copy_kernels_between(kernels_ir: str, start_weight: str, end_arg: int) -> t
         n_in = (list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
                 if "operandSegmentSizes" in op.attributes else 1)
         ins = list(op.operands)[:n_in]
+        if not started and op.name in ("linalg.copy", "memref.copy") and ins[0] == block.arguments[end_arg]:
+            cache.add(op.operands[1])   # the cache argument copied into the out-parameter it updates
+            continue
         if not started:
             started = any(v in weight for v in op.operands)
         if any(v == block.arguments[end_arg] or v in cache for v in ins):

@@ -10,11 +10,21 @@ anyway). `eliminate-empty-tensors` lets a producer whose result is inserted into
 destination (the KV-cache writes `vt-lower-views` makes of `vt.store_into`) compute straight into
 that destination instead of a fresh buffer followed by a copy (VTC Fig. 2, frame 2);
 `unshare-fill-inits` before it gives every op that writes into a constant fill its own fill, where
-`cse` had merged them into one that bufferization would keep intact and copy from. The pipeline
-is mirrored in `passes/bufferize.pipeline`.
+`cse` had merged them into one that bufferization would keep intact and copy from.
+`memref-elide-temporary-copies` lets an op that reads one region of a buffer and writes another
+write it directly (one-shot bufferization copies it: C3K2's residual add into the concat buffer);
+run again after `buffer-results-to-out-params`, it makes a result returned through a reshape
+(which `hoist-static-allocs` cannot hoist) be computed in the out-parameter.
+Arguments are read-only unless donated (`passes/argument_updates.py`: `copy-updated-arguments`
+copies a returned update's argument once at the entry, `drop-donated-results` returns a donated
+argument updated in place in place); `hoist-static-allocs` makes a result's buffer the caller's
+out-parameter itself instead of a buffer copied into it at the end. The pipeline is mirrored in
+`passes/bufferize.pipeline`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from torch_mlir import ir
 
@@ -24,14 +34,31 @@ GRAPH_TO_KERNELS = (
     "builtin.module("
     "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
     "unshare-fill-inits, "
+    "copy-updated-arguments, "
     "eliminate-empty-tensors, "
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
-    "buffer-results-to-out-params{modify-public-functions}, "
+    "memref-elide-temporary-copies, "
+    "drop-donated-results, "
+    "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
+    "memref-elide-temporary-copies, "
     "buffer-deallocation-pipeline, "
     "canonicalize, cse, memref-copy-to-linalg, memref-dealloc-at-last-use)"
 )
 
 
-def bufferize(module: ir.Module) -> None:
-    """Bufferize `module` in place (tensors → memrefs, results → trailing out-params)."""
+def bufferize(module: ir.Module, donate: Sequence[int] = (), function: str | None = None) -> list[int] | None:
+    """Bufferize `module` in place (tensors → memrefs, results → trailing out-params).
+
+    The arguments of public functions are read-only (the caller's tensors stay as they were), except
+    the `donate`d arguments of the entry `function` (default: the module's entry), which may be
+    overwritten; a result that is such an argument updated in place is returned in it (no
+    out-parameter; `passes/argument_updates.py`). Returns, per result of the entry, the index of the
+    donated argument that holds it or -1 (an out-parameter); None when nothing is donated.
+    """
+    from ..passes.argument_updates import donate_arguments, result_arguments
+    from ..signature import find_entry
+
+    if donate:
+        donate_arguments(find_entry(module, function), donate)
     run_pipeline(module, GRAPH_TO_KERNELS, what="bufferizing (graph level → kernel level)")
+    return result_arguments(find_entry(module, function)) if donate else None

@@ -51,6 +51,9 @@ _BUILTIN_PASSES: dict[str, str] = {
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
     "memref-dealloc-at-last-use": "vtmlir.passes.memref_dealloc_at_last_use",
+    "memref-elide-temporary-copies": "vtmlir.passes.memref_elide_temporary_copies",
+    "copy-updated-arguments": "vtmlir.passes.argument_updates",
+    "drop-donated-results": "vtmlir.passes.argument_updates",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",

@@ -286,11 +286,17 @@ def buffer_reader(op, dim: int | None) -> str | None:
     concat a view of its inputs, read through split loops or folded maps) allocates nothing and
     is left to the greedy. A buffer is needed by a function result, a non-linalg reader (a
     pad), a named linalg op (a convolution or matmul reduces over its input's channels), and a
-    generic reading the concat dim other than as a parallel loop."""
+    generic reading the concat dim other than as a parallel loop; a reshape of it (zero-copy, so it
+    reads what its own readers need: a reshaped concat returned needs the buffer too)."""
     from .reindex import iterators_of, maps_of
 
     for use in op.results[0].uses:
         owner = _op(use.owner)
+        if owner.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            why = buffer_reader(owner, None)
+            if why is not None:
+                return f"{why} (through {owner.name})"
+            continue
         if cat.entry_for(owner) is not None:
             continue
         if not owner.name.startswith("linalg."):

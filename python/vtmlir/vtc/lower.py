@@ -22,9 +22,12 @@ into a physical destination writes there itself. At graph level:
   are parallel loops (`dK + c`) that index its output splits that generic's loop range at the
   piece boundaries (VTC §6): one clone per piece reading its source, writing a slice of the output.
 
-Everything else is materialised, correctly but as data movement again (vt-stats counts the gather
-as a data-movement `linalg.generic`): a view returned, read by a non-linalg op, used as an init,
-read along a reduction loop, or with more than MAX_SPLIT_PIECES pieces. Single piece: one gather
+Everything else is materialised: a view returned, read by a non-linalg op, used as an init, read
+along a reduction loop, or with more than MAX_SPLIT_PIECES pieces. Its buffer is then needed, so the
+pieces whose source is a redirectable producer nothing else reads are written by that producer
+into the buffer (producer_writes.py, the input-of-output direction); the others are gathered,
+correctly but as data movement again (vt-stats counts the gather as a data-movement
+`linalg.generic`). Single piece: one gather
 `linalg.generic` whose input map is the mapping. Several pieces: one gather per piece over its
 box, inserted into a `tensor.empty` with `tensor.insert_slice`. With `min-piece=N`, a view whose
 narrowest piece is under N elements along its split dim is read with a per-element `arith.select`
@@ -371,6 +374,7 @@ def lower_views(module, min_piece: int = 0) -> tuple[int, int, int, int]:
     materialise the rest. Returns (folds, materialised views, store pieces written by their
     producer, readers split or selecting)."""
     from ..passes import run_pipeline
+    from .producer_writes import write_by_producers
     from .stores import lower_stores
 
     if not _views(module) and not walk_ops(module, "vt.store_into"):
@@ -384,6 +388,10 @@ def lower_views(module, min_piece: int = 0) -> tuple[int, int, int, int]:
         gathered = 0
         for view in _views(module):
             if slice_of_source(view):
+                continue
+            by_producers = write_by_producers(view)   # the buffer is needed: producers write it
+            if by_producers is not None:
+                written += by_producers[1]
                 continue
             value = materialise(view)
             view.results[0].replace_all_uses_with(value)

@@ -25,26 +25,41 @@ class CpuExecutable:
     target = "cpu"
 
     def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str], allocator=None,
-                 weight_bytes: int = 0):
+                 weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = ()):
         self._engine = engine
         self.signature = signature
         self.stages = stages
+        # Per result, the donated argument that holds it (updated in place), or -1 (an out-parameter).
+        self.result_arguments = list(result_arguments) if result_arguments else [-1] * len(signature.results)
+        self.donate = tuple(donate)
         # Only with track_memory: the CountingAllocator whose callbacks the JIT calls (kept alive here).
         self._allocator = allocator
         self._weight_bytes = weight_bytes
         self._last_stats = None
 
+    @property
+    def aliases(self) -> dict[int, int]:
+        """{result index: donated argument index} for the results returned in a donated input's
+        memory (updated in place, `compile(..., donate=...)`)."""
+        return {r: a for r, a in enumerate(self.result_arguments) if a >= 0}
+
     def __call__(self, *args):
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
-        outputs = [np.zeros(spec.shape, spec.numpy_dtype) for spec in self.signature.results]
-        pointers = [_memref_pointer(a) for a in arrays + outputs]
+        for i in self.donate:
+            # A donated buffer is written; it must not be (a view of) another input's memory.
+            if any(j != i and np.may_share_memory(arrays[i], a) for j, a in enumerate(arrays)):
+                arrays[i] = arrays[i].copy()
+        out_params = [np.zeros(spec.shape, spec.numpy_dtype)
+                      for spec, a in zip(self.signature.results, self.result_arguments) if a < 0]
+        pointers = [_memref_pointer(a) for a in arrays + out_params]
         if self._allocator is not None:
             self._allocator.reset()
         self._engine.invoke(self.signature.name, *pointers)
         if self._allocator is not None:
-            self._last_stats = self._stats(arrays, outputs)
-        tensors = tuple(to_torch(o) for o in outputs)
+            self._last_stats = self._stats(arrays, out_params)
+        fresh = iter(out_params)
+        tensors = tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
         return tensors[0] if len(tensors) == 1 else tensors
 
     def memory_stats(self):
@@ -72,11 +87,13 @@ class CpuExecutable:
 
 
 def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
-                track_memory: bool = False) -> CpuExecutable:
+                track_memory: bool = False, donate: tuple[int, ...] = ()) -> CpuExecutable:
     """Bufferize, lower and JIT `module` (graph level, modified in place).
 
     `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
-    `CpuExecutable.memory_stats()` then reports them (`memory_tracking`).
+    `CpuExecutable.memory_stats()` then reports them (`memory_tracking`). `donate`: argument indices
+    the function may overwrite; a result that is such an argument updated is returned in its memory
+    (`passes/argument_updates.py`).
     """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
@@ -88,7 +105,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     def record(stage, mod):
         stages[stage] = print_ir(mod)
 
-    bufferize(module)
+    result_arguments = bufferize(module, donate=donate, function=signature.name)
     record("kernels", module)
     allocator, weight_bytes = None, 0
     if track_memory:
@@ -106,7 +123,8 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     if not found:
         detail = " ".join(m for m in jit_messages if m) or "no symbol was produced"
         raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
-    return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes)
+    return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes,
+                         result_arguments=result_arguments, donate=tuple(donate))
 
 
 def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:

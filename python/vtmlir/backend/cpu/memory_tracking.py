@@ -58,7 +58,8 @@ class MemoryStats:
     - `live_internal_bytes`: still allocated when the call returned (0 unless something leaks);
     - `allocations`, `frees`: counts; `timeline`: live internal bytes after each allocation or free;
     - `weight_bytes`: constants (LLVM globals), resident, never allocated by the call;
-    - `input_bytes`, `output_bytes`: the caller's arrays (outputs are out-parameters).
+    - `input_bytes`, `output_bytes`: the caller's arrays (outputs are out-parameters; a result
+      returned in a donated input's memory, `compile(..., donate=...)`, is counted once, as an input).
     """
 
     peak_internal_bytes: int = 0

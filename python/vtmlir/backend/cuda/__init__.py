@@ -107,24 +107,27 @@ class CudaExecutable:
 
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
-                 function: str = "main") -> CudaExecutable:
+                 function: str = "main", donate: tuple[int, ...] = ()) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
+    `donate`: arguments whose device buffer a result may be updated in (`passes/argument_updates.py`):
+    the result is read back from that buffer, the buffer exists once on the device (the caller's host
+    array is uploaded, never written).
     """
     from ...frontend import as_module
 
     check_chip(chip)
     source = as_module(module)
     signature = signature_of(find_entry(source, function))
-    num_outputs = len(signature.results)
     work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
     recorded: dict[str, str] = {}
-    bufferize(work)
+    result_arguments = bufferize(work, donate=donate, function=function)
+    num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
     recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
     lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages)
     recorded.update(lowering.stages)
-    program = build_host_program(work, num_outputs, function)
+    program = build_host_program(work, num_outputs, function, result_arguments)
 
     sources = {s.module_name: s for s in kernel_sources(work)}
     translated = translate_kernels([(name, s.mlir) for name, s in sources.items()], chip=chip)

@@ -128,13 +128,20 @@ class Free:
 @dataclass
 class HostProgram:
     """Buffers and steps of the host function. `inputs`/`outputs` are the function's arguments in order
-    (outputs are the trailing out-params that bufferization made of the results)."""
+    (outputs are the trailing out-params that bufferization made of the results); `results` the
+    buffer holding each result, in order: an output, or a donated input updated in place
+    (`compile(..., donate=...)`); None means the outputs."""
 
     function: str
     buffers: dict[int, Buffer]
     inputs: list[int]
     outputs: list[int]
     steps: list
+    results: list[int] | None = None
+
+    @property
+    def result_buffers(self) -> list[int]:
+        return self.outputs if self.results is None else self.results
 
     def launches(self) -> list[Launch]:
         return [s for s in self.steps if isinstance(s, Launch)]
@@ -142,6 +149,8 @@ class HostProgram:
     def __str__(self):
         head = (f"host program @{self.function}: inputs {[f'b{i}' for i in self.inputs]}, "
                 f"outputs {[f'b{i}' for i in self.outputs]}")
+        if self.results is not None:
+            head += f", results {[f'b{i}' for i in self.results]}"
         return "\n".join([head] + [f"  {step}" for step in self.steps])
 
 
@@ -152,9 +161,16 @@ def numpy_dtype(name: str):
     return dtype
 
 
-def build_host_program(module: ir.Module, num_outputs: int, function: str = "main") -> HostProgram:
-    """Read the host function of a module lowered by `lower_to_nvvm` into a `HostProgram`."""
-    return _HostReader(module, num_outputs, function).read()
+def build_host_program(module: ir.Module, num_outputs: int, function: str = "main",
+                       result_arguments: list[int] | None = None) -> HostProgram:
+    """Read the host function of a module lowered by `lower_to_nvvm` into a `HostProgram`.
+    `result_arguments` (from `bufferize` with donated arguments): per result, the input argument
+    that holds it, or -1 for the next out-parameter."""
+    program = _HostReader(module, num_outputs, function).read()
+    if result_arguments is not None:
+        fresh = iter(program.outputs)
+        program.results = [program.inputs[a] if a >= 0 else next(fresh) for a in result_arguments]
+    return program
 
 
 class _HostReader:

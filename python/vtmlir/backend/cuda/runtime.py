@@ -121,7 +121,7 @@ class CudaRuntime:
                     _check(driver.cuMemFree(device_ptrs.pop(step.buffer)), "cuMemFree")
             _check(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
             results = []
-            for buffer_id in program.outputs:
+            for buffer_id in program.result_buffers:   # out-parameters, or donated inputs updated in place
                 buf = program.buffers[buffer_id]
                 host = np.empty(buf.shape, dtype=numpy_dtype(buf.dtype))
                 if host.nbytes:

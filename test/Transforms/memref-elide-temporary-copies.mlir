@@ -1,0 +1,169 @@
+// RUN: vt-opt %s --split-input-file --memref-elide-temporary-copies | filecheck %s
+
+// C3K2's residual add after VTC's concat stores (Fig. 11): it reads channels 4..8 of the concat
+// buffer and its result goes to channels 8..12 of it. The regions are disjoint, so the add writes
+// the buffer directly; the destination's view moves before it; temporary and copy disappear.
+// CHECK-LABEL: func.func @disjoint_channels
+// CHECK-SAME:    (%[[X:.*]]: memref<1x4x2x2xf32>)
+// CHECK:         %[[BUF:.*]] = memref.alloc() : memref<1x12x2x2xf32>
+// CHECK-NEXT:    %[[DST:.*]] = memref.subview %[[BUF]][0, 8, 0, 0] [1, 4, 2, 2] [1, 1, 1, 1]
+// CHECK-NEXT:    linalg.generic
+// CHECK-SAME:      ins(%[[BUF]], %[[X]] : memref<1x12x2x2xf32>, memref<1x4x2x2xf32>)
+// CHECK-SAME:      outs(%[[DST]] : memref<1x4x2x2xf32, strided<[48, 4, 2, 1], offset: 32>>)
+// CHECK-NOT:     memref.alloc
+// CHECK-NOT:     memref.copy
+// CHECK:         return %[[BUF]]
+#read = affine_map<(d0, d1, d2, d3) -> (d0, d1 + 4, d2, d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @disjoint_channels(%x: memref<1x4x2x2xf32>) -> memref<1x12x2x2xf32> {
+  %buf = memref.alloc() : memref<1x12x2x2xf32>
+  %tmp = memref.alloc() : memref<1x4x2x2xf32>
+  linalg.generic {indexing_maps = [#read, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%buf, %x : memref<1x12x2x2xf32>, memref<1x4x2x2xf32>) outs(%tmp : memref<1x4x2x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  %dst = memref.subview %buf[0, 8, 0, 0] [1, 4, 2, 2] [1, 1, 1, 1] : memref<1x12x2x2xf32> to memref<1x4x2x2xf32, strided<[48, 4, 2, 1], offset: 32>>
+  memref.copy %tmp, %dst : memref<1x4x2x2xf32> to memref<1x4x2x2xf32, strided<[48, 4, 2, 1], offset: 32>>
+  return %buf : memref<1x12x2x2xf32>
+}
+
+// -----
+
+// Several writers (a fill, then an accumulation that reads its init) all move to the destination;
+// a read of the destination's buffer through a subview of another region is disjoint too, and so
+// is a box split along an inner dim (linear offsets interleave, boxes do not).
+// CHECK-LABEL: func.func @fill_then_accumulate_inner_dim
+// CHECK:         %[[BUF:.*]] = memref.alloc() : memref<4x8xf32>
+// CHECK:         %[[DST:.*]] = memref.subview %[[BUF]][0, 4] [4, 4] [1, 1]
+// CHECK-NEXT:    linalg.fill ins(%{{.*}} : f32) outs(%[[DST]] :
+// CHECK-NEXT:    linalg.generic
+// CHECK-SAME:      outs(%[[DST]] :
+// CHECK-NOT:     memref.copy
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#red = affine_map<(d0, d1) -> (d0)>
+func.func @fill_then_accumulate_inner_dim(%x: memref<4x4xf32>) -> memref<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %buf = memref.alloc() : memref<4x8xf32>
+  linalg.fill ins(%zero : f32) outs(%buf : memref<4x8xf32>)
+  %src = memref.subview %buf[0, 0] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1]>>
+  %tmp = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%zero : f32) outs(%tmp : memref<4x4xf32>)
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%src, %x : memref<4x4xf32, strided<[8, 1]>>, memref<4x4xf32>) outs(%tmp : memref<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  %dst = memref.subview %buf[0, 4] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
+  memref.copy %tmp, %dst : memref<4x4xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
+  return %buf : memref<4x8xf32>
+}
+
+// -----
+
+// The writer reads the very channels the copy overwrites (a shifted read overlapping the
+// destination): writing in place would read values it has already replaced. Kept.
+// CHECK-LABEL: func.func @overlapping_read_kept
+// CHECK:         %[[TMP:.*]] = memref.alloc() : memref<1x4x2x2xf32>
+// CHECK:         linalg.generic
+// CHECK-SAME:      outs(%[[TMP]] :
+// CHECK:         memref.copy %[[TMP]]
+#shift = affine_map<(d0, d1, d2, d3) -> (d0, d1 + 6, d2, d3)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @overlapping_read_kept() -> memref<1x12x2x2xf32> {
+  %buf = memref.alloc() : memref<1x12x2x2xf32>
+  %tmp = memref.alloc() : memref<1x4x2x2xf32>
+  linalg.generic {indexing_maps = [#shift, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%buf : memref<1x12x2x2xf32>) outs(%tmp : memref<1x4x2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  }
+  %dst = memref.subview %buf[0, 8, 0, 0] [1, 4, 2, 2] [1, 1, 1, 1] : memref<1x12x2x2xf32> to memref<1x4x2x2xf32, strided<[48, 4, 2, 1], offset: 32>>
+  memref.copy %tmp, %dst : memref<1x4x2x2xf32> to memref<1x4x2x2xf32, strided<[48, 4, 2, 1], offset: 32>>
+  return %buf : memref<1x12x2x2xf32>
+}
+
+// -----
+
+// An op between the writer and the copy reads the destination region (it must still see the old
+// values); a read through reshapes touches buffer offsets 0..3 while the destination holds offsets
+// 0, 1, 4, 5 (they overlap). Both keep the temporary.
+// CHECK-LABEL: func.func @read_in_between_kept
+// CHECK:         %[[TMP:.*]] = memref.alloc() : memref<4xf32>
+// CHECK:         memref.copy %[[TMP]]
+// CHECK-LABEL: func.func @reshaped_read_kept
+// CHECK:         %[[TMP:.*]] = memref.alloc() : memref<2x2xf32>
+// CHECK:         memref.copy %[[TMP]]
+#idr = affine_map<(d0, d1) -> (d0, d1)>
+func.func @read_in_between_kept(%x: memref<4xf32>, %y: memref<4xf32>) -> memref<8xf32> {
+  %buf = memref.alloc() : memref<8xf32>
+  %tmp = memref.alloc() : memref<4xf32>
+  linalg.copy ins(%x : memref<4xf32>) outs(%tmp : memref<4xf32>)
+  %dst = memref.subview %buf[4] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 4>>
+  linalg.copy ins(%dst : memref<4xf32, strided<[1], offset: 4>>) outs(%y : memref<4xf32>)
+  memref.copy %tmp, %dst : memref<4xf32> to memref<4xf32, strided<[1], offset: 4>>
+  return %buf : memref<8xf32>
+}
+
+func.func @reshaped_read_kept() -> memref<4x4xf32> {
+  %buf = memref.alloc() : memref<4x4xf32>
+  %flat = memref.collapse_shape %buf [[0, 1]] : memref<4x4xf32> into memref<16xf32>
+  %view = memref.expand_shape %flat [[0, 1]] output_shape [8, 2] : memref<16xf32> into memref<8x2xf32>
+  %rows = memref.subview %view[0, 0] [2, 2] [1, 1] : memref<8x2xf32> to memref<2x2xf32, strided<[2, 1]>>
+  %tmp = memref.alloc() : memref<2x2xf32>
+  linalg.generic {indexing_maps = [#idr, #idr], iterator_types = ["parallel", "parallel"]}
+      ins(%rows : memref<2x2xf32, strided<[2, 1]>>) outs(%tmp : memref<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  %dst = memref.subview %buf[0, 0] [2, 2] [1, 1] : memref<4x4xf32> to memref<2x2xf32, strided<[4, 1]>>
+  memref.copy %tmp, %dst : memref<2x2xf32> to memref<2x2xf32, strided<[4, 1]>>
+  return %buf : memref<4x4xf32>
+}
+
+// -----
+
+// A result returned through a reshape (`hoist-static-allocs` cannot make it the out-parameter):
+// the copy into the out-parameter goes, its producers -- one writing a slice through a view of the
+// temporary, one reading the temporary back -- work on the out-parameter reshaped to the
+// temporary's shape.
+// CHECK-LABEL: func.func @reshaped_result_into_out_param
+// CHECK-SAME:    (%[[X:.*]]: memref<2x4xf32>, %[[OUT:.*]]: memref<2x2x4xf32>)
+// CHECK-NEXT:    %[[T:.*]] = memref.collapse_shape %[[OUT]] {{\[\[}}0, 1], [2]] : memref<2x2x4xf32> into memref<4x4xf32>
+// CHECK-NEXT:    %[[TOP:.*]] = memref.subview %[[T]][0, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.copy ins(%[[X]] : memref<2x4xf32>) outs(%[[TOP]] :
+// CHECK-NEXT:    %[[BOTTOM:.*]] = memref.subview %[[T]][2, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.copy ins(%[[TOP]] : {{.*}}) outs(%[[BOTTOM]] :
+// CHECK-NEXT:    return
+func.func @reshaped_result_into_out_param(%x: memref<2x4xf32>, %out: memref<2x2x4xf32>) {
+  %tmp = memref.alloc() : memref<4x4xf32>
+  %top = memref.subview %tmp[0, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1]>>
+  linalg.copy ins(%x : memref<2x4xf32>) outs(%top : memref<2x4xf32, strided<[4, 1]>>)
+  %bottom = memref.subview %tmp[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  linalg.copy ins(%top : memref<2x4xf32, strided<[4, 1]>>) outs(%bottom : memref<2x4xf32, strided<[4, 1], offset: 8>>)
+  %r = memref.expand_shape %tmp [[0, 1], [2]] output_shape [2, 2, 4] : memref<4x4xf32> into memref<2x2x4xf32>
+  memref.copy %r, %out : memref<2x2x4xf32> to memref<2x2x4xf32>
+  memref.dealloc %tmp : memref<4x4xf32>
+  return
+}
+
+// -----
+
+// A view of the temporary (its type follows the temporary's layout) with a strided destination:
+// replacing the temporary would break the view's type. Kept.
+// CHECK-LABEL: func.func @view_of_temporary_into_strided_kept
+// CHECK:         %[[TMP:.*]] = memref.alloc() : memref<2x4xf32>
+// CHECK:         memref.copy %[[TMP]]
+func.func @view_of_temporary_into_strided_kept(%x: memref<1x4xf32>) -> memref<4x4xf32> {
+  %buf = memref.alloc() : memref<4x4xf32>
+  %tmp = memref.alloc() : memref<2x4xf32>
+  %row = memref.subview %tmp[1, 0] [1, 4] [1, 1] : memref<2x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+  linalg.copy ins(%x : memref<1x4xf32>) outs(%row : memref<1x4xf32, strided<[4, 1], offset: 4>>)
+  %dst = memref.subview %buf[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  memref.copy %tmp, %dst : memref<2x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  return %buf : memref<4x4xf32>
+}
