@@ -637,6 +637,7 @@ class NativeFill:
         # room for the most words the set has written, and the block `_emit_words` writes once more
         blocks = [len(t.parts[1][0][0]) for t in tset.templates if t.parts[1] is not None]
         self._out = np.zeros(max(4096, tset.max_words + max(blocks, default=0)), np.int64)
+        self._outmv = memoryview(self._out)  # `fast` copies the words out of it
         self._memo = np.zeros(16, np.int64)
         self._lock = threading.Lock()
         arrays = (self._out, self.words, self._info, self._memo)
@@ -651,6 +652,7 @@ class NativeFill:
 
     def _grow(self, words: int) -> None:
         self._out = np.zeros(words, np.int64)
+        self._outmv = memoryview(self._out)
         d = self._descs[1]
         d.allocated = d.aligned = self._out.ctypes.data
         d.size = self._out.size
@@ -697,8 +699,9 @@ class NativeFill:
             "        i = _I.tolist()",
             "        if i[0] < 0:",
             "            return i",
-            "        words = _nat._out[:i[1]].copy()",
-            "    words.flags.writeable = False  # valid as made (the template's guards): keep it so",
+            # read-only (valid as made: the template's guards) and cheaper than a writeable copy
+            # whose flag is then cleared (0.37 vs 0.27 + 0.42 us)
+            "        words = _frombuffer(_nat._outmv[:i[1]].tobytes(), _WORD)",
             "    if _COVERAGE:",
             "        _count(_tset, i[0])",
             f"    return _CK(_graph, words, None, {shapes}, T, ({''.join(o + ', ' for o in outs)}),"
@@ -708,7 +711,8 @@ class NativeFill:
                      "_lock": self._lock,
                      "_nat": self, "_COVERAGE": _COVERAGE, "_count": _count, "_tset": tset, "_CK": CompiledKernel,
                      "_graph": graph, "_dtypes": tset.templates[-1].output_dtypes, "_tilings": self.tilings,
-                     "_reasons": [t.native_reason for t in tset.templates],
+                     "_reasons": [t.native_reason for t in tset.templates], "_frombuffer": np.frombuffer,
+                     "_WORD": np.dtype(np.int64),
                      "_int": int}
         self.fast_source = src
         exec(compile(src, f"<dvm native compile {graph.name}>", "exec"), namespace)
