@@ -24,7 +24,8 @@ once in MLIR. The module is lowered by the CPU backend's stages and JIT-compiled
 
 Whatever the native code cannot decide exactly like Python it hands back (status -3): a division
 by zero, a shape Alg. 1 rejects (the Python path raises the `TilingError`), a parameter count it
-was not built for. Then the Python `fill` runs, so results are always those of the Python
+was not built for, an integer operation that wraps in i64 (`_Template.exact`: the words and the
+guards that hold `decode`'s checks on them, `bytecode.check_traced`, are exact or not written). Then the Python `fill` runs, so results are always those of the Python
 templates, which the tests compare bitwise on random shapes.
 """
 
@@ -464,6 +465,7 @@ class _Template:
                 q = fn.op(f"arith.floordivsi {x}, {y} : i64")
                 if op is ast.FloorDiv:
                     return q, "i64"
+                # |x - q·y| < |y|: exact mod 2^64 even where q·y alone wraps
                 qy = fn.op(f"arith.muli {q}, {y} : i64")
                 return fn.op(f"arith.subi {x}, {qy} : i64"), "i64"
         elif "i1" not in (a[1], b[1]) and op in (ast.Add, ast.Sub, ast.Mult):
