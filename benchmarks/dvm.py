@@ -23,8 +23,14 @@ JSON lines (benchmarks/jsonl.py), per workload:
   `gc.collect()`, whose walk over the heap leaves every cache cold); `compile_cpu_cold_median` /
   `_max`: `--cold-shapes` further new shapes compiled after streaming 128 MB (a compile between
   two VM runs), with `control` the same measurement of nothing;
-- BERT `validate_latency_median` / `_max`: per new batch, decoding (validating) the new kernels'
-  bytecode before the native VM runs them (not part of the compile latency);
+- first run (session 9): a template's guards include `decode`'s checks (`bytecode.check_traced`),
+  so a new shape's first native run decodes nothing; `first_run_cpu_median` / `_max` = compile +
+  the check before the first native run (`CompiledKernel.native_reason`), and beside it, measured
+  after the samples on the same kernels, `decode_cpu_*` (decode + coverage check: what the first
+  native run did before) and `first_run_cpu_before_*` (compile + that decode). BERT, per new
+  batch: `validate_latency_*` (the admission check beyond the compile), `first_run_overhead_*` =
+  compile + validate (every compile and admission of the call: the ones compiled ahead and any
+  compiled lazily), `decode_latency_*` / `first_run_overhead_before_*` the same comparison;
 - `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
   a program needs it), `baseline` = torch eager's best of R on the same inputs and threads;
 - `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
@@ -62,7 +68,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jsonl import Reporter  # noqa: E402
 
-from vtmlir.dvm import Graph, Target, compile_graph  # noqa: E402
+from vtmlir.dvm import Graph, Target, compile_graph, decode  # noqa: E402
 from vtmlir.dvm.native import native_vm, unsupported_reason  # noqa: E402
 
 REPORT = Reporter("dvm")
@@ -182,6 +188,15 @@ def emit_inductor_static(case, first, dvm_lat, n):
                 "ratio", baseline="torch.compile(dynamic=False) median new-shape latency / DVM median compile latency")
 
 
+def emit_first_run_ratio(case, first, dvm_first_run):
+    """torch.compile(dynamic=False)'s new-shape latency against DVM's whole first-run overhead
+    (compile + the check before the first native run, wall), at the median and the maximum."""
+    REPORT.emit(case, "first_run_ratio_static_median", round(statistics.median(first) / statistics.median(dvm_first_run), 1),
+                "ratio", baseline="torch.compile(dynamic=False) median new-shape latency / DVM median first-run overhead")
+    REPORT.emit(case, "first_run_ratio_static_max", round(max(first) / max(dvm_first_run), 1), "ratio",
+                baseline="torch.compile(dynamic=False) max new-shape latency / DVM max first-run overhead")
+
+
 def emit_cold(case, compile_new, new_shapes):
     """Compile CPU time with every cache level cold: before each sample 128 MB are streamed
     through (as a VM run between compiles does), and the same for an empty sample (`control`:
@@ -202,6 +217,41 @@ def emit_cold(case, compile_new, new_shapes):
     REPORT.emit(case, "compile_cpu_cold_median", round(statistics.median(cold), 1), "us", shapes=n,
                 control=round(statistics.median(control), 1), note="caches flushed before each compile")
     REPORT.emit(case, "compile_cpu_cold_max", round(max(cold), 1), "us", shapes=n, control=round(max(control), 1))
+
+
+def decode_us(k) -> float:
+    """CPU time of what a kernel's first native run did before session 9: decode (validate) its
+    bytecode and check the native VM's coverage on the decoded program."""
+    c = time.thread_time()
+    unsupported_reason(decode(k.bytecode))
+    return (time.thread_time() - c) * 1e6
+
+
+def emit_first_run(case, compile_cpu, check_cpu, kernels):
+    """A new shape's first-run overhead: the compile (its guards include `decode`'s checks,
+    `bytecode.check_traced`) plus what the first native run asks beyond it (`native_reason`, read
+    from the template). Beside it, measured in the same process after the compile samples (it
+    evicts caches), the decode + coverage check the first native run did before, on the same
+    kernels: `decode_cpu_*` and `first_run_cpu_before_*` (= this compile + that decode)."""
+    first = [a + b for a, b in zip(compile_cpu, check_cpu)]
+    dec = [decode_us(k) for k in kernels]
+    before = [a + d for a, d in zip(compile_cpu, dec)]
+    n = len(first)
+    REPORT.emit(case, "first_run_cpu_median", round(statistics.median(first), 1), "us", shapes=n,
+                note="per new shape: compile + the check before its first native run (no decode)")
+    REPORT.emit(case, "first_run_cpu_max", round(max(first), 1), "us", shapes=n)
+    REPORT.emit(case, "first_run_check_cpu_median", round(statistics.median(check_cpu), 2), "us", shapes=n,
+                note="the check alone: CompiledKernel.native_reason (thread_time's own cost included)")
+    REPORT.emit(case, "decode_cpu_median", round(statistics.median(dec), 1), "us", shapes=n,
+                note="not on the path: bytecode.decode + unsupported_reason of the same kernels, what the "
+                     "first native run did before session 9")
+    REPORT.emit(case, "decode_cpu_max", round(max(dec), 1), "us", shapes=n)
+    REPORT.emit(case, "first_run_cpu_before_median", round(statistics.median(before), 1), "us", shapes=n,
+                baseline=round(statistics.median(first), 1),
+                ratio=round(statistics.median(before) / statistics.median(first), 1),
+                note="compile + decode per shape (the session-8 first run, with this compile); "
+                     "baseline = first_run_cpu_median")
+    REPORT.emit(case, "first_run_cpu_before_max", round(max(before), 1), "us", shapes=n, baseline=round(max(first), 1))
 
 
 def distinct_shapes(shapes_of, rng, cap, n, seen):
@@ -248,11 +298,16 @@ def run_static(args, target, rng, inductor):
         gc.collect()
         gc.freeze()
         best = []  # per shape: the least CPU time of its first compile and two repeats
+        check, kernels = [], []  # per shape: the check before the first native run, the kernel
         for shapes in distinct_shapes(shapes_of, rng, cap, args.shapes, seen):
             t, c = time.perf_counter(), time.thread_time()
-            compile_graph(graph, shapes, target)
+            k = compile_graph(graph, shapes, target)
             cpu.append((time.thread_time() - c) * 1e6)
             lat.append((time.perf_counter() - t) * 1e6)
+            c = time.thread_time()
+            k.native_reason  # what a first native run asks beyond the compile (no decode: template)
+            check.append((time.thread_time() - c) * 1e6)
+            kernels.append(k)
             now = sum(len(ts) for ts in templates_of(graph).values())
             built.append(now > n_templates)
             builds, n_templates = builds + (now > n_templates), now
@@ -271,6 +326,7 @@ def run_static(args, target, rng, inductor):
                     note="per shape the least of its first compile and two repeats of the same work")
         REPORT.emit(name, "compile_cpu_max_at", int(max(range(len(cpu)), key=cpu.__getitem__)), "index",
                     note="which sample (0 = the first compile after gc.collect(), caches cold)")
+        emit_first_run(name, cpu, check, kernels)
         emit_cold(name, lambda shapes: compile_graph(graph, shapes, target),
                   distinct_shapes(shapes_of, rng, cap, args.cold_shapes, seen))
         timed = []
@@ -281,7 +337,7 @@ def run_static(args, target, rng, inductor):
             comp_us = (time.perf_counter() - t) * 1e6
             arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
             tensors = [torch.from_numpy(a) for a in arrays]
-            native = unsupported_reason(k.program) is None
+            native = k.native_reason is None
             (out,) = k(*arrays, native=native, cores=cores if native else None)
             err = float(np.abs(out - eager(*tensors).numpy()).max())
             vm_us = best_us(lambda: k(*arrays, native=native, cores=cores if native else None), args.repeat)
@@ -289,7 +345,7 @@ def run_static(args, target, rng, inductor):
             dims = shapes[0] if name == "layernorm" else (*shapes[-2], shapes[-1][-1])  # [b,s,h] or m,k,n
             case = f"{name}@{'x'.join(map(str, dims))}"
             REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1),
-                        ratio=round(vm_us / eager_us, 2), max_abs_err=err, tiles=k.program.tile_count, native=native)
+                        ratio=round(vm_us / eager_us, 2), max_abs_err=err, tiles=int(k.bytecode[5]), native=native)
             REPORT.emit(case, "compile_run_ratio", round(comp_us / vm_us, 4), "ratio")
             timed.append((tensors, vm_us))
         if inductor:
@@ -299,6 +355,7 @@ def run_static(args, target, rng, inductor):
             inputs = [[torch.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in shp] for shp in shapes]
             first, _ = torch_compile_new_shapes(eager, inputs, 1, dynamic=False)
             emit_inductor_static(name, first, lat, len(inputs))
+            emit_first_run_ratio(name, first, [a + b for a, b in zip(lat, check)])
             REPORT.emit(name, "compile_latency_ratio_static_max_no_build", round(max(first) / max(lat_no_build), 1), "ratio",
                         baseline="torch.compile(dynamic=False) max new-shape latency / DVM max compile latency "
                                  "over shapes whose structure had a template")
@@ -416,15 +473,17 @@ def run_bert(args, target, rng, inductor):
                 native_template_sets=pb["native"])
     fn(rng.standard_normal((3, seq, hidden)).astype(np.float32))  # warm-up batch (native VM, numpy glue)
     templates = fn.template_count()
-    lat, rows, builds, validate = [], [], 0, []
+    lat, rows, builds, validate, new_kernels = [], [], 0, [], []
     for batch in range(2, 17):
         if batch == 3:
             continue
         xb = rng.standard_normal((batch, seq, hidden)).astype(np.float32)
         before, vbefore = fn.compile_seconds, fn.validate_seconds
+        known = {id(k) for k, _ in bert_kernels(fn)}
         (out,) = fn(xb)
         lat.append((fn.compile_seconds - before) * 1e6)
         validate.append((fn.validate_seconds - vbefore) * 1e6)
+        new_kernels.append([k for k, _ in bert_kernels(fn) if id(k) not in known])
         builds, templates = builds + (fn.template_count() > templates), fn.template_count()
         if batch not in (2, 4, 8, 16):
             continue
@@ -441,15 +500,39 @@ def run_bert(args, target, rng, inductor):
     emit_latency("bert", lat, note="all kernels of one new batch (batches 2-16 but the warm-up's 3)",
                  template_builds=builds, templates=templates)
     REPORT.emit("bert", "validate_latency_median", round(statistics.median(validate), 1), "us", shapes=len(validate),
-                note="per new batch: decoding (validating) the new kernels' bytecode for the native VM, "
-                     "not part of the compile latency")
+                note="per new batch: deciding whether the native VM runs each new kernel, beyond the compile "
+                     "(CompiledKernel.native_reason from its template: no decode)")
     REPORT.emit("bert", "validate_latency_max", round(max(validate), 1), "us", shapes=len(validate))
+    first = [a + b for a, b in zip(lat, validate)]
+    REPORT.emit("bert", "first_run_overhead_median", round(statistics.median(first), 1), "us", shapes=len(first),
+                note="per new batch (wall): compile + validate, everything a new batch adds to its call")
+    REPORT.emit("bert", "first_run_overhead_max", round(max(first), 1), "us", shapes=len(first))
+    # not on the path, after all batches (its garbage would otherwise be collected inside a later
+    # compile): what the first runs of each batch's new kernels decoded before session 9
+    decoded = [sum(decode_us(k) for k in ks) for ks in new_kernels]
+    REPORT.emit("bert", "decode_latency_median", round(statistics.median(decoded), 1), "us", shapes=len(decoded),
+                note="not on the path: CPU time of decode + unsupported_reason of all the batch's new "
+                     "kernels, what their admission did before session 9")
+    REPORT.emit("bert", "decode_latency_max", round(max(decoded), 1), "us", shapes=len(decoded))
+    before = [a + d for a, d in zip(lat, decoded)]
+    REPORT.emit("bert", "first_run_overhead_before_median", round(statistics.median(before), 1), "us",
+                shapes=len(before), baseline=round(statistics.median(first), 1),
+                ratio=round(statistics.median(before) / statistics.median(first), 1),
+                note="compile + that decode per new batch (the session-8 first call, with this compile); "
+                     "baseline = first_run_overhead_median")
     if inductor:
         with torch.no_grad():
             first, steady = torch_compile_new_shapes(model, [r for r, _ in rows], args.repeat)
             emit_inductor("bert", first, steady, max(lat), rows[-1][1], len(rows))
             first, _ = torch_compile_new_shapes(model, [r for r, _ in rows], 1, dynamic=False)
             emit_inductor_static("bert", first, lat, len(rows))
+            emit_first_run_ratio("bert", first, [a + b for a, b in zip(lat, validate)])
+
+
+def bert_kernels(fn):
+    """(kernel, runs natively) of every kernel a `DvmFunction` has admitted (fused groups and the
+    batch_matmul glue's slice kernels)."""
+    return [e for k in fn.kernels for e in k.cache.values()] + list(fn.__dict__.get("_bmm_kernels", {}).values())
 
 
 def inductor_available() -> tuple[bool, str]:

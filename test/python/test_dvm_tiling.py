@@ -64,9 +64,10 @@ def test_tile_vector_properties(shape, cores, vb, mem, n_max, itemsize, data):
     try:
         tl = tile_vector(shape, reduce_dims, n_max, itemsize, target)
     except TilingError:
-        # only when a reduction's whole extent cannot fit
+        # only when a reduction's whole extent cannot fit T_max (aligned down to the vector width)
         first = min(reduce_dims)
-        assert math.prod(shape[first:]) > mem // (n_max * itemsize)
+        t_max, align = mem // (n_max * itemsize), target.vector_elems(itemsize)
+        assert math.prod(shape[first:]) > (t_max - t_max % align if t_max >= align else t_max)
         return
     d, t = tl.dim, tl.tile
     # tiles cover the shape exactly: full tiles plus one tail, nothing beyond

@@ -46,7 +46,7 @@ from .isa import (
     Program,
     Repeat,
 )
-from .symbolic import Sym, f64bits
+from .symbolic import Sym, f64bits, value
 
 MAGIC = int.from_bytes(b"DVMB", "little")
 VERSION = 1
@@ -155,6 +155,15 @@ def decode(array) -> Program:
     n = len(words)
     if n < _FIXED_HEADER:
         raise BytecodeError(f"dvm bytecode: error: truncated header ({n} words, need {_FIXED_HEADER})")
+    kernel_type, local_bytes, args, grid, hwords = _header(words, n)
+    body: list[Instr] = []
+    _records(words, hwords, n, hwords, local_bytes, args, grid, body)
+    return Program(kernel_type, local_bytes, tuple(args), tuple(grid), tuple(body))
+
+
+def _header(words, n):
+    """Check the header in `words` (at least its fixed part) of a program of `n` words:
+    ``(kernel_type, local_bytes, args, grid, header words)``."""
     magic, version, hwords, ktype, code_size, tile_count, local_bytes, nargs, ngrid = words[:_FIXED_HEADER]
     if magic != MAGIC:
         raise BytecodeError(f"dvm bytecode: error: bad magic 0x{magic & 0xFFFFFFFFFFFFFFFF:x}")
@@ -166,7 +175,7 @@ def decode(array) -> Program:
     if hwords != _FIXED_HEADER + 2 * nargs + 3 * ngrid:
         raise BytecodeError(f"dvm bytecode: error: header length {hwords} does not match "
                             f"{nargs} args and {ngrid} grid dims")
-    if n < hwords:
+    if n < hwords or len(words) < hwords:
         raise BytecodeError(f"dvm bytecode: error: truncated header ({n} words, need {hwords})")
     if n != hwords + code_size:
         raise BytecodeError(f"dvm bytecode: error: {'truncated' if n < hwords + code_size else 'trailing words in'} "
@@ -182,7 +191,8 @@ def decode(array) -> Program:
     grid = []
     for d in range(ngrid):
         c, b, e = words[p : p + 3]
-        if c < 1 or b < 1 or e < 1 or (c - 1) * b >= e or c * b < e:
+        # (count >= 1 follows: count * block >= extent >= 1 with block >= 1)
+        if b < 1 or e < 1 or (c - 1) * b >= e or c * b < e:
             raise BytecodeError(f"dvm bytecode: error: grid dim {d}: count={c}, block={b} do not tile extent={e}")
         grid.append(GridDim(c, b, e))
         p += 3
@@ -191,11 +201,16 @@ def decode(array) -> Program:
         prog_tiles *= g.count
     if tile_count != prog_tiles:
         raise BytecodeError(f"dvm bytecode: error: tile_count {tile_count} != product of grid counts {prog_tiles}")
+    return kernel_type, local_bytes, args, grid, hwords
 
-    body = []
-    end = hwords + code_size
+
+def _records(words, p, end, rec0, local_bytes, args, grid, body, starts=None) -> None:
+    """Decode and check the records in ``words[p:end]`` (which must end at a record boundary),
+    appending them to `body` (and their first word's index to `starts`); ``words[p]`` is body word
+    `rec0` of the program (for messages)."""
+    base = p
     while p < end:
-        rec = p - hwords
+        rec = rec0 + p - base
         if end - p < 2:
             raise BytecodeError(f"dvm bytecode: error: record at body word {rec}: truncated")
         op = words[p]
@@ -225,7 +240,8 @@ def decode(array) -> Program:
             elif kind == "cmp":
                 w = _enum(CmpType, w, f"record at body word {rec} ({op.name}) field {name!r}")
             elif kind == "f64":
-                w = float(np.int64(w).view(np.float64))
+                if type(w) is not Sym:  # any bit pattern is a float64 (a traced one stays a word)
+                    w = float(np.int64(w).view(np.float64))
             elif kind == "bool" and w not in (0, 1):
                 raise BytecodeError(f"dvm bytecode: error: record at body word {rec} ({op.name}): "
                                     f"field {name!r} must be 0 or 1, got {w}")
@@ -237,7 +253,71 @@ def decode(array) -> Program:
         ins = Instr(op, tuple(vals))
         _check_operands(ins, rec, local_bytes, args, grid)
         body.append(ins)
+        if starts is not None:
+            starts.append(p)
         p = rend
+
+
+# word 5 of every memory record (after opcode, length, dtype, local, arg) is its offset
+_OFFSET_WORD = 5
+
+
+def check_traced(words) -> Program:
+    """Validate the words of a template trace as `decode` validates bytecode, for EVERY shape the
+    template will admit (template.py; Fang et al., DVM §4.2: a new shape costs tiling + encoding
+    only, so the checks must not run per shape in Python).
+
+    `words` is `encode_words` of a lowering on traced sizes: ints (the template's constant words),
+    `symbolic.Sym`s (its shape-dependent words, "holes") and at most one `RepeatWords` (a matmul's
+    k-chunk block, repeated `count` times with its offsets advancing by a step per repetition).
+    The checks of `decode` run here once on these words: a check on constant words is decided now
+    (a `BytecodeError` at template build: opcodes, record layouts, enum values, argument indices
+    and dtypes -- the template's structure), and a check on a hole compares `Sym`s, which records
+    it as a guard of the trace. The template's `fill` (and its native compile) evaluates those
+    guards with the others, so a shape whose words would fail `decode` never gets this template's
+    words: it falls through to a new trace, whose checks raise the `BytecodeError` (the tracer's
+    guards are the decisions `decode` took, so any shape that passes them passes `decode`).
+
+    The repeated block is checked at its first and its last repetition (``count >= 1`` is a guard).
+    Proof that this covers every repetition: repetition r's words are repetition 0's except at
+    the step positions, which get ``+ r * step``; each step position is the offset field of a
+    memory record (asserted below), and `decode` reads an offset only in ``offset >= 0`` and
+    ``offset + c < numel`` with c independent of the offset (`_check_memory`). Both are linear
+    in r, so they hold for every r in [0, count-1] iff they hold at r = 0 and r = count-1.
+
+    Returns the `Program` of the structure (hole fields as `Sym`s, the block once), for what
+    depends on the structure alone (`native.unsupported_reason`)."""
+    runs = [i for i, w in enumerate(words) if type(w) is RepeatWords]
+    if len(runs) > 1:
+        raise BytecodeError("dvm bytecode: error: a trace with more than one repeated block")
+    cut = runs[0] if runs else len(words)
+    pre, post = words[:cut], words[cut + 1 :]
+    rw = words[cut] if runs else None
+    n = len(pre) + len(post) + (rw.count * len(rw.words) if rw is not None else 0)
+    if len(pre) < _FIXED_HEADER:
+        raise BytecodeError("dvm bytecode: error: a trace whose header is not constant-length")
+    kernel_type, local_bytes, args, grid, hwords = _header(pre, n)
+    body: list[Instr] = []
+    _records(pre, hwords, len(pre), hwords, local_bytes, args, grid, body)
+    rec0 = len(pre) - hwords
+    if rw is not None:
+        if rw.count < 1:
+            raise BytecodeError(f"dvm bytecode: error: a block repeated {rw.count} times")
+        starts: list[int] = []
+        _records(rw.words, 0, len(rw.words), rec0, local_bytes, args, grid, body, starts)
+        for pos in rw.deltas:
+            j = max(i for i, s in enumerate(starts) if s <= pos)
+            ins = body[len(body) - len(starts) + j]
+            if ins.op not in (Opcode.LOAD, Opcode.STORE, Opcode.VIEW_LOAD, Opcode.VIEW_STORE) \
+                    or pos != starts[j] + _OFFSET_WORD:
+                raise BytecodeError(f"dvm bytecode: error: a repeated block advances word {pos}, "
+                                    f"not the offset of a memory record")
+        last = list(rw.words)
+        for pos, step in rw.deltas.items():
+            last[pos] = last[pos] + (rw.count - 1) * step
+        _records(last, 0, len(last), rec0 + (value(rw.count) - 1) * len(last), local_bytes, args, grid, [])
+        rec0 += value(rw.count) * len(rw.words)
+    _records(post, 0, len(post), rec0, local_bytes, args, grid, body)
     return Program(kernel_type, local_bytes, tuple(args), tuple(grid), tuple(body))
 
 
@@ -247,7 +327,8 @@ def _bad(rec, ins, msg):
 
 
 def _local(rec, ins, name, addr, nbytes, local_bytes):
-    if addr < 0 or nbytes < 0 or addr + nbytes > local_bytes:
+    # nbytes > 0: every caller has checked its element counts positive (`_positive`)
+    if addr < 0 or addr + nbytes > local_bytes:
         raise _bad(rec, ins, f"bad local operand {name}=0x{addr:x}: {nbytes} bytes past local memory "
                              f"of {local_bytes} bytes")
 

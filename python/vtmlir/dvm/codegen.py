@@ -37,26 +37,43 @@ from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul
 
 
 # --------------------------------------------------------------------------------- results
+class _Unchecked:
+    """`CompiledKernel.native_reason` not known yet: the bytecode was not made by a template."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNCHECKED"
+
+
+UNCHECKED = _Unchecked()
+
 class CompiledKernel:
     """One compiled kernel instance: its bytecode and what is needed to call it (`graph`,
     `bytecode`, `tiling`, `input_shapes`, `input_strides`, `output_shapes`, `output_dtypes`).
 
     A new shape builds only the words, the shapes and this object (`template.py`,
     `native_fill.py`); what running does not need is derived when first read: `program` (the
-    bytecode decoded and validated, at the first native run), `tiling` (the dataclass of the
-    tiling fields the native compile wrote into `info`, an info record of `native_fill`) and the
-    `input_strides` of dense inputs (None given: `__call__` checks contiguity instead). A plain
-    class with slots: its constructor is part of every new shape's cost."""
+    bytecode decoded, when read), `tiling` (the dataclass of the tiling fields the native compile
+    wrote into `info`, an info record of `native_fill`) and the `input_strides` of dense inputs
+    (None given: `__call__` checks contiguity instead). A plain class with slots: its constructor
+    is part of every new shape's cost.
+
+    `native_reason` says why the native VM cannot run the kernel (None: it can). A template gives
+    it with the words: its guards hold `decode`'s checks (`bytecode.check_traced`) and the reason
+    depends on the structure only, so such a kernel is never decoded before it runs. Any other
+    kernel (``template=False``) is decoded -- validated -- at its first native run."""
 
     __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
-                 "output_dtypes", "_tiling_of", "info", "_program")
+                 "output_dtypes", "_tiling_of", "info", "_program", "_native")
 
     def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
-                 output_dtypes, tiling_of=None, info=None):
+                 output_dtypes, tiling_of=None, info=None, native_reason=UNCHECKED):
         self.graph, self.bytecode, self._tiling = graph, bytecode, tiling
         self.input_shapes, self._input_strides = input_shapes, input_strides
         self.output_shapes, self.output_dtypes = output_shapes, output_dtypes
         self._tiling_of, self.info, self._program = tiling_of, info, None
+        self._native = native_reason
 
     @property
     def tiling(self) -> VectorTiling | MatmulTiling:
@@ -86,6 +103,17 @@ class CompiledKernel:
             p = self._program = decode(self.bytecode)
         return p
 
+    @property
+    def native_reason(self) -> str | None:
+        """Why the native VM cannot run this kernel (None: it can). Known without decoding for a
+        kernel a template made; else the bytecode is decoded (validated) here, once."""
+        r = self._native
+        if r is UNCHECKED:
+            from .native import unsupported_reason
+
+            r = self._native = unsupported_reason(self.program)
+        return r
+
     def __repr__(self) -> str:
         return (f"CompiledKernel({self.graph.name}, inputs={list(self.input_shapes)}, "
                 f"outputs={list(self.output_shapes)}, words={self.bytecode.size})")
@@ -108,10 +136,12 @@ class CompiledKernel:
             flat.append(_flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
-            from .native import run
+            from .native import BytecodeError, run_valid
 
-            # validated by `decode` at the first native call only (a native VM trusts what it runs)
-            run(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1, program=self.program)
+            reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
+            if reason is not None:
+                raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
+            run_valid(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1)
         else:
             execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
         return outs

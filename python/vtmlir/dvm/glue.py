@@ -148,14 +148,11 @@ def bmm_compile(op, fn, shapes):
 
 
 def bmm_admit(fn, key, k):
-    """Decide whether the native VM runs the slice kernel `k` (timed: `glue_validate_seconds`)
+    """Decide whether the native VM runs the slice kernel `k` (timed: `glue_validate_seconds`;
+    `CompiledKernel.native_reason`, no decode for a template's kernel)
     and cache it under `key`."""
     start = time.perf_counter()
-    use_native = False
-    if fn.native:
-        from .native import unsupported_reason
-
-        use_native = unsupported_reason(k.program) is None
+    use_native = fn.native and k.native_reason is None  # a template's kernel: no decode
     fn.glue_validate_seconds += time.perf_counter() - start
     entry = fn.__dict__.setdefault("_bmm_kernels", {})[key] = (k, use_native)
     return entry

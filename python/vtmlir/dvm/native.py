@@ -80,6 +80,8 @@ def _desc(ptr: int, nbytes_or_words: int):
 # `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
 # args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64).
 _PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
+_NUMPY = {int(d): d.numpy for d in DType}
 _NPARAMS = 2 + MAX_ARGS + 2
 
 
@@ -130,22 +132,42 @@ class NativeVM:
         reason = unsupported_reason(program)
         if reason is not None:
             raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
-        if len(args) != len(program.args):
-            raise BytecodeError(f"dvm native vm: error: program takes {len(program.args)} arguments, got {len(args)}")
+        self._launch(code, args, cores, program.tile_count, program.local_bytes,
+                     [(d.dtype.numpy, d.numel) for d in program.args])
+
+    def run_valid(self, code: np.ndarray, args, cores: int | None = 1) -> None:
+        """`run` for bytecode known to be valid and natively supported without decoding it: a
+        template's words (`CompiledKernel.native_reason`; the template's guards hold `decode`'s
+        checks, `bytecode.check_traced`). The header is read from the words as they stand; the
+        arguments are checked against it (count, dtype, length, density) as in `run`."""
+        if code.dtype != np.int64 or not code.flags.c_contiguous or code.size < _HEADER:
+            raise BytecodeError("dvm native vm: error: bytecode must be a contiguous int64 array")
+        head = code[:_HEADER + 2 * MAX_ARGS].tolist()
+        nargs = head[7]
+        if not 0 <= nargs <= MAX_ARGS:
+            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header")
+        descs = [(_NUMPY[head[_HEADER + 2 * i]], head[_HEADER + 2 * i + 1]) for i in range(nargs)]
+        self._launch(code, args, cores, head[5], head[6], descs)
+
+    def _launch(self, code, args, cores, M, local_bytes, arg_descs) -> None:
+        """Alg. 2 on `code`: `M` tiles over N cores; `arg_descs` is (numpy dtype, element count)
+        per argument, from the header."""
+        if len(args) != len(arg_descs):
+            raise BytecodeError(f"dvm native vm: error: program takes {len(arg_descs)} arguments, got {len(args)}")
         descs = []
-        for i, (a, d) in enumerate(zip(args, program.args)):
-            if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != d.dtype.numpy or a.size < d.numel
+        for i, (a, (dt, numel)) in enumerate(zip(args, arg_descs)):
+            if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != dt or a.size < numel
                     or (a.size > 1 and a.strides[0] != a.itemsize)):
                 raise BytecodeError(f"dvm native vm: error: argument {i} must be a dense 1-d "
-                                    f"{d.dtype.numpy} array of at least {d.numel} elements")
+                                    f"{dt} array of at least {numel} elements")
             descs.append(ctypes.pointer(_desc(a.ctypes.data, a.size * a.itemsize)))
         while len(descs) < MAX_ARGS:
             descs.append(descs[0] if descs else ctypes.pointer(_desc(0, 0)))
         descs.insert(0, ctypes.pointer(_desc(code.ctypes.data, code.size)))
-        M = program.tile_count  # Alg. 2 line 3
+        # M: Alg. 2 line 3
         N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
         m = -(-M // N)  # line 4
-        nbytes = max(program.local_bytes, 1)
+        nbytes = max(local_bytes, 1)
 
         def core(c):
             local = self._scratch(nbytes)
@@ -181,3 +203,8 @@ def native_vm() -> NativeVM:
 def run(bytecode, args, cores: int | None = 1, program: Program | None = None) -> None:
     """`NativeVM.run` on the cached VM."""
     native_vm().run(bytecode, args, cores=cores, program=program)
+
+
+def run_valid(code: np.ndarray, args, cores: int | None = 1) -> None:
+    """`NativeVM.run_valid` on the cached VM (valid, supported bytecode: not decoded)."""
+    native_vm().run_valid(code, args, cores=cores)

@@ -24,7 +24,8 @@ once in MLIR. The module is lowered by the CPU backend's stages and JIT-compiled
 
 Whatever the native code cannot decide exactly like Python it hands back (status -3): a division
 by zero, a shape Alg. 1 rejects (the Python path raises the `TilingError`), a parameter count it
-was not built for. Then the Python `fill` runs, so results are always those of the Python
+was not built for, an integer operation that wraps in i64 (`_Template.exact`: the words and the
+guards that hold `decode`'s checks on them, `bytecode.check_traced`, are exact or not written). Then the Python `fill` runs, so results are always those of the Python
 templates, which the tests compare bitwise on random shapes.
 """
 
@@ -40,6 +41,9 @@ import numpy as np
 from .tiling import MatmulTiling, Target, VectorTiling
 
 NONE_MATCHED, NO_ROOM, ASK_PYTHON = -1, -2, -3
+
+
+_OVERFLOW = {"addi": "sadd", "subi": "ssub", "muli": "smul"}  # `_Template.exact`: LLVM intrinsics
 
 
 class Unsupported(Exception):
@@ -336,6 +340,7 @@ class _Template:
 
     def __init__(self, fn: _Function, params: dict, target: Target, fail: str, fallback: str):
         self.fn, self.target, self.fail, self.fallback = fn, target, fail, fallback
+        self._wrapped = fn.const("false", "i1")  # did an `exact` operation wrap so far
         self.env: dict[str, tuple[str, str]] = dict(params)
         self.memo: dict[str, tuple[str, str]] = {}
         self.records: dict[str, dict] = {}  # tiling call variable -> fields
@@ -373,7 +378,7 @@ class _Template:
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             v, ty = self._node(node.operand)
             if ty == "i64":
-                return fn.op(f"arith.subi {fn.const(0)}, {v} : i64"), "i64"
+                return self.exact("subi", fn.const(0), v), "i64"
             if ty == "f64":
                 return fn.op(f"arith.negf {v} : f64"), "f64"
         elif isinstance(node, ast.BinOp):
@@ -408,13 +413,40 @@ class _Template:
             return self.fn.op(f"arith.cmpi ne, {v}, {self.fn.const(0)} : i64")
         raise Unsupported("a float used as a truth value")
 
-    def _nonzero_divisor(self, d: str) -> None:
-        """Python raises on a zero divisor: leave such a shape to it."""
+    def _nonzero_divisor(self, x: str, d: str) -> None:
+        """Python raises on a zero divisor, and its ``MIN // -1`` does not wrap: leave such a
+        shape to it."""
         fn = self.fn
         zero = fn.op(f"arith.cmpi eq, {d}, {fn.const(0)} : i64")
-        ok = fn.label()
-        fn.emit(f"cf.cond_br {zero}, {self.fallback}, {ok}")
-        fn.block(ok)
+        minus1 = fn.op(f"arith.cmpi eq, {d}, {fn.const(-1)} : i64")
+        least = fn.op(f"arith.cmpi eq, {x}, {fn.const(-(1 << 63))} : i64")
+        wraps = fn.op(f"arith.andi {minus1}, {least} : i1")
+        bad = fn.op(f"arith.ori {zero}, {wraps} : i1")
+        self._fallback_if(bad)
+
+    def _fallback_if(self, cond: str) -> None:
+        ok = self.fn.label()
+        self.fn.emit(f"cf.cond_br {cond}, {self.fallback}, {ok}")
+        self.fn.block(ok)
+
+    def exact(self, op: str, x: str, y: str) -> str:
+        """``x op y`` (addi, subi, muli) on i64, noting whether it wrapped where Python's integers
+        do not (Python then decides: `check_exact`). The template's words and its guards --
+        `decode`'s checks on those words (`bytecode.check_traced`) -- are computed from the same
+        expressions, so exact arithmetic is what makes a guard that holds natively hold for the
+        words written: a wrapped size could pass a bound check that the real one fails. LLVM's
+        overflow intrinsics (an add or multiply and its overflow flag) with the flags OR-ed
+        together, not a branch per operation: the set's JIT time grows with its code."""
+        fn = self.fn
+        r = fn.op(f'"llvm.intr.{_OVERFLOW[op]}.with.overflow"({x}, {y}) : (i64, i64) -> !llvm.struct<(i64, i1)>')
+        wraps = fn.op(f"llvm.extractvalue {r}[1] : !llvm.struct<(i64, i1)>")
+        self._wrapped = fn.op(f"arith.ori {self._wrapped}, {wraps} : i1")
+        return fn.op(f"llvm.extractvalue {r}[0] : !llvm.struct<(i64, i1)>")
+
+    def check_exact(self) -> None:
+        """Python decides if anything so far wrapped (before a value is used for more than a
+        guard: a tiling call, the words)."""
+        self._fallback_if(self._wrapped)
 
     def _binop(self, node) -> tuple[str, str]:
         fn = self.fn
@@ -422,21 +454,18 @@ class _Template:
         op = type(node.op)
         if op is ast.Div:
             x, y = self._float(a), self._float(b)
-            zero = fn.op(f"arith.cmpf oeq, {y}, {fn.const('0x0000000000000000', 'f64')} : f64")
-            ok = fn.label()
-            fn.emit(f"cf.cond_br {zero}, {self.fallback}, {ok}")
-            fn.block(ok)
+            self._fallback_if(fn.op(f"arith.cmpf oeq, {y}, {fn.const('0x0000000000000000', 'f64')} : f64"))
             return fn.op(f"arith.divf {x}, {y} : f64"), "f64"
         if a[1] == "i64" and b[1] == "i64":
             x, y = a[0], b[0]
             if op in (ast.Add, ast.Sub, ast.Mult):
-                name = {ast.Add: "addi", ast.Sub: "subi", ast.Mult: "muli"}[op]
-                return fn.op(f"arith.{name} {x}, {y} : i64"), "i64"
+                return self.exact({ast.Add: "addi", ast.Sub: "subi", ast.Mult: "muli"}[op], x, y), "i64"
             if op in (ast.FloorDiv, ast.Mod):
-                self._nonzero_divisor(y)
+                self._nonzero_divisor(x, y)
                 q = fn.op(f"arith.floordivsi {x}, {y} : i64")
                 if op is ast.FloorDiv:
                     return q, "i64"
+                # |x - q·y| < |y|: exact mod 2^64 even where q·y alone wraps
                 qy = fn.op(f"arith.muli {q}, {y} : i64")
                 return fn.op(f"arith.subi {x}, {qy} : i64"), "i64"
         elif "i1" not in (a[1], b[1]) and op in (ast.Add, ast.Sub, ast.Mult):
@@ -458,6 +487,10 @@ class _Template:
 
     # -- statements --------------------------------------------------------------------------
     def guard(self, cond: str) -> None:
+        """`cond` must hold or the next template is tried. A guard that held on a value that
+        wrapped is caught by the `check_exact` before the words; one that failed on it at worst
+        reports NONE_MATCHED, after which `template.compile_templated` asks the (exact) Python
+        `fill` before tracing anything."""
         c = self._truth(self.expr(cond))
         ok = self.fn.label()
         self.fn.emit(f"cf.cond_br {c}, {ok}, {self.fail}")
@@ -488,6 +521,13 @@ class _Template:
         n_live, itemsize = self._constant(node.args[3]), self._constant(node.args[4])
         for v in (m, n):
             self.check(fn.op(f"arith.cmpi sge, {v}, {fn.const(1)} : i64"))
+        # no value @dvm_tile_matmul computes exceeds m·n·(10·k + ov) (a cost is waves·work with
+        # waves <= mt·nt, mt·tm <= 2m, nt·tn <= 2n, tm + tn <= 2·tm·tn): where that fits i64 it
+        # computes Python's result, else Python decides
+        mn = self.exact("muli", m, n)
+        self.exact("muli", mn, self.exact("addi", self.exact("muli", k, fn.const(10)),
+                                          fn.const(self.target.tile_overhead)))
+        self.check_exact()
         res = fn.fresh()
         fn.emit(f"{res}:5 = func.call @dvm_tile_matmul_memo(%M, {m}, {n}, {k}, {fn.const(n_live * itemsize)}, "
                 f"{fn.const(itemsize)}, {fn.const(self.target.vector_elems(itemsize))}) "
@@ -524,15 +564,21 @@ class _Template:
         # every dimension before it was too big to tile, so its `outer` is their product
         inner = [fn.const(1)] * rank
         for i in range(rank - 2, -1, -1):
-            inner[i] = fn.op(f"arith.muli {dims[i + 1]}, {inner[i + 1]} : i64")
+            inner[i] = self.exact("muli", dims[i + 1], inner[i + 1])
         outer = [fn.const(1)] * rank
         for i in range(1, rank):
-            outer[i] = fn.op(f"arith.muli {outer[i - 1]}, {dims[i - 1]} : i64")
+            outer[i] = self.exact("muli", outer[i - 1], dims[i - 1])
+        # no value @dvm_align_div computes exceeds numel·(ov + 8)·cores (its costs are
+        # w·(t·inner + ov) with w <= outer·n/cores + 1 and t <= ceil(extent/n)): where that fits
+        # i64 it computes Python's result, else Python decides. Every product below is <= numel.
+        numel = self.exact("muli", outer[rank - 1], dims[rank - 1])
+        self.exact("muli", numel, fn.const((self.target.tile_overhead + 8) * self.target.cores))
+        self.check_exact()
         join = fn.label()
         tmax = fn.const(t_max)
         for i in range(rank):
             if i in reduce:
-                whole = fn.op(f"arith.muli {dims[i]}, {inner[i]} : i64")
+                whole = fn.op(f"arith.muli {dims[i]}, {inner[i]} : i64")  # <= numel: exact
                 self.check(fn.op(f"arith.cmpi sle, {whole}, {tmax} : i64"))
                 fn.emit(f"cf.br {join}({fn.const(i)}, {dims[i]} : i64, i64)")
                 break
@@ -593,6 +639,7 @@ class NativeFill:
         # room for the most words the set has written, and the block `_emit_words` writes once more
         blocks = [len(t.parts[1][0][0]) for t in tset.templates if t.parts[1] is not None]
         self._out = np.zeros(max(4096, tset.max_words + max(blocks, default=0)), np.int64)
+        self._outmv = memoryview(self._out)  # `fast` copies the words out of it
         self._memo = np.zeros(16, np.int64)
         self._lock = threading.Lock()
         arrays = (self._out, self.words, self._info, self._memo)
@@ -607,6 +654,7 @@ class NativeFill:
 
     def _grow(self, words: int) -> None:
         self._out = np.zeros(words, np.int64)
+        self._outmv = memoryview(self._out)
         d = self._descs[1]
         d.allocated = d.aligned = self._out.ctypes.data
         d.size = self._out.size
@@ -653,16 +701,20 @@ class NativeFill:
             "        i = _I.tolist()",
             "        if i[0] < 0:",
             "            return i",
-            "        words = _nat._out[:i[1]].copy()",
+            # read-only (valid as made: the template's guards) and cheaper than a writeable copy
+            # whose flag is then cleared (0.37 vs 0.27 + 0.42 us)
+            "        words = _frombuffer(_nat._outmv[:i[1]].tobytes(), _WORD)",
             "    if _COVERAGE:",
             "        _count(_tset, i[0])",
             f"    return _CK(_graph, words, None, {shapes}, T, ({''.join(o + ', ' for o in outs)}),"
-            " _dtypes, _tilings[i[0]], i)",
+            " _dtypes, _tilings[i[0]], i, _reasons[i[0]])",
         ]) + "\n"
         namespace = {"_P": self._params, "_entry": self._entry, "_packed": self._packed, "_I": self._info,
                      "_lock": self._lock,
                      "_nat": self, "_COVERAGE": _COVERAGE, "_count": _count, "_tset": tset, "_CK": CompiledKernel,
                      "_graph": graph, "_dtypes": tset.templates[-1].output_dtypes, "_tilings": self.tilings,
+                     "_reasons": [t.native_reason for t in tset.templates], "_frombuffer": np.frombuffer,
+                     "_WORD": np.dtype(np.int64),
                      "_int": int}
         self.fast_source = src
         exec(compile(src, f"<dvm native compile {graph.name}>", "exec"), namespace)
@@ -697,8 +749,8 @@ class NativeFill:
         if len(params) != self.n_params:
             return self.tset.fill(*params)
         k = self.kernel(*self.split(params))
-        if type(k) is int:
-            return None if k == NONE_MATCHED else self.tset.fill(*params)
+        if type(k) is int:  # no template matched natively (a guard may have read a wrapped value)
+            return self.tset.fill(*params)
         return k.template_index, k.tiling, k.bytecode, k.output_shapes
 
 
@@ -742,6 +794,8 @@ def _module_text(tset) -> tuple[str, np.ndarray, list, int]:
     entry_loads = ["    %e_i0 = arith.constant 0 : index", "    %e_0 = arith.constant 0 : i64",
                    "    %e_1 = arith.constant 1 : i64", "    %e_mode = memref.load %P[%e_i0] : memref<?xi64>",
                    "    %e_dense = arith.cmpi eq, %e_mode, %e_1 : i64"]
+    entry_loads += ["    %e_63 = arith.constant 63 : i64", "    %e_false = arith.constant false"]
+    wraps = "%e_false"  # a dense stride does not fit i64: Python decides
     params, sizes = {}, {}
     for j, name in enumerate(names):
         kind, i, d = _PARAM.fullmatch(name).groups()
@@ -754,9 +808,12 @@ def _module_text(tset) -> tuple[str, np.ndarray, list, int]:
         else:
             entry_loads.append(f"    %pg{j} = memref.load %P[%pi{j}] : memref<?xi64>")
             inner = "%e_1"
-            for e in range(d + 1, ranks[i]):
-                entry_loads.append(f"    %pm{j}_{e} = arith.muli {inner}, {sizes[i, e]} : i64")
-                inner = f"%pm{j}_{e}"
+            for e in range(d + 1, ranks[i]):  # exact, like every product here (`_Template.exact`)
+                entry_loads.append(f"    %pm{j}_{e}:2 = arith.mulsi_extended {inner}, {sizes[i, e]} : i64")
+                entry_loads.append(f"    %ps{j}_{e} = arith.shrsi %pm{j}_{e}#0, %e_63 : i64")
+                entry_loads.append(f"    %pw{j}_{e} = arith.cmpi ne, %pm{j}_{e}#1, %ps{j}_{e} : i64")
+                entry_loads.append(f"    %po{j}_{e} = arith.ori {wraps}, %pw{j}_{e} : i1")
+                inner, wraps = f"%pm{j}_{e}#0", f"%po{j}_{e}"
             entry_loads.append(f"    %pu{j} = arith.cmpi eq, {sizes[i, d]}, %e_1 : i64")
             entry_loads.append(f"    %pd{j} = arith.select %pu{j}, %e_0, {inner} : i64")
             entry_loads.append(f"    {v} = arith.select %e_dense, %pd{j}, %pg{j} : i64")
@@ -765,7 +822,8 @@ def _module_text(tset) -> tuple[str, np.ndarray, list, int]:
     meta = []
     fallback = "^fallback"
     starts = [fn.label() for _ in templates] + ["^none"]
-    fn.emit(f"cf.br {starts[0]}")
+    entry_loads.append(f"    %e_wraps = arith.andi %e_dense, {wraps} : i1")
+    fn.emit(f"cf.cond_br %e_wraps, {fallback}, {starts[0]}")
     for i, tmpl in enumerate(templates):
         fn.block(starts[i])
         t = _Template(fn, params, target, starts[i + 1], fallback)
@@ -781,7 +839,8 @@ def _module_text(tset) -> tuple[str, np.ndarray, list, int]:
     fn.block(fallback)
     fn.emit(f"memref.store {fn.const(ASK_PYTHON)}, %I[{fn.const(0, 'index')}] : memref<?xi64>")
     fn.emit("return")
-    consts = [f"    {name} = arith.constant {value} : {ty}" for (ty, value), name in fn.consts.items()]
+    consts = [f"    {name} = arith.constant {value}" + ("" if ty == "i1" else f" : {ty}")
+              for (ty, value), name in fn.consts.items()]
     body = "\n".join(entry_loads + consts + fn.lines)
     text = ("module {\n" + _runtime_functions(target) +
             "  func.func @dvm_fill(%P: memref<?xi64>, %W: memref<?xi64>, %C: memref<?xi64>, %I: memref<?xi64>, "
@@ -829,15 +888,17 @@ def _emit_words(t: _Template, tmpl, index: int, words: list) -> tuple:
         steps = [(p, t.int_expr(s)) for p, s in zip(step_pos, tmpl.steps) if s != "0"]
         post_vals = [(j, t.int_expr(e)) for j, e in post[1]]
         nb = len(blk)
-        blk_words = fn.op(f"arith.muli {count}, {fn.const(nb)} : i64")
-        total = fn.op(f"arith.addi {blk_words}, {fn.const(len(pre) + len(post[0]))} : i64")
+        # exact (a wrapped count would pass the room check below and overrun W)
+        blk_words = t.exact("muli", count, fn.const(nb))
+        total = t.exact("addi", blk_words, fn.const(len(pre) + len(post[0])))
         # room for the traced block written once even when it repeats zero times
-        need = fn.op(f"arith.addi {total}, {fn.const(nb)} : i64")
+        need = t.exact("addi", total, fn.const(nb))
     else:
         total = need = fn.const(len(pre))
     shape_vals = [[t.int_expr(ast.unparse(d)) for d in shp.elts]
                   for shp in ast.parse(tmpl.out_shapes, mode="eval").body.elts]
     record = t.records[tmpl.tiling]
+    t.check_exact()  # the words, their guards and the word count: as Python computes them
     cap = fn.op(f"memref.dim %W, {zero} : memref<?xi64>")
     cap64 = fn.op(f"arith.index_cast {cap} : index to i64")
     room = fn.op(f"arith.cmpi sle, {need}, {cap64} : i64")
@@ -874,7 +935,7 @@ def _emit_words(t: _Template, tmpl, index: int, words: list) -> tuple:
         w = fn.op(f"memref.load %W[{s}] : memref<?xi64>")
         fn.emit(f"memref.store {w}, %W[{d}] : memref<?xi64>")
         fn.emit("}")
-        if steps:
+        if steps:  # exact: |r * step| <= |(count-1) * step|, which a guard computed exactly
             r64 = fn.op(f"arith.index_cast {r} : index to i64")
             for p, sv in steps:
                 first = fn.op(f"memref.load %W[{fn.const(len(pre) + p, 'index')}] : memref<?xi64>")

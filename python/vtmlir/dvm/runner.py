@@ -312,14 +312,11 @@ class _GroupKernel:
         return kernel
 
     def admit(self, key, kernel, native: bool):
-        """Decide whether the native VM runs `kernel` (decoding its bytecode validates it; timed:
-        `validate_seconds`) and cache it under `key`."""
+        """Decide whether the native VM runs `kernel` (timed: `validate_seconds`) and cache it
+        under `key`. A kernel a template made says so without decoding (`native_reason`: the
+        template's guards hold `decode`'s checks); another one is decoded here."""
         start = time.perf_counter()
-        use_native = False
-        if native:
-            from .native import unsupported_reason
-
-            use_native = unsupported_reason(kernel.program) is None
+        use_native = native and kernel.native_reason is None  # a template's kernel: no decode
         self.validate_seconds += time.perf_counter() - start
         entry = self.cache[key] = (kernel, use_native)
         return entry
@@ -408,6 +405,7 @@ class DvmFunction:
     def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
                  stacking: bool = True):
         mop = module.operation if hasattr(module, "operation") else module
+        self.module = module  # the values below live in its context: keep it alive
         self.target = target or Target()
         self.native = native
         self.glue_compile_seconds = 0.0  # batch_matmul kernels
@@ -475,8 +473,9 @@ class DvmFunction:
 
     @property
     def validate_seconds(self) -> float:
-        """Total time spent deciding whether the native VM runs a new kernel: decoding its
-        bytecode, which validates it (`bytecode.decode`), and checking the native VM's coverage."""
+        """Total time spent deciding whether the native VM runs a new kernel, outside the compile
+        (`CompiledKernel.native_reason`: read from its template, no decode since the templates'
+        guards hold `decode`'s checks; a decode only for bytecode no template made)."""
         return self.glue_validate_seconds + sum(k.validate_seconds for k in self.kernels)
 
     def template_count(self) -> int:
@@ -578,8 +577,8 @@ def _arg_key(arrays):
 
 def _compile_ahead(fn: DvmFunction, plan) -> None:
     """Compile every kernel a call with a new argument layout needs, back to back, before the
-    first one runs, and then validate them (DVM Fig. 5: the operator compiler sees all fused subgraphs of the shape): the
-    kernels' compiles then share warm caches instead of each following a VM run. The layouts come
+    first one runs, and then admit them (DVM Fig. 5: the operator compiler sees all fused
+    subgraphs of the shape): the kernels' compiles then share warm caches instead of each following a VM run. The layouts come
     from the `prebuild` dry run of the same argument layout (the glue's numpy results have the
     same shapes and strides whatever the values); each is still looked up by the actual layout
     when its kernel runs."""
@@ -590,7 +589,7 @@ def _compile_ahead(fn: DvmFunction, plan) -> None:
             if key not in (unit.cache if isinstance(unit, _GroupKernel) else done)]
     compiled = [unit.compile(shapes, strides, fn.target) if isinstance(unit, _GroupKernel)
                 else bmm_compile(unit, fn, shapes) for unit, key, shapes, strides in todo]
-    for (unit, key, _, _), kernel in zip(todo, compiled):  # then validate them (the VM's decode)
+    for (unit, key, _, _), kernel in zip(todo, compiled):  # then admit them (native or not)
         if isinstance(unit, _GroupKernel):
             unit.admit(key, kernel, fn.native)
         else:

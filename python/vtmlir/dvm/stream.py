@@ -260,11 +260,7 @@ class StreamFuser:
             start = time.perf_counter()
             kernel = compile_graph(g, shapes, self.target)
             self.compile_seconds += time.perf_counter() - start
-            use_native = False
-            if self.native:
-                from .native import unsupported_reason
-
-                use_native = unsupported_reason(kernel.program) is None
+            use_native = self.native and kernel.native_reason is None  # a template's kernel: no decode
             entry = self._kernels[key] = (kernel, use_native)
         kernel, use_native = entry
         outs = kernel(*buf.inputs, native=use_native, cores=self.target.cores if use_native else None)

@@ -36,9 +36,10 @@ from array import array
 
 import numpy as np
 
-from .bytecode import WORD, RepeatWords, encode_words
+from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
 from .codegen import CompiledKernel, lower
 from .graph import Graph
+from .native import unsupported_reason
 from .symbolic import Sym, Tracer, f64bits, value
 from .tiling import Target, tile_matmul, tile_vector
 
@@ -55,12 +56,15 @@ class KernelTemplate:
     per repetition. `ret` is the text of everything the code reads (for dead-statement removal)."""
 
     __slots__ = ("graph", "params", "stmts", "ret", "tiling", "output_dtypes", "parts", "count", "steps",
-                 "out_shapes", "point")
+                 "out_shapes", "point", "native_reason")
 
     def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes,
-                 point=None):
+                 point=None, native_reason=None):
         self.graph, self.params, self.tiling = graph, params, tiling
         self.point = point  # (shapes, strides) it was traced at
+        # why the native VM cannot run this structure (None: it can), decided once from the
+        # structure (`native.unsupported_reason` reads opcodes, dtypes and counts: constant words)
+        self.native_reason = native_reason
         self.output_dtypes = tuple(graph.nodes[o].dtype for o in graph.outputs)
         self.parts, self.count, self.steps = parts, _src(count), [_src(x) for x in steps]
         self.out_shapes = "(" + "".join("(" + "".join(_src(d) + ", " for d in shp) + "), " for shp in out_shapes) + ")"
@@ -116,6 +120,9 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> KernelTempl
     sstrides = [tuple(sym("t", i, d, v) for d, v in enumerate(st)) for i, st in enumerate(strides)]
     program, _, node_shapes = lower(graph, graph.infer_shapes_of(sshapes), sstrides, target)
     words = encode_words(program)
+    # `decode`'s checks: on the constant words decided now, on the holes recorded as guards of the
+    # trace, so that no shape gets these words unless they pass `decode` (`bytecode.check_traced`)
+    structure = check_traced(words)
     out_shapes = tuple(node_shapes[o] for o in graph.outputs)
     if len(tr.calls) != 1:  # pragma: no cover - every kernel tiles exactly once
         raise AssertionError(f"{graph.name}: expected one tiling call, traced {len(tr.calls)}")
@@ -130,7 +137,7 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> KernelTempl
     else:
         parts, count, steps = (_part(words), None, None), 0, []
     return KernelTemplate(graph, params, tr, tr.calls[0], parts, count, steps, out_shapes,
-                          (tuple(map(tuple, shapes)), tuple(map(tuple, strides))))
+                          (tuple(map(tuple, shapes)), tuple(map(tuple, strides))), unsupported_reason(structure))
 
 
 class _LastCall:
@@ -388,24 +395,35 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
     params = _params(shapes, strides)
     native = tset.native
     if native is not None:
-        from .native_fill import NONE_MATCHED
-
         k = native.kernel(shapes, strides)
         if type(k) is not int:
             tset.register(target)
             return k
-        filled = None if k == NONE_MATCHED else tset.fill(*params)
-    else:
-        filled = tset.fill(*params)
+    # no template matched natively, or Python must decide (`NativeFill`: a native guard that read
+    # a value wider than i64 may have failed where Python's exact integers hold): the Python fill
+    filled = _fill(tset, params)
     if filled is None:
         tset.add(build_template(graph, shapes, strides, target))
-        filled = tset.fill(*params)  # the traced shape passes its own guards
+        filled = _fill(tset, params)  # the traced shape passes its own guards
     i, tiling, code, out_shapes = filled
     if _COVERAGE:
         _count(tset, i)
     if code.size > tset.max_words:
         tset.max_words = code.size
-    return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tset.templates[i].output_dtypes)
+    code.flags.writeable = False  # valid as made (the template's guards): keep it so
+    tmpl = tset.templates[i]
+    return CompiledKernel(graph, code, tiling, shapes, strides, out_shapes, tmpl.output_dtypes, None, None,
+                          tmpl.native_reason)
+
+
+def _fill(tset: TemplateSet, params):
+    """``tset.fill(*params)``; a word that does not fit int64 (sizes far beyond any memory) is
+    refused as bytecode, not left to raise from `array`."""
+    try:
+        return tset.fill(*params)
+    except OverflowError:
+        raise BytecodeError(f"dvm bytecode: error: {tset.graph.name if tset.graph else 'kernel'}: "
+                            f"a bytecode word of shape {params} does not fit int64") from None
 
 
 def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None, *, strides_of=None,
@@ -451,11 +469,11 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
                        else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
                                   for st, shp in zip(strides_of(**kw), shapes)))
             tset = _template_set(graph, shapes, target)
-            filled = tset.fill(*_params(shapes, strides))  # guards and tiling only: no words kept
+            filled = _fill(tset, _params(shapes, strides))  # guards and tiling only: no words kept
             if filled is None:
                 tset.add(build_template(graph, shapes, strides, target))
                 built += 1
-                filled = tset.fill(*_params(shapes, strides))
+                filled = _fill(tset, _params(shapes, strides))
             _count(tset, filled[0])
             tset.max_words = max(tset.max_words, filled[2].size)
     if native:
