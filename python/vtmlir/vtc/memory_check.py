@@ -175,7 +175,7 @@ def fit(func, graph, ptg, rerun, unit) -> tuple:
             decision.rejected.append((node, peak, best_peak))
             forbidden.add(node)
             ptg, peak = best, best_peak
-    except VtmlirError as err:
+    except (VtmlirError, ValueError) as err:   # e.g. allocations inside loops: not replayed
         decision.skipped = f"evaluation failed: {str(err).removeprefix('error: ').splitlines()[0]}"
         decision.evaluations = evaluator.count
         return ptg, decision
