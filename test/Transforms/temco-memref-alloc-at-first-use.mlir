@@ -97,3 +97,78 @@ func.func @relu_in_place(%x: memref<4x4xf32>) {
   memref.dealloc %b : memref<4x4xf32>
   return
 }
+
+// -----
+
+// A buffer reused for a second value that is written piece by piece (a concat materialised by its
+// producers, vt-lower-views): two ops write disjoint halves that together cover the buffer before
+// anything reads it, so the second value gets its own allocation from the first of them on; the
+// subview of the first half was made before the gap (`cse` merged the two values' equal subviews)
+// and is made again on the new buffer.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+func.func private @use(memref<4x4xf32>)
+func.func private @other()
+
+// CHECK-LABEL: func.func @reused_buffer_covered_by_pieces
+// CHECK:         %[[A:.*]] = memref.alloc() : memref<4x4xf32>
+// CHECK:         %[[S:.*]] = memref.subview %[[A]][0, 0] [2, 4] [1, 1]
+// CHECK:         linalg.copy ins(%arg0 : memref<2x4xf32>) outs(%[[S]] :
+// CHECK:         call @use(%[[A]])
+// CHECK-NEXT:    memref.dealloc %[[A]]
+// CHECK-NEXT:    call @other()
+// CHECK-NEXT:    %[[B:.*]] = memref.alloc() : memref<4x4xf32>
+// CHECK-NEXT:    %[[S2:.*]] = memref.subview %[[B]][0, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.copy ins(%arg1 : memref<2x4xf32>) outs(%[[S2]] :
+// CHECK:         %[[T:.*]] = memref.subview %[[B]][2, 0] [2, 4] [1, 1]
+// CHECK-NEXT:    linalg.generic {{.*}} ins(%arg0 : memref<2x4xf32>) outs(%[[T]] :
+// CHECK:         call @use(%[[B]])
+// CHECK-NEXT:    memref.dealloc %[[B]]
+func.func @reused_buffer_covered_by_pieces(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {
+  %buf = memref.alloc() : memref<4x4xf32>
+  %top = memref.subview %buf[0, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1]>>
+  linalg.copy ins(%x : memref<2x4xf32>) outs(%top : memref<2x4xf32, strided<[4, 1]>>)
+  %bottom = memref.subview %buf[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  linalg.copy ins(%y : memref<2x4xf32>) outs(%bottom : memref<2x4xf32, strided<[4, 1], offset: 8>>)
+  func.call @use(%buf) : (memref<4x4xf32>) -> ()
+  func.call @other() : () -> ()
+  linalg.copy ins(%y : memref<2x4xf32>) outs(%top : memref<2x4xf32, strided<[4, 1]>>)
+  %bottom2 = memref.subview %buf[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<2x4xf32>) outs(%bottom2 : memref<2x4xf32, strided<[4, 1], offset: 8>>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.addf %in, %in : f32
+    linalg.yield %r : f32
+  }
+  func.call @use(%buf) : (memref<4x4xf32>) -> ()
+  memref.dealloc %buf : memref<4x4xf32>
+  return
+}
+
+// -----
+
+// Not split: the second value's first piece is written, then the buffer is read (the other half
+// still holds the first value) before the rest is written.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+func.func private @use(memref<4x4xf32>)
+
+// CHECK-LABEL: func.func @piece_then_read
+// CHECK-COUNT-1: memref.alloc()
+// CHECK-NOT:     memref.alloc()
+func.func @piece_then_read(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {
+  %cst = arith.constant 1.0 : f32
+  %buf = memref.alloc() : memref<4x4xf32>
+  linalg.fill ins(%cst : f32) outs(%buf : memref<4x4xf32>)
+  func.call @use(%buf) : (memref<4x4xf32>) -> ()
+  %top = memref.subview %buf[0, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1]>>
+  linalg.copy ins(%x : memref<2x4xf32>) outs(%top : memref<2x4xf32, strided<[4, 1]>>)
+  func.call @use(%buf) : (memref<4x4xf32>) -> ()
+  %bottom = memref.subview %buf[2, 0] [2, 4] [1, 1] : memref<4x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
+  linalg.copy ins(%y : memref<2x4xf32>) outs(%bottom : memref<2x4xf32, strided<[4, 1], offset: 8>>)
+  func.call @use(%buf) : (memref<4x4xf32>) -> ()
+  memref.dealloc %buf : memref<4x4xf32>
+  return
+}

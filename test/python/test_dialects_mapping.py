@@ -138,6 +138,22 @@ def test_compose_unrepresentable_raises(ctx):
         base.compose(outer, shape=[3, 2])
 
 
+
+def test_compose_split_read_through_aligned_unflatten(ctx):
+    """A concat along a dim that a reshape then splits at the concat boundary (ShuffleNet's channel
+    shuffle reads its concat through [2c] -> [2, c]): `d0 * 4 + d1` in [0, 4) with d1 < 4 is the box
+    d0 = 0, so each concat input becomes one piece of the reshaped view."""
+    base = MappingFunction([
+        Piece(0, amap("(d0) -> (d0)"), ((0, 0, 4),)),
+        Piece(1, amap("(d0) -> (d0 - 4)"), ((0, 4, 8),)),
+    ])
+    outer = MappingFunction.single(amap("(d0, d1) -> (d0 * 4 + d1)"))  # unflatten [8] -> [2, 4]
+    composed = base.compose(outer, shape=[2, 4])
+    assert [(p.source, p.ranges) for p in composed.pieces] == [(0, ((0, 0, 1),)), (1, ((0, 1, 2),))]
+    assert composed.verify([2, 4], [[4], [4]]) is None
+    for x in itertools.product(range(2), range(4)):
+        assert composed.apply(x) == _sequential(base, outer, 0, 2, x)
+
 # -- property tests: composing then applying == applying in sequence, on random shapes ---------
 
 dims_st = st.integers(1, 4)

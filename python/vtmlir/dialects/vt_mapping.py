@@ -401,6 +401,39 @@ def _intervals(values: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
+#: Most index points `_box_where` enumerates (as `reindex.invert_piece` does).
+MAX_ENUMERATED_POINTS = 1 << 16
+
+
+def _box_where(e, ks: list[int], full, rank: int, lo: int, hi: int) -> dict[int, set[int]] | None:
+    """Where `lo <= e(x) < hi` over the virtual dims `ks` (the others do not occur in `e`), as one
+    set of values per dim whose product is exactly that region: a concat split read through a
+    reshape, `4*d1 + d2` in [0, 4) with d2 < 4, is d1 = 0 for every d2. {} when no point is in it;
+    None when the region is no such product (or too large to enumerate)."""
+    extents = [full(k) for k in ks]
+    count = 1
+    for a, b in extents:
+        count *= max(0, b - a)
+    if count > MAX_ENUMERATED_POINTS:
+        return None
+    point = [0] * rank
+    inside = []
+    for values in itertools.product(*(range(a, b) for a, b in extents)):
+        for k, v in zip(ks, values):
+            point[k] = v
+        if lo <= eval_expr(e, point) < hi:
+            inside.append(values)
+    if not inside:
+        return {}
+    projections = [set(p[i] for p in inside) for i in range(len(ks))]
+    product = 1
+    for proj in projections:
+        product *= len(proj)
+    if product != len(inside):
+        return None
+    return dict(zip(ks, projections))
+
+
 def _pull_back(o: Piece, b: Piece, shape: Sequence[int] | None) -> list[list[tuple[int, int, int]]]:
     """Boxes of outer indices x inside o's box whose image o.map(x) lies in b's box."""
     rank = o.map.n_dims
@@ -437,9 +470,15 @@ def _pull_back(o: Piece, b: Piece, shape: Sequence[int] | None) -> list[list[tup
                 continue
             if ehi < lo or elo >= hi:
                 return []
-            raise MappingCompositionError(
-                f"base split dim {d} is read through {e}, which depends on virtual dims "
-                f"{sorted(ks)} and straddles the piece boundary [{lo}, {hi})")
+            boxes = _box_where(e, sorted(ks), full, rank, lo, hi)
+            if boxes is None:
+                raise MappingCompositionError(
+                    f"base split dim {d} is read through {e}, which depends on virtual dims "
+                    f"{sorted(ks)} and straddles the piece boundary [{lo}, {hi})")
+            if not boxes:
+                return []
+            for k, vals in boxes.items():
+                allowed[k] = allowed[k] & vals if k in allowed else vals
     per_dim = []
     for k, vals in sorted(allowed.items()):
         runs = _intervals(vals)

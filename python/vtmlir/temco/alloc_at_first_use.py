@@ -119,6 +119,69 @@ def _overwrites_whole_buffer(op, buffer) -> bool:
     return not any(True for _ in init_arg.uses)
 
 
+def _writes_view_whole(op, buffer):
+    """The box of `buffer` (root coordinates) that `op` overwrites without reading: `op` writes
+    every element of one view of `buffer` -- a `linalg.copy` into it, a constant fill, or an
+    all-parallel `linalg.generic`/`linalg.map` whose one init is the view, written through a
+    permutation map, with a payload that ignores the init's old value -- and reads nothing of
+    `buffer`. None otherwise (also when the view is no box of the buffer)."""
+    from ..passes.memref_elide_temporary_copies import accesses, region, root_of
+
+    operands = list(op.operands)
+    if not operands or root_of(operands[-1]) != buffer:
+        return None
+    target = operands[-1]
+    if any(r.root == buffer and i != len(operands) - 1 for i, r in accesses(op)):
+        return None   # reads the buffer (another operand, or an op nested in it)
+    if op.name == "linalg.copy" or _constant_fill_of(op):
+        pass
+    elif op.name in ("linalg.generic", "linalg.map") and not len(op.results):
+        if "operandSegmentSizes" in op.attributes and \
+                list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[1] != 1:
+            return None
+        if op.name == "linalg.generic":
+            if any(True for _ in op.regions[0].blocks[0].arguments[len(operands) - 1].uses):
+                return None   # the payload reads the old value
+            if not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+                return None
+            out_map = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[len(operands) - 1]).value
+            if not out_map.is_permutation:
+                return None
+    else:
+        return None
+    return region(target).box
+
+
+def _covering_writes(ops, buffer) -> bool:
+    """`ops` (top-level users of `buffer` in order) start with writes of disjoint boxes of `buffer`
+    that together cover all of it, before anything reads it or touches it otherwise (view ops touch
+    no memory): from the first of them on, the buffer holds a new value."""
+    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
+
+    shape = ir.MemRefType(buffer.type).shape
+    total = 1
+    for n in shape:
+        total *= n
+    boxes: list = []
+    for op in ops:
+        if op.name in VIEW_OPS:
+            continue
+        box = _writes_view_whole(op, buffer)
+        if box is None or any(not any(a_hi < b_lo or b_hi < a_lo for (a_lo, a_hi), (b_lo, b_hi) in zip(box, b))
+                              for b in boxes):
+            return False
+        boxes.append(box)
+        covered = 0
+        for b in boxes:
+            volume = 1
+            for lo, hi in b:
+                volume *= hi - lo + 1
+            covered += volume
+        if covered == total:
+            return True
+    return False
+
+
 def split_reused_buffers(root) -> int:
     """Give each value written into a reused buffer an allocation of its own.
 
@@ -126,14 +189,19 @@ def split_reused_buffers(root) -> int:
     then (all `tensor.empty`s of a shape are one value after `cse`, so several ops bufferize into its
     one allocation). The buffer then stays allocated through the gap between the two values, which
     no tensor of the model needs. Where a top-level op overwrites the whole buffer without reading
-    it, and no view of the buffer made before that op is used after it, the uses from that op on move
-    to a fresh allocation (the old one is freed after its last earlier use by
-    `memref-dealloc-at-last-use`'s placement below). Returns how many buffers were split."""
+    it -- or a run of ops writes disjoint boxes of it that together cover it, before anything reads
+    it (a concat materialised piece by piece into subviews: vt-lower-views' producer writes) -- the
+    uses from that op on move to a fresh allocation; views of the buffer made before that op and
+    used after it are made again on the fresh one (`cse` merges equal subviews of the two values).
+    The old buffer is freed after its last earlier use (`memref-dealloc-at-last-use`'s placement
+    below). Returns how many buffers were split."""
+    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
+
     splits = 0
     work = list(walk_ops(root, "memref.alloc"))
     while work:
         alloc = work.pop()
-        if len(alloc.operands):
+        if len(alloc.operands) or not ir.MemRefType(alloc.results[0].type).has_static_shape:
             continue
         owner = alloc.parent
         buffer = alloc.results[0]
@@ -143,16 +211,25 @@ def split_reused_buffers(root) -> int:
         if len(deallocs) != 1:
             continue
         body = [u for u in users if u.name != "memref.dealloc"]
-        cut = next((i for i, u in enumerate(body) if i > 0 and _overwrites_whole_buffer(u, buffer)), None)
+        cut = next((i for i, u in enumerate(body)
+                    if u.name not in VIEW_OPS and any(b.name not in VIEW_OPS for b in body[:i])
+                    and (_overwrites_whole_buffer(u, buffer) or _covering_writes(body[i:], buffer))), None)
         if cut is None:
             continue
         start = body[cut]
-        # views made before the cut must not be used after it
-        early_views = [u for u in body[:cut] if u.name in _VIEWS]
-        if any(not _top_level(use.owner.operation, owner).is_before_in_block(start)
-               for v in early_views for r in v.results for use in r.uses):
-            continue
         fresh = alloc.clone(ip=ir.InsertionPoint(start))
+        # views made before the cut and used after it: the same views of the fresh buffer
+        remade = {buffer: fresh.results[0]}
+        for view in (u for u in body[:cut] if u.name in VIEW_OPS):
+            late = [use for r in view.results for use in r.uses
+                    if not _top_level(use.owner.operation, owner).is_before_in_block(start)]
+            if not late or view.operands[0] not in remade:
+                continue
+            clone = view.clone(ip=ir.InsertionPoint(start))
+            clone.operands[0] = remade[view.operands[0]]
+            remade[view.results[0]] = clone.results[0]
+            for use in late:
+                use.owner.operands[use.operand_number] = clone.results[0]
         for use in list(buffer.uses):
             top = _top_level(use.owner.operation, owner)
             if top is not None and top != fresh and not top.is_before_in_block(start):
@@ -160,7 +237,7 @@ def split_reused_buffers(root) -> int:
         # free the old buffer right after its last use before the cut
         dealloc = deallocs[0].clone(ip=ir.InsertionPoint(start))
         dealloc.operands[0] = buffer
-        dealloc.move_after(body[cut - 1])
+        dealloc.move_after([b for b in body[:cut] if b.name not in VIEW_OPS][-1])
         splits += 1
         work.append(fresh)
     return splits

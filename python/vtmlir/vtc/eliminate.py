@@ -36,6 +36,7 @@ from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
 from .concat_stores import apply_concat, insert_chain_ops, plan_concats
+from .memory_check import fit
 from .stores import apply_store, plan_stores
 from .vtog import _mapping_text, build_vtog
 
@@ -48,14 +49,18 @@ def realisable(edge) -> bool:
     return c.direction == cat.OUTPUT_OF_INPUT and not c.in_place
 
 
-def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGraph]:
+def eliminate(module, cost_model=None, rewrite: bool = True, memory_aware: bool = True) -> list[PointsToGraph]:
     """Alg. 2 + rewrite on every function of `module` (an ir.Module or its operation).
 
     With `rewrite`, the input-of-output chains ending in a slice update are planned first
     (stores.py: the producer will write into the destination); their ops are kept out of the
     greedy (they disappear), the greedy's output-of-input choice is rewritten to views, then the
     planned stores replace their insert_slices. Each returned PointsToGraph carries `stores`
-    (StorePlans realised) and `stores_skipped` ((op, reason) pairs) for the report."""
+    (StorePlans realised) and `stores_skipped` ((op, reason) pairs) for the report.
+
+    `memory_aware` (with `rewrite`): the greedy's views may not raise the function's peak memory as
+    the backend allocates it; nodes are kept physical until they do not (memory_check.py). The
+    PointsToGraph then carries `memory` (a MemoryDecision)."""
     from ..ir_utils import walk_ops
 
     results = []
@@ -75,14 +80,26 @@ def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGra
                     apply_store(plan)
                 for plan in concats:
                     apply_concat(plan)
-        graph = build_vtog(func, cost_model.unit if cost_model else TARGETS["cpu"])
+        unit = cost_model.unit if cost_model else TARGETS["cpu"]
+        graph = build_vtog(func, unit)
         ptg = build_points_to_graph(graph, cost_model, edge_filter=realisable if rewrite else None,
                                     require_cover=rewrite)
+        memory, first = None, ptg
+        if rewrite and memory_aware:
+            def rerun(forbidden, graph=graph):
+                return build_points_to_graph(graph, cost_model, require_cover=True,
+                                             edge_filter=lambda e: realisable(e) and e.src not in forbidden)
+
+            ptg, memory = fit(func, graph, ptg, rerun, unit)
         if rewrite:
             with func.context, ir.Location.unknown():
                 _rewrite(ptg)
                 _compose_view_chains(func)
         ptg.stores, ptg.stores_skipped, ptg.concat_stores = stored, skipped, concat_text
+        ptg.memory = memory
+        ptg.memory_lines = [] if memory is None else memory.lines(
+            {n.id: n.name for n in graph.nodes},
+            {n: ", ".join(f"e{e.id} {e.candidate.kind}" for e in es) for n, es in first.chosen.items()})
         results.append(ptg)
     return results
 
@@ -90,6 +107,7 @@ def eliminate(module, cost_model=None, rewrite: bool = True) -> list[PointsToGra
 def report_text(ptg: PointsToGraph) -> str:
     """The greedy's decision, then the stores realised (input-of-output) and those not."""
     lines = [ptg.to_text().rstrip("\n")]
+    lines += [f"  {line}" for line in getattr(ptg, "memory_lines", [])]
     for text, mapping in getattr(ptg, "stores", []):
         lines.append(f"  store {text}: producer writes into the destination, map "
                      f"{_mapping_text(mapping)}")
@@ -247,6 +265,8 @@ class EliminateDataMovement(Pass):
         Option("target", str, "cpu", "transfer unit preset for Defs. 4-5: cpu (64 B) or cuda (128 B)"),
         Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
         Option("rewrite", bool, True, "rewrite the IR (false: print the decision only)"),
+        Option("memory-aware", bool, True, "keep a data-movement op physical where its view would raise "
+                                           "the peak memory the backend allocates (memory_check.py)"),
         Option("quiet", bool, False, "print nothing"),
     )
 
@@ -274,7 +294,7 @@ class EliminateDataMovement(Pass):
                 return
         else:
             model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True)
-        graphs = eliminate(module, model, rewrite=self.rewrite)
+        graphs = eliminate(module, model, rewrite=self.rewrite, memory_aware=self.memory_aware)
         self.last_points_to = graphs
         if not self.quiet:
             self.write_report(module, self.output, "".join(report_text(p) for p in graphs))

@@ -118,7 +118,7 @@ class AnalyticCostModel(CostModel):
         penalty = factor * region * walkers
         multi = mapping is None or len(mapping.pieces) > 1 or not c.full
         blocked = [u for u in readers
-                   if not _can_read_view(u, v.value, multi, g, self.multi_piece_readers)]
+                   if not _can_read_view(u, v.value, multi, state.edges, self.multi_piece_readers)]
         materialise = 2 * region if blocked else 0
         unblocked = 0
         t = edge.dst
@@ -166,12 +166,13 @@ def _num_inits(op) -> int:
     return len(op.results)
 
 
-def _can_read_view(use, value, multi_piece: bool, graph: VTOG, split_readers: bool = False) -> bool:
+def _can_read_view(use, value, multi_piece: bool, edges: list[Edge], split_readers: bool = False) -> bool:
     """Whether reader `use` reads a view of `value` without a gather: a linalg input (vt-lower-views
     folds a single-piece mapping into its indexing map; with `split_readers` a reader of a
     multi-piece view, once generalized, has its loop range split at the pieces — or, where the
     split dim is a reduction loop, the view is gathered, which this estimate does not charge), or
-    a data-movement op that may itself become a view."""
+    a data-movement op that may itself become a view (it has a usable edge back to `value` among
+    `edges`, the ones the greedy may choose)."""
     owner, operand = use
     if owner.name == "func.return":
         return False
@@ -181,7 +182,7 @@ def _can_read_view(use, value, multi_piece: bool, graph: VTOG, split_readers: bo
             return True
     # A catalogued data-movement reader that may itself become a view of `value` (composition).
     if cat.entry_for(owner) is not None:
-        for e in graph.edges:
+        for e in edges:
             c = e.candidate
             if c.op == owner and c.direction == cat.OUTPUT_OF_INPUT and c.physical == value and c.full:
                 return True

@@ -212,7 +212,7 @@ class MeasuredCostModel(CostModel):
             for owner, operand in _readers(v, c.op):
                 if owner.name.startswith("linalg.") and operand < len(owner.operands) - _num_inits(owner):
                     timed.append(_reader_kernels(owner, v, base.mapping, sources))
-                elif not _can_read_view((owner, operand), v, False, graph):
+                elif not _can_read_view((owner, operand), v, False, state.edges):
                     blocked = True
         except (NotTimeable, ValueError) as why:
             w = self._from_bytes(base)

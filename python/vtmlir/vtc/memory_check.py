@@ -1,0 +1,184 @@
+"""Memory-aware Alg. 2: the greedy's views may not raise the peak memory.
+
+VTC's Alg. 2 weighs memory traffic only (Eq. 4, §5.2): it never sees that a view keeps its physical
+sources alive. A virtual tensor is read from its sources (Def. 3), so a source buffer lives until
+the last reader of every view composed from it, where the data-movement op it replaces would have
+let it die right after the op. Across a phase that allocates more, that raises the peak (ShuffleNet:
+unit 1's channel shuffle as a view keeps unit 1's concat buffer allocated through unit 2's branch,
+where the peak is). Table 2 of the paper reports peak memory savings; a data-movement optimiser that
+raises the peak is not what a user who cares about memory wants.
+
+The check, per function, after the greedy (`fit`):
+
+1. The peak of the function as the backend will allocate it, with the chosen points-to graph and
+   without any of the greedy's views (the stores of §4 are in both: they are planned before the
+   greedy). A candidate is evaluated on a copy of the module: rewritten to views (`eliminate`'s
+   rewrite), lowered (`vt-lower-views`: folded views, split loops, views materialised by their
+   producers), bufferized by the backend's own pipeline (`backend/bufferize.GRAPH_TO_KERNELS`:
+   results computed in their out-parameters, buffer reuse, elided temporaries), allocations placed at
+   their first use (`memref-alloc-at-first-use`, the CPU lowering's first stage), and replayed in
+   program order (`temco.measure.kernel_allocation_timeline`, whose peak equals the runtime's
+   measured internal peak: test_temco_measure.py). Inputs, outputs and weights are the same in
+   both, so internal peaks compare totals.
+
+   Why not the graph-level `temco-analyze-peak-memory`: it cannot see what bufferization does
+   with out-parameters (the unoptimised ShuffleNet computes unit 1's shuffle in the out-parameter,
+   which is free until the last kernel writes it) nor which views `vt-lower-views` materialises;
+   on ShuffleNet (small) it gave every variant the same peak with inputs and outputs (2880 B), and
+   its internal peak ranked the greedy's full choice (2752 B) *below* the unoptimised graph
+   (2880 B) where the runtime measured 2944 B against 1856 B.
+
+2. When the views raise it, Alg. 2 is run again with one virtual node forced physical (its edges
+   removed, Alg. 2 lines 2-4: it starts anchored), for every virtual node of the current choice; the
+   run with the lowest peak wins (ties: the larger estimated saving), its node stays physical, and
+   this repeats until the peak is at most the limit. It terminates: with every node physical the
+   peak is the limit itself. Each rejection is reported with both peaks.
+
+Costs: two evaluations per function when the views do not raise the peak (one backend
+bufferization of the function each: a fraction of a second at the benchmark sizes), plus one per
+virtual node and round when they do. `memory-aware=false` turns the check off. Allocations inside
+loops or branches (which the replay does not model) skip the check, with the reason reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch_mlir import ir
+
+from ..errors import VtmlirError
+
+
+@dataclass
+class MemoryDecision:
+    """What the check found for one function (printed under the points-to graph)."""
+
+    limit: int | None = None             # peak without the greedy's views (bytes)
+    peak: int | None = None              # peak of the points-to graph finally chosen
+    first_peak: int | None = None        # peak of Alg. 2's unconstrained choice
+    rejected: list[tuple[int, int, int]] = field(default_factory=list)   # (node, peak with, peak without)
+    skipped: str | None = None           # why no check ran
+    evaluations: int = 0
+
+    def lines(self, names: dict[int, str], first_edges: dict[int, str]) -> list[str]:
+        if self.skipped:
+            return [f"memory: not checked ({self.skipped})"]
+        out = []
+        for node, with_it, without in self.rejected:
+            out.append(f"keep-physical {names[node]} ({first_edges.get(node, '')}): as a view it keeps its "
+                       f"sources allocated until its last reader; peak {with_it} B with it virtual, "
+                       f"{without} B without (limit {self.limit} B)")
+        tail = (f"; Alg. 2's choice alone: {self.first_peak} B, {len(self.rejected)} node(s) kept physical"
+                if self.rejected else "")
+        out.append(f"memory: peak {self.peak} B with the chosen views, {self.limit} B without any{tail} "
+                   f"({self.evaluations} bufferized evaluations)")
+        return out
+
+
+def _function_name(func) -> str:
+    return ir.StringAttr(func.operation.attributes["sym_name"]).value
+
+
+def _copy_module(func) -> ir.Module:
+    """A new module in the same context holding copies of every top-level op of `func`'s module
+    (dense resources live in the context and are shared)."""
+    module_op = func.operation.parent
+    while module_op is not None and module_op.name != "builtin.module":
+        module_op = module_op.parent
+    if module_op is None:
+        raise VtmlirError("the function is not inside a module")
+    module_op = module_op.operation
+    with module_op.context, module_op.location:
+        copy = ir.Module.create()
+        for attr in module_op.attributes:
+            copy.operation.attributes[attr.name] = attr.attr
+        for op in module_op.regions[0].blocks[0].operations:
+            op.operation.clone(ip=ir.InsertionPoint(copy.body))
+    return copy
+
+
+def backend_peak(module: ir.Module, function: str) -> int:
+    """Internal peak (bytes) of `@function` as the backend allocates it: views lowered, bufferized,
+    allocations at first use, replayed in program order (see the module docstring)."""
+    from ..backend.bufferize import bufferize
+    from ..passes import run_pipeline
+    from ..temco.measure import kernel_allocation_timeline
+    from .lower import lower_views
+
+    lower_views(module)
+    bufferize(module)
+    run_pipeline(module, "builtin.module(memref-alloc-at-first-use)",
+                 what="placing allocations for the memory check")
+    try:
+        return kernel_allocation_timeline(module, function).peak_bytes
+    except ValueError as err:
+        raise VtmlirError(str(err)) from None
+
+
+class Evaluator:
+    """Peaks of points-to graphs of one function, each on a fresh copy of the module."""
+
+    def __init__(self, func, graph, unit):
+        self.func = func
+        self.name = _function_name(func)
+        self.graph = graph
+        self.unit = unit
+        self.count = 0
+
+    def peak(self, chosen: dict[int, list]) -> int:
+        """The peak with the views of `chosen` (node id -> edges of `self.graph`)."""
+        from ..ir_utils import walk_ops
+        from .eliminate import _compose_view_chains, _rewrite
+        from .greedy import PointsToGraph
+        from .vtog import build_vtog
+
+        self.count += 1
+        copy = _copy_module(self.func)
+        funcs = [f for f in walk_ops(copy.operation, "func.func")
+                 if len(f.regions[0].blocks) and _function_name(f) == self.name]
+        if len(funcs) != 1:
+            raise VtmlirError(f"@{self.name} is not unique in its module")
+        func = funcs[0]
+        if chosen:
+            graph = build_vtog(func, self.unit)
+            if [(n.name, n.type) for n in graph.nodes] != [(n.name, n.type) for n in self.graph.nodes] or \
+                    [(e.src, e.dst) for e in graph.edges] != [(e.src, e.dst) for e in self.graph.edges]:
+                raise VtmlirError("the copied function's VTOG differs from the original's")
+            ptg = PointsToGraph(graph, [], {n: [graph.edges[e.id] for e in es] for n, es in chosen.items()},
+                                0.0, "")
+            with func.context, ir.Location.unknown():
+                _rewrite(ptg)
+                _compose_view_chains(func)
+        return backend_peak(copy, self.name)
+
+
+def fit(func, graph, ptg, rerun, unit) -> tuple:
+    """Check Alg. 2's choice `ptg` against the peak without the greedy's views and keep nodes
+    physical until the peak is not raised (module docstring). `rerun(forbidden)` runs Alg. 2 with
+    the nodes in `forbidden` kept physical. Returns (points-to graph, MemoryDecision)."""
+    decision = MemoryDecision()
+    if not ptg.virtual_nodes():
+        decision.skipped = "no views chosen"
+        return ptg, decision
+    evaluator = Evaluator(func, graph, unit)
+    try:
+        decision.limit = evaluator.peak({})
+        peak = decision.first_peak = evaluator.peak(ptg.chosen)
+        forbidden: set[int] = set()
+        while peak > decision.limit:
+            trials = []
+            for node in ptg.virtual_nodes():
+                candidate = rerun(forbidden | {node})
+                trials.append((evaluator.peak(candidate.chosen) if candidate.virtual_nodes() else decision.limit,
+                               -candidate.total_saving, node, candidate))
+            best_peak, _, node, best = min(trials, key=lambda t: (t[0], t[1], t[2]))
+            decision.rejected.append((node, peak, best_peak))
+            forbidden.add(node)
+            ptg, peak = best, best_peak
+    except (VtmlirError, ValueError) as err:   # e.g. allocations inside loops: not replayed
+        decision.skipped = f"evaluation failed: {str(err).removeprefix('error: ').splitlines()[0]}"
+        decision.evaluations = evaluator.count
+        return ptg, decision
+    decision.peak = peak
+    decision.evaluations = evaluator.count
+    return ptg, decision
