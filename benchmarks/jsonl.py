@@ -28,3 +28,23 @@ class Reporter:
         record = {"suite": self.suite, "case": case, "metric": metric, "value": value, "unit": unit,
                   "baseline": baseline, **extra}
         print(json.dumps(record), flush=True)
+
+
+def torch_peak_bytes(fn) -> int:
+    """The most bytes PyTorch's CPU allocator held at once for allocations made while `fn()` ran
+    (its intermediates and results; tensors that existed before are not counted).
+
+    This is PyTorch's own memory monitor (the profiler's allocation events carry the allocator's
+    running total of the allocations it recorded), as VTC's Table 2 uses on the GPU."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    peak, stack = 0, list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            peak = max(peak, node.extra_fields.total_allocated)
+        stack.extend(node.children)
+    return peak
