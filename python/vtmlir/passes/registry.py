@@ -65,6 +65,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "gpu-sequentialize-forall": "vtmlir.temco.gpu_forall",
     "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
     "temco-pad-in-place": "vtmlir.temco.pad_in_place",
+    "temco-push-through-concat": "vtmlir.temco.push_through_concat",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}
