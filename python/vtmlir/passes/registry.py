@@ -66,6 +66,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
     "temco-pad-in-place": "vtmlir.temco.pad_in_place",
     "temco-push-through-concat": "vtmlir.temco.push_through_concat",
+    "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

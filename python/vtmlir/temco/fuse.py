@@ -51,6 +51,7 @@ from torch_mlir import ir
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
+from .gather_to_affine import gather_to_affine
 from .pad_in_place import _pad_value
 from .push_through_concat import push_through_concat
 
@@ -83,6 +84,7 @@ class FusionReport:
     skipped: list[str] = field(default_factory=list)  # fconv location: reason
     concat_splits: int = 0
     concat_pushes: int = 0  # elementwise ops moved from a concat to its parts (temco-push-through-concat)
+    affine_gathers: int = 0  # gathers read through an affine map (temco-gather-to-affine)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -387,7 +389,8 @@ def _fill_conv_body(conv) -> None:
 
 
 def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
-                     split_concat: bool = True, epilogues: bool = True) -> list[FusionReport]:
+                     split_concat: bool = True, epilogues: bool = True,
+                     affine_gathers: bool = True) -> list[FusionReport]:
     """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module).
 
     With `epilogues`, elementwise roots (block outputs kept full-size) are tiled too. Each group is
@@ -395,10 +398,11 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
     fuse some producer), the group keeps what was fused so far (valid IR, some intermediates stay
     full-size) and the report lists it."""
     root = module.operation if hasattr(module, "operation") else module
-    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues)
+    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers)
 
 
-def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool) -> list[FusionReport]:
+def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool,
+          affine_gathers: bool) -> list[FusionReport]:
     from torch_mlir.dialects.transform import interpreter
 
     reports = []
@@ -410,6 +414,9 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             continue
         report = FusionReport(ir.StringAttr(func.attributes["sym_name"]).value)
         reports.append(report)
+        if affine_gathers:
+            # UNet's nearest upsampling reads its source through an indexing map, so it fuses
+            report.affine_gathers = len(gather_to_affine(func))
         if split_concat:
             # BatchNorm/ReLU between a concat and its 1x1 conv (DenseNet) go to the parts first
             report.concat_pushes = len(push_through_concat(func))
@@ -658,7 +665,10 @@ class TemcoFuseActivation(Pass):
     options = (
         Option("tile-width", int, 16, "tile width along W (rounded down to a divisor of W; 0: whole rows)"),
         Option("fuse-pooling", bool, True, "also fuse max/sum pooling between the activation and the fconv"),
-        Option("split-concat", bool, True, "rewrite fconv(concat(...)) into accumulating 1x1 convs first (Fig. 9)"),
+        Option("split-concat", bool, True, "rewrite fconv(concat(...)) into accumulating 1x1 convs first (Fig. 9), "
+               "after moving elementwise ops from the concat to its parts"),
+        Option("affine-gathers", bool, True, "first rewrite gathers with affine indices (nearest upsampling) into "
+               "generics reading their source, so they fuse"),
         Option("json", bool, False, "print the report as JSON"),
         Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
     )
@@ -667,7 +677,8 @@ class TemcoFuseActivation(Pass):
         if self.tile_width < 0:
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
-        reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat)
+        reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
+                                   affine_gathers=self.affine_gathers)
         self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
