@@ -151,7 +151,8 @@ def _key(op) -> int:
 class _GroupFinder:
     """Step 1 of the module docstring: the fusible ops feeding one fconv."""
 
-    def __init__(self, fconv, fuse_pooling: bool, channel_tiles: bool = False):
+    def __init__(self, fconv, fuse_pooling: bool, channel_tiles: bool = False, tile_width: int = 0):
+        self.tile_width = tile_width  # of the root's output tile (spatial tiles), for the core decision
         self.fconv = fconv  # the root: a 1x1 fconv, or an elementwise/pooling op whose result stays full-size
         self.fuse_pooling = fuse_pooling
         # tiles over (N, C) with whole feature maps: padded tensors fuse (static tiles), and a conv
@@ -163,6 +164,29 @@ class _GroupFinder:
             _is_pointwise_conv(op) or _is_elementwise(op)
             or (self.fuse_pooling and op.name in _POOLS and _is_static_tensor(op.results[0]))
             or (self.channel_tiles and _is_spatial_constant_pad(op)))
+
+    def _add_core_convs(self, members: dict) -> None:
+        """A core conv (any kernel and stride) feeding a 1x1 member joins a spatially tiled group as a
+        leaf, reading its input (the padded reduced tensor) tile by tile, when that lowers the local
+        peak. Unfused, its output `c` is live with its input `p`, then with the group's output `o`
+        and tiles `t`: max(p + c, c + o + t); fused, p + o + t + the core's tile. VGG-11's first
+        conv (followed by pooling: o is small) gains; VGG-16's first block (p = o) and AlexNet's
+        first conv (t eats the gain) keep the core outside."""
+        if self.channel_tiles or self.tile_width <= 0:
+            return
+        extents = _tile_extents(self.fconv, members, self.tile_width)
+        tiles = sum(_extent_bytes(op, extents.get(k)) for k, op in members.items())
+        out = _output_bytes(self.fconv)
+        for k, op in list(members.items()):
+            core = _producer(op.operands[0]) if _is_pointwise_conv(op) else None
+            if (core is None or core.name != _CONV or _is_pointwise_conv(core) or _key(core) in members
+                    or not all(_is_static_tensor(v) for v in list(core.operands) + list(core.results))
+                    or any(_key(u.owner) != k for u in core.results[0].uses)):
+                continue
+            p, c = shaped_bytes(core.operands[0].type) or 0, shaped_bytes(core.results[0].type) or 0
+            core_tile = _extent_bytes(core, extents.get(k))
+            if p + out + tiles + core_tile < max(p + c, c + out + tiles):
+                members[_key(core)] = core
 
     def _collect(self, banned: set[int]) -> dict[int, object]:
         members: dict[int, object] = {}
@@ -203,6 +227,7 @@ class _GroupFinder:
             banned.update(bad)
         if not any(op.name == _CONV for op in members.values()):
             return None, "no lconv reaches its input through fusible single-use ops"
+        self._add_core_convs(members)
         if _is_elementwise(self.fconv) and not any(_shape(op.results[0]) == _shape(self.fconv.results[0])
                                                 for op in members.values()):
             return None, "no full-size intermediate"
@@ -220,6 +245,58 @@ def _conv_chain_init(conv) -> list:
     init = conv.operands[2]
     producer = _producer(init)
     return [init] if producer is not None and _is_pointwise_conv(producer) else []
+
+
+def _window(op) -> tuple[int, int, int, int, int, int]:
+    """(kh, kw, sh, sw, dh, dw) of a conv or pooling op."""
+    kh, kw = (_shape(op.operands[1])[2:] if op.name == _CONV else _shape(op.operands[1]))
+    sh, sw = [int(v) for v in ir.DenseIntElementsAttr(op.attributes["strides"])] if "strides" in op.attributes else [1, 1]
+    dh, dw = [int(v) for v in ir.DenseIntElementsAttr(op.attributes["dilations"])] if "dilations" in op.attributes else [1, 1]
+    return kh, kw, sh, sw, dh, dw
+
+
+def _tile_extents(root, members: dict, tile_width: int) -> dict:
+    """Rows and columns of each member's tile when the root's output is tiled [1, C, 1, tile_width]:
+    windows (pooling, core convs) widen the tile, 1x1 convs and elementwise ops keep it, an operand
+    read through `floordiv q` (upsampling) shrinks it. An estimate for the core-conv decision."""
+    extents = {_key(root): (1, tile_width)}
+    for op in [root] + sorted(members.values(), key=_program_position, reverse=True):
+        if _key(op) not in extents:
+            continue
+        rows, cols = extents[_key(op)]
+        out_h, out_w = _shape(op.results[0])[2:]
+        for value in list(op.operands)[:_num_inputs(op)] + (list(op.operands)[2:3] if op.name == _CONV else []):
+            producer = _producer(value)
+            if producer is None or _key(producer) not in members or len(_shape(value)) != 4:
+                continue
+            in_h, in_w = _shape(value)[2:]
+            if op.name in _POOLS or (op.name == _CONV and not _is_pointwise_conv(op) and value == op.operands[0]):
+                kh, kw, sh, sw, dh, dw = _window(op)
+                need = ((rows - 1) * sh + (kh - 1) * dh + 1, (cols - 1) * sw + (kw - 1) * dw + 1)
+            elif (in_h, in_w) != (out_h, out_w):
+                need = (-(-rows * in_h // out_h) + 1, -(-cols * in_w // out_w) + 1)
+            else:
+                need = (rows, cols)
+            old = extents.get(_key(producer), (0, 0))
+            extents[_key(producer)] = (min(in_h, max(old[0], need[0])), min(in_w, max(old[1], need[1])))
+    return extents
+
+
+def _extent_bytes(op, extent) -> int:
+    if extent is None:
+        return 0
+    c = _shape(op.results[0])[1]
+    element = (shaped_bytes(op.results[0].type) or 0) // max(1, int(np.prod(_shape(op.results[0]))))
+    return c * extent[0] * extent[1] * element
+
+
+def _output_bytes(root) -> int:
+    """Bytes the root's result occupies: its padded copy's when a constant pad is its only user
+    (`temco-pad-in-place` then makes the root write into that buffer)."""
+    users = [u.owner for u in root.results[0].uses]
+    if len(users) == 1 and users[0].operation.name == "tensor.pad" and _pad_value(users[0].operation) is not None:
+        return shaped_bytes(users[0].operation.results[0].type) or 0
+    return shaped_bytes(root.results[0].type) or 0
 
 
 def _is_spatial_constant_pad(op) -> bool:
@@ -430,7 +507,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             if _ATTR in fconv.attributes:  # already a member of a later root's group
                 continue
             channel_tiles = fconv.name in _POOLS
-            members, reason = _GroupFinder(fconv, fuse_pooling, channel_tiles).find()
+            members, reason = _GroupFinder(fconv, fuse_pooling, channel_tiles,
+                                           _tile_width(_shape(fconv.results[0])[3], tile_width)).find()
             if members is None:
                 producer = _producer(fconv.operands[0])
                 if fconv.name == _CONV and producer is not None and (_is_elementwise(producer)
