@@ -67,6 +67,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-pad-in-place": "vtmlir.temco.pad_in_place",
     "temco-push-through-concat": "vtmlir.temco.push_through_concat",
     "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
+    "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

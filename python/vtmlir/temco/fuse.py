@@ -52,6 +52,7 @@ from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
 from .gather_to_affine import gather_to_affine
+from .merge_lconvs import merge_lconvs as _merge_lconvs
 from .pad_in_place import _pad_value
 from .push_through_concat import push_through_concat
 
@@ -85,6 +86,7 @@ class FusionReport:
     concat_splits: int = 0
     concat_pushes: int = 0  # elementwise ops moved from a concat to its parts (temco-push-through-concat)
     affine_gathers: int = 0  # gathers read through an affine map (temco-gather-to-affine)
+    lconv_merges: int = 0  # runs of concatenated lconvs merged (temco-merge-lconvs, Fig. 9a)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -467,7 +469,7 @@ def _fill_conv_body(conv) -> None:
 
 def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
                      split_concat: bool = True, epilogues: bool = True,
-                     affine_gathers: bool = True) -> list[FusionReport]:
+                     affine_gathers: bool = True, merge_lconvs: bool = False) -> list[FusionReport]:
     """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module).
 
     With `epilogues`, elementwise roots (block outputs kept full-size) are tiled too. Each group is
@@ -475,11 +477,11 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
     fuse some producer), the group keeps what was fused so far (valid IR, some intermediates stay
     full-size) and the report lists it."""
     root = module.operation if hasattr(module, "operation") else module
-    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers)
+    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers, merge_lconvs)
 
 
 def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool,
-          affine_gathers: bool) -> list[FusionReport]:
+          affine_gathers: bool, merge_lconvs: bool) -> list[FusionReport]:
     from torch_mlir.dialects.transform import interpreter
 
     reports = []
@@ -494,6 +496,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
         if affine_gathers:
             # UNet's nearest upsampling reads its source through an indexing map, so it fuses
             report.affine_gathers = len(gather_to_affine(func))
+        if merge_lconvs:
+            report.lconv_merges = len(_merge_lconvs(func))
         if split_concat:
             # BatchNorm/ReLU between a concat and its 1x1 conv (DenseNet) go to the parts first
             report.concat_pushes = len(push_through_concat(func))
@@ -747,6 +751,7 @@ class TemcoFuseActivation(Pass):
                "after moving elementwise ops from the concat to its parts"),
         Option("affine-gathers", bool, True, "first rewrite gathers with affine indices (nearest upsampling) into "
                "generics reading their source, so they fuse"),
+        Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
         Option("json", bool, False, "print the report as JSON"),
         Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
     )
@@ -756,7 +761,7 @@ class TemcoFuseActivation(Pass):
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
         reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
-                                   affine_gathers=self.affine_gathers)
+                                   affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs)
         self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
