@@ -68,6 +68,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-push-through-concat": "vtmlir.temco.push_through_concat",
     "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
+    "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

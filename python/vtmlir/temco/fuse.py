@@ -42,6 +42,7 @@ convs accumulating into one output, each reading one part with its slice of the 
 from __future__ import annotations
 
 import functools
+import math
 import json as _json
 from dataclasses import asdict, dataclass, field
 
@@ -247,6 +248,22 @@ def _conv_chain_init(conv) -> list:
     init = conv.operands[2]
     producer = _producer(init)
     return [init] if producer is not None and _is_pointwise_conv(producer) else []
+
+
+def _tile_rows(members, height: int) -> int:
+    """Rows per tile: 1, or the row factor q of an upsampling member (an operand read through
+    `d2 floordiv q`, `temco-gather-to-affine`), so that a tile reads whole source rows and the chain
+    before the upsampling is not computed q times (UNet's decoder)."""
+    rows = 1
+    for op in members:
+        if op.name != "linalg.generic":
+            continue
+        for amap in ir.ArrayAttr(op.attributes["indexing_maps"]):
+            results = ir.AffineMapAttr(amap).value.results
+            if len(results) == 4 and "floordiv" in str(results[2]):
+                q = int(str(results[2]).split("floordiv")[-1])
+                rows = rows * q // math.gcd(rows, q)
+    return rows if height % rows == 0 else 1
 
 
 def _window(op) -> tuple[int, int, int, int, int, int]:
@@ -527,7 +544,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fconv.operands[_num_inputs(fconv)] = destination
             out_shape = _shape(fconv.results[0])
             # channel tiles: one channel of one image per tile (whole feature maps)
-            tile = [1, 1, 0, 0] if channel_tiles else [1, 0, 1, _tile_width(out_shape[3], tile_width)]
+            rows = _tile_rows(members, out_shape[2])
+            tile = [1, 1, 0, 0] if channel_tiles else [1, 0, rows, _tile_width(out_shape[3], tile_width)]
             g = group_ops
             group_ops += 1
             with fconv.context:
@@ -545,7 +563,7 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fconv=format_loc(fconv.location),
                 lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
                 ops=[m.name.removeprefix("linalg.") for m in members],
-                tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], 1, tile[3]],
+                tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], rows, tile[3]],
                 avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),
                 pooling=pooled))
     if not script:
