@@ -108,7 +108,7 @@ def _merge_run(concat, run: list) -> ir.Value:
         out_type = ir.RankedTensorType.get([n, f_total, h, w], element_type)
         empty = tensor.EmptyOp([n, f_total, h, w], element_type).result
         if not bias.any():
-            zero = linalg_constant(0.0, element_type)
+            zero = _scalar_constant(0.0, element_type)
             init = linalg.fill(zero, outs=[empty])
         else:
             init = linalg.broadcast(make_constant(bias, element_type), outs=[empty], dimensions=[0, 2, 3])
@@ -122,7 +122,8 @@ def _merge_run(concat, run: list) -> ir.Value:
     return merged.results[0]
 
 
-def linalg_constant(value: float, element_type):
+def _scalar_constant(value: float, element_type):
+    """An `arith.constant` scalar of `element_type` at the current insertion point."""
     from torch_mlir.dialects import arith
 
     return arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, value)).result
