@@ -3,7 +3,8 @@
 Per model of `vtmlir.models.TEMCO_ZOO` (AlexNet, VGG-11/16, ResNet-18/34/50, DenseNet-121-style and a
 smaller DenseNet, UNet in two sizes; `models/temco_nets.py`) and batch size, four variants:
 
-- `original`: the imported model;
+- `original`: the imported model, with ops on weights only evaluated into constants
+  (`temco-fold-weight-ops`: BatchNorm's `1/sqrt(var+eps)`; bitwise the same, and so for every variant);
 - `decomposed`: `temco-decompose` (Tucker-2, rank ratio 0.1), the paper's baseline;
 - `skip_opt`: + `temco-remat-skip` (Algs. 1–2);
 - `skip_opt_fusion`: + `temco-fuse-activation` (§3.2–3.3; for AlexNet/VGG Skip-Opt finds nothing,
@@ -38,6 +39,7 @@ from jsonl import Reporter, median_time  # noqa: E402
 import vtmlir  # noqa: E402
 from vtmlir.models import TEMCO_ZOO  # noqa: E402
 from vtmlir.temco import analyze_peak_memory, decompose_convs  # noqa: E402
+from vtmlir.temco.fold_weight_ops import fold_weight_ops  # noqa: E402
 from vtmlir.temco.fuse import fuse_activations  # noqa: E402
 from vtmlir.temco.measure import measure_peak_memory  # noqa: E402
 from vtmlir.temco.pad_in_place import pad_in_place  # noqa: E402
@@ -49,6 +51,7 @@ VARIANTS = ("original", "decomposed", "skip_opt", "skip_opt_fusion")
 def variants(model, inputs):
     """The four variants of one model as graph-level modules (each a separate copy)."""
     original = vtmlir.import_torch(model, *inputs)
+    fold_weight_ops(original)
     decomposed = vtmlir.as_module(str(original))
     decompose_convs(decomposed, 0.1, True)
     skip_opt = vtmlir.as_module(str(decomposed))

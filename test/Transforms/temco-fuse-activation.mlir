@@ -188,5 +188,131 @@ func.func @concat_fconv(%x: tensor<1x2x4x4xf32>, %z: tensor<1x2x4x4xf32>) -> ten
   return %y : tensor<1x2x4x4xf32>
 }
 
+// A DenseNet-BC layer after temco-push-through-concat: the block input's and the new feature's
+// BatchNorm/ReLU parts feed the split 1x1 bottleneck convs (Fig. 9c), whose accumulated output goes
+// through ReLU to the fconv. The fusion walks through the split convs into their parts' chains (a
+// 1x1 conv reads its output tile's pixels only), so the whole layer, the feature's lconv included,
+// is one loop; only the block input %x and the reduced tensor %r are read full-size.
+// CHECK-LABEL: func.func @dense_layer
+// CHECK-NOT:     tensor.concat
+// CHECK:         scf.forall
+// CHECK-DAG:       linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x1x1x4xf32>, tensor<2x1x1x1xf32>)
+// CHECK-DAG:       linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x2x1x4xf32>, tensor<4x2x1x1xf32>)
+// CHECK-DAG:       linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x3x1x4xf32>, tensor<4x3x1x1xf32>)
+// CHECK-DAG:       linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x4x1x4xf32>, tensor<1x4x1x1xf32>)
+// CHECK:         } {temco.fused = "lconv-act-fconv"}
+// CHECK-NOT:     scf.forall
+// CHECK:         return
+// REPORT: temco-fuse-activation @dense_layer: 1 fused group(s), 1 concat split(s)
+func.func @dense_layer(%x: tensor<1x3x4x4xf32>, %r: tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %wl = arith.constant dense<0.5> : tensor<2x1x1x1xf32>
+  %mean = arith.constant dense<[0.1, 0.2, 0.3, 0.4, 0.5]> : tensor<5xf32>
+  %wb = arith.constant dense<0.25> : tensor<4x5x1x1xf32>
+  %wf = arith.constant dense<0.125> : tensor<1x4x1x1xf32>
+  %e2 = tensor.empty() : tensor<1x2x4x4xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %f = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%r, %wl : tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>) outs(%f2 : tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = tensor.concat dim(1) %x, %f : (tensor<1x3x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x5x4x4xf32>
+  %m = tensor.expand_shape %mean [[0, 1, 2]] output_shape [5, 1, 1] : tensor<5xf32> into tensor<5x1x1xf32>
+  %e5 = tensor.empty() : tensor<1x5x4x4xf32>
+  %s = linalg.generic {indexing_maps = [#id, affine_map<(d0, d1, d2, d3) -> (d1, 0, 0)>, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c, %m : tensor<1x5x4x4xf32>, tensor<5x1x1xf32>) outs(%e5 : tensor<1x5x4x4xf32>) {
+  ^bb0(%in: f32, %p: f32, %out: f32):
+    %d = arith.subf %in, %p : f32
+    linalg.yield %d : f32
+  } -> tensor<1x5x4x4xf32>
+  %rc = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s : tensor<1x5x4x4xf32>) outs(%e5 : tensor<1x5x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.maximumf %in, %zero : f32
+    linalg.yield %v : f32
+  } -> tensor<1x5x4x4xf32>
+  %e4 = tensor.empty() : tensor<1x4x4x4xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %b = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%rc, %wb : tensor<1x5x4x4xf32>, tensor<4x5x1x1xf32>) outs(%f4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %rb = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%b : tensor<1x4x4x4xf32>) outs(%e4 : tensor<1x4x4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = arith.maximumf %in, %zero : f32
+    linalg.yield %v : f32
+  } -> tensor<1x4x4x4xf32>
+  %e1 = tensor.empty() : tensor<1x1x4x4xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%rb, %wf : tensor<1x4x4x4xf32>, tensor<1x4x1x1xf32>) outs(%f1 : tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
+
+// DenseNet's and ResNet-50's stem: lconv -> ReLU -> -inf pad -> 3x3/2 max-pool, whose output is
+// needed full-size (returned here; the block input there). The pool roots a group tiled over
+// (N, C) with whole feature maps, so the pad fuses with static shapes: per tile, one channel of the
+// lconv, the ReLU, the padded channel and its pooling; no 1x4x8x8 or 1x4x10x10 tensor remains.
+// CHECK-LABEL: func.func @stem_pool
+// CHECK-NOT:     tensor<1x4x8x8xf32>
+// CHECK:         scf.forall (%{{.*}}, %{{.*}}) in (1, 4) shared_outs
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x1x8x8xf32>
+// CHECK:           linalg.generic {{.*}} ins(%{{.*}} : tensor<1x1x8x8xf32>)
+// CHECK:           tensor.pad
+// CHECK:           linalg.pooling_nchw_max {{.*}} -> tensor<1x1x4x4xf32>
+// CHECK:         } {temco.fused = "lconv-act-pool"}
+// CHECK-NOT:     tensor<1x4x10x10xf32>
+// REPORT: temco-fuse-activation @stem_pool: 1 fused group(s)
+// REPORT-NEXT: fused conv_2d_nchw_fchw -> generic -> tensor.pad -> pooling root at {{.*}}: tile [1, 1, 4, 4]
+func.func @stem_pool(%x: tensor<1x2x8x8xf32>) -> tensor<1x4x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %wl = arith.constant dense<0.5> : tensor<4x2x1x1xf32>
+  %e = tensor.empty() : tensor<1x4x8x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wl : tensor<1x2x8x8xf32>, tensor<4x2x1x1xf32>) outs(%f : tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x4x8x8xf32>) outs(%e : tensor<1x4x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x8x8xf32>
+  %p = tensor.pad %r low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x4x8x8xf32> to tensor<1x4x10x10xf32>
+  %win = tensor.empty() : tensor<3x3xf32>
+  %e4 = tensor.empty() : tensor<1x4x4x4xf32>
+  %f4 = linalg.fill ins(%ninf : f32) outs(%e4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %y = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%p, %win : tensor<1x4x10x10xf32>, tensor<3x3xf32>) outs(%f4 : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %y : tensor<1x4x4x4xf32>
+}
+
+// VGG-11's first conv: padded reduced input -> core 3x3 (1 -> 4) -> lconv -> ReLU -> 2x2 max-pool
+// -> fconv. The core's output (1x4x32x32) is larger than the pooled group output, so the core
+// joins the group and reads 4x10 windows of the padded input per 1x4 tile.
+// CHECK-LABEL: func.func @core_pool_fconv
+// CHECK-NOT:     tensor<1x4x32x32xf32>
+// CHECK:         scf.forall
+// CHECK:           tensor.extract_slice %{{.*}} [1, 1, 4, 10] [1, 1, 1, 1] : tensor<1x1x34x34xf32> to tensor<1x1x4x10xf32>
+// CHECK:           linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x1x4x10xf32>, tensor<4x1x3x3xf32>)
+// CHECK:         } {temco.fused = "lconv-act-pool-fconv"}
+func.func @core_pool_fconv(%p: tensor<1x1x34x34xf32>) -> tensor<1x1x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %wc = arith.constant dense<0.5> : tensor<4x1x3x3xf32>
+  %wl = arith.constant dense<0.25> : tensor<8x4x1x1xf32>
+  %wf = arith.constant dense<0.125> : tensor<1x8x1x1xf32>
+  %ec = tensor.empty() : tensor<1x4x32x32xf32>
+  %fc = linalg.fill ins(%zero : f32) outs(%ec : tensor<1x4x32x32xf32>) -> tensor<1x4x32x32xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%p, %wc : tensor<1x1x34x34xf32>, tensor<4x1x3x3xf32>) outs(%fc : tensor<1x4x32x32xf32>) -> tensor<1x4x32x32xf32>
+  %e8 = tensor.empty() : tensor<1x8x32x32xf32>
+  %f8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x8x32x32xf32>) -> tensor<1x8x32x32xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%c, %wl : tensor<1x4x32x32xf32>, tensor<8x4x1x1xf32>) outs(%f8 : tensor<1x8x32x32xf32>) -> tensor<1x8x32x32xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%a : tensor<1x8x32x32xf32>) outs(%e8 : tensor<1x8x32x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x32x32xf32>
+  %win = tensor.empty() : tensor<2x2xf32>
+  %ep = tensor.empty() : tensor<1x8x16x16xf32>
+  %fp = linalg.fill ins(%ninf : f32) outs(%ep : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
+  %pool = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%r, %win : tensor<1x8x32x32xf32>, tensor<2x2xf32>) outs(%fp : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
+  %e1 = tensor.empty() : tensor<1x1x16x16xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x1x16x16xf32>) -> tensor<1x1x16x16xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%pool, %wf : tensor<1x8x16x16xf32>, tensor<1x8x1x1xf32>) outs(%f1 : tensor<1x1x16x16xf32>) -> tensor<1x1x16x16xf32>
+  return %y : tensor<1x1x16x16xf32>
+}
+
 // GPU: error: gpu-sequentialize-forall: expects bufferized IR
 // BAD: error: temco-fuse-activation: tile-width must be >= 0, got -1

@@ -84,6 +84,25 @@ def test_fused_group_is_one_cuda_kernel_and_assembles():
     assert exe.assemble("sm_80")[fused[0].name]
 
 
+def test_padded_pool_group_is_one_cuda_kernel_per_channel_tile():
+    """The stem pool (lconv -> BN -> ReLU -> -inf pad -> 3x3/2 max-pool, output returned) roots a
+    channel-tiled group: one kernel, one thread per (image, channel), tile buffers thread-local."""
+    from vtmlir.backend.cuda import compile_cuda
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)).eval()
+    module = vtmlir.import_torch(model, torch.randn(1, 3, 8, 8))
+    decompose_convs(module, 0.25, True)
+    (report,) = fuse_activations(module, tile_width=4)
+    assert [g.kind for g in report.groups] == ["lconv-act-pool"], report.to_text()
+    exe = compile_cuda(module, chip="sm_80")
+    fused = [k for k in exe.kernels if ".local" in k.ptx]
+    assert len(fused) == 1, [(k.name, k.iteration_space) for k in exe.kernels]
+    assert int(np.prod(fused[0].iteration_space)) == 8
+    assert exe.assemble("sm_80")[fused[0].name]
+
+
 def test_bad_option_is_a_diagnostic():
     from vtmlir.errors import VtmlirError
     from vtmlir.passes import run_pipeline

@@ -68,6 +68,10 @@ _BUILTIN_PASSES: dict[str, str] = {
     "gpu-sequentialize-forall": "vtmlir.temco.gpu_forall",
     "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
     "temco-pad-in-place": "vtmlir.temco.pad_in_place",
+    "temco-push-through-concat": "vtmlir.temco.push_through_concat",
+    "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
+    "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
+    "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

@@ -13,6 +13,11 @@ Inference", ICPP'24 (../shared/papers/temco-decomposition-memory.txt). Docs: doc
 - `temco-fuse-activation` (`fuse.fuse_activations`): lconv-activation(-pooling)-fconv as one tiled
   loop, concat split, §3.2-3.3; `gpu-sequentialize-forall` (`gpu_forall`) makes such a loop one CUDA
   kernel; `memref-alloc-at-first-use` (`alloc_at_first_use`) for the measured peak.
+- layer transformations run by the fusion (§3.3): `temco-push-through-concat`
+  (`push_through_concat`: BatchNorm/ReLU from a concat to its parts), `temco-merge-lconvs`
+  (`merge_lconvs`: Fig. 9a), `temco-gather-to-affine` (`gather_to_affine`: fusible nearest
+  upsampling); `temco-fold-weight-ops` (`fold_weight_ops`: ops on weights only into constants) and
+  `temco-pad-in-place` (`pad_in_place`).
 """
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs

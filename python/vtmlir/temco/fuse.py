@@ -41,6 +41,8 @@ convs accumulating into one output, each reading one part with its slice of the 
 
 from __future__ import annotations
 
+import functools
+import math
 import json as _json
 from dataclasses import asdict, dataclass, field
 
@@ -50,6 +52,10 @@ from torch_mlir import ir
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
+from .gather_to_affine import gather_to_affine
+from .merge_lconvs import merge_lconvs as _merge_lconvs
+from .pad_in_place import _pad_value
+from .push_through_concat import push_through_concat
 
 _CONV = "linalg.conv_2d_nchw_fchw"
 _POOLS = {"linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"}
@@ -67,7 +73,8 @@ class FusedGroup:
     tile: list[int]  # tile of the fconv's output [1, R1, 1, tw]
     avoided_bytes: int  # bytes of the full-size intermediates no longer allocated
     pooling: bool = False
-    kind: str = "lconv-act-fconv"  # or "lconv-act": an elementwise root whose output stays full-size
+    kind: str = "lconv-act-fconv"  # "lconv-act": an elementwise root whose output stays full-size;
+    # "lconv-act-pool": a padded pooling root (channel tiles)
     in_place: bool = False  # the root overwrites a tensor that dies in the group (ResNet's skip)
     complete: bool = True  # False: upstream fusion stopped early, some members stay outside the loop
 
@@ -78,6 +85,9 @@ class FusionReport:
     groups: list[FusedGroup] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # fconv location: reason
     concat_splits: int = 0
+    concat_pushes: int = 0  # elementwise ops moved from a concat to its parts (temco-push-through-concat)
+    affine_gathers: int = 0  # gathers read through an affine map (temco-gather-to-affine)
+    lconv_merges: int = 0  # runs of concatenated lconvs merged (temco-merge-lconvs, Fig. 9a)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,7 +96,7 @@ class FusionReport:
         lines = [f"temco-fuse-activation @{self.function}: {len(self.groups)} fused group(s), "
                  f"{self.concat_splits} concat split(s)"]
         for g in self.groups:
-            root = "fconv" if g.kind == "lconv-act-fconv" else "elementwise root"
+            root = {"lconv-act-fconv": "fconv", "lconv-act-pool": "pooling root"}.get(g.kind, "elementwise root")
             lines.append(f"  fused {' -> '.join(g.ops)} -> {root} at {g.fconv}"
                          f"{' (in place)' if g.in_place else ''}: tile {g.tile}, "
                          f"full-size intermediates avoided {g.avoided_bytes} B")
@@ -144,14 +154,42 @@ def _key(op) -> int:
 class _GroupFinder:
     """Step 1 of the module docstring: the fusible ops feeding one fconv."""
 
-    def __init__(self, fconv, fuse_pooling: bool):
-        self.fconv = fconv  # the root: a 1x1 fconv, or an elementwise op whose result stays full-size
+    def __init__(self, fconv, fuse_pooling: bool, channel_tiles: bool = False, tile_width: int = 0):
+        self.tile_width = tile_width  # of the root's output tile (spatial tiles), for the core decision
+        self.fconv = fconv  # the root: a 1x1 fconv, or an elementwise/pooling op whose result stays full-size
         self.fuse_pooling = fuse_pooling
+        # tiles over (N, C) with whole feature maps: padded tensors fuse (static tiles), and a conv
+        # is a leaf (a channel tile of its output needs all its input channels)
+        self.channel_tiles = channel_tiles
 
     def _fusible(self, op) -> bool:
         return op is not None and (
             _is_pointwise_conv(op) or _is_elementwise(op)
-            or (self.fuse_pooling and op.name in _POOLS and _is_static_tensor(op.results[0])))
+            or (self.fuse_pooling and op.name in _POOLS and _is_static_tensor(op.results[0]))
+            or (self.channel_tiles and _is_spatial_constant_pad(op)))
+
+    def _add_core_convs(self, members: dict) -> None:
+        """A core conv (any kernel and stride) feeding a 1x1 member joins a spatially tiled group as a
+        leaf, reading its input (the padded reduced tensor) tile by tile, when that lowers the local
+        peak. Unfused, its output `c` is live with its input `p`, then with the group's output `o`
+        and tiles `t`: max(p + c, c + o + t); fused, p + o + t + the core's tile. VGG-11's first
+        conv (followed by pooling: o is small) gains; VGG-16's first block (p = o) and AlexNet's
+        first conv (t eats the gain) keep the core outside."""
+        if self.channel_tiles or self.tile_width <= 0:
+            return
+        extents = _tile_extents(self.fconv, members, self.tile_width)
+        tiles = sum(_extent_bytes(op, extents.get(k)) for k, op in members.items())
+        out = _output_bytes(self.fconv)
+        for k, op in list(members.items()):
+            core = _producer(op.operands[0]) if _is_pointwise_conv(op) else None
+            if (core is None or core.name != _CONV or _is_pointwise_conv(core) or _key(core) in members
+                    or not all(_is_static_tensor(v) for v in list(core.operands) + list(core.results))
+                    or any(_key(u.owner) != k for u in core.results[0].uses)):
+                continue
+            p, c = shaped_bytes(core.operands[0].type) or 0, shaped_bytes(core.results[0].type) or 0
+            core_tile = _extent_bytes(core, extents.get(k))
+            if p + out + tiles + core_tile < max(p + c, c + out + tiles):
+                members[_key(core)] = core
 
     def _collect(self, banned: set[int]) -> dict[int, object]:
         members: dict[int, object] = {}
@@ -165,9 +203,16 @@ class _GroupFinder:
                 continue
             members[_key(producer)] = producer
             if producer.name == _CONV:
-                # an lconv is a leaf (its input is the reduced tensor); the accumulation chain of a
-                # split concat (its init) belongs to the group too
+                # the accumulation chain of a split concat (the conv's init) belongs to the group, and
+                # so does what computes the conv's input when that is fusible too (a split part's
+                # BatchNorm/ReLU and the lconv before it): a 1x1 conv reads its output tile's pixels
+                # only. An lconv's input is the core conv's output, which ends the walk.
                 pending.extend(_conv_chain_init(producer))
+                if not self.channel_tiles:
+                    pending.append(producer.operands[0])
+                continue
+            if producer.name == "tensor.pad":
+                pending.append(producer.operands[0])
                 continue
             pending.extend(_rank4_inputs(producer))
         return members
@@ -185,7 +230,8 @@ class _GroupFinder:
             banned.update(bad)
         if not any(op.name == _CONV for op in members.values()):
             return None, "no lconv reaches its input through fusible single-use ops"
-        if self.fconv.name != _CONV and not any(_shape(op.results[0]) == _shape(self.fconv.results[0])
+        self._add_core_convs(members)
+        if _is_elementwise(self.fconv) and not any(_shape(op.results[0]) == _shape(self.fconv.results[0])
                                                 for op in members.values()):
             return None, "no full-size intermediate"
         ordered = sorted(members.values(), key=_program_position)
@@ -204,17 +250,111 @@ def _conv_chain_init(conv) -> list:
     return [init] if producer is not None and _is_pointwise_conv(producer) else []
 
 
-def _is_elementwise_root(op) -> bool:
-    """An elementwise op whose result must exist full-size: used by several ops, by a non-fusible
-    op, or returned (the block output of a ResNet: the next block's fconv input and its skip)."""
-    if not _is_elementwise(op) or _shape(op.results[0])[2] * _shape(op.results[0])[3] == 1:
-        return False  # a 1x1 feature map has nothing to tile (and nothing worth saving)
+def _tile_rows(members, height: int) -> int:
+    """Rows per tile: 1, or the row factor q of an upsampling member (an operand read through
+    `d2 floordiv q`, `temco-gather-to-affine`), so that a tile reads whole source rows and the chain
+    before the upsampling is not computed q times (UNet's decoder)."""
+    rows = 1
+    for op in members:
+        if op.name != "linalg.generic":
+            continue
+        for amap in ir.ArrayAttr(op.attributes["indexing_maps"]):
+            results = ir.AffineMapAttr(amap).value.results
+            if len(results) == 4 and "floordiv" in str(results[2]):
+                q = int(str(results[2]).split("floordiv")[-1])
+                rows = rows * q // math.gcd(rows, q)
+    return rows if height % rows == 0 else 1
+
+
+def _window(op) -> tuple[int, int, int, int, int, int]:
+    """(kh, kw, sh, sw, dh, dw) of a conv or pooling op."""
+    kh, kw = (_shape(op.operands[1])[2:] if op.name == _CONV else _shape(op.operands[1]))
+    sh, sw = [int(v) for v in ir.DenseIntElementsAttr(op.attributes["strides"])] if "strides" in op.attributes else [1, 1]
+    dh, dw = [int(v) for v in ir.DenseIntElementsAttr(op.attributes["dilations"])] if "dilations" in op.attributes else [1, 1]
+    return kh, kw, sh, sw, dh, dw
+
+
+def _tile_extents(root, members: dict, tile_width: int) -> dict:
+    """Rows and columns of each member's tile when the root's output is tiled [1, C, 1, tile_width]:
+    windows (pooling, core convs) widen the tile, 1x1 convs and elementwise ops keep it, an operand
+    read through `floordiv q` (upsampling) shrinks it. An estimate for the core-conv decision."""
+    extents = {_key(root): (1, tile_width)}
+    for op in [root] + sorted(members.values(), key=_program_position, reverse=True):
+        if _key(op) not in extents:
+            continue
+        rows, cols = extents[_key(op)]
+        out_h, out_w = _shape(op.results[0])[2:]
+        for value in list(op.operands)[:_num_inputs(op)] + (list(op.operands)[2:3] if op.name == _CONV else []):
+            producer = _producer(value)
+            if producer is None or _key(producer) not in members or len(_shape(value)) != 4:
+                continue
+            in_h, in_w = _shape(value)[2:]
+            if op.name in _POOLS or (op.name == _CONV and not _is_pointwise_conv(op) and value == op.operands[0]):
+                kh, kw, sh, sw, dh, dw = _window(op)
+                need = ((rows - 1) * sh + (kh - 1) * dh + 1, (cols - 1) * sw + (kw - 1) * dw + 1)
+            elif (in_h, in_w) != (out_h, out_w):
+                need = (-(-rows * in_h // out_h) + 1, -(-cols * in_w // out_w) + 1)
+            else:
+                need = (rows, cols)
+            old = extents.get(_key(producer), (0, 0))
+            extents[_key(producer)] = (min(in_h, max(old[0], need[0])), min(in_w, max(old[1], need[1])))
+    return extents
+
+
+def _extent_bytes(op, extent) -> int:
+    if extent is None:
+        return 0
+    c = _shape(op.results[0])[1]
+    element = (shaped_bytes(op.results[0].type) or 0) // max(1, int(np.prod(_shape(op.results[0]))))
+    return c * extent[0] * extent[1] * element
+
+
+def _output_bytes(root) -> int:
+    """Bytes the root's result occupies: its padded copy's when a constant pad is its only user
+    (`temco-pad-in-place` then makes the root write into that buffer)."""
+    users = [u.owner for u in root.results[0].uses]
+    if len(users) == 1 and users[0].operation.name == "tensor.pad" and _pad_value(users[0].operation) is not None:
+        return shaped_bytes(users[0].operation.results[0].type) or 0
+    return shaped_bytes(root.results[0].type) or 0
+
+
+def _is_spatial_constant_pad(op) -> bool:
+    """A static `tensor.pad` of a rank-4 NCHW tensor with one value everywhere (max-pool's -inf, a
+    zero pad) that pads H and W only: a channel tile of it is a padded channel tile of its source."""
+    if op.name != "tensor.pad" or len(op.operands) != 1 or not _is_static_tensor(op.operands[0]) \
+            or len(_shape(op.operands[0])) != 4 or _pad_value(op) is None:
+        return False
+    low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
+    high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
+    return low[:2] == [0, 0] and high[:2] == [0, 0]
+
+
+def _is_pooling_root(op) -> bool:
+    """A pooling op whose result must exist full-size (DenseNet's and ResNet-50's stem max-pool: the
+    block input, read by several layers) and whose input is padded: it roots a channel-tiled group
+    (lconv -> BatchNorm -> ReLU -> pad -> max-pool per channel tile), so neither the activation nor
+    its padded copy is ever full-size. Unpadded pools are fused spatially with their consumer."""
+    if op.name not in _POOLS or not _is_static_tensor(op.results[0]):
+        return False
+    producer = _producer(op.operands[0])
+    return producer is not None and _is_spatial_constant_pad(producer) and _needs_full_size(op)
+
+
+def _needs_full_size(op) -> bool:
     users = {_key(u.owner): u.owner for u in op.results[0].uses}
     if len(users) != 1:
         return True
     (user,) = users.values()
     user = user.operation if hasattr(user, "operation") else user
     return not (_is_pointwise_conv(user) or _is_elementwise(user) or user.name in _POOLS)
+
+
+def _is_elementwise_root(op) -> bool:
+    """An elementwise op whose result must exist full-size: used by several ops, by a non-fusible
+    op, or returned (the block output of a ResNet: the next block's fconv input and its skip)."""
+    if not _is_elementwise(op) or _shape(op.results[0])[2] * _shape(op.results[0])[3] == 1:
+        return False  # a 1x1 feature map has nothing to tile (and nothing worth saving)
+    return _needs_full_size(op)
 
 
 def _in_place_destination(root, members):
@@ -345,7 +485,8 @@ def _fill_conv_body(conv) -> None:
 
 
 def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
-                     split_concat: bool = True, epilogues: bool = True) -> list[FusionReport]:
+                     split_concat: bool = True, epilogues: bool = True,
+                     affine_gathers: bool = True, merge_lconvs: bool = False) -> list[FusionReport]:
     """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module).
 
     With `epilogues`, elementwise roots (block outputs kept full-size) are tiled too. Each group is
@@ -353,10 +494,11 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
     fuse some producer), the group keeps what was fused so far (valid IR, some intermediates stay
     full-size) and the report lists it."""
     root = module.operation if hasattr(module, "operation") else module
-    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues)
+    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers, merge_lconvs)
 
 
-def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool) -> list[FusionReport]:
+def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool,
+          affine_gathers: bool, merge_lconvs: bool) -> list[FusionReport]:
     from torch_mlir.dialects.transform import interpreter
 
     reports = []
@@ -368,16 +510,26 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             continue
         report = FusionReport(ir.StringAttr(func.attributes["sym_name"]).value)
         reports.append(report)
+        if affine_gathers:
+            # UNet's nearest upsampling reads its source through an indexing map, so it fuses
+            report.affine_gathers = len(gather_to_affine(func))
+        if merge_lconvs:
+            report.lconv_merges = len(_merge_lconvs(func))
         if split_concat:
+            # BatchNorm/ReLU between a concat and its 1x1 conv (DenseNet) go to the parts first
+            report.concat_pushes = len(push_through_concat(func))
             report.concat_splits = split_concat_fconvs(func)
         # consumers first: a root later in the program takes the chain feeding it (ResNet-50's
         # expanding 1x1 conv becomes part of the block output's group, not a group of its own)
         roots = [op.operation for op in func.regions[0].blocks[0].operations
-                 if _is_pointwise_conv(op.operation) or (epilogues and _is_elementwise_root(op.operation))]
+                 if _is_pointwise_conv(op.operation) or (epilogues and (_is_elementwise_root(op.operation)
+                                                                         or _is_pooling_root(op.operation)))]
         for fconv in reversed(roots):
             if _ATTR in fconv.attributes:  # already a member of a later root's group
                 continue
-            members, reason = _GroupFinder(fconv, fuse_pooling).find()
+            channel_tiles = fconv.name in _POOLS
+            members, reason = _GroupFinder(fconv, fuse_pooling, channel_tiles,
+                                           _tile_width(_shape(fconv.results[0])[3], tile_width)).find()
             if members is None:
                 producer = _producer(fconv.operands[0])
                 if fconv.name == _CONV and producer is not None and (_is_elementwise(producer)
@@ -391,7 +543,9 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             if destination is not None:
                 fconv.operands[_num_inputs(fconv)] = destination
             out_shape = _shape(fconv.results[0])
-            tile = [1, 0, 1, _tile_width(out_shape[3], tile_width)]
+            # channel tiles: one channel of one image per tile (whole feature maps)
+            rows = _tile_rows(members, out_shape[2])
+            tile = [1, 1, 0, 0] if channel_tiles else [1, 0, rows, _tile_width(out_shape[3], tile_width)]
             g = group_ops
             group_ops += 1
             with fconv.context:
@@ -399,32 +553,34 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fuse = list(reversed(members)) + list(reversed(_init_producers(members)))
                 for i, op in enumerate(fuse):
                     op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
-            script.append(_group_script(g, tile, len(fuse)))
-            owners.append((report, len(report.groups)))
+            script.append(_group_script(g, tile, len(fuse), [i for i, op in enumerate(fuse)
+                                                             if op.name == "tensor.pad"]))
+            owners.append((report, len(report.groups), [fconv] + fuse))
             pooled = any(m.name in _POOLS for m in members)
             report.groups.append(FusedGroup(
-                kind="lconv-act-fconv" if fconv.name == _CONV else "lconv-act",
+                kind=_group_kind(fconv),
                 in_place=destination is not None,
                 fconv=format_loc(fconv.location),
                 lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
                 ops=[m.name.removeprefix("linalg.") for m in members],
-                tile=[1, out_shape[1], 1, tile[3]],
+                tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], rows, tile[3]],
                 avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),
                 pooling=pooled))
     if not script:
         return reports
     any_op = "!transform.any_op"
 
-    def apply(body: str) -> None:
+    def apply(body: str, payload=root) -> None:
         transform_module = ir.Module.parse(
             "module attributes {transform.with_named_sequence} {\n"
             f"transform.named_sequence @__transform_main(%root: {any_op} {{transform.readonly}}) {{\n"
             + body + "\ntransform.yield\n}\n}", context=root.context)
-        interpreter.apply_named_sequence(root, transform_module.body.operations[0], transform_module.operation)
+        interpreter.apply_named_sequence(payload, transform_module.body.operations[0], transform_module.operation)
 
-    for (report, index), group_script in zip(owners, script):
+    for (report, index, group), group_script in zip(owners, script):
         try:
-            apply(group_script)
+            with _Isolated(group) as scratch:
+                apply(group_script, scratch)
         except ValueError as err:  # the interpreter emitted its diagnostics; the IR so far is valid
             group = report.groups[index]
             group.complete = False
@@ -444,7 +600,92 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
     return reports
 
 
-def _group_script(g: int, tile: list[int], producers: int) -> str:
+class _Isolated:
+    """Moves one group's ops (root first, then the ops to fuse) into a scratch module for the
+    duration of its transform script, and the result back to where the root was.
+
+    Upstream `fuse_into_containing_op` prints the producer and the loop into a diagnostic for every
+    producer, even when fusion succeeds; printing an op numbers and verifies its whole top-level op,
+    so on the model's module each fused op cost time proportional to the model (minutes for
+    DenseNet-121, whose split dense layers fuse hundreds of ops). In the scratch module it is
+    proportional to the group. Values from outside the group become arguments of the scratch
+    function and are put back afterwards; the root's result keeps its users outside (the transform
+    replaces it by the loop's result in place), and dead leftovers are dropped before moving back."""
+
+    def __init__(self, group: list):
+        self.root = group[0]
+        self.ops = sorted(group, key=functools.cmp_to_key(
+            lambda a, b: 0 if a == b else (-1 if a.is_before_in_block(b) else 1)))
+
+    def __enter__(self):
+        from torch_mlir.dialects import func
+
+        block = self.root.block
+        after = False
+        for op in block.operations:  # the first op after the root: the loop goes before it
+            if after:
+                self.anchor = op.operation
+                break
+            after = op.operation == self.root
+        inside = set()
+        for op in self.ops:
+            for nested in walk_ops(op):
+                inside.update(nested.results)
+                for region in nested.regions:
+                    for b in region.blocks:
+                        inside.update(b.arguments)
+        self.outside: list = []  # values from outside, in first-use order
+        uses: list = []  # (op, operand index, index into self.outside)
+        index: dict = {}
+        for op in self.ops:
+            for nested in walk_ops(op):
+                for i, value in enumerate(nested.operands):
+                    if value in inside:
+                        continue
+                    if value not in index:
+                        index[value] = len(self.outside)
+                        self.outside.append(value)
+                    uses.append((nested, i, index[value]))
+        with self.root.context, ir.Location.unknown():
+            self.module = ir.Module.create()
+            with ir.InsertionPoint(self.module.body):
+                self.func = func.FuncOp("group", ([v.type for v in self.outside], [self.root.results[0].type]))
+            entry = self.func.add_entry_block()
+            for op in self.ops:
+                entry.append(op)
+            for op, i, k in uses:
+                op.operands[i] = entry.arguments[k]
+            with ir.InsertionPoint(entry):
+                func.ReturnOp([self.root.results[0]])
+        return self.module.operation
+
+    def __exit__(self, *exc):
+        from torch_mlir.dialects.transform import interpreter
+
+        script = ir.Module.parse(
+            "module attributes {transform.with_named_sequence} {\n"
+            "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            '%f = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
+            "transform.apply_dce to %f : !transform.any_op\ntransform.yield\n}\n}", context=self.root.context)
+        interpreter.apply_named_sequence(self.module.operation, script.body.operations[0], script.operation)
+        entry = self.func.entry_block
+        for op in [o.operation for o in entry.operations][:-1]:
+            op.move_before(self.anchor)
+        for arg, value in zip(entry.arguments, self.outside):
+            arg.replace_all_uses_with(value)
+        return False
+
+
+def _group_kind(root) -> str:
+    if root.name == _CONV:
+        return "lconv-act-fconv"
+    return "lconv-act-pool" if root.name in _POOLS else "lconv-act"
+
+
+def _group_script(g: int, tile: list[int], producers: int, pads: list[int] = ()) -> str:
+    """Tile the root, then fuse producers 0..producers-1 in order. A fused `tensor.pad` stays behind
+    without users but still reading its source (upstream does not erase it), which would keep the
+    source's producer from being moved into the loop: dead code is removed right after it."""
     any_op = "!transform.any_op"
     lines = [
         f'%g{g}c = transform.structured.match attributes{{{_ATTR} = "g{g}.c"}} in %root : ({any_op}) -> {any_op}',
@@ -457,6 +698,9 @@ def _group_script(g: int, tile: list[int], producers: int) -> str:
                      f": ({any_op}) -> {any_op}")
         lines.append(f"%g{g}f{i}, %g{g}l{i + 1} = transform.structured.fuse_into_containing_op %g{g}p{i} "
                      f"into %g{g}l{i} : ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        if i in pads:
+            lines.append(f'%g{g}d{i} = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
+            lines.append(f"transform.apply_dce to %g{g}d{i} : {any_op}")
     return "\n".join(lines)
 
 
@@ -500,7 +744,7 @@ def _mark_loops_and_strip(root) -> None:
         tiled = [op for op in inner if ir.StringAttr(op.attributes[_ATTR]).value.endswith(".c")]
         kind = "lconv-act-pool-fconv" if pooled else "lconv-act-fconv"
         if tiled and tiled[0].name != _CONV:
-            kind = "lconv-act"
+            kind = _group_kind(tiled[0])
         loop.attributes["temco.fused"] = ir.StringAttr.get(kind)
         _read_destination_through_loop(loop)
     for op in walk_ops(root):
@@ -521,7 +765,11 @@ class TemcoFuseActivation(Pass):
     options = (
         Option("tile-width", int, 16, "tile width along W (rounded down to a divisor of W; 0: whole rows)"),
         Option("fuse-pooling", bool, True, "also fuse max/sum pooling between the activation and the fconv"),
-        Option("split-concat", bool, True, "rewrite fconv(concat(...)) into accumulating 1x1 convs first (Fig. 9)"),
+        Option("split-concat", bool, True, "rewrite fconv(concat(...)) into accumulating 1x1 convs first (Fig. 9), "
+               "after moving elementwise ops from the concat to its parts"),
+        Option("affine-gathers", bool, True, "first rewrite gathers with affine indices (nearest upsampling) into "
+               "generics reading their source, so they fuse"),
+        Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
         Option("json", bool, False, "print the report as JSON"),
         Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
     )
@@ -530,7 +778,8 @@ class TemcoFuseActivation(Pass):
         if self.tile_width < 0:
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
-        reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat)
+        reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
+                                   affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs)
         self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
