@@ -54,6 +54,22 @@ def test_multiple_results_and_pipeline():
     assert "optimized" in compiled.stages
 
 
+class ReturnsOneTensorTwice(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) * 2
+        return y, y, torch.relu(x) * 2    # the third equals y after cse: one buffer, three results
+
+
+def test_a_tensor_returned_twice_gets_a_buffer_per_result():
+    """`hoist-static-allocs` crashed inside MLIR on a buffer returned twice; each result now gets a
+    buffer of its own (memref-distinct-returned-buffers)."""
+    x = torch.randn(4, 8)
+    a, b, c = vtmlir.compile(ReturnsOneTensorTwice(), x)(x)
+    want = torch.relu(x) * 2
+    assert torch.equal(a, want) and torch.equal(b, want) and torch.equal(c, want)
+    assert len({a.data_ptr(), b.data_ptr(), c.data_ptr()}) == 3
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

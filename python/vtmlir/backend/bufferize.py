@@ -17,7 +17,8 @@ run again after `buffer-results-to-out-params`, it makes a result returned throu
 (which `hoist-static-allocs` cannot hoist) be computed in the out-parameter.
 Arguments are read-only unless donated (`passes/argument_updates.py`: `copy-updated-arguments`
 copies a returned update's argument once at the entry, `drop-donated-results` returns a donated
-argument updated in place in place); `hoist-static-allocs` makes a result's buffer the caller's
+argument updated in place in place); `memref-distinct-returned-buffers` gives a buffer returned twice a
+copy per repetition (hoisting crashes MLIR otherwise); `hoist-static-allocs` makes a result's buffer the caller's
 out-parameter itself instead of a buffer copied into it at the end. The pipeline is mirrored in
 `passes/bufferize.pipeline`.
 """
@@ -39,6 +40,7 @@ GRAPH_TO_KERNELS = (
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
     "memref-elide-temporary-copies, "
     "drop-donated-results, "
+    "memref-distinct-returned-buffers, "
     "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
     "memref-elide-temporary-copies, "
     "buffer-deallocation-pipeline, "

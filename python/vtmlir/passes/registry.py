@@ -54,6 +54,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "memref-elide-temporary-copies": "vtmlir.passes.memref_elide_temporary_copies",
     "copy-updated-arguments": "vtmlir.passes.argument_updates",
     "drop-donated-results": "vtmlir.passes.argument_updates",
+    "memref-distinct-returned-buffers": "vtmlir.passes.distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
