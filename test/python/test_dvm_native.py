@@ -124,7 +124,7 @@ def test_cmp_select_cast_families():
              lambda g, x, y: g.cast(g.cmp(x, y, "lt"), "float32")]
     groups = [[lambda g, x, y, c=c: g.cmp(x, y, c), lambda g, x, y, c=c: g.select(g.cmp(x, y, c), x, y)]
               for c in ["eq", "ne", "lt", "le", "gt", "ge"]] + [casts[:3], casts[3:]]
-    for group in groups:  # at most 8 arguments per native kernel
+    for group in groups:
         g = Graph()
         x, y = g.input(2), g.input(1)
         g.output(*[f(g, x, y) for f in group])
@@ -267,3 +267,112 @@ def test_f64_arithmetic_and_f32_f64_casts_match_the_numpy_vm():
     a, b = rng.standard_normal((9, 13)), rng.standard_normal((13, 5))
     (out,) = compile_graph(g, [(9, 13), (13, 5)], SMALL)(a, b, native=True)
     np.testing.assert_allclose(out, a @ b + 1.0, rtol=1e-12, atol=1e-12)
+
+
+def _wide_graph(n_inputs):
+    """`n_inputs` inputs of mixed dtypes (f32, f64, int8) combined elementwise into several outputs:
+    each argument is read by its own records, so a wrong argument number changes a result."""
+    g = Graph("wide")
+    xs = [g.input(2, "float64" if i % 5 == 3 else "int8" if i % 7 == 6 else "float32") for i in range(n_inputs)]
+    f32 = [x for i, x in enumerate(xs) if i % 5 != 3 and i % 7 != 6]
+    acc = f32[0]
+    for i, x in enumerate(f32[1:]):
+        acc = g.binary(EXACT_BINARY[i % len(EXACT_BINARY)], acc, x * float(i + 1))
+    f64 = [x for i, x in enumerate(xs) if i % 5 == 3]
+    acc64 = f64[0]
+    for x in f64[1:]:
+        acc64 = acc64 - x * 0.5
+    outs = [acc, acc64, g.cast(acc64, "float32") + acc] + [g.copy(x) for i, x in enumerate(xs) if i % 7 == 6]
+    g.output(*outs)
+    return g, xs
+
+
+def test_any_number_of_arguments_bitwise():
+    """The argument table is as long as the header says (no MAX_ARGS): kernels of 23 and 70
+    arguments with mixed dtypes, native vs the numpy VM, bitwise, on 1 and 3 cores."""
+    for n_inputs in (16, 60):
+        g, xs = _wide_graph(n_inputs)
+        shp = (37, 29)
+        arrays = []
+        for i in range(n_inputs):
+            dt = "float64" if i % 5 == 3 else "int8" if i % 7 == 6 else "float32"
+            arrays.append((RNG.standard_normal(shp) * 4).astype(dt) if dt != "int8"
+                          else RNG.integers(-100, 100, shp).astype(dt))
+        k = compile_graph(g, [shp] * n_inputs, SMALL)
+        assert len(k.program.args) > 8 and unsupported_reason(k.program) is None
+        assert max(i.arg for i in k.program.body if i.op in (Opcode.LOAD, Opcode.STORE)) == len(k.program.args) - 1
+        for cores in (1, 3):
+            native, ref = both(k, arrays, cores=cores)
+            for a, b in zip(native, ref):
+                same(a, b)
+
+
+def test_argument_checks_hold_for_every_argument():
+    g, _ = _wide_graph(16)
+    shp = (5, 7)
+    k = compile_graph(g, [shp] * 16, SMALL)
+    args = [np.zeros(a.numel, a.dtype.numpy) for a in k.program.args]
+    vm = native_vm()
+    vm.run_valid(k.bytecode, args)
+    with pytest.raises(BytecodeError, match=f"takes {len(args)} arguments"):
+        vm.run_valid(k.bytecode, args[:-1])
+    last = len(args) - 1
+    other = np.float32 if args[last].dtype != np.float32 else np.float64
+    for bad in (args[last].astype(other),  # dtype
+                args[last][:-1],  # length
+                np.zeros(2 * args[last].size, args[last].dtype)[::2]):  # not dense
+        with pytest.raises(BytecodeError, match=f"argument {last} must be"):
+            vm.run_valid(k.bytecode, args[:-1] + [bad])
+        with pytest.raises(BytecodeError, match=f"argument {last} must be"):
+            vm.run(k.bytecode, args[:-1] + [bad])
+    with pytest.raises(BytecodeError, match="arguments in the header"):
+        vm.run_valid(k.bytecode[:20].copy(), args)
+
+
+def test_a_record_naming_an_argument_past_the_table_touches_nothing():
+    """Valid bytecode never names an argument past the header's count (`decode`, the templates'
+    guards); the VM still bounds the table lookup, so bytecode given to `run_valid` that does
+    (here: the store's argument number raised) writes nowhere."""
+    g = Graph()
+    g.output(g.exp(g.input(1)))
+    k = compile_graph(g, [(10,)], SMALL)
+    code = k.bytecode.copy()
+    p, end = int(code[2]), int(code[2]) + int(code[4])
+    stores = 0
+    while p < end:
+        if code[p] == Opcode.STORE:
+            code[p + 4] = 2  # dtype, local, arg: the kernel has arguments 0 and 1
+            stores += 1
+        p += int(code[p + 1])
+    assert stores
+    with pytest.raises(BytecodeError, match="bad argument index"):
+        native_vm().run(code, [np.ones(10, np.float32), np.zeros(10, np.float32)])
+    out = np.full(10, 7.0, np.float32)
+    native_vm().run_valid(code, [np.ones(10, np.float32), out])
+    assert (out == 7.0).all()
+
+
+def test_bert_encoder_runs_every_kernel_natively(monkeypatch):
+    """DvmFunction on the BERT-style encoder (the benchmark's model, small): every kernel -- the
+    fused groups of 22 arguments included -- runs on the native VM; the numpy VM never runs."""
+    import vtmlir
+    from vtmlir.dvm import vm
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.models.bert import build_bert_encoder, dynamic_shapes
+
+    model, (x,) = build_bert_encoder(batch=2, seq=4, layers=1, hidden=16, heads=2, ffn=32)
+    fn = DvmFunction(vtmlir.import_torch(model, x, dynamic_shapes=dynamic_shapes()), native=True)
+
+    def refuse(*a, **kw):
+        raise AssertionError("the numpy VM ran a kernel")
+
+    monkeypatch.setattr(vm, "execute", refuse)
+    for batch in (2, 5):
+        xb = RNG.standard_normal((batch, 4, 16)).astype(np.float32)
+        (out,) = fn(xb)
+        with torch.no_grad():
+            ref = model(torch.from_numpy(xb)).numpy()
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-4)
+    admitted = [e for k in fn.kernels for e in k.cache.values()] + list(fn._bmm_kernels.values())
+    assert all(use_native for _, use_native in admitted)
+    assert max(len(k.input_shapes) + len(k.output_shapes) for k, _ in admitted) > 8

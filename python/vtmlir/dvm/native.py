@@ -22,7 +22,7 @@ import numpy as np
 
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
-from .native_mlir import ARITH_TYPES, CASTS, CASTS_TO_BOOL, MAX_ARGS, MAX_DIMS, handled_opcodes, vm_module_text
+from .native_mlir import ARITH_TYPES, CASTS, CASTS_TO_BOOL, MAX_DIMS, handled_opcodes, vm_module_text
 
 _F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
             | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
@@ -45,8 +45,6 @@ _UNSET = object()
 
 
 def _unsupported_reason(program: Program) -> str | None:
-    if len(program.args) > MAX_ARGS:
-        return f"{len(program.args)} arguments (the native VM takes at most {MAX_ARGS})"
     if len(program.grid) > MAX_DIMS:
         return f"{len(program.grid)} grid dimensions (at most {MAX_DIMS})"
     ops = handled_opcodes()
@@ -78,11 +76,12 @@ def _desc(ptr: int, nbytes_or_words: int):
 
 
 # `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
-# args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64).
+# args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64):
+# code, local, the argument table, t0, t1.
 _PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
 _NUMPY = {int(d): d.numpy for d in DType}
-_NPARAMS = 2 + MAX_ARGS + 2
+_NPARAMS = 5
 
 
 class NativeVM:
@@ -142,10 +141,10 @@ class NativeVM:
         arguments are checked against it (count, dtype, length, density) as in `run`."""
         if code.dtype != np.int64 or not code.flags.c_contiguous or code.size < _HEADER:
             raise BytecodeError("dvm native vm: error: bytecode must be a contiguous int64 array")
-        head = code[:_HEADER + 2 * MAX_ARGS].tolist()
-        nargs = head[7]
-        if not 0 <= nargs <= MAX_ARGS:
-            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header")
+        nargs = int(code[7])
+        if not 0 <= nargs <= (code.size - _HEADER) // 2:
+            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header of {code.size} words")
+        head = code[:_HEADER + 2 * nargs].tolist()
         descs = [(_NUMPY[head[_HEADER + 2 * i]], head[_HEADER + 2 * i + 1]) for i in range(nargs)]
         self._launch(code, args, cores, head[5], head[6], descs)
 
@@ -154,16 +153,19 @@ class NativeVM:
         per argument, from the header."""
         if len(args) != len(arg_descs):
             raise BytecodeError(f"dvm native vm: error: program takes {len(arg_descs)} arguments, got {len(args)}")
-        descs = []
+        # the argument table of @dvm_vm: one memref<?xi8> descriptor (`_Desc1D`'s five words) per
+        # argument, in header order, so that a record's argument number indexes it
+        table = []
         for i, (a, (dt, numel)) in enumerate(zip(args, arg_descs)):
             if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != dt or a.size < numel
                     or (a.size > 1 and a.strides[0] != a.itemsize)):
                 raise BytecodeError(f"dvm native vm: error: argument {i} must be a dense 1-d "
                                     f"{dt} array of at least {numel} elements")
-            descs.append(ctypes.pointer(_desc(a.ctypes.data, a.size * a.itemsize)))
-        while len(descs) < MAX_ARGS:
-            descs.append(descs[0] if descs else ctypes.pointer(_desc(0, 0)))
-        descs.insert(0, ctypes.pointer(_desc(code.ctypes.data, code.size)))
+            ptr = a.ctypes.data
+            table += (ptr, ptr, 0, a.size * a.itemsize, 1)
+        table = np.array(table, dtype=np.int64)
+        code_desc = ctypes.pointer(_desc(code.ctypes.data, code.size))
+        args_desc = ctypes.pointer(_desc(table.ctypes.data, len(arg_descs)))
         # M: Alg. 2 line 3
         N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
         m = -(-M // N)  # line 4
@@ -171,10 +173,10 @@ class NativeVM:
 
         def core(c):
             local = self._scratch(nbytes)
-            ptrs = [descs[0], ctypes.pointer(_desc(local.ctypes.data, local.size)), *descs[1:]]
+            local_desc = ctypes.pointer(_desc(local.ctypes.data, local.size))
             t0, t1 = ctypes.c_int64(m * c), ctypes.c_int64(min(M, m * (c + 1)))  # line 5
             packed = (ctypes.c_void_p * _NPARAMS)(
-                *[ctypes.addressof(x) for x in ptrs], ctypes.addressof(t0), ctypes.addressof(t1))
+                *[ctypes.addressof(x) for x in (code_desc, local_desc, args_desc, t0, t1)])
             self._entry(packed)
 
         if N == 1:

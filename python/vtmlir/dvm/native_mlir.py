@@ -4,13 +4,15 @@
 ``@dvm_vm`` interprets the bytecode of `bytecode.py` exactly like the numpy reference `vm.py`:
 
     func.func @dvm_vm(%code: memref<?xi64>, %local: memref<?xi8>,
-                      %a0 ... %a7: memref<?xi8>, %t0: index, %t1: index)
+                      %args: memref<?xmemref<?xi8>>, %t0: index, %t1: index)
 
 It runs tiles ``[t0, t1)`` (the tile range of one core, Alg. 2 lines 3-5) on one local memory: for
 each tile ``@run_tile`` runs an ``scf.while`` that walks the code body from ``H`` to ``H + CodeSize`` (lines 6-7), an
 ``scf.index_switch`` on the record's opcode is the instruction table I (lines 8-9), memory
 instructions get the tile id (line 11), and the loop steps by the record's ``Insn_Len`` (line 14).
-Arguments are byte buffers (at most `MAX_ARGS`); typed access goes through ``memref.view``.
+The arguments are one table of byte-buffer descriptors (``memref<?xmemref<?xi8>>``, the header's A
+entries) indexed by a record's argument number, so the VM takes as many as the bytecode names; typed
+access goes through ``memref.view``.
 ``vm_module_text(gpu=True)`` wraps the same ``@run_tile`` in ``@dvm_vm_gpu``, an ``scf.parallel`` over
 the tiles for the CUDA path (`gpu.py`).
 
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 from .isa import CmpType, DType, Opcode
 
-MAX_ARGS = 8  # argument buffers of @dvm_vm
 MAX_DIMS = 8  # grid dimensions and view tile dimensions
 
 _ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.F64: 8, DType.I32: 4, DType.I64: 8, DType.I8: 1,
@@ -392,18 +393,20 @@ def _box(width):
 """
 
 
-_ARGS_SIG = ", ".join(f"%a{i}: memref<?xi8>" for i in range(MAX_ARGS))
-_ARGS_USE = ", ".join(f"%a{i}" for i in range(MAX_ARGS))
-_ARGS_TY = ", ".join("memref<?xi8>" for _ in range(MAX_ARGS))
+#: the kernel's arguments: one descriptor of a byte buffer per argument, indexed by the records'
+#: argument number (the header's A of them: no bound beyond the bytecode's)
+ARGS_TYPE = "memref<?xmemref<?xi8>>"
+_ARGS_SIG = f"%args: {ARGS_TYPE}"
+_ARGS_USE = "%args"
+_ARGS_TY = ARGS_TYPE
 _V = f"memref<{MAX_DIMS}xindex>"
 
 
 def _mem():
     """Load/Store/ViewLoad/ViewStore (Alg. 2 line 11: the tile id is an operand)."""
-    arg_cases = "".join(f"  case {i} {{\n    scf.yield %a{i} : memref<?xi8>\n  }}\n" for i in range(MAX_ARGS))
     box_cases = "".join(
-        f"  case {w // 8} {{\n    func.call @box_{w}(%g, %l, %base, %loc, %n, %sizes, %eff, %strides, %store)"
-        f" : (memref<?xi8>, memref<?xi8>, index, index, index, {_V}, {_V}, {_V}, i1) -> ()\n    scf.yield\n  }}\n"
+        f"    case {w // 8} {{\n      func.call @box_{w}(%g, %l, %base, %loc, %n, %sizes, %eff, %strides, %store)"
+        f" : (memref<?xi8>, memref<?xi8>, index, index, index, {_V}, {_V}, {_V}, i1) -> ()\n      scf.yield\n    }}\n"
         for w in (8, 16, 32, 64))
     return f"""func.func private @op_mem(%code: memref<?xi64>, %p: index, %l: memref<?xi8>, {_ARGS_SIG},
     %gb: index, %G: index, %t: index, %view: i1, %store: i1) {{
@@ -510,14 +513,17 @@ def _mem():
     }}
     memref.store %e, %eff[%j] : {_V}
   }}
-  %g = scf.index_switch %arg -> memref<?xi8>
-{arg_cases}  default {{
-    scf.yield %a0 : memref<?xi8>
-  }}
-  %es = func.call @itemsize(%dtype) : (index) -> index
-  scf.index_switch %es
-{box_cases}  default {{
-    scf.yield
+  // the argument's descriptor from the table (valid bytecode never names one past it: decode /
+  // the templates' guards; the bound is kept here so that no record reads outside the table)
+  %nargs = memref.dim %args, %c0 : {ARGS_TYPE}
+  %known = arith.cmpi ult, %arg, %nargs : index
+  scf.if %known {{
+    %g = memref.load %args[%arg] : {ARGS_TYPE}
+    %es = func.call @itemsize(%dtype) : (index) -> index
+    scf.index_switch %es
+{box_cases}    default {{
+      scf.yield
+    }}
   }}
   return
 }}
@@ -552,7 +558,7 @@ def _all_types(text: str, name: str, types) -> list[str]:
 
 def vm_module_text(gpu: bool = False) -> str:
     """The MLIR source of the VM (see the module docstring); `gpu=True`: the CUDA variant
-    ``@dvm_vm_gpu(code, local, a0..a7, M, local_bytes)`` with one thread block per tile."""
+    ``@dvm_vm_gpu(code, local, args, M, local_bytes)`` with one thread block per tile."""
     funcs = ["func.func private @fld(%code: memref<?xi64>, %i: index) -> index {\n"
              "  %w = memref.load %code[%i] : memref<?xi64>\n"
              "  %x = arith.index_cast %w : i64 to index\n  return %x : index\n}\n",
