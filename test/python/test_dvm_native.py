@@ -229,18 +229,19 @@ def test_rejects_what_it_cannot_run():
     with pytest.raises(BytecodeError, match="bad magic"):
         vm.run(k.bytecode * 2, [np.zeros(10, np.float32)] * 2)
     g = Graph()
-    g.output(g.exp(g.input(1, "float16")))
-    p = compile_graph(g, [(10,)], SMALL).program
-    assert "f32/f64" in unsupported_reason(p)
+    g.output(g.input(1, "int32") + g.input(1, "int32"))  # integer arithmetic: the numpy VM's
+    p = compile_graph(g, [(10,), (10,)], SMALL).program
+    assert "ADD on I32" in unsupported_reason(p)
+    i32 = [np.zeros(10, np.int32) for _ in range(3)]
     with pytest.raises(BytecodeError, match="unsupported program"):
-        vm.run(encode(p), [np.zeros(10, np.float16), np.zeros(10, np.float16)])
+        vm.run(encode(p), i32)
     # an empty body runs (and does nothing)
     empty = Program(p.kernel_type, p.local_bytes, p.args, p.grid, ())
-    out = np.full(10, 3.0, np.float16)
-    execute(encode(empty), [np.zeros(10, np.float16), out])
+    out = np.full(10, 3, np.int32)
+    execute(encode(empty), i32[:2] + [out])
     assert unsupported_reason(empty) is None
-    vm.run(encode(empty), [np.zeros(10, np.float16), out])
-    assert (out == 3.0).all()
+    vm.run(encode(empty), i32[:2] + [out])
+    assert (out == 3).all()
 
 
 def test_f64_arithmetic_and_f32_f64_casts_match_the_numpy_vm():
@@ -376,3 +377,92 @@ def test_bert_encoder_runs_every_kernel_natively(monkeypatch):
     admitted = [e for k in fn.kernels for e in k.cache.values()] + list(fn._bmm_kernels.values())
     assert all(use_native for _, use_native in admitted)
     assert max(len(k.input_shapes) + len(k.output_shapes) for k, _ in admitted) > 8
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_every_arithmetic_instruction_on_f16_and_f64(dtype):
+    """Each instruction on f16 (computed in f32, rounded back once per instruction: numpy's half
+    loops) and f64, native vs the numpy VM: bitwise where the instruction is exact, a few ulp for
+    exp/log/pow, and the sum's order (sequential in f32 here, pairwise in numpy)."""
+    dt = np.dtype(dtype)
+    exact = {"sqrt": lambda g, x, y: g.sqrt(g.abs(x)), "abs": lambda g, x, y: g.abs(x),
+             "round": lambda g, x, y: g.round(x * 4.0), "floor": lambda g, x, y: g.floor(x),
+             "isfinite": lambda g, x, y: g.isfinite(x / y), "copy": lambda g, x, y: g.copy(x),
+             "adds": lambda g, x, y: g.scalar(Opcode.ADDS, x, 1.0009765625 + 2.0 ** -40),
+             "muls": lambda g, x, y: g.scalar(Opcode.MULS, x, 0.1),
+             **{op.name.lower(): (lambda g, x, y, op=op: g.binary(op, x, y)) for op in EXACT_BINARY},
+             **{f"cmp_{c}": (lambda g, x, y, c=c: g.cmp(x, y, c)) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
+             "select": lambda g, x, y: g.select(g.cmp(x, y, "lt"), x, y),
+             "max": lambda g, x, y: g.max(x, -1), "min": lambda g, x, y: g.min(x, 1),
+             "matmul": lambda g, x, y: g.matmul(g.input(2, dtype), g.input(2, dtype))}
+    close = {"exp": lambda g, x, y: g.exp(x), "log": lambda g, x, y: g.log(g.abs(x)),
+             "pow": lambda g, x, y: g.pow(g.abs(x), y), "sum": lambda g, x, y: g.sum(x, -1),
+             "sum_outer": lambda g, x, y: g.sum(x, 0)}
+    rng = np.random.default_rng(5)
+    m, k, n = 37, 300, 9
+    x = (rng.standard_normal((m, k)) * 3).astype(dt)
+    x.flat[::11] = x.flat[1::11]  # equal pairs for the comparisons
+    y = (rng.standard_normal((m, k)) + 0.1).astype(dt)
+    y.flat[::13] = 0  # x / 0: inf and nan for IsFinite
+    y.flat[5::13] = x.flat[5::13]
+    # a k of 2000: chunked by SMALL's local memory (MatMul with accumulate)
+    mm = [rng.standard_normal((m, 2000)).astype(dt), rng.standard_normal((2000, n)).astype(dt)]
+    for name, f in {**exact, **close}.items():
+        g = Graph(name)
+        a, b = g.input(2, dtype), g.input(2, dtype)
+        g.output(f(g, a, b))
+        arrays = [x, y, *mm] if name == "matmul" else [x, y]
+        # an outer reduction needs its whole [37, 300] slab in one tile: more local memory
+        kern = compile_graph(g, [u.shape for u in arrays], Target(cores=3) if name == "sum_outer" else SMALL)
+        assert unsupported_reason(kern.program) is None, name
+        if name == "matmul":
+            assert {i.accumulate for i in kern.program.body if i.op == Opcode.MATMUL} == {0, 1}
+        (nat,), (ref,) = both(kern, arrays)
+        if name in exact and not (name == "matmul" and dt == np.float64):  # f64: numpy's is BLAS
+            assert np.array_equal(nat.view(np.uint8), ref.view(np.uint8)), name
+        else:
+            tol = 2e-3 if dt == np.float16 else 1e-12
+            np.testing.assert_allclose(nat.astype(np.float64), ref.astype(np.float64), rtol=tol, atol=tol, err_msg=name)
+
+
+def _cast_input(rng, src: np.dtype, dst: np.dtype, n=4000):
+    """Values of `src` whose conversion to `dst` numpy defines (no float -> int out of range)."""
+    if src == np.bool_:
+        return rng.integers(0, 2, n).astype(bool)
+    if src.kind in "iu":
+        info = np.iinfo(src)
+        return rng.integers(info.min, int(info.max) + 1, n, dtype=np.int64).astype(src)
+    if dst.kind in "iu":
+        lo, hi = (-128, 127) if dst.itemsize == 1 and dst.kind == "i" else (0, 255) if dst.kind == "u" else (-3e4, 3e4)
+        v = rng.uniform(lo, hi, n)
+        v[::7] = np.round(v[::7]) + 0.5  # halves truncate toward zero
+        return v.astype(src)
+    v = rng.standard_normal(n) * np.exp(rng.uniform(-30, 14, n))
+    one = 1 + 2.0 ** -11  # ties of f16 (to even), and just above a tie: one rounding, not two
+    v[:8] = [one, one + 2.0 ** -40, -(one + 2.0 ** -40), 65519.99, 65520.0, 2.0 ** -25 * 1.0000001, np.nan, -np.inf]
+    v[8:12] = [0.0, -0.0, 1e300, -1e-300]
+    with np.errstate(over="ignore"):
+        return v.astype(src)
+
+
+def test_every_cast_matches_numpy():
+    """CAST between every pair of dtypes, native vs the numpy VM (numpy's ``astype``) bitwise:
+    f64 -> f16 rounds once (ties, just above a tie), int -> int wraps, float -> int truncates,
+    anything -> bool is != 0."""
+    from vtmlir.dvm.isa import DType
+
+    rng = np.random.default_rng(9)
+    for s in DType:
+        g = Graph(f"cast_{s.name}")
+        x = g.input(1, s.numpy)
+        others = [d for d in DType if d != s]
+        g.output(*[g.cast(x, d.numpy) for d in others])
+        for d in others:
+            v = _cast_input(rng, s.numpy, d.numpy)
+            gd = Graph(f"cast_{s.name}_{d.name}")
+            gd.output(gd.cast(gd.input(1, s.numpy), d.numpy))
+            kern = compile_graph(gd, [v.shape], SMALL)
+            assert unsupported_reason(kern.program) is None
+            with np.errstate(all="ignore"):
+                (nat,), (ref,) = both(kern, [v])
+            assert np.array_equal(nat.view(np.uint8), ref.view(np.uint8)), (s.name, d.name)

@@ -22,16 +22,18 @@ import numpy as np
 
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
-from .native_mlir import ARITH_TYPES, CASTS, CASTS_TO_BOOL, MAX_DIMS, handled_opcodes, vm_module_text
+from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, handled_opcodes, vm_module_text
 
-_F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
-            | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
-               Opcode.IS_FINITE, Opcode.CMP, Opcode.SELECT, Opcode.MATMUL})
+#: instructions whose element type must be one of `ARITH_TYPES` (Cmp, Select, Cast and the data
+#: movement take every dtype)
+_ARITH_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
+              | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
+                 Opcode.IS_FINITE, Opcode.MATMUL})
 
 
 def unsupported_reason(program: Program) -> str | None:
-    """Why the native VM cannot run `program` (None if it can). Arithmetic is f32/f64; data
-    movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`.
+    """Why the native VM cannot run `program` (None if it can). Arithmetic is on the float types
+    (f16 computed in f32); data movement, Cmp, Select and Cast take every dtype.
     Remembered on the (immutable) program: every native run asks, and a scan of the body costs
     more than a small kernel's run."""
     reason = program.__dict__.get("_native_reason", _UNSET)
@@ -51,14 +53,10 @@ def _unsupported_reason(program: Program) -> str | None:
     for ins in program.body:
         if ins.op not in ops:
             return f"opcode {ins.op.name}"
-        if ins.op == Opcode.IS_FINITE and ins.dtype != DType.F32:
-            return f"IS_FINITE on {ins.dtype.name} (native IsFinite is f32)"
-        if ins.op in _F32_OPS and ins.dtype not in ARITH_TYPES:
-            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f32/f64)"
-        if ins.op == Opcode.CAST:
-            pair = (ins.src_dtype, ins.dst_dtype)
-            if pair not in CASTS and not (ins.dst_dtype == DType.BOOL and ins.src_dtype in CASTS_TO_BOOL):
-                return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"
+        if ins.op in _ARITH_OPS and ins.dtype not in ARITH_TYPES:
+            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f16/f32/f64)"
+        if ins.op == Opcode.CAST and (ins.src_dtype, ins.dst_dtype) not in CASTS:
+            return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"
         if ins.op in (Opcode.VIEW_LOAD, Opcode.VIEW_STORE) and len(ins.sizes) > MAX_DIMS:
             return f"{ins.op.name} of {len(ins.sizes)} dimensions (at most {MAX_DIMS})"
     return None
