@@ -32,7 +32,10 @@ JSON lines (benchmarks/jsonl.py), per workload:
   compile + validate (every compile and admission of the call: the ones compiled ahead and any
   compiled lazily), `decode_latency_*` / `first_run_overhead_before_*` the same comparison;
 - `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
-  a program needs it), `baseline` = torch eager's best of R on the same inputs and threads;
+  a program needs it), `baseline` = torch eager's best of R on the same inputs and threads; BERT
+  also `native_kernels` (of `kernels`) and `run_time_wide_on_numpy_vm`: the same call with its
+  kernels of more than 8 arguments on the numpy VM, as until session 10 (the native VM had 8
+  argument buffers), measured in the same process;
 - `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
   time (the 2-core dev machine is shared, so wall maxima mostly measure preemption);
   `compile_cpu_best3_median` / `_max` (static workloads): per shape the least CPU time of its first
@@ -47,15 +50,18 @@ JSON lines (benchmarks/jsonl.py), per workload:
   `compile_latency_ratio_static_max` / `_median` = those / DVM's max / median. Inductor gets a
   fresh cache directory and no FX graph cache, so a new shape recompiles (the same random shapes
   as an earlier run would otherwise be cache hits).
-`native_vm_jit` (s) is the one-off JIT of the VM per process.
+`native_vm_jit` (s) is the one-off JIT of the VM per process. `--only guards` (not in the default
+set): per static workload `template_guards`, `template_jit_cpu` and `template_walk_cpu`, its
+template sets built with every traced guard (baseline) and with the implied ones removed.
 
     python benchmarks/dvm.py [--shapes N] [--warmup W] [--run-shapes K] [--torch-shapes T] [--repeat R]
-                             [--cores C] [--no-inductor] [--only static,if_else_add,bert]
+                             [--cores C] [--no-inductor] [--only static,if_else_add,bert,guards]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import sys
@@ -492,9 +498,17 @@ def run_bert(args, target, rng, inductor):
             err = float(np.abs(out - model(tx).numpy()).max())
             vm_us = best_us(lambda: fn(xb), max(2, args.repeat // 3))
             eager_us = best_us(lambda: model(tx), args.repeat)
+            with wide_kernels_on_numpy_vm(fn) as wide:
+                wide_us = best_us(lambda: fn(xb), max(2, args.repeat // 3))
         case = f"bert@{batch}x{seq}x{hidden}"
+        kernels = bert_kernels(fn)
         REPORT.emit(case, "run_time", round(vm_us, 1), "us", baseline=round(eager_us, 1), ratio=round(vm_us / eager_us, 2),
-                    max_abs_err=err)
+                    max_abs_err=err, native_kernels_admitted=sum(u for _, u in kernels), kernels_admitted=len(kernels))
+        REPORT.emit(case, "run_time_wide_on_numpy_vm", round(wide_us, 1), "us", baseline=round(eager_us, 1),
+                    ratio=round(wide_us / eager_us, 2), speedup_of_native=round(wide_us / vm_us, 2),
+                    wide_kernels_admitted=wide,
+                    note="the same call with the kernels of more than 8 arguments on the numpy VM, as the "
+                         "native VM's 8 fixed argument buffers forced until session 10 (same process)")
         REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
         rows.append(((tx,), vm_us))
     emit_latency("bert", lat, note="all kernels of one new batch (batches 2-16 but the warm-up's 3)",
@@ -529,6 +543,61 @@ def run_bert(args, target, rng, inductor):
             emit_first_run_ratio("bert", first, [a + b for a, b in zip(lat, validate)])
 
 
+@contextlib.contextmanager
+def wide_kernels_on_numpy_vm(fn, max_args=8):
+    """Within: `fn`'s kernels of more than `max_args` arguments run on the numpy VM (decoded and
+    interpreted at every run), the path they took when the native VM had 8 argument buffers.
+    Yields how many kernels that moves."""
+    moved = []
+    for kg in fn.kernels:
+        for key, (k, use_native) in list(kg.cache.items()):
+            if use_native and len(k.input_shapes) + len(k.output_shapes) > max_args:
+                kg.cache[key] = (k, False)
+                moved.append((kg, key, k))
+    try:
+        yield len(moved)
+    finally:
+        for kg, key, k in moved:
+            kg.cache[key] = (k, True)
+
+
+def run_guards(args, target):
+    """Graph-compile cost of the templates' guards: each static workload's template set built
+    over its `SPACES` twice in this process, with every traced guard and with the implied ones
+    removed (`implied_guards.prune`): guards kept / traced, the CPU time of the prebuild walk (the
+    Python `fill` over every point) and of the native JIT (`TemplateSet.compile_native`)."""
+    from vtmlir.dvm import template
+    from vtmlir.dvm.template import prebuild, templates_of
+
+    makers = {"matmul": matmul_graph, "addmm": addmm_graph, "layernorm": layernorm_graph}
+    for name, make in makers.items():
+        row = {}
+        for prune_on in (False, True):
+            template.PRUNE_IMPLIED_GUARDS = prune_on
+            try:
+                g = make()
+                c = time.process_time()
+                pb = prebuild(g, *SPACES[name], target, native=False)
+                walk = time.process_time() - c
+                sets = list(templates_of(g).values())
+                c = time.process_time()
+                for ts in sets:
+                    ts.compile_native()
+                jit = time.process_time() - c
+            finally:
+                template.PRUNE_IMPLIED_GUARDS = True
+            kept = sum(sum(1 for st in t.stmts if st[0] == "guard") for ts in sets for t in ts.templates)
+            row[prune_on] = (kept, walk, jit, pb["templates"], all(ts.native is not None for ts in sets))
+        (k0, w0, j0, n, nat0), (k1, w1, j1, _, nat1) = row[False], row[True]
+        REPORT.emit(name, "template_guards", k1, "count", baseline=k0, ratio=round(k1 / k0, 3), templates=n,
+                    note="guards of all templates after implied-guard removal; baseline = as traced")
+        REPORT.emit(name, "template_jit_cpu", round(j1, 2), "s", baseline=round(j0, 2), ratio=round(j1 / j0, 3),
+                    native=nat0 and nat1, note="compile_native of every template set (JIT + its check), "
+                                               "pruned vs every traced guard, same process")
+        REPORT.emit(name, "template_walk_cpu", round(w1, 2), "s", baseline=round(w0, 2), ratio=round(w1 / w0, 3),
+                    note="prebuild's walk of the shape space with the Python fill")
+
+
 def bert_kernels(fn):
     """(kernel, runs natively) of every kernel a `DvmFunction` has admitted (fused groups and the
     batch_matmul glue's slice kernels)."""
@@ -556,7 +625,8 @@ def main() -> None:
                     help="static workloads: new shapes compiled with every cache flushed before (0: skip)")
     ap.add_argument("--cores", type=int, default=None, help="Alg. 2 cores (default: CPU count)")
     ap.add_argument("--no-inductor", action="store_true", help="skip the torch.compile baseline")
-    ap.add_argument("--only", default="", help="comma-separated workloads: static,if_else_add,bert")
+    ap.add_argument("--only", default="",
+                    help="comma-separated workloads: static,if_else_add,bert (default: these three), guards")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     target = Target() if args.cores is None else Target(cores=args.cores)
@@ -585,6 +655,8 @@ def main() -> None:
         run_if_else_add(args, target, rng, inductor)
     if "bert" in only:
         run_bert(args, target, rng, inductor)
+    if "guards" in only:
+        run_guards(args, target)
 
 
 if __name__ == "__main__":

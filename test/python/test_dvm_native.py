@@ -124,7 +124,7 @@ def test_cmp_select_cast_families():
              lambda g, x, y: g.cast(g.cmp(x, y, "lt"), "float32")]
     groups = [[lambda g, x, y, c=c: g.cmp(x, y, c), lambda g, x, y, c=c: g.select(g.cmp(x, y, c), x, y)]
               for c in ["eq", "ne", "lt", "le", "gt", "ge"]] + [casts[:3], casts[3:]]
-    for group in groups:  # at most 8 arguments per native kernel
+    for group in groups:
         g = Graph()
         x, y = g.input(2), g.input(1)
         g.output(*[f(g, x, y) for f in group])
@@ -229,18 +229,19 @@ def test_rejects_what_it_cannot_run():
     with pytest.raises(BytecodeError, match="bad magic"):
         vm.run(k.bytecode * 2, [np.zeros(10, np.float32)] * 2)
     g = Graph()
-    g.output(g.exp(g.input(1, "float16")))
-    p = compile_graph(g, [(10,)], SMALL).program
-    assert "f32/f64" in unsupported_reason(p)
+    g.output(g.input(1, "int32") + g.input(1, "int32"))  # integer arithmetic: the numpy VM's
+    p = compile_graph(g, [(10,), (10,)], SMALL).program
+    assert "ADD on I32" in unsupported_reason(p)
+    i32 = [np.zeros(10, np.int32) for _ in range(3)]
     with pytest.raises(BytecodeError, match="unsupported program"):
-        vm.run(encode(p), [np.zeros(10, np.float16), np.zeros(10, np.float16)])
+        vm.run(encode(p), i32)
     # an empty body runs (and does nothing)
     empty = Program(p.kernel_type, p.local_bytes, p.args, p.grid, ())
-    out = np.full(10, 3.0, np.float16)
-    execute(encode(empty), [np.zeros(10, np.float16), out])
+    out = np.full(10, 3, np.int32)
+    execute(encode(empty), i32[:2] + [out])
     assert unsupported_reason(empty) is None
-    vm.run(encode(empty), [np.zeros(10, np.float16), out])
-    assert (out == 3.0).all()
+    vm.run(encode(empty), i32[:2] + [out])
+    assert (out == 3).all()
 
 
 def test_f64_arithmetic_and_f32_f64_casts_match_the_numpy_vm():
@@ -267,3 +268,201 @@ def test_f64_arithmetic_and_f32_f64_casts_match_the_numpy_vm():
     a, b = rng.standard_normal((9, 13)), rng.standard_normal((13, 5))
     (out,) = compile_graph(g, [(9, 13), (13, 5)], SMALL)(a, b, native=True)
     np.testing.assert_allclose(out, a @ b + 1.0, rtol=1e-12, atol=1e-12)
+
+
+def _wide_graph(n_inputs):
+    """`n_inputs` inputs of mixed dtypes (f32, f64, int8) combined elementwise into several outputs:
+    each argument is read by its own records, so a wrong argument number changes a result."""
+    g = Graph("wide")
+    xs = [g.input(2, "float64" if i % 5 == 3 else "int8" if i % 7 == 6 else "float32") for i in range(n_inputs)]
+    f32 = [x for i, x in enumerate(xs) if i % 5 != 3 and i % 7 != 6]
+    acc = f32[0]
+    for i, x in enumerate(f32[1:]):
+        acc = g.binary(EXACT_BINARY[i % len(EXACT_BINARY)], acc, x * float(i + 1))
+    f64 = [x for i, x in enumerate(xs) if i % 5 == 3]
+    acc64 = f64[0]
+    for x in f64[1:]:
+        acc64 = acc64 - x * 0.5
+    outs = [acc, acc64, g.cast(acc64, "float32") + acc] + [g.copy(x) for i, x in enumerate(xs) if i % 7 == 6]
+    g.output(*outs)
+    return g, xs
+
+
+def test_any_number_of_arguments_bitwise():
+    """The argument table is as long as the header says (no MAX_ARGS): kernels of 23 and 70
+    arguments with mixed dtypes, native vs the numpy VM, bitwise, on 1 and 3 cores."""
+    for n_inputs in (16, 60):
+        g, xs = _wide_graph(n_inputs)
+        shp = (37, 29)
+        arrays = []
+        for i in range(n_inputs):
+            dt = "float64" if i % 5 == 3 else "int8" if i % 7 == 6 else "float32"
+            arrays.append((RNG.standard_normal(shp) * 4).astype(dt) if dt != "int8"
+                          else RNG.integers(-100, 100, shp).astype(dt))
+        k = compile_graph(g, [shp] * n_inputs, SMALL)
+        assert len(k.program.args) > 8 and unsupported_reason(k.program) is None
+        assert max(i.arg for i in k.program.body if i.op in (Opcode.LOAD, Opcode.STORE)) == len(k.program.args) - 1
+        for cores in (1, 3):
+            native, ref = both(k, arrays, cores=cores)
+            for a, b in zip(native, ref):
+                same(a, b)
+
+
+def test_argument_checks_hold_for_every_argument():
+    g, _ = _wide_graph(16)
+    shp = (5, 7)
+    k = compile_graph(g, [shp] * 16, SMALL)
+    args = [np.zeros(a.numel, a.dtype.numpy) for a in k.program.args]
+    vm = native_vm()
+    vm.run_valid(k.bytecode, args)
+    with pytest.raises(BytecodeError, match=f"takes {len(args)} arguments"):
+        vm.run_valid(k.bytecode, args[:-1])
+    last = len(args) - 1
+    other = np.float32 if args[last].dtype != np.float32 else np.float64
+    for bad in (args[last].astype(other),  # dtype
+                args[last][:-1],  # length
+                np.zeros(2 * args[last].size, args[last].dtype)[::2]):  # not dense
+        with pytest.raises(BytecodeError, match=f"argument {last} must be"):
+            vm.run_valid(k.bytecode, args[:-1] + [bad])
+        with pytest.raises(BytecodeError, match=f"argument {last} must be"):
+            vm.run(k.bytecode, args[:-1] + [bad])
+    with pytest.raises(BytecodeError, match="arguments in the header"):
+        vm.run_valid(k.bytecode[:20].copy(), args)
+
+
+def test_a_record_naming_an_argument_past_the_table_touches_nothing():
+    """Valid bytecode never names an argument past the header's count (`decode`, the templates'
+    guards); the VM still bounds the table lookup, so bytecode given to `run_valid` that does
+    (here: the store's argument number raised) writes nowhere."""
+    g = Graph()
+    g.output(g.exp(g.input(1)))
+    k = compile_graph(g, [(10,)], SMALL)
+    code = k.bytecode.copy()
+    p, end = int(code[2]), int(code[2]) + int(code[4])
+    stores = 0
+    while p < end:
+        if code[p] == Opcode.STORE:
+            code[p + 4] = 2  # dtype, local, arg: the kernel has arguments 0 and 1
+            stores += 1
+        p += int(code[p + 1])
+    assert stores
+    with pytest.raises(BytecodeError, match="bad argument index"):
+        native_vm().run(code, [np.ones(10, np.float32), np.zeros(10, np.float32)])
+    out = np.full(10, 7.0, np.float32)
+    native_vm().run_valid(code, [np.ones(10, np.float32), out])
+    assert (out == 7.0).all()
+
+
+def test_bert_encoder_runs_every_kernel_natively(monkeypatch):
+    """DvmFunction on the BERT-style encoder (the benchmark's model, small): every kernel -- the
+    fused groups of 22 arguments included -- runs on the native VM; the numpy VM never runs."""
+    import vtmlir
+    from vtmlir.dvm import vm
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.models.bert import build_bert_encoder, dynamic_shapes
+
+    model, (x,) = build_bert_encoder(batch=2, seq=4, layers=1, hidden=16, heads=2, ffn=32)
+    fn = DvmFunction(vtmlir.import_torch(model, x, dynamic_shapes=dynamic_shapes()), native=True)
+
+    def refuse(*a, **kw):
+        raise AssertionError("the numpy VM ran a kernel")
+
+    monkeypatch.setattr(vm, "execute", refuse)
+    for batch in (2, 5):
+        xb = RNG.standard_normal((batch, 4, 16)).astype(np.float32)
+        (out,) = fn(xb)
+        with torch.no_grad():
+            ref = model(torch.from_numpy(xb)).numpy()
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-4)
+    admitted = [e for k in fn.kernels for e in k.cache.values()] + list(fn._bmm_kernels.values())
+    assert all(use_native for _, use_native in admitted)
+    assert max(len(k.input_shapes) + len(k.output_shapes) for k, _ in admitted) > 8
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_every_arithmetic_instruction_on_f16_and_f64(dtype):
+    """Each instruction on f16 (computed in f32, rounded back once per instruction: numpy's half
+    loops) and f64, native vs the numpy VM: bitwise where the instruction is exact, a few ulp for
+    exp/log/pow, and the sum's order (sequential in f32 here, pairwise in numpy)."""
+    dt = np.dtype(dtype)
+    exact = {"sqrt": lambda g, x, y: g.sqrt(g.abs(x)), "abs": lambda g, x, y: g.abs(x),
+             "round": lambda g, x, y: g.round(x * 4.0), "floor": lambda g, x, y: g.floor(x),
+             "isfinite": lambda g, x, y: g.isfinite(x / y), "copy": lambda g, x, y: g.copy(x),
+             "adds": lambda g, x, y: g.scalar(Opcode.ADDS, x, 1.0009765625 + 2.0 ** -40),
+             "muls": lambda g, x, y: g.scalar(Opcode.MULS, x, 0.1),
+             **{op.name.lower(): (lambda g, x, y, op=op: g.binary(op, x, y)) for op in EXACT_BINARY},
+             **{f"cmp_{c}": (lambda g, x, y, c=c: g.cmp(x, y, c)) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
+             "select": lambda g, x, y: g.select(g.cmp(x, y, "lt"), x, y),
+             "max": lambda g, x, y: g.max(x, -1), "min": lambda g, x, y: g.min(x, 1),
+             "matmul": lambda g, x, y: g.matmul(g.input(2, dtype), g.input(2, dtype))}
+    close = {"exp": lambda g, x, y: g.exp(x), "log": lambda g, x, y: g.log(g.abs(x)),
+             "pow": lambda g, x, y: g.pow(g.abs(x), y), "sum": lambda g, x, y: g.sum(x, -1),
+             "sum_outer": lambda g, x, y: g.sum(x, 0)}
+    rng = np.random.default_rng(5)
+    m, k, n = 37, 300, 9
+    x = (rng.standard_normal((m, k)) * 3).astype(dt)
+    x.flat[::11] = x.flat[1::11]  # equal pairs for the comparisons
+    y = (rng.standard_normal((m, k)) + 0.1).astype(dt)
+    y.flat[::13] = 0  # x / 0: inf and nan for IsFinite
+    y.flat[5::13] = x.flat[5::13]
+    # a k of 2000: chunked by SMALL's local memory (MatMul with accumulate)
+    mm = [rng.standard_normal((m, 2000)).astype(dt), rng.standard_normal((2000, n)).astype(dt)]
+    for name, f in {**exact, **close}.items():
+        g = Graph(name)
+        a, b = g.input(2, dtype), g.input(2, dtype)
+        g.output(f(g, a, b))
+        arrays = [x, y, *mm] if name == "matmul" else [x, y]
+        # an outer reduction needs its whole [37, 300] slab in one tile: more local memory
+        kern = compile_graph(g, [u.shape for u in arrays], Target(cores=3) if name == "sum_outer" else SMALL)
+        assert unsupported_reason(kern.program) is None, name
+        if name == "matmul":
+            assert {i.accumulate for i in kern.program.body if i.op == Opcode.MATMUL} == {0, 1}
+        (nat,), (ref,) = both(kern, arrays)
+        if name in exact and not (name == "matmul" and dt == np.float64):  # f64: numpy's is BLAS
+            assert np.array_equal(nat.view(np.uint8), ref.view(np.uint8)), name
+        else:
+            tol = 2e-3 if dt == np.float16 else 1e-12
+            np.testing.assert_allclose(nat.astype(np.float64), ref.astype(np.float64), rtol=tol, atol=tol, err_msg=name)
+
+
+def _cast_input(rng, src: np.dtype, dst: np.dtype, n=4000):
+    """Values of `src` whose conversion to `dst` numpy defines (no float -> int out of range)."""
+    if src == np.bool_:
+        return rng.integers(0, 2, n).astype(bool)
+    if src.kind in "iu":
+        info = np.iinfo(src)
+        return rng.integers(info.min, int(info.max) + 1, n, dtype=np.int64).astype(src)
+    if dst.kind in "iu":
+        lo, hi = (-128, 127) if dst.itemsize == 1 and dst.kind == "i" else (0, 255) if dst.kind == "u" else (-3e4, 3e4)
+        v = rng.uniform(lo, hi, n)
+        v[::7] = np.round(v[::7]) + 0.5  # halves truncate toward zero
+        return v.astype(src)
+    v = rng.standard_normal(n) * np.exp(rng.uniform(-30, 14, n))
+    one = 1 + 2.0 ** -11  # ties of f16 (to even), and just above a tie: one rounding, not two
+    v[:8] = [one, one + 2.0 ** -40, -(one + 2.0 ** -40), 65519.99, 65520.0, 2.0 ** -25 * 1.0000001, np.nan, -np.inf]
+    v[8:12] = [0.0, -0.0, 1e300, -1e-300]
+    with np.errstate(over="ignore"):
+        return v.astype(src)
+
+
+def test_every_cast_matches_numpy():
+    """CAST between every pair of dtypes, native vs the numpy VM (numpy's ``astype``) bitwise:
+    f64 -> f16 rounds once (ties, just above a tie), int -> int wraps, float -> int truncates,
+    anything -> bool is != 0."""
+    from vtmlir.dvm.isa import DType
+
+    rng = np.random.default_rng(9)
+    for s in DType:
+        g = Graph(f"cast_{s.name}")
+        x = g.input(1, s.numpy)
+        others = [d for d in DType if d != s]
+        g.output(*[g.cast(x, d.numpy) for d in others])
+        for d in others:
+            v = _cast_input(rng, s.numpy, d.numpy)
+            gd = Graph(f"cast_{s.name}_{d.name}")
+            gd.output(gd.cast(gd.input(1, s.numpy), d.numpy))
+            kern = compile_graph(gd, [v.shape], SMALL)
+            assert unsupported_reason(kern.program) is None
+            with np.errstate(all="ignore"):
+                (nat,), (ref,) = both(kern, [v])
+            assert np.array_equal(nat.view(np.uint8), ref.view(np.uint8)), (s.name, d.name)

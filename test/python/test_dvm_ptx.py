@@ -16,5 +16,6 @@ def test_vm_ptx_assembles(arch):
     k = vm_ptx("sm_80")
     assert ".target sm_80" in k.ptx and f".entry {k.kernel}" in k.ptx
     assert "gpu.launch_func" in k.stages["outline"]  # the tile loop became the grid
+    assert "memref<?xmemref<?xi8>>" in k.stages["outline"]  # the argument table, any length
     assert re.search(r"%ctaid\.x", k.ptx)  # one thread block per tile
     assert len(k.assemble(arch)) > 1000

@@ -22,16 +22,18 @@ import numpy as np
 
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
-from .native_mlir import ARITH_TYPES, CASTS, CASTS_TO_BOOL, MAX_ARGS, MAX_DIMS, handled_opcodes, vm_module_text
+from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, handled_opcodes, vm_module_text
 
-_F32_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
-            | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
-               Opcode.IS_FINITE, Opcode.CMP, Opcode.SELECT, Opcode.MATMUL})
+#: instructions whose element type must be one of `ARITH_TYPES` (Cmp, Select, Cast and the data
+#: movement take every dtype)
+_ARITH_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
+              | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
+                 Opcode.IS_FINITE, Opcode.MATMUL})
 
 
 def unsupported_reason(program: Program) -> str | None:
-    """Why the native VM cannot run `program` (None if it can). Arithmetic is f32/f64; data
-    movement (Load/Store/views/Copy/Broadcast) is dtype-generic; casts are those of `CASTS`.
+    """Why the native VM cannot run `program` (None if it can). Arithmetic is on the float types
+    (f16 computed in f32); data movement, Cmp, Select and Cast take every dtype.
     Remembered on the (immutable) program: every native run asks, and a scan of the body costs
     more than a small kernel's run."""
     reason = program.__dict__.get("_native_reason", _UNSET)
@@ -45,22 +47,16 @@ _UNSET = object()
 
 
 def _unsupported_reason(program: Program) -> str | None:
-    if len(program.args) > MAX_ARGS:
-        return f"{len(program.args)} arguments (the native VM takes at most {MAX_ARGS})"
     if len(program.grid) > MAX_DIMS:
         return f"{len(program.grid)} grid dimensions (at most {MAX_DIMS})"
     ops = handled_opcodes()
     for ins in program.body:
         if ins.op not in ops:
             return f"opcode {ins.op.name}"
-        if ins.op == Opcode.IS_FINITE and ins.dtype != DType.F32:
-            return f"IS_FINITE on {ins.dtype.name} (native IsFinite is f32)"
-        if ins.op in _F32_OPS and ins.dtype not in ARITH_TYPES:
-            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f32/f64)"
-        if ins.op == Opcode.CAST:
-            pair = (ins.src_dtype, ins.dst_dtype)
-            if pair not in CASTS and not (ins.dst_dtype == DType.BOOL and ins.src_dtype in CASTS_TO_BOOL):
-                return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"
+        if ins.op in _ARITH_OPS and ins.dtype not in ARITH_TYPES:
+            return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f16/f32/f64)"
+        if ins.op == Opcode.CAST and (ins.src_dtype, ins.dst_dtype) not in CASTS:
+            return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"
         if ins.op in (Opcode.VIEW_LOAD, Opcode.VIEW_STORE) and len(ins.sizes) > MAX_DIMS:
             return f"{ins.op.name} of {len(ins.sizes)} dimensions (at most {MAX_DIMS})"
     return None
@@ -78,11 +74,12 @@ def _desc(ptr: int, nbytes_or_words: int):
 
 
 # `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
-# args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64).
+# args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64):
+# code, local, the argument table, t0, t1.
 _PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
 _NUMPY = {int(d): d.numpy for d in DType}
-_NPARAMS = 2 + MAX_ARGS + 2
+_NPARAMS = 5
 
 
 class NativeVM:
@@ -142,10 +139,10 @@ class NativeVM:
         arguments are checked against it (count, dtype, length, density) as in `run`."""
         if code.dtype != np.int64 or not code.flags.c_contiguous or code.size < _HEADER:
             raise BytecodeError("dvm native vm: error: bytecode must be a contiguous int64 array")
-        head = code[:_HEADER + 2 * MAX_ARGS].tolist()
-        nargs = head[7]
-        if not 0 <= nargs <= MAX_ARGS:
-            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header")
+        nargs = int(code[7])
+        if not 0 <= nargs <= (code.size - _HEADER) // 2:
+            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header of {code.size} words")
+        head = code[:_HEADER + 2 * nargs].tolist()
         descs = [(_NUMPY[head[_HEADER + 2 * i]], head[_HEADER + 2 * i + 1]) for i in range(nargs)]
         self._launch(code, args, cores, head[5], head[6], descs)
 
@@ -154,16 +151,19 @@ class NativeVM:
         per argument, from the header."""
         if len(args) != len(arg_descs):
             raise BytecodeError(f"dvm native vm: error: program takes {len(arg_descs)} arguments, got {len(args)}")
-        descs = []
+        # the argument table of @dvm_vm: one memref<?xi8> descriptor (`_Desc1D`'s five words) per
+        # argument, in header order, so that a record's argument number indexes it
+        table = []
         for i, (a, (dt, numel)) in enumerate(zip(args, arg_descs)):
             if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != dt or a.size < numel
                     or (a.size > 1 and a.strides[0] != a.itemsize)):
                 raise BytecodeError(f"dvm native vm: error: argument {i} must be a dense 1-d "
                                     f"{dt} array of at least {numel} elements")
-            descs.append(ctypes.pointer(_desc(a.ctypes.data, a.size * a.itemsize)))
-        while len(descs) < MAX_ARGS:
-            descs.append(descs[0] if descs else ctypes.pointer(_desc(0, 0)))
-        descs.insert(0, ctypes.pointer(_desc(code.ctypes.data, code.size)))
+            ptr = a.ctypes.data
+            table += (ptr, ptr, 0, a.size * a.itemsize, 1)
+        table = np.array(table, dtype=np.int64)
+        code_desc = ctypes.pointer(_desc(code.ctypes.data, code.size))
+        args_desc = ctypes.pointer(_desc(table.ctypes.data, len(arg_descs)))
         # M: Alg. 2 line 3
         N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
         m = -(-M // N)  # line 4
@@ -171,10 +171,10 @@ class NativeVM:
 
         def core(c):
             local = self._scratch(nbytes)
-            ptrs = [descs[0], ctypes.pointer(_desc(local.ctypes.data, local.size)), *descs[1:]]
+            local_desc = ctypes.pointer(_desc(local.ctypes.data, local.size))
             t0, t1 = ctypes.c_int64(m * c), ctypes.c_int64(min(M, m * (c + 1)))  # line 5
             packed = (ctypes.c_void_p * _NPARAMS)(
-                *[ctypes.addressof(x) for x in ptrs], ctypes.addressof(t0), ctypes.addressof(t1))
+                *[ctypes.addressof(x) for x in (code_desc, local_desc, args_desc, t0, t1)])
             self._entry(packed)
 
         if N == 1:

@@ -4,13 +4,15 @@
 ``@dvm_vm`` interprets the bytecode of `bytecode.py` exactly like the numpy reference `vm.py`:
 
     func.func @dvm_vm(%code: memref<?xi64>, %local: memref<?xi8>,
-                      %a0 ... %a7: memref<?xi8>, %t0: index, %t1: index)
+                      %args: memref<?xmemref<?xi8>>, %t0: index, %t1: index)
 
 It runs tiles ``[t0, t1)`` (the tile range of one core, Alg. 2 lines 3-5) on one local memory: for
 each tile ``@run_tile`` runs an ``scf.while`` that walks the code body from ``H`` to ``H + CodeSize`` (lines 6-7), an
 ``scf.index_switch`` on the record's opcode is the instruction table I (lines 8-9), memory
 instructions get the tile id (line 11), and the loop steps by the record's ``Insn_Len`` (line 14).
-Arguments are byte buffers (at most `MAX_ARGS`); typed access goes through ``memref.view``.
+The arguments are one table of byte-buffer descriptors (``memref<?xmemref<?xi8>>``, the header's A
+entries) indexed by a record's argument number, so the VM takes as many as the bytecode names; typed
+access goes through ``memref.view``.
 ``vm_module_text(gpu=True)`` wraps the same ``@run_tile`` in ``@dvm_vm_gpu``, an ``scf.parallel`` over
 the tiles for the CUDA path (`gpu.py`).
 
@@ -27,52 +29,54 @@ from __future__ import annotations
 
 from .isa import CmpType, DType, Opcode
 
-MAX_ARGS = 8  # argument buffers of @dvm_vm
 MAX_DIMS = 8  # grid dimensions and view tile dimensions
 
 _ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.F64: 8, DType.I32: 4, DType.I64: 8, DType.I8: 1,
              DType.U8: 1, DType.I16: 2, DType.BOOL: 1}
-_MLIR_TYPE = {DType.F32: "f32", DType.F16: "f16", DType.F64: "f64", DType.I32: "i32", DType.BOOL: "i8"}
-#: element types of the native arithmetic instructions (IsFinite: f32 only)
-ARITH_TYPES = (DType.F32, DType.F64)
+#: the element type in memory of every DType (u8 and bool are signless i8)
+_MLIR_TYPE = {DType.F32: "f32", DType.F16: "f16", DType.F64: "f64", DType.I32: "i32", DType.I64: "i64",
+              DType.I8: "i8", DType.U8: "i8", DType.I16: "i16", DType.BOOL: "i8"}
+FLOAT_TYPES = (DType.F32, DType.F64, DType.F16)
+#: element types of the native arithmetic instructions on the CPU (the PTX VM: `GPU_ARITH_TYPES`)
+ARITH_TYPES = FLOAT_TYPES
+GPU_ARITH_TYPES = (DType.F32,)
+#: the type an element type is computed in: f16 in f32, rounded back once per instruction, as
+#: numpy's half loops do (exact for + - * / sqrt: 24 >= 2*11 + 2 bits)
+_COMPUTE = {DType.F32: "f32", DType.F64: "f64", DType.F16: "f32"}
+_SIGNED = (DType.I8, DType.I16, DType.I32, DType.I64)
+_UNSIGNED = (DType.U8, DType.BOOL)
+#: every (src, dst) pair of `CAST` the native VM converts, like numpy's ``astype`` for in-range
+#: values: float -> int truncates toward zero, int -> int wraps, anything -> bool is ``!= 0``
+#: (NaN is true), bool and u8 are unsigned
+CASTS = frozenset((s, d) for s in DType for d in DType)
 
-#: (src dtype, dst dtype) -> MLIR conversion of %x (type of src) to the dst type, matching numpy's
-#: ``astype`` for in-range values (float -> int truncates, anything -> bool is ``!= 0``).
-CASTS = {
-    (DType.F32, DType.I32): "arith.fptosi {x} : f32 to i32",
-    (DType.I32, DType.F32): "arith.sitofp {x} : i32 to f32",
-    (DType.F32, DType.F16): "arith.truncf {x} : f32 to f16",
-    (DType.F16, DType.F32): "arith.extf {x} : f16 to f32",
-    (DType.F32, DType.F64): "arith.extf {x} : f32 to f64",
-    (DType.F64, DType.F32): "arith.truncf {x} : f64 to f32",
-    (DType.BOOL, DType.F32): "arith.uitofp {x} : i8 to f32",
-    (DType.BOOL, DType.I32): "arith.extui {x} : i8 to i32",
+UNARY = {
+    Opcode.SQRT: "math.sqrt {x} : {t}",
+    Opcode.ABS: "math.absf {x} : {t}",
+    Opcode.LOG: "math.log {x} : {t}",
+    Opcode.EXP: "math.exp {x} : {t}",
+    Opcode.ROUND: "math.roundeven {x} : {t}",  # np.rint: round half to even
+    Opcode.FLOOR: "math.floor {x} : {t}",
 }
-#: casts to bool: compare with zero (NaN is true, as in numpy)
-CASTS_TO_BOOL = {DType.F32: ("arith.cmpf une, {x}, {z} : f32", "arith.constant 0.0 : f32"),
-                 DType.I32: ("arith.cmpi ne, {x}, {z} : i32", "arith.constant 0 : i32")}
-
-UNARY_F32 = {
-    Opcode.SQRT: "math.sqrt {x} : f32",
-    Opcode.ABS: "math.absf {x} : f32",
-    Opcode.LOG: "math.log {x} : f32",
-    Opcode.EXP: "math.exp {x} : f32",
-    Opcode.ROUND: "math.roundeven {x} : f32",  # np.rint: round half to even
-    Opcode.FLOOR: "math.floor {x} : f32",
+BINARY = {
+    Opcode.ADD: "arith.addf {a}, {b} : {t}",
+    Opcode.SUB: "arith.subf {a}, {b} : {t}",
+    Opcode.MUL: "arith.mulf {a}, {b} : {t}",
+    Opcode.DIV: "arith.divf {a}, {b} : {t}",
+    Opcode.MIN: "arith.minimumf {a}, {b} : {t}",  # NaN-propagating like np.minimum
+    Opcode.MAX: "arith.maximumf {a}, {b} : {t}",
+    Opcode.POW: "math.powf {a}, {b} : {t}",
 }
-BINARY_F32 = {
-    Opcode.ADD: "arith.addf {a}, {b} : f32",
-    Opcode.SUB: "arith.subf {a}, {b} : f32",
-    Opcode.MUL: "arith.mulf {a}, {b} : f32",
-    Opcode.DIV: "arith.divf {a}, {b} : f32",
-    Opcode.MIN: "arith.minimumf {a}, {b} : f32",  # NaN-propagating like np.minimum
-    Opcode.MAX: "arith.maximumf {a}, {b} : f32",
-    Opcode.POW: "math.powf {a}, {b} : f32",
-}
-CMP_F32 = {CmpType.EQ: "oeq", CmpType.NE: "une", CmpType.LT: "olt", CmpType.LE: "ole",
-           CmpType.GT: "ogt", CmpType.GE: "oge"}
-REDUCE_F32 = {Opcode.SUM: "arith.addf", Opcode.REDUCE_MAX: "arith.maximumf",
-              Opcode.REDUCE_MIN: "arith.minimumf"}
+CMP_FLOAT = {CmpType.EQ: "oeq", CmpType.NE: "une", CmpType.LT: "olt", CmpType.LE: "ole",
+             CmpType.GT: "ogt", CmpType.GE: "oge"}
+CMP_SIGNED = {CmpType.EQ: "eq", CmpType.NE: "ne", CmpType.LT: "slt", CmpType.LE: "sle",
+              CmpType.GT: "sgt", CmpType.GE: "sge"}
+CMP_UNSIGNED = {CmpType.EQ: "eq", CmpType.NE: "ne", CmpType.LT: "ult", CmpType.LE: "ule",
+                CmpType.GT: "ugt", CmpType.GE: "uge"}
+REDUCE = {Opcode.SUM: "arith.addf", Opcode.REDUCE_MAX: "arith.maximumf", Opcode.REDUCE_MIN: "arith.minimumf"}
+#: IsFinite: the exponent mask of each float type (finite <=> not all ones; an integer test, no inf
+#: literal, which the LLVM IR parser of llvmlite does not read)
+_EXPONENT = {DType.F16: (16, 0x7C00), DType.F32: (32, 0x7F800000), DType.F64: (64, 0x7FF0000000000000)}
 
 _CONSTS = "\n".join(f"  %c{i} = arith.constant {i} : index" for i in range(12))
 _CM1 = "  %cm1 = arith.constant -1 : index"
@@ -98,114 +102,202 @@ def _op_head(name):
             f"{_CONSTS}\n")
 
 
-def _unary(op):
-    expr = UNARY_F32[op].format(x="%x")
-    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", "n"]) + "\n"
-            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "f32") + "\n"
-            + "  scf.for %i = %c0 to %n step %c1 {\n"
-            "    %x = memref.load %s[%i] : memref<?xf32>\n"
-            f"    %y = {expr}\n"
-            "    memref.store %y, %d[%i] : memref<?xf32>\n"
-            "  }\n  return\n}\n")
+def _name(op_name: str, dt: DType) -> str:
+    return f"{op_name}_{dt.name.lower()}"
 
 
-def _is_finite():
-    return (_op_head("op_is_finite") + _fields(["dtype", "dst", "src", "n"]) + "\n"
-            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "i8") + "\n"
-            # finite <=> the exponent bits are not all ones (integer test: no inf literal, which
-            # the LLVM IR parser of llvmlite does not read)
-            + "  %em = arith.constant 2139095040 : i32\n"
+def _ld(var, view, idx, dt, ind="    "):
+    """Load element `idx` of `view` (element type `dt`) as `%var` in its compute type."""
+    st, ct = _MLIR_TYPE[dt], _COMPUTE.get(dt, _MLIR_TYPE[dt])
+    if st == ct:
+        return f"{ind}%{var} = memref.load %{view}[%{idx}] : memref<?x{st}>\n"
+    return (f"{ind}%{var}_m = memref.load %{view}[%{idx}] : memref<?x{st}>\n"
+            f"{ind}%{var} = arith.extf %{var}_m : {st} to {ct}\n")
+
+
+def _st(val, view, idx, dt, ind="    "):
+    """Store `%val` (in `dt`'s compute type) as element `idx` of `view`: rounded back once."""
+    st, ct = _MLIR_TYPE[dt], _COMPUTE.get(dt, _MLIR_TYPE[dt])
+    if st == ct:
+        return f"{ind}memref.store %{val}, %{view}[%{idx}] : memref<?x{st}>\n"
+    return (f"{ind}%{val}_r = arith.truncf %{val} : {ct} to {st}\n"
+            f"{ind}memref.store %{val}_r, %{view}[%{idx}] : memref<?x{st}>\n")
+
+
+def _f64_to_f16(x, y, ind):
+    """`%y` (f16) = `%x` (f64) rounded once to nearest even, as numpy's ``npy_double_to_half``.
+    LLVM's direct fptrunc calls ``__truncdfhf2``, which the JIT cannot resolve; rounding to f32
+    by round-to-odd and then to f16 is the same single rounding (24 >= 11 + 2 bits: Boldo and
+    Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using rounding to
+    odd")."""
+    return (f"{ind}%{y}_n = arith.truncf %{x} : f64 to f32\n"
+            f"{ind}%{y}_b = arith.extf %{y}_n : f32 to f64\n"
+            f"{ind}%{y}_ne = arith.cmpf one, %{y}_b, %{x} : f64\n"  # inexact (never for NaN)
+            f"{ind}%{y}_ab = math.absf %{y}_b : f64\n"
+            f"{ind}%{y}_ax = math.absf %{x} : f64\n"
+            f"{ind}%{y}_up = arith.cmpf ogt, %{y}_ab, %{y}_ax : f64\n"  # rounded away from zero
+            f"{ind}%{y}_i = arith.bitcast %{y}_n : f32 to i32\n"
+            f"{ind}%{y}_d = arith.extui %{y}_up : i1 to i32\n"
+            f"{ind}%{y}_t = arith.subi %{y}_i, %{y}_d : i32\n"  # truncated toward zero
+            f"{ind}%{y}_o = arith.extui %{y}_ne : i1 to i32\n"
+            f"{ind}%{y}_s = arith.ori %{y}_t, %{y}_o : i32\n"  # the sticky bit: odd if inexact
+            f"{ind}%{y}_f = arith.bitcast %{y}_s : i32 to f32\n"
+            f"{ind}%{y} = arith.truncf %{y}_f : f32 to f16\n")
+
+
+def _unary(op, dt):
+    t = _COMPUTE[dt]
+    expr = UNARY[op].format(x="%x", t=t)
+    return (_op_head(_name(f"op_{op.name.lower()}", dt)) + _fields(["dtype", "dst", "src", "n"]) + "\n"
+            + _view("s", "src", "n", _MLIR_TYPE[dt]) + "\n" + _view("d", "dst", "n", _MLIR_TYPE[dt]) + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n" + _ld("x", "s", "i", dt)
+            + f"    %y = {expr}\n" + _st("y", "d", "i", dt) + "  }\n  return\n}\n")
+
+
+def _is_finite(dt):
+    bits, mask = _EXPONENT[dt]
+    it = f"i{bits}"
+    return (_op_head(_name("op_is_finite", dt)) + _fields(["dtype", "dst", "src", "n"]) + "\n"
+            + _view("s", "src", "n", _MLIR_TYPE[dt]) + "\n" + _view("d", "dst", "n", "i8") + "\n"
+            + f"  %em = arith.constant {mask} : {it}\n"
             "  scf.for %i = %c0 to %n step %c1 {\n"
-            "    %x = memref.load %s[%i] : memref<?xf32>\n"
-            "    %xb = arith.bitcast %x : f32 to i32\n"
-            "    %a = arith.andi %xb, %em : i32\n"
-            "    %b = arith.cmpi ne, %a, %em : i32\n"
+            f"    %x = memref.load %s[%i] : memref<?x{_MLIR_TYPE[dt]}>\n"
+            f"    %xb = arith.bitcast %x : {_MLIR_TYPE[dt]} to {it}\n"
+            f"    %a = arith.andi %xb, %em : {it}\n"
+            f"    %b = arith.cmpi ne, %a, %em : {it}\n"
             "    %y = arith.extui %b : i1 to i8\n"
             "    memref.store %y, %d[%i] : memref<?xi8>\n"
             "  }\n  return\n}\n")
 
 
-def _scalar(op):
+def _immediate(dt):
+    """(lines, value): the record's f64 immediate (word p+5) in `dt`'s compute type, rounded to
+    `dt` first as numpy's ``dtype.type(scalar)``."""
+    lines = ("  %sc_at = arith.addi %p, %c5 : index\n"
+             "  %bits = memref.load %code[%sc_at] : memref<?xi64>\n"
+             "  %sd = arith.bitcast %bits : i64 to f64\n")
+    if dt == DType.F64:
+        return lines, "%sd"
+    if dt == DType.F32:
+        return lines + "  %sv = arith.truncf %sd : f64 to f32\n", "%sv"
+    return lines + _f64_to_f16("sd", "sh", "  ") + "  %sv = arith.extf %sh : f16 to f32\n", "%sv"
+
+
+def _scalar(op, dt):
     fn = "arith.addf" if op == Opcode.ADDS else "arith.mulf"
-    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", None, "n"]) + "\n"
-            + "  %sc_at = arith.addi %p, %c5 : index\n"
-            "  %bits = memref.load %code[%sc_at] : memref<?xi64>\n"
-            "  %sd = arith.bitcast %bits : i64 to f64\n"
-            "  %sv = arith.truncf %sd : f64 to f32\n"  # numpy: dtype.type(scalar), round to nearest
-            + _view("s", "src", "n", "f32") + "\n" + _view("d", "dst", "n", "f32") + "\n"
-            + "  scf.for %i = %c0 to %n step %c1 {\n"
-            "    %x = memref.load %s[%i] : memref<?xf32>\n"
-            f"    %y = {fn} %x, %sv : f32\n"
-            "    memref.store %y, %d[%i] : memref<?xf32>\n"
-            "  }\n  return\n}\n")
+    imm, sv = _immediate(dt)
+    return (_op_head(_name(f"op_{op.name.lower()}", dt)) + _fields(["dtype", "dst", "src", None, "n"]) + "\n"
+            + imm + _view("s", "src", "n", _MLIR_TYPE[dt]) + "\n" + _view("d", "dst", "n", _MLIR_TYPE[dt]) + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n" + _ld("x", "s", "i", dt)
+            + f"    %y = {fn} %x, {sv} : {_COMPUTE[dt]}\n" + _st("y", "d", "i", dt) + "  }\n  return\n}\n")
 
 
-def _binary(op):
-    expr = BINARY_F32[op].format(a="%x", b="%y")
-    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "lhs", "rhs", "n"]) + "\n"
-            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
-            + _view("d", "dst", "n", "f32") + "\n"
-            + "  scf.for %i = %c0 to %n step %c1 {\n"
-            "    %x = memref.load %a[%i] : memref<?xf32>\n"
-            "    %y = memref.load %b[%i] : memref<?xf32>\n"
-            f"    %z = {expr}\n"
-            "    memref.store %z, %d[%i] : memref<?xf32>\n"
-            "  }\n  return\n}\n")
+def _binary(op, dt):
+    expr = BINARY[op].format(a="%x", b="%y", t=_COMPUTE[dt])
+    st = _MLIR_TYPE[dt]
+    return (_op_head(_name(f"op_{op.name.lower()}", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "n"]) + "\n"
+            + _view("a", "lhs", "n", st) + "\n" + _view("b", "rhs", "n", st) + "\n"
+            + _view("d", "dst", "n", st) + "\n"
+            + "  scf.for %i = %c0 to %n step %c1 {\n" + _ld("x", "a", "i", dt) + _ld("y", "b", "i", dt)
+            + f"    %z = {expr}\n" + _st("z", "d", "i", dt) + "  }\n  return\n}\n")
 
 
-def _cmp():
+def _cmp(dt):
+    st = _MLIR_TYPE[dt]
+    if dt in FLOAT_TYPES:
+        preds, fn, t = CMP_FLOAT, "arith.cmpf", _COMPUTE[dt]
+    else:
+        preds, fn, t = (CMP_UNSIGNED if dt in _UNSIGNED else CMP_SIGNED), "arith.cmpi", st
     cases = []
-    for c, pred in CMP_F32.items():
+    for c, pred in preds.items():
         cases.append(
             f"  case {int(c)} {{\n"
             "    scf.for %i = %c0 to %n step %c1 {\n"
-            "      %x = memref.load %a[%i] : memref<?xf32>\n"
-            "      %y = memref.load %b[%i] : memref<?xf32>\n"
-            f"      %z = arith.cmpf {pred}, %x, %y : f32\n"
+            + _ld("x", "a", "i", dt, "      ") + _ld("y", "b", "i", dt, "      ")
+            + f"      %z = {fn} {pred}, %x, %y : {t}\n"
             "      %w = arith.extui %z : i1 to i8\n"
             "      memref.store %w, %d[%i] : memref<?xi8>\n"
             "    }\n    scf.yield\n  }\n")
-    return (_op_head("op_cmp") + _fields(["dtype", "dst", "lhs", "rhs", "n", "cmp"]) + "\n"
-            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
+    return (_op_head(_name("op_cmp", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "n", "cmp"]) + "\n"
+            + _view("a", "lhs", "n", st) + "\n" + _view("b", "rhs", "n", st) + "\n"
             + _view("d", "dst", "n", "i8") + "\n"
             + "  scf.index_switch %cmp\n" + "".join(cases) + "  default {\n    scf.yield\n  }\n"
             "  return\n}\n")
 
 
 def _select():
+    # dtype-generic: the chosen elements move as integers of the dtype's width
+    cases = []
+    for w in (8, 16, 32, 64):
+        ty = f"i{w}"
+        cases.append(
+            f"  case {w // 8} {{\n"
+            f"    %a = memref.view %l[%lhs][%n] : memref<?xi8> to memref<?x{ty}>\n"
+            f"    %b = memref.view %l[%rhs][%n] : memref<?xi8> to memref<?x{ty}>\n"
+            f"    %d = memref.view %l[%dst][%n] : memref<?xi8> to memref<?x{ty}>\n"
+            "    scf.for %i = %c0 to %n step %c1 {\n"
+            "      %k = memref.load %c[%i] : memref<?xi8>\n"
+            "      %t = arith.cmpi ne, %k, %z8 : i8\n"
+            f"      %x = memref.load %a[%i] : memref<?x{ty}>\n"
+            f"      %y = memref.load %b[%i] : memref<?x{ty}>\n"
+            f"      %z = arith.select %t, %x, %y : {ty}\n"
+            f"      memref.store %z, %d[%i] : memref<?x{ty}>\n"
+            "    }\n    scf.yield\n  }\n")
     return (_op_head("op_select") + _fields(["dtype", "dst", "cond", "lhs", "rhs", "n"]) + "\n"
             + _view("c", "cond", "n", "i8") + "\n"
-            + _view("a", "lhs", "n", "f32") + "\n" + _view("b", "rhs", "n", "f32") + "\n"
-            + _view("d", "dst", "n", "f32") + "\n"
             + "  %z8 = arith.constant 0 : i8\n"
-            "  scf.for %i = %c0 to %n step %c1 {\n"
-            "    %k = memref.load %c[%i] : memref<?xi8>\n"
-            "    %t = arith.cmpi ne, %k, %z8 : i8\n"
-            "    %x = memref.load %a[%i] : memref<?xf32>\n"
-            "    %y = memref.load %b[%i] : memref<?xf32>\n"
-            "    %z = arith.select %t, %x, %y : f32\n"
-            "    memref.store %z, %d[%i] : memref<?xf32>\n"
-            "  }\n  return\n}\n")
+            "  %es = func.call @itemsize(%dtype) : (index) -> index\n"
+            "  scf.index_switch %es\n" + "".join(cases) + "  default {\n    scf.yield\n  }\n"
+            "  return\n}\n")
+
+
+def _convert(s: DType, d: DType, ind: str) -> str:
+    """Lines converting `%x` (element type `s` in memory) to `%y` (`d` in memory)."""
+    ts, td = _MLIR_TYPE[s], _MLIR_TYPE[d]
+    if ts == td and (s in FLOAT_TYPES or d != DType.BOOL or s == DType.BOOL):
+        # the same bits: identity, i8 <-> u8, bool -> i8/u8 (0/1)
+        return f"{ind}%y = arith.bitcast %x : {ts} to {td}\n"
+    if d == DType.BOOL:
+        if s in FLOAT_TYPES:
+            x, t = ("%x", ts) if s != DType.F16 else ("%xf", "f32")
+            pre = "" if s != DType.F16 else f"{ind}%xf = arith.extf %x : f16 to f32\n"
+            return (pre + f"{ind}%z0 = arith.constant 0.0 : {t}\n{ind}%b = arith.cmpf une, {x}, %z0 : {t}\n"
+                    f"{ind}%y = arith.extui %b : i1 to i8\n")
+        return (f"{ind}%z0 = arith.constant 0 : {ts}\n{ind}%b = arith.cmpi ne, %x, %z0 : {ts}\n"
+                f"{ind}%y = arith.extui %b : i1 to i8\n")
+    if s in FLOAT_TYPES and d in FLOAT_TYPES:
+        if (s, d) == (DType.F64, DType.F16):
+            return _f64_to_f16("x", "y", ind)
+        op = "arith.extf" if _ITEMSIZE[d] > _ITEMSIZE[s] else "arith.truncf"
+        return f"{ind}%y = {op} %x : {ts} to {td}\n"
+    if s in FLOAT_TYPES:  # -> integer: truncate toward zero (through i32 for the narrow types)
+        pre, x, t = "", "%x", ts
+        if s == DType.F16:
+            pre, x, t = f"{ind}%xf = arith.extf %x : f16 to f32\n", "%xf", "f32"
+        if _ITEMSIZE[d] >= 4:
+            return pre + f"{ind}%y = arith.fptosi {x} : {t} to {td}\n"
+        return pre + f"{ind}%yi = arith.fptosi {x} : {t} to i32\n{ind}%y = arith.trunci %yi : i32 to {td}\n"
+    if d in FLOAT_TYPES:  # integer -> float; f16 through f32 (exact below 2^24, inf at and above 65520)
+        op = "arith.uitofp" if s in _UNSIGNED else "arith.sitofp"
+        if d == DType.F16:
+            return f"{ind}%yf = {op} %x : {ts} to f32\n{ind}%y = arith.truncf %yf : f32 to f16\n"
+        return f"{ind}%y = {op} %x : {ts} to {td}\n"
+    if _ITEMSIZE[d] < _ITEMSIZE[s]:  # integer -> integer: wrap, or extend by the source's sign
+        return f"{ind}%y = arith.trunci %x : {ts} to {td}\n"
+    op = "arith.extui" if s in _UNSIGNED else "arith.extsi"
+    return f"{ind}%y = {op} %x : {ts} to {td}\n"
 
 
 def _cast():
     cases = []
-    pairs = [(s, d, CASTS[(s, d)].format(x="%x"), "") for s, d in CASTS]
-    for s, (expr, zero) in CASTS_TO_BOOL.items():
-        pairs.append((s, DType.BOOL, None, (expr, zero)))
-    for s, d, expr, tobool in pairs:
+    for s, d in sorted(CASTS):
         st, dt = _MLIR_TYPE[s], _MLIR_TYPE[d]
-        if tobool:
-            conv = (f"      %z0 = {tobool[1]}\n      %b = {tobool[0].format(x='%x', z='%z0')}\n"
-                    "      %y = arith.extui %b : i1 to i8\n")
-        else:
-            conv = f"      %y = {expr}\n"
         cases.append(
             f"  case {int(s) * 16 + int(d)} {{\n"
             + _view("s", "src", "n", st).replace("  %", "    %", 1) + "\n"
             + _view("d", "dst", "n", dt).replace("  %", "    %", 1) + "\n"
             "    scf.for %i = %c0 to %n step %c1 {\n"
-            f"      %x = memref.load %s[%i] : memref<?x{st}>\n" + conv
+            f"      %x = memref.load %s[%i] : memref<?x{st}>\n" + _convert(s, d, "      ")
             + f"      memref.store %y, %d[%i] : memref<?x{dt}>\n"
             "    }\n    scf.yield\n  }\n")
     return (_op_head("op_cast") + _fields(["dst", "src", "n", "sdt", "ddt"]) + "\n"
@@ -216,38 +308,43 @@ def _cast():
             "  return\n}\n")
 
 
-def _reduce(op):
-    fn = REDUCE_F32[op]
-    return (_op_head(f"op_{op.name.lower()}") + _fields(["dtype", "dst", "src", "m", "size", "n"]) + "\n"
+def _reduce(op, dt):
+    """[m, size, n] -> [m, 1, n], sequentially along `size` in the compute type (an f16 sum
+    accumulates in f32 and is rounded once)."""
+    fn, st, t = REDUCE[op], _MLIR_TYPE[dt], _COMPUTE[dt]
+    return (_op_head(_name(f"op_{op.name.lower()}", dt)) + _fields(["dtype", "dst", "src", "m", "size", "n"]) + "\n"
             + "  %big0 = arith.muli %m, %size : index\n  %big = arith.muli %big0, %n : index\n"
             "  %small = arith.muli %m, %n : index\n"
-            + _view("s", "src", "big", "f32") + "\n" + _view("d", "dst", "small", "f32") + "\n"
+            + _view("s", "src", "big", st) + "\n" + _view("d", "dst", "small", st) + "\n"
             + "  %sn = arith.muli %size, %n : index\n"
             "  scf.for %i = %c0 to %m step %c1 {\n"
             "    %rowb = arith.muli %i, %sn : index\n"
             "    %orow = arith.muli %i, %n : index\n"
             "    scf.for %k = %c0 to %n step %c1 {\n"
             "      %i0 = arith.addi %rowb, %k : index\n"
-            "      %x0 = memref.load %s[%i0] : memref<?xf32>\n"
-            "      %acc = scf.for %j = %c1 to %size step %c1 iter_args(%a = %x0) -> (f32) {\n"
+            + _ld("x0", "s", "i0", dt, "      ")
+            + f"      %acc = scf.for %j = %c1 to %size step %c1 iter_args(%a = %x0) -> ({t}) {{\n"
             "        %jn = arith.muli %j, %n : index\n"
             "        %ij = arith.addi %i0, %jn : index\n"
-            "        %x = memref.load %s[%ij] : memref<?xf32>\n"
-            f"        %a2 = {fn} %a, %x : f32\n"
-            "        scf.yield %a2 : f32\n"
+            + _ld("x", "s", "ij", dt, "        ")
+            + f"        %a2 = {fn} %a, %x : {t}\n"
+            f"        scf.yield %a2 : {t}\n"
             "      }\n"
             "      %o = arith.addi %orow, %k : index\n"
-            "      memref.store %acc, %d[%o] : memref<?xf32>\n"
-            "    }\n  }\n  return\n}\n")
+            + _st("acc", "d", "o", dt, "      ")
+            + "    }\n  }\n  return\n}\n")
 
 
-def _matmul():
-    return (_op_head("op_matmul") + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
+def _matmul(dt):
+    if dt == DType.F16:
+        return _matmul_widened(dt)
+    t = _MLIR_TYPE[dt]
+    return (_op_head(_name("op_matmul", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
             + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
             "  %mn = arith.muli %m, %n : index\n"
-            + _view("a", "lhs", "mk", "f32") + "\n" + _view("b", "rhs", "kn", "f32") + "\n"
-            + _view("d", "dst", "mn", "f32") + "\n"
-            + "  %zero = arith.constant 0.0 : f32\n"
+            + _view("a", "lhs", "mk", t) + "\n" + _view("b", "rhs", "kn", t) + "\n"
+            + _view("d", "dst", "mn", t) + "\n"
+            + f"  %zero = arith.constant 0.0 : {t}\n"
             "  %keep = arith.cmpi ne, %acc, %c0 : index\n"
             # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
             "  scf.for %i = %c0 to %m step %c1 {\n"
@@ -256,21 +353,61 @@ def _matmul():
             "    scf.if %keep {\n    } else {\n"
             "      scf.for %j = %c0 to %n step %c1 {\n"
             "        %dj = arith.addi %drow, %j : index\n"
-            "        memref.store %zero, %d[%dj] : memref<?xf32>\n"
+            f"        memref.store %zero, %d[%dj] : memref<?x{t}>\n"
             "      }\n    }\n"
             "    scf.for %q = %c0 to %k step %c1 {\n"
             "      %aq = arith.addi %arow, %q : index\n"
-            "      %x = memref.load %a[%aq] : memref<?xf32>\n"
+            f"      %x = memref.load %a[%aq] : memref<?x{t}>\n"
             "      %brow = arith.muli %q, %n : index\n"
             "      scf.for %j = %c0 to %n step %c1 {\n"
             "        %bq = arith.addi %brow, %j : index\n"
             "        %dj = arith.addi %drow, %j : index\n"
-            "        %y = memref.load %b[%bq] : memref<?xf32>\n"
-            "        %old = memref.load %d[%dj] : memref<?xf32>\n"
-            "        %xy = arith.mulf %x, %y : f32\n"
-            "        %r = arith.addf %old, %xy : f32\n"
-            "        memref.store %r, %d[%dj] : memref<?xf32>\n"
+            f"        %y = memref.load %b[%bq] : memref<?x{t}>\n"
+            f"        %old = memref.load %d[%dj] : memref<?x{t}>\n"
+            f"        %xy = arith.mulf %x, %y : {t}\n"
+            f"        %r = arith.addf %old, %xy : {t}\n"
+            f"        memref.store %r, %d[%dj] : memref<?x{t}>\n"
             "      }\n"
+            "    }\n  }\n  return\n}\n")
+
+
+def _matmul_widened(dt):
+    """MatMul of a type computed wider (f16): i-j-k order, each dot product accumulated in the
+    compute type along k and rounded once, as numpy's half matmul; `accumulate` adds that rounded
+    product to dst (numpy's ``c += a @ b``)."""
+    st, t = _MLIR_TYPE[dt], _COMPUTE[dt]
+    return (_op_head(_name("op_matmul", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
+            + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
+            "  %mn = arith.muli %m, %n : index\n"
+            + _view("a", "lhs", "mk", st) + "\n" + _view("b", "rhs", "kn", st) + "\n"
+            + _view("d", "dst", "mn", st) + "\n"
+            + f"  %zero = arith.constant 0.0 : {t}\n"
+            "  %keep = arith.cmpi ne, %acc, %c0 : index\n"
+            "  scf.for %i = %c0 to %m step %c1 {\n"
+            "    %arow = arith.muli %i, %k : index\n"
+            "    %drow = arith.muli %i, %n : index\n"
+            "    scf.for %j = %c0 to %n step %c1 {\n"
+            f"      %dot = scf.for %q = %c0 to %k step %c1 iter_args(%s = %zero) -> ({t}) {{\n"
+            "        %aq = arith.addi %arow, %q : index\n"
+            "        %qn = arith.muli %q, %n : index\n"
+            "        %bq = arith.addi %qn, %j : index\n"
+            + _ld("x", "a", "aq", dt, "        ") + _ld("y", "b", "bq", dt, "        ")
+            + f"        %xy = arith.mulf %x, %y : {t}\n"
+            f"        %s2 = arith.addf %s, %xy : {t}\n"
+            f"        scf.yield %s2 : {t}\n"
+            "      }\n"
+            "      %dj = arith.addi %drow, %j : index\n"
+            f"      %pr = arith.truncf %dot : {t} to {st}\n"
+            f"      %r = scf.if %keep -> ({st}) {{\n"
+            + _ld("old", "d", "dj", dt, "        ")
+            + f"        %pw = arith.extf %pr : {st} to {t}\n"
+            f"        %sum = arith.addf %old, %pw : {t}\n"
+            f"        %sr = arith.truncf %sum : {t} to {st}\n"
+            f"        scf.yield %sr : {st}\n"
+            "      } else {\n"
+            f"        scf.yield %pr : {st}\n"
+            "      }\n"
+            f"      memref.store %r, %d[%dj] : memref<?x{st}>\n"
             "    }\n  }\n  return\n}\n")
 
 
@@ -392,18 +529,20 @@ def _box(width):
 """
 
 
-_ARGS_SIG = ", ".join(f"%a{i}: memref<?xi8>" for i in range(MAX_ARGS))
-_ARGS_USE = ", ".join(f"%a{i}" for i in range(MAX_ARGS))
-_ARGS_TY = ", ".join("memref<?xi8>" for _ in range(MAX_ARGS))
+#: the kernel's arguments: one descriptor of a byte buffer per argument, indexed by the records'
+#: argument number (the header's A of them: no bound beyond the bytecode's)
+ARGS_TYPE = "memref<?xmemref<?xi8>>"
+_ARGS_SIG = f"%args: {ARGS_TYPE}"
+_ARGS_USE = "%args"
+_ARGS_TY = ARGS_TYPE
 _V = f"memref<{MAX_DIMS}xindex>"
 
 
 def _mem():
     """Load/Store/ViewLoad/ViewStore (Alg. 2 line 11: the tile id is an operand)."""
-    arg_cases = "".join(f"  case {i} {{\n    scf.yield %a{i} : memref<?xi8>\n  }}\n" for i in range(MAX_ARGS))
     box_cases = "".join(
-        f"  case {w // 8} {{\n    func.call @box_{w}(%g, %l, %base, %loc, %n, %sizes, %eff, %strides, %store)"
-        f" : (memref<?xi8>, memref<?xi8>, index, index, index, {_V}, {_V}, {_V}, i1) -> ()\n    scf.yield\n  }}\n"
+        f"    case {w // 8} {{\n      func.call @box_{w}(%g, %l, %base, %loc, %n, %sizes, %eff, %strides, %store)"
+        f" : (memref<?xi8>, memref<?xi8>, index, index, index, {_V}, {_V}, {_V}, i1) -> ()\n      scf.yield\n    }}\n"
         for w in (8, 16, 32, 64))
     return f"""func.func private @op_mem(%code: memref<?xi64>, %p: index, %l: memref<?xi8>, {_ARGS_SIG},
     %gb: index, %G: index, %t: index, %view: i1, %store: i1) {{
@@ -510,14 +649,17 @@ def _mem():
     }}
     memref.store %e, %eff[%j] : {_V}
   }}
-  %g = scf.index_switch %arg -> memref<?xi8>
-{arg_cases}  default {{
-    scf.yield %a0 : memref<?xi8>
-  }}
-  %es = func.call @itemsize(%dtype) : (index) -> index
-  scf.index_switch %es
-{box_cases}  default {{
-    scf.yield
+  // the argument's descriptor from the table (valid bytecode never names one past it: decode /
+  // the templates' guards; the bound is kept here so that no record reads outside the table)
+  %nargs = memref.dim %args, %c0 : {ARGS_TYPE}
+  %known = arith.cmpi ult, %arg, %nargs : index
+  scf.if %known {{
+    %g = memref.load %args[%arg] : {ARGS_TYPE}
+    %es = func.call @itemsize(%dtype) : (index) -> index
+    scf.index_switch %es
+{box_cases}    default {{
+      scf.yield
+    }}
   }}
   return
 }}
@@ -527,56 +669,42 @@ def _mem():
 _SIMPLE = {}  # opcode -> helper name, filled by vm_module_text
 
 
-def _typed(text: str, name: str, ty: str) -> str:
-    """The f32 text of instruction function `name` stamped for element type `ty`."""
-    text = text.replace(f"@{name}(", f"@{name}_{ty}(", 1)
-    if ty == "f32":
-        return text
-    # the scalar immediate is already f64: no rounding to the element type
-    text = text.replace("  %sv = arith.truncf %sd : f64 to f32\n", "  %sv = arith.maximumf %sd, %sd : f32\n")
-    return text.replace("f32", ty)
-
-
 def _dtype_dispatch(name: str, types) -> str:
-    """``@op_<name>``: switch on the record's dtype field (word p+2) to the typed variant."""
+    """``@<name>``: switch on the record's dtype field (word p+2) to the typed variant
+    ``@<name>_<dtype>``."""
     cases = "".join(
-        f"  case {int(dt)} {{\n    func.call @{name}_{_MLIR_TYPE[dt]}(%code, %p, %l)"
+        f"  case {int(dt)} {{\n    func.call @{_name(name, dt)}(%code, %p, %l)"
         " : (memref<?xi64>, index, memref<?xi8>) -> ()\n    scf.yield\n  }\n" for dt in types)
     return (_op_head(name) + _fields(["dtype"]) + "\n  scf.index_switch %dtype\n" + cases
             + "  default {\n    scf.yield\n  }\n  return\n}\n")
 
 
-def _all_types(text: str, name: str, types) -> list[str]:
-    return [_typed(text, name, _MLIR_TYPE[dt]) for dt in types] + [_dtype_dispatch(name, types)]
+def _all_types(gen, name: str, types) -> list[str]:
+    """`gen(dt)` for every type and the dispatch over them."""
+    return [gen(dt) for dt in types] + [_dtype_dispatch(name, types)]
 
 
 def vm_module_text(gpu: bool = False) -> str:
     """The MLIR source of the VM (see the module docstring); `gpu=True`: the CUDA variant
-    ``@dvm_vm_gpu(code, local, a0..a7, M, local_bytes)`` with one thread block per tile."""
+    ``@dvm_vm_gpu(code, local, args, M, local_bytes)`` with one thread block per tile."""
     funcs = ["func.func private @fld(%code: memref<?xi64>, %i: index) -> index {\n"
              "  %w = memref.load %code[%i] : memref<?xi64>\n"
              "  %x = arith.index_cast %w : i64 to index\n  return %x : index\n}\n",
-             _itemsize_fn(), _mem(), _copy(), _broadcast(), _is_finite(), _cast()]
+             _itemsize_fn(), _mem(), _copy(), _broadcast(), _select(), _cast()]
     # the PTX VM keeps f32 arithmetic only (f64 doubles its PTX and its assembly time)
-    types = (DType.F32,) if gpu else ARITH_TYPES
-    funcs += (_all_types(_cmp(), "op_cmp", types) + _all_types(_select(), "op_select", types)
-              + _all_types(_matmul(), "op_matmul", types))
-    funcs += [_box(w) for w in (8, 16, 32, 64)]
+    types = GPU_ARITH_TYPES if gpu else ARITH_TYPES
+    funcs += (_all_types(_is_finite, "op_is_finite", types) + _all_types(_cmp, "op_cmp", tuple(DType))
+              + _all_types(_matmul, "op_matmul", types))
     handlers = {Opcode.COPY: "op_copy", Opcode.BROADCAST: "op_broadcast", Opcode.IS_FINITE: "op_is_finite",
                 Opcode.CMP: "op_cmp", Opcode.SELECT: "op_select", Opcode.CAST: "op_cast",
                 Opcode.MATMUL: "op_matmul"}
-    for op in UNARY_F32:
-        funcs += _all_types(_unary(op), f"op_{op.name.lower()}", types)
-        handlers[op] = f"op_{op.name.lower()}"
-    for op in (Opcode.ADDS, Opcode.MULS):
-        funcs += _all_types(_scalar(op), f"op_{op.name.lower()}", types)
-        handlers[op] = f"op_{op.name.lower()}"
-    for op in BINARY_F32:
-        funcs += _all_types(_binary(op), f"op_{op.name.lower()}", types)
-        handlers[op] = f"op_{op.name.lower()}"
-    for op in REDUCE_F32:
-        funcs += _all_types(_reduce(op), f"op_{op.name.lower()}", types)
-        handlers[op] = f"op_{op.name.lower()}"
+    for table, gen in ((UNARY, _unary), ((Opcode.ADDS, Opcode.MULS), _scalar), (BINARY, _binary),
+                       (REDUCE, _reduce)):
+        for op in table:
+            name = f"op_{op.name.lower()}"
+            funcs += _all_types(lambda dt, op=op: gen(op, dt), name, types)
+            handlers[op] = name
+    funcs += [_box(w) for w in (8, 16, 32, 64)]
     _SIMPLE.update(handlers)
     cases = []
     mem_ty = f"(memref<?xi64>, index, memref<?xi8>, {_ARGS_TY}, index, index, index, i1, i1) -> ()"

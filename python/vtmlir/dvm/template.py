@@ -39,11 +39,13 @@ import numpy as np
 from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
 from .codegen import CompiledKernel, lower
 from .graph import Graph
+from .implied_guards import prune
 from .native import unsupported_reason
 from .symbolic import Sym, Tracer, f64bits, value
 from .tiling import Target, tile_matmul, tile_vector
 
 MAX_TEMPLATES = 64  # per graph, target and ranks: beyond this the set starts afresh
+PRUNE_IMPLIED_GUARDS = True  # False: every traced guard is kept (what the tests compare with)
 _VAR = re.compile(r"_v\d+")
 
 
@@ -56,7 +58,7 @@ class KernelTemplate:
     per repetition. `ret` is the text of everything the code reads (for dead-statement removal)."""
 
     __slots__ = ("graph", "params", "stmts", "ret", "tiling", "output_dtypes", "parts", "count", "steps",
-                 "out_shapes", "point", "native_reason")
+                 "out_shapes", "point", "native_reason", "traced_guards")
 
     def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes,
                  point=None, native_reason=None):
@@ -72,7 +74,10 @@ class KernelTemplate:
         holes = pre_holes + (block[0][1] + post[1] if block is not None else [])
         exprs = [e for _, e in holes]
         self.ret = " ".join([tiling, self.count, *self.steps, self.out_shapes, *exprs])
-        self.stmts = _live(tracer.stmts, self.ret)
+        # the guards the ones before them imply are dropped (`implied_guards`: the same shapes
+        # pass, the same words are written); `traced_guards` counts them all
+        self.traced_guards = sum(1 for st in tracer.stmts if st[0] == "guard")
+        self.stmts = _live(prune(tracer.stmts) if PRUNE_IMPLIED_GUARDS else tracer.stmts, self.ret)
 
     def code(self, i: int) -> tuple[list[str], dict]:
         """The statements that end template `i`'s branch of the generated `fill`: copy the traced
@@ -118,6 +123,9 @@ def build_template(graph: Graph, shapes, strides, target: Target) -> KernelTempl
 
     sshapes = [tuple(sym("s", i, d, v) for d, v in enumerate(shp)) for i, shp in enumerate(shapes)]
     sstrides = [tuple(sym("t", i, d, v) for d, v in enumerate(st)) for i, st in enumerate(strides)]
+    for st in sstrides:  # the strides' sign first: what `decode` requires of every stride it reads
+        for t in st:     # (`t>=0`), and what lets `implied_guards` bound every offset after it
+            bool(t >= 0)
     program, _, node_shapes = lower(graph, graph.infer_shapes_of(sshapes), sstrides, target)
     words = encode_words(program)
     # `decode`'s checks: on the constant words decided now, on the holes recorded as guards of the

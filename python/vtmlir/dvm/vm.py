@@ -137,7 +137,13 @@ def _broadcast(core, ins):
 def _reduce(core, ins):
     m, size, n = ins.m, ins.size, ins.n
     src = core.buf(ins.src, ins.dtype, m * size * n).reshape(m, size, n)
-    core.buf(ins.dst, ins.dtype, m * n).reshape(m, n)[...] = _REDUCE[ins.op](src, axis=1)
+    # an f16 sum accumulates in f32 and is rounded once (numpy's own f16 sum along a
+    # non-innermost axis rounds to f16 after every addition)
+    if ins.op == Opcode.SUM and ins.dtype == DType.F16:
+        out = np.sum(src, axis=1, dtype=np.float32)
+    else:
+        out = _REDUCE[ins.op](src, axis=1)
+    core.buf(ins.dst, ins.dtype, m * n).reshape(m, n)[...] = out
 
 
 def _matmul(core, ins):
