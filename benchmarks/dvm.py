@@ -23,7 +23,7 @@ JSON lines (benchmarks/jsonl.py), per workload:
   `gc.collect()`, whose walk over the heap leaves every cache cold); `compile_cpu_cold_median` /
   `_max`: `--cold-shapes` further new shapes compiled after streaming 128 MB (a compile between
   two VM runs), with `control` the same measurement of nothing;
-- first run (session 9): a template's guards include `decode`'s checks (`bytecode.check_traced`),
+- first run (the validation step of session 8): a template's guards include `decode`'s checks (`bytecode.check_traced`),
   so a new shape's first native run decodes nothing; `first_run_cpu_median` / `_max` = compile +
   the check before the first native run (`CompiledKernel.native_reason`), and beside it, measured
   after the samples on the same kernels, `decode_cpu_*` (decode + coverage check: what the first
@@ -34,7 +34,7 @@ JSON lines (benchmarks/jsonl.py), per workload:
 - `run_time` (µs, best of R) of the VM compiled once through MLIR (`native=True`; numpy VM where
   a program needs it), `baseline` = torch eager's best of R on the same inputs and threads; BERT
   also `native_kernels` (of `kernels`) and `run_time_wide_on_numpy_vm`: the same call with its
-  kernels of more than 8 arguments on the numpy VM, as until session 10 (the native VM had 8
+  kernels of more than 8 arguments on the numpy VM, as until the argument-table step of session 8 (the native VM had 8
   argument buffers), measured in the same process;
 - `compile_cpu_median` / `compile_cpu_max` (µs): the same compiles in the compiling thread's CPU
   time (the 2-core dev machine is shared, so wall maxima mostly measure preemption);
@@ -74,7 +74,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jsonl import Reporter  # noqa: E402
 
-from vtmlir.dvm import Graph, Target, compile_graph, decode  # noqa: E402
+from vtmlir.dvm import Graph, Target, compile_graph, decode, workloads  # noqa: E402
 from vtmlir.dvm.native import native_vm, unsupported_reason  # noqa: E402
 
 REPORT = Reporter("dvm")
@@ -93,28 +93,6 @@ def best_us(fn, repeat):
     return min(samples) * 1e6
 
 
-def matmul_graph():
-    g = Graph("matmul")
-    g.output(g.matmul(g.input(2), g.input(2)))
-    return g
-
-
-def addmm_graph():
-    g = Graph("addmm")
-    c, a, b = g.input(2), g.input(2), g.input(2)
-    g.output(g.matmul(a, b) + c)
-    return g
-
-
-def layernorm_graph():
-    g = Graph("layernorm")
-    x, w, b = g.input(3), g.input(1), g.input(1)
-    mu = g.mean(x, -1)
-    xc = x - mu
-    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
-    return g
-
-
 def _mk(rng, m_max=8192):
     m = int(rng.integers(1, m_max + 1))
     n, k = D_SCALED[int(rng.integers(len(D_SCALED)))]
@@ -122,13 +100,13 @@ def _mk(rng, m_max=8192):
 
 
 STATIC = [
-    ("matmul", matmul_graph(),
+    ("matmul", workloads.matmul(),
      lambda r, cap: (lambda m, n, k: [(m, k), (k, n)])(*_mk(r, cap)),
      lambda a, b: a @ b),
-    ("addmm", addmm_graph(),
+    ("addmm", workloads.addmm(),
      lambda r, cap: (lambda m, n, k: [(m, n), (m, k), (k, n)])(*_mk(r, cap)),
      lambda c, a, b: torch.addmm(c, a, b)),
-    ("layernorm", layernorm_graph(),
+    ("layernorm", workloads.layernorm(),
      lambda r, cap: (lambda b, s, h: [(b, s, h), (h,), (h,)])(int(r.integers(1, min(60, cap) + 1)),
                                                                 int(r.integers(2, 129)),
                                                                 int(r.choice([256, 512, 768, 1024]))),
@@ -226,7 +204,7 @@ def emit_cold(case, compile_new, new_shapes):
 
 
 def decode_us(k) -> float:
-    """CPU time of what a kernel's first native run did before session 9: decode (validate) its
+    """CPU time of what a kernel's first native run did before the validation step of session 8: decode (validate) its
     bytecode and check the native VM's coverage on the decoded program."""
     c = time.thread_time()
     unsupported_reason(decode(k.bytecode))
@@ -250,7 +228,7 @@ def emit_first_run(case, compile_cpu, check_cpu, kernels):
                 note="the check alone: CompiledKernel.native_reason (thread_time's own cost included)")
     REPORT.emit(case, "decode_cpu_median", round(statistics.median(dec), 1), "us", shapes=n,
                 note="not on the path: bytecode.decode + unsupported_reason of the same kernels, what the "
-                     "first native run did before session 9")
+                     "first native run did before the validation step of session 8")
     REPORT.emit(case, "decode_cpu_max", round(max(dec), 1), "us", shapes=n)
     REPORT.emit(case, "first_run_cpu_before_median", round(statistics.median(before), 1), "us", shapes=n,
                 baseline=round(statistics.median(first), 1),
@@ -508,7 +486,7 @@ def run_bert(args, target, rng, inductor):
                     ratio=round(wide_us / eager_us, 2), speedup_of_native=round(wide_us / vm_us, 2),
                     wide_kernels_admitted=wide,
                     note="the same call with the kernels of more than 8 arguments on the numpy VM, as the "
-                         "native VM's 8 fixed argument buffers forced until session 10 (same process)")
+                         "native VM's 8 fixed argument buffers forced until the argument-table step of session 8 (same process)")
         REPORT.emit(case, "compile_run_ratio", round(lat[-1] / vm_us, 4), "ratio")
         rows.append(((tx,), vm_us))
     emit_latency("bert", lat, note="all kernels of one new batch (batches 2-16 but the warm-up's 3)",
@@ -522,11 +500,11 @@ def run_bert(args, target, rng, inductor):
                 note="per new batch (wall): compile + validate, everything a new batch adds to its call")
     REPORT.emit("bert", "first_run_overhead_max", round(max(first), 1), "us", shapes=len(first))
     # not on the path, after all batches (its garbage would otherwise be collected inside a later
-    # compile): what the first runs of each batch's new kernels decoded before session 9
+    # compile): what the first runs of each batch's new kernels decoded before the validation step of session 8
     decoded = [sum(decode_us(k) for k in ks) for ks in new_kernels]
     REPORT.emit("bert", "decode_latency_median", round(statistics.median(decoded), 1), "us", shapes=len(decoded),
                 note="not on the path: CPU time of decode + unsupported_reason of all the batch's new "
-                     "kernels, what their admission did before session 9")
+                     "kernels, what their admission did before the validation step of session 8")
     REPORT.emit("bert", "decode_latency_max", round(max(decoded), 1), "us", shapes=len(decoded))
     before = [a + d for a, d in zip(lat, decoded)]
     REPORT.emit("bert", "first_run_overhead_before_median", round(statistics.median(before), 1), "us",
@@ -569,7 +547,7 @@ def run_guards(args, target):
     from vtmlir.dvm import template
     from vtmlir.dvm.template import prebuild, templates_of
 
-    makers = {"matmul": matmul_graph, "addmm": addmm_graph, "layernorm": layernorm_graph}
+    makers = {"matmul": workloads.matmul, "addmm": workloads.addmm, "layernorm": workloads.layernorm}
     for name, make in makers.items():
         row = {}
         for prune_on in (False, True):

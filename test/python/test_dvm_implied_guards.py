@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtmlir.dvm import Graph, Target, template
+from vtmlir.dvm import Target, template
 from vtmlir.dvm.implied_guards import prune
 from vtmlir.dvm.template import _params, prebuild, templates_of
+from vtmlir.dvm.workloads import addmm, layernorm
 
 SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)
 
@@ -56,22 +57,6 @@ def test_implied_guards_are_dropped(before, implied):
 ])
 def test_guards_not_implied_are_kept(before, kept):
     assert guards(prune(before + G(kept))) == guards(before) + [kept]
-
-
-def addmm():
-    g = Graph("addmm")
-    c, a, b = g.input(2), g.input(2), g.input(2)
-    g.output(g.matmul(a, b) + c)
-    return g
-
-
-def layernorm():
-    g = Graph("layernorm")
-    x, w, b = g.input(3), g.input(1), g.input(1)
-    mu = g.mean(x, -1)
-    xc = x - mu
-    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
-    return g
 
 
 CASES = [

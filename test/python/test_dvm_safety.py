@@ -15,6 +15,7 @@ from vtmlir.dvm import BytecodeError, Graph, Target, bytecode, codegen, compile_
 from vtmlir.dvm.native_fill import ASK_PYTHON, NONE_MATCHED
 from vtmlir.dvm.symbolic import Tracer
 from vtmlir.dvm.template import prebuild, templates_of
+from vtmlir.dvm.workloads import addmm
 
 SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # tiles, tails, k chunks
 
@@ -35,13 +36,6 @@ def no_decode(monkeypatch):
 
 def n_templates(g):
     return sum(len(ts) for ts in templates_of(g).values())
-
-
-def addmm():
-    g = Graph("addmm")
-    c, a, b = g.input(2), g.input(2), g.input(2)
-    g.output(g.matmul(a, b) + c)
-    return g
 
 
 def test_a_template_kernels_first_native_run_decodes_nothing(no_decode):

@@ -12,6 +12,8 @@ from vtmlir.dvm import Graph, GraphError, Target, TilingError, compile_graph
 from vtmlir.dvm.symbolic import Sym, Tracer, traced_call
 from vtmlir.dvm.template import coverage, prebuild, templates_of
 from vtmlir.dvm.tiling import tile_matmul, tile_matmul_reference
+from vtmlir.dvm import workloads
+from vtmlir.dvm.workloads import layernorm
 
 RNG = np.random.default_rng(11)
 SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # many tiles, tails, k chunks
@@ -31,16 +33,8 @@ def n_templates(g):
     return sum(len(s) for s in templates_of(g).values())
 
 
-def layernorm():
-    g = Graph("layernorm")
-    x, w, b = g.input(3), g.input(1), g.input(1)
-    mu = g.mean(x, -1)
-    xc = x - mu
-    g.output(xc / g.sqrt(g.mean(xc * xc, -1) + 1e-5) * w + b)
-    return g
-
-
 def addmm():
+    """addmm with a maximum epilogue (a second read of c, an elementwise op after the matmul)."""
     g = Graph("addmm")
     c, a, b = g.input(2), g.input(2), g.input(2)
     g.output(g.maximum(g.matmul(a, b) + c, c * 0.5))
@@ -176,9 +170,7 @@ def test_tile_matmul_equals_its_reference():
 
 
 def test_prebuild_covers_every_shape_of_the_space():
-    g = Graph("addmm")
-    c, a, b = g.input(2), g.input(2), g.input(2)
-    g.output(g.matmul(a, b) + c)
+    g = workloads.addmm()
     space = {"m": range(1, 200), "nk": [(16, 40), (40, 16), (24, 24), (8, 300)]}
 
     def shapes_of(m, nk):

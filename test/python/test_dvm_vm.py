@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from vtmlir.dvm import BytecodeError, DType, Graph, Opcode, Target, compile_graph, decode, execute
+from vtmlir.dvm.workloads import layernorm
 
 RNG = np.random.default_rng(7)
 SMALL = Target(cores=3, vector_bytes=32, local_memory_bytes=16 * 1024)  # forces many tiles and tails
@@ -155,18 +156,8 @@ def test_result_independent_of_core_count(cores):
 
 
 # ------------------------------------------------------------------ composite kernels vs torch
-def layernorm_graph(eps=1e-5):
-    g = Graph("layernorm")
-    x, w, b = g.input(3), g.input(1), g.input(1)
-    mu = g.mean(x, -1)
-    xc = x - mu
-    var = g.mean(xc * xc, -1)
-    g.output(xc / g.sqrt(var + eps) * w + b)
-    return g
-
-
 def test_layernorm_dynamic_shapes():
-    g = layernorm_graph()
+    g = layernorm()
     for _ in range(6):
         b, s, h = int(RNG.integers(1, 5)), int(RNG.integers(1, 300)), int(RNG.choice([16, 100, 256, 1024]))
         x = torch.randn(b, s, h)

@@ -335,19 +335,25 @@ def _reduce(op, dt):
             + "    }\n  }\n  return\n}\n")
 
 
+def _matmul_prologue(dt, storage: str, compute: str) -> str:
+    """The MatMul record's fields, the [m, k], [k, n], [m, n] views of its operands in the storage
+    type, a zero of the compute type and `%keep` (accumulate into dst)."""
+    return (_op_head(_name("op_matmul", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
+            + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
+            "  %mn = arith.muli %m, %n : index\n"
+            + _view("a", "lhs", "mk", storage) + "\n" + _view("b", "rhs", "kn", storage) + "\n"
+            + _view("d", "dst", "mn", storage) + "\n"
+            + f"  %zero = arith.constant 0.0 : {compute}\n"
+            "  %keep = arith.cmpi ne, %acc, %c0 : index\n")
+
+
 def _matmul(dt):
     if dt == DType.F16:
         return _matmul_widened(dt)
     t = _MLIR_TYPE[dt]
-    return (_op_head(_name("op_matmul", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
-            + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
-            "  %mn = arith.muli %m, %n : index\n"
-            + _view("a", "lhs", "mk", t) + "\n" + _view("b", "rhs", "kn", t) + "\n"
-            + _view("d", "dst", "mn", t) + "\n"
-            + f"  %zero = arith.constant 0.0 : {t}\n"
-            "  %keep = arith.cmpi ne, %acc, %c0 : index\n"
+    return (_matmul_prologue(dt, t, t)
             # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
-            "  scf.for %i = %c0 to %m step %c1 {\n"
+            + "  scf.for %i = %c0 to %m step %c1 {\n"
             "    %arow = arith.muli %i, %k : index\n"
             "    %drow = arith.muli %i, %n : index\n"
             "    scf.if %keep {\n    } else {\n"
@@ -376,14 +382,8 @@ def _matmul_widened(dt):
     compute type along k and rounded once, as numpy's half matmul; `accumulate` adds that rounded
     product to dst (numpy's ``c += a @ b``)."""
     st, t = _MLIR_TYPE[dt], _COMPUTE[dt]
-    return (_op_head(_name("op_matmul", dt)) + _fields(["dtype", "dst", "lhs", "rhs", "m", "k", "n", "acc"]) + "\n"
-            + "  %mk = arith.muli %m, %k : index\n  %kn = arith.muli %k, %n : index\n"
-            "  %mn = arith.muli %m, %n : index\n"
-            + _view("a", "lhs", "mk", st) + "\n" + _view("b", "rhs", "kn", st) + "\n"
-            + _view("d", "dst", "mn", st) + "\n"
-            + f"  %zero = arith.constant 0.0 : {t}\n"
-            "  %keep = arith.cmpi ne, %acc, %c0 : index\n"
-            "  scf.for %i = %c0 to %m step %c1 {\n"
+    return (_matmul_prologue(dt, st, t)
+            + "  scf.for %i = %c0 to %m step %c1 {\n"
             "    %arow = arith.muli %i, %k : index\n"
             "    %drow = arith.muli %i, %n : index\n"
             "    scf.for %j = %c0 to %n step %c1 {\n"
