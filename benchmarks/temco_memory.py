@@ -20,6 +20,11 @@ the same process) and `max_abs_diff` (vs the decomposed model's output). Per bat
 `geomean_time_ratio` vs decomposed (paper: 1.08× at batch 4, 1.70× at 32).
 
     python benchmarks/temco_memory.py [--batch 4] [--size S] [--models temco_vgg11,...] [--repeat 3] [--no-time]
+                                      [--merge-lconvs] [--decompose-pointwise]
+
+`--merge-lconvs` runs `temco-merge-lconvs` (Fig. 9a, concat and add forms; the add form is not
+bitwise) before fusion; `--decompose-pointwise` decomposes 1×1 convs too (`skip-pointwise=false`:
+ResNet downsample convs get an lconv, so the add form appears). Both mark the case names.
 
 `--size` overrides every model's image side (to keep batch 32 affordable on a small CPU).
 """
@@ -48,16 +53,16 @@ from vtmlir.temco.remat import remat_skip_connections  # noqa: E402
 VARIANTS = ("original", "decomposed", "skip_opt", "skip_opt_fusion")
 
 
-def variants(model, inputs):
+def variants(model, inputs, merge_lconvs: bool = False, skip_pointwise: bool = True):
     """The four variants of one model as graph-level modules (each a separate copy)."""
     original = vtmlir.import_torch(model, *inputs)
     fold_weight_ops(original)
     decomposed = vtmlir.as_module(str(original))
-    decompose_convs(decomposed, 0.1, True)
+    decompose_convs(decomposed, 0.1, skip_pointwise)
     skip_opt = vtmlir.as_module(str(decomposed))
     remat_skip_connections(skip_opt)
     fused = vtmlir.as_module(str(skip_opt))
-    fuse_activations(fused)
+    fuse_activations(fused, merge_lconvs=merge_lconvs)
     pad_in_place(fused)
     return dict(zip(VARIANTS, (original, decomposed, skip_opt, fused)))
 
@@ -69,18 +74,21 @@ def main(argv=None):
     ap.add_argument("--models", default="", help="comma-separated names from TEMCO_ZOO (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-time", action="store_true", help="memory only (skip the untracked timing builds)")
+    ap.add_argument("--merge-lconvs", action="store_true", help="temco-merge-lconvs before fusion (Fig. 9a)")
+    ap.add_argument("--decompose-pointwise", action="store_true", help="decompose 1x1 convs too")
     args = ap.parse_args(argv)
     wanted = [m for m in args.models.split(",") if m] or list(TEMCO_ZOO)
     report = Reporter("temco_memory")
     reductions, time_ratios = [], []
+    tag = ("/pointwise" if args.decompose_pointwise else "") + ("/merged" if args.merge_lconvs else "")
     for name in wanted:
         spec = TEMCO_ZOO[name]
         kwargs = {"batch": args.batch, "seed": 0}
         if args.size:
             kwargs["size"] = args.size
         model, inputs = spec.builder(**kwargs)
-        case = f"{name}/b{args.batch}" + (f"/s{args.size}" if args.size else "")
-        modules = variants(model, inputs)
+        case = f"{name}/b{args.batch}" + (f"/s{args.size}" if args.size else "") + tag
+        modules = variants(model, inputs, args.merge_lconvs, not args.decompose_pointwise)
         rows, reference = {}, None
         for variant, module in modules.items():
             outputs, stats = measure_peak_memory(str(module), *inputs, opt_level=0)
@@ -111,10 +119,10 @@ def main(argv=None):
     if len(wanted) > 1:
         # geomean of the remaining fractions (1 - reduction), as the paper averages memory ratios
         kept = math.exp(sum(math.log(1 - r) for r in reductions) / len(reductions))
-        report.emit(f"all/b{args.batch}", "geomean_internal_peak_reduction", round(100 * (1 - kept), 2), "%", 75.7,
+        report.emit(f"all/b{args.batch}{tag}", "geomean_internal_peak_reduction", round(100 * (1 - kept), 2), "%", 75.7,
                     models=len(reductions))
         if time_ratios:
-            report.emit(f"all/b{args.batch}", "geomean_time_ratio", round(math.exp(
+            report.emit(f"all/b{args.batch}{tag}", "geomean_time_ratio", round(math.exp(
                 sum(math.log(r) for r in time_ratios) / len(time_ratios)), 3), "x", 1.08, models=len(time_ratios))
 
 

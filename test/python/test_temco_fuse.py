@@ -169,3 +169,42 @@ def test_bottleneck_expanding_conv_joins_the_block_output_group():
     got, after = measure_peak_memory(str(fused), x, opt_level=0)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
     assert after.peak_internal_bytes < before.peak_internal_bytes
+
+
+def test_add_of_lconvs_is_merged_into_one_lconv_of_the_block_output_group():
+    """TeMCO §3.3, last paragraph (Fig. 9c -> 9a): with the downsample conv decomposed too
+    (skip-pointwise off), a stride-2 BasicBlock ends in bn2(lconv2(core2)) + bn_d(lconv_d(core_d)).
+    temco-merge-lconvs folds both BatchNorms into the weights and makes it one lconv over the
+    concatenated core outputs, so the block output's group is that lconv and the ReLU. Not bitwise
+    (the summation order changes): fp32 tolerance against the decomposed model; the peak is not
+    raised (fusion already read both lconvs tile by tile)."""
+    from vtmlir.models._spec import randomize_batchnorm
+    from vtmlir.models.resnet import BasicBlock
+    from vtmlir.temco.fold_weight_ops import fold_weight_ops
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                BasicBlock(16, 32, stride=2), torch.nn.AdaptiveAvgPool2d(1)).eval()
+    randomize_batchnorm(model, torch.Generator().manual_seed(0))
+    x = torch.randn(2, 3, 8, 8)
+    decomposed = vtmlir.import_torch(model, x)
+    fold_weight_ops(decomposed)  # BatchNorm's 1/sqrt(var+eps) as constants, as in the benchmark
+    decompose_convs(decomposed, 0.25, False)
+    fused, root_ops = {}, {}
+    for merge in (False, True):
+        fused[merge] = vtmlir.as_module(str(decomposed))
+        remat_skip_connections(fused[merge])
+        (report,) = fuse_activations(fused[merge], tile_width=4, merge_lconvs=merge)
+        assert report.lconv_merges == int(merge), report.to_text()
+        (root,) = [g for g in report.groups if g.kind == "lconv-act"]
+        root_ops[merge] = root.ops
+    # unmerged: both lconvs and both BatchNorms per tile; merged: one lconv (the ReLU is the root)
+    assert root_ops[False].count("conv_2d_nchw_fchw") == 2 and len(root_ops[False]) > 2, root_ops
+    assert root_ops[True] == ["conv_2d_nchw_fchw"], root_ops
+    assert str(fused[True]).count("tensor.concat") == 1
+    want, before = measure_peak_memory(str(decomposed), x, opt_level=0)
+    got, after = measure_peak_memory(str(fused[True]), x, opt_level=0)
+    unmerged, after_unmerged = measure_peak_memory(str(fused[False]), x, opt_level=0)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(unmerged), np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert after.peak_internal_bytes <= after_unmerged.peak_internal_bytes < before.peak_internal_bytes

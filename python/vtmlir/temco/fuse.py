@@ -126,6 +126,11 @@ def _is_pointwise_conv(op) -> bool:
     return (kh, kw) == (1, 1) and strides == [1, 1]
 
 
+def _role(op) -> str:
+    """The `temco.role` of a decomposed conv ("fconv", "core", "lconv"), "" for other ops."""
+    return ir.StringAttr(op.attributes["temco.role"]).value if "temco.role" in op.attributes else ""
+
+
 def _is_elementwise(op) -> bool:
     """A one-result `linalg.generic` with only parallel iterators on a rank-4 static tensor."""
     if op.name != "linalg.generic" or len(op.results) != 1 or not _is_static_tensor(op.results[0]):
@@ -432,7 +437,9 @@ def _tile_width(width: int, limit: int) -> int:
 def split_concat_fconvs(func) -> int:
     """Rewrite `fconv(concat(a, b, ...))` (channel concat, 1×1 stride-1 conv with a constant weight)
     into `conv(b, W[:, C_a:], init = conv(a, W[:, :C_a], init))`: the concat's full tensor is no
-    longer built and each part can be fused with the chain that produced it. Returns the count."""
+    longer built and each part can be fused with the chain that produced it. Returns the count.
+    An lconv over a concat (`temco-merge-lconvs`' merged lconv, Fig. 9a: its parts are reduced
+    tensors) is left whole: splitting it would undo the merge."""
     from torch_mlir.dialects import linalg
 
     from .weights import constant_array, make_constant
@@ -442,6 +449,7 @@ def split_concat_fconvs(func) -> int:
         concat = _producer(fconv.operands[0])
         weight_op = _producer(fconv.operands[1])
         if (concat is None or concat.name != "tensor.concat" or weight_op is None
+                or _role(fconv) == "lconv"
                 or weight_op.name != "arith.constant"
                 or ir.IntegerAttr(concat.attributes["dim"]).value != 1
                 or len(list(concat.results[0].uses)) != 1):

@@ -17,6 +17,25 @@ and the run's operands of the concat by `%y` (the concat disappears when the run
 Per output channel the merged conv adds, after the original products in the original order, products
 of zero weights, and `s + 0·x = s` for finite inputs: the result is the same up to the sign of a zero
 sum (checked bitwise on the zoo's DenseNets).
+
+The add form (§3.3, last paragraph: "An add sequence in the form of Figure 9c can be transformed to
+Figure 9a"): an elementwise add of two lconv branches,
+
+    %y = add(affine_a(lconv_a(%r_a)), affine_b(lconv_b(%r_b)))
+into
+    %r = tensor.concat dim(1) %r_a, %r_b
+    %y = conv_1x1(%r, [s_a·W_a | s_b·W_b]), init: s_a·b_a + t_a + s_b·b_b + t_b per channel
+
+where each `affine` is a (possibly empty) chain of per-channel `+ c`, `- c`, `c -`, `× c` generics
+with constant `c` (an inference BatchNorm after folding its square root: y = s·z + t), each used only
+by the next. The weights are scaled and the biases summed in float64, then rounded to the element
+type: this changes the summation order, so the result agrees with the original within fp32
+tolerance, not bitwise. Only lconvs whose reduced inputs are conv results (the decomposition's core
+outputs) are merged: an input computed by elementwise ops is computed tile by tile when activation
+fusion takes it into the add's group (groups walk through 1×1 convs), and the concat would make it a
+full-size tensor again. A ResNet block whose downsample conv is Tucker-decomposed has this form
+(`bn2(lconv2(core2)) + bn_d(lconv_d(core_d))`); with the default `skip-pointwise` the zoo's ResNets
+have none (identity skips end in a ReLU, downsample convs are 1×1 stride-2 and not decomposed).
 """
 
 from __future__ import annotations
@@ -28,6 +47,7 @@ from torch_mlir.dialects import linalg, tensor
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
+from .fold_weight_ops import _constant_input
 from .weights import constant_array, make_constant
 
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -92,8 +112,6 @@ def _mergeable(value):
 
 def _merge_run(concat, run: list) -> ir.Value:
     """One block-diagonal lconv for `run` (list of (conv, weight, bias)), inserted before `concat`."""
-    element_type = ir.RankedTensorType(concat.results[0].type).element_type
-    n, _, h, w = _shape(run[0][0].operands[0])
     f_total = sum(wt.shape[0] for _, wt, _ in run)
     r_total = sum(wt.shape[1] for _, wt, _ in run)
     weight = np.zeros((f_total, r_total, 1, 1), dtype=run[0][1].dtype)
@@ -102,9 +120,18 @@ def _merge_run(concat, run: list) -> ir.Value:
         weight[f0:f0 + wt.shape[0], r0:r0 + wt.shape[1]] = wt
         f0, r0 = f0 + wt.shape[0], r0 + wt.shape[1]
     bias = np.concatenate([b for _, _, b in run]).astype(weight.dtype)
-    with ir.InsertionPoint(concat), concat.location:
+    return _lconv_over_concat(concat, [conv for conv, _, _ in run], weight, bias)
+
+
+def _lconv_over_concat(before, convs: list, weight: np.ndarray, bias: np.ndarray) -> ir.Value:
+    """`conv_1x1(concat(reduced inputs of convs), weight)` accumulating into `bias` broadcast (or a
+    zero fill), inserted before `before`; marked as an lconv."""
+    element_type = ir.RankedTensorType(convs[0].results[0].type).element_type
+    n, _, h, w = _shape(convs[0].operands[0])
+    f_total, r_total = weight.shape[:2]
+    with ir.InsertionPoint(before), before.location:
         reduced = tensor.ConcatOp(ir.RankedTensorType.get([n, r_total, h, w], element_type), 1,
-                                  [conv.operands[0] for conv, _, _ in run]).result
+                                  [conv.operands[0] for conv in convs]).result
         out_type = ir.RankedTensorType.get([n, f_total, h, w], element_type)
         empty = tensor.EmptyOp([n, f_total, h, w], element_type).result
         if not bias.any():
@@ -113,13 +140,168 @@ def _merge_run(concat, run: list) -> ir.Value:
         else:
             init = linalg.broadcast(make_constant(bias, element_type), outs=[empty], dimensions=[0, 2, 3])
         merged = linalg.Conv2DNchwFchwOp(result_tensors=[out_type], inputs=[reduced, make_constant(weight, element_type)],
-                                         outputs=[init], strides=run[0][0].attributes["strides"],
-                                         dilations=run[0][0].attributes["dilations"])
+                                         outputs=[init], strides=convs[0].attributes["strides"],
+                                         dilations=convs[0].attributes["dilations"])
         from .fuse import _fill_conv_body
 
         _fill_conv_body(merged)
         merged.operation.attributes["temco.role"] = ir.StringAttr.get("lconv")
     return merged.results[0]
+
+
+# -- the add form ------------------------------------------------------------------------------------
+
+_AFFINE_OPS = ("arith.addf", "arith.subf", "arith.mulf")
+
+
+def _parallel_generic(op, inputs: int) -> bool:
+    return (op.name == "linalg.generic" and len(op.results) == 1 and len(op.operands) == inputs + 1
+            and all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+            and _static(op.results[0]))
+
+
+def _body_op(op):
+    """The single arith op of a generic's body whose operands are the two input block arguments and
+    whose result is yielded, as (name, operand argument numbers), else None."""
+    block = op.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    if len(ops) != 2 or ops[1].name != "linalg.yield" or ops[0].name not in _AFFINE_OPS:
+        return None
+    if ops[1].operands[0] != ops[0].results[0]:
+        return None
+    args = list(block.arguments)
+    try:
+        numbers = [next(i for i, a in enumerate(args[:2]) if a == v) for v in ops[0].operands]
+    except StopIteration:
+        return None
+    return (ops[0].name, numbers) if sorted(numbers) == [0, 1] else None
+
+
+def _is_identity(amap, rank: int) -> bool:
+    return amap == ir.AffineMap.get_identity(rank, context=amap.context)
+
+
+def _channel_vector(value, amap, channels: int):
+    """The per-channel vector an operand holds when its map reads it by d1 (the channel) and constant
+    0s — BatchNorm's `[C,1,1]` constants — and it is constant, else None."""
+    array = _constant_input(value)
+    if array is None:
+        return None
+    index = []
+    for k, expr in enumerate(amap.results):
+        expr = expr.maybe_downcast()
+        if isinstance(expr, ir.AffineDimExpr) and expr.position == 1 and array.shape[k] == channels:
+            index.append(slice(None))
+        elif isinstance(expr, ir.AffineConstantExpr) and expr.value == 0:
+            index.append(0)
+        else:
+            return None
+    if index.count(slice(None)) != 1:
+        return None
+    return np.asarray(array[tuple(index)], dtype=np.float64)
+
+
+def _affine_step(op, value):
+    """(input value, op name, constant vector, tensor first) when `op` computes `value` as
+    `x ∘ c` / `c ∘ x` with x = its input of `value`'s type (identity map) and c per channel."""
+    if not _parallel_generic(op, 2):
+        return None
+    body = _body_op(op)
+    if body is None:
+        return None
+    rank = len(_shape(value))
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if not _is_identity(maps[2], rank):
+        return None
+    channels = _shape(value)[1]
+    for k in (0, 1):
+        x, c = op.operands[k], op.operands[1 - k]
+        if x.type != value.type or not _is_identity(maps[k], rank):
+            continue
+        vector = _channel_vector(c, maps[1 - k], channels)
+        if vector is not None:
+            name, numbers = body
+            return x, name, vector, numbers[0] == k
+    return None
+
+
+def _lconv_branch(value):
+    """(lconv, weight, bias, scale, shift, chain) when `value` = s·lconv(r) + t through per-channel
+    affine generics (`chain`, nearest the add first), each used once, and r is a conv result; else None."""
+    chain, steps = [], []
+    while True:
+        producer = _producer(value)
+        if producer is None or len(list(value.uses)) != 1:
+            return None
+        step = _affine_step(producer, value)
+        if step is None:
+            break
+        chain.append(producer)
+        steps.append(step[1:])
+        value = step[0]
+    part = _mergeable(value)
+    if part is None:
+        return None
+    conv, weight, bias = part
+    source = _producer(conv.operands[0])
+    if source is None or not source.name.startswith("linalg.conv"):
+        return None  # not a reduced tensor: fusion would compute it per tile
+    channels = weight.shape[0]
+    scale, shift = np.ones(channels), np.zeros(channels)
+    for name, c, tensor_first in reversed(steps):  # program order
+        if name == "arith.mulf":
+            scale, shift = scale * c, shift * c
+        elif name == "arith.addf":
+            shift = shift + c
+        elif tensor_first:  # x - c
+            shift = shift - c
+        else:  # c - x
+            scale, shift = -scale, c - shift
+    return conv, weight, bias, scale, shift, chain
+
+
+def _add_of_lconvs(op):
+    """The two branches when `op` is an elementwise add of two lconv branches of the same type."""
+    if not _parallel_generic(op, 2) or (_body_op(op) or ("",))[0] != "arith.addf":
+        return None
+    value = op.results[0]
+    rank = len(_shape(value))
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if rank != 4 or not all(_is_identity(m, rank) for m in maps) or any(v.type != value.type for v in op.operands[:2]):
+        return None
+    branches = [_lconv_branch(v) for v in op.operands[:2]]
+    if any(b is None for b in branches) or branches[0][0] == branches[1][0]:
+        return None
+    return branches
+
+
+def merge_add_lconvs(func_or_module) -> list[str]:
+    """The add form of Fig. 9a on every matching add under `func_or_module`; one report line each."""
+    lines = []
+    root = func_or_module.operation if hasattr(func_or_module, "operation") else func_or_module
+    for add in walk_ops(root, "linalg.generic"):
+        branches = _add_of_lconvs(add)
+        if branches is None:
+            continue
+        weights, bias = [], np.zeros(branches[0][1].shape[0])
+        for _, weight, b, scale, shift, _ in branches:
+            weights.append(weight.astype(np.float64) * scale[:, None, None, None])
+            bias = bias + scale * b + shift
+        dtype = branches[0][1].dtype
+        where = format_loc(add.location)
+        merged = _lconv_over_concat(add, [b[0] for b in branches], np.concatenate(weights, axis=1).astype(dtype),
+                                    bias.astype(dtype))
+        add.results[0].replace_all_uses_with(merged)
+        add.erase()
+        for conv, weight, _, _, _, chain in branches:
+            for op in chain:
+                op.erase()
+            conv.erase()
+        (fa, ra), (fb, rb) = (b[1].shape[:2] for b in branches)
+        lines.append(f"temco-merge-lconvs: {where}: add of 2 lconvs ({fa}x{ra}, {fb}x{rb}; "
+                     f"{len(branches[0][5])}+{len(branches[1][5])} per-channel ops folded) "
+                     f"-> one lconv over the concatenated reduced inputs\n")
+    return lines
 
 
 def _scalar_constant(value: float, element_type):
@@ -129,8 +311,9 @@ def _scalar_constant(value: float, element_type):
     return arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, value)).result
 
 
-def merge_lconvs(module) -> list[str]:
-    """Apply the pass to every channel concat under `module`; one report line per merged run."""
+def merge_lconvs(module, add_form: bool = True) -> list[str]:
+    """Apply the pass under `module`: the concat form to every channel concat, then (with `add_form`)
+    the add form to every add of two lconv branches; one report line per merge."""
     lines = []
     root = module.operation if hasattr(module, "operation") else module
     for concat in walk_ops(root, "tensor.concat"):
@@ -172,19 +355,27 @@ def merge_lconvs(module) -> list[str]:
         concat.erase()
         for conv in old_convs:
             conv.erase()
+    if add_form:
+        lines += merge_add_lconvs(root)
     return lines
 
 
 @register_pass
 class TemcoMergeLconvs(Pass):
     name = "temco-merge-lconvs"
-    summary = "Merge lconvs concatenated along channels into one block-diagonal lconv over the concatenated reduced inputs"
+    summary = "Merge lconvs that are concatenated or added into one lconv over the concatenated reduced inputs"
     description = (
         "TeMCO (ICPP'24) §3.3, Fig. 9a: a run of concat operands that are 1x1 lconvs (constant weights, "
         "fill or bias-broadcast inits, used only by the concat) becomes one lconv whose weight holds "
-        "theirs on the block diagonal, reading the concat of their reduced inputs."
+        "theirs on the block diagonal, reading the concat of their reduced inputs (bitwise). Add form "
+        "(Fig. 9c -> 9a): add(s_a*lconv_a(r_a)+t_a, s_b*lconv_b(r_b)+t_b), the affine parts per-channel "
+        "constant generics (BatchNorm), becomes one lconv over concat(r_a, r_b) with weights "
+        "[s_a*W_a | s_b*W_b] and the biases summed (fp32 tolerance: the summation order changes)."
     )
-    options = (Option("output", str, "none", "one line per merged run: stderr ('-'), a file, or 'none'"),)
+    options = (
+        Option("add-form", bool, True, "also merge adds of two lconv branches (not bitwise: fp32 tolerance)"),
+        Option("output", str, "none", "one line per merge: stderr ('-'), a file, or 'none'"),
+    )
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(merge_lconvs(module)))
+        self.write_report(module, self.output, "".join(merge_lconvs(module, self.add_form)))
