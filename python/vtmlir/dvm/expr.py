@@ -34,9 +34,6 @@ NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 MIRROR = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "==", "!=": "!="}
 ARITH_OPS = ("+", "-", "*", "//", "%", "/")
 COMPARE_OPS = tuple(NEGATE)
-_PY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod,
-       "/": operator.truediv, "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-       ">": operator.gt, ">=": operator.ge}
 
 
 def f64bits(x: float) -> int:
@@ -274,6 +271,9 @@ def evaluator(e: Expr, slots: dict[str, int], calls: dict | None = None, target=
         i, f = slots[e.var], e.field
         return lambda env: getattr(env[i], f)
     if t is Neg:
+        if type(e.operand) is Name:
+            i = slots[e.operand.name]
+            return lambda env: -env[i]
         x = evaluator(e.operand, slots, calls, target)
         return lambda env: -x(env)
     if t is F64Bits:
@@ -298,26 +298,37 @@ def evaluator(e: Expr, slots: dict[str, int], calls: dict | None = None, target=
     raise TypeError(f"cannot evaluate {e!r}")
 
 
+_PY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod,
+       "/": operator.truediv, "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+       ">": operator.gt, ">=": operator.ge}
+
+# ``a op b`` with each operand read inline by its kind -- a slot ("s"), a constant ("c") or a
+# closure ("f"): a closure's frame costs more than the operation, so names and constants get
+# none of their own (a template's guards and words are mostly such nodes).
+_OPERANDS = {
+    "cc": lambda op, c, d: lambda e: op(c, d),
+    "ss": lambda op, i, j: lambda e: op(e[i], e[j]),
+    "sc": lambda op, i, c: lambda e: op(e[i], c),
+    "sf": lambda op, i, g: lambda e: op(e[i], g(e)),
+    "cs": lambda op, c, j: lambda e: op(c, e[j]),
+    "cf": lambda op, c, g: lambda e: op(c, g(e)),
+    "fs": lambda op, f, j: lambda e: op(f(e), e[j]),
+    "fc": lambda op, f, c: lambda e: op(f(e), c),
+    "ff": lambda op, f, g: lambda e: op(f(e), g(e)),
+}
+
+
+def _operand(x: Expr, slots, calls, target) -> tuple[str, object]:
+    if type(x) is Name:
+        return "s", slots[x.name]
+    if type(x) is Const:
+        return "c", x.value
+    return "f", evaluator(x, slots, calls, target)
+
+
 def _binary(e, slots, calls, target):
-    """``a op b``, with the common operand kinds (a slot, a constant) read inline: a template's
-    guards and words are mostly such nodes, and each closure call costs about as much as the
-    operation."""
-    op = _PY[e.op]
-    a, b = e.left, e.right
-    if type(a) is Name and type(b) is Name:
-        i, j = slots[a.name], slots[b.name]
-        return lambda env: op(env[i], env[j])
-    if type(a) is Name and type(b) is Const:
-        i, c = slots[a.name], b.value
-        return lambda env: op(env[i], c)
-    if type(a) is Const and type(b) is Name:
-        c, j = a.value, slots[b.name]
-        return lambda env: op(c, env[j])
-    fa, fb = evaluator(a, slots, calls, target), evaluator(b, slots, calls, target)
-    if type(b) is Const:
-        c = b.value
-        return lambda env: op(fa(env), c)
-    return lambda env: op(fa(env), fb(env))
+    (ka, a), (kb, b) = _operand(e.left, slots, calls, target), _operand(e.right, slots, calls, target)
+    return _OPERANDS[ka + kb](_PY[e.op], a, b)
 
 
 def evaluate(e: Expr, values: dict):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from itertools import chain
 
 import numpy as np
 from torch_mlir import ir
@@ -605,20 +606,23 @@ class NativeFill:
         reasons = [t.native_reason for t in tset.templates]
         word = np.dtype(np.int64)
 
-        def flat(xs):
-            if tuple(map(len, xs)) != ranks:
-                raise ValueError(f"{graph.name}: inputs of ranks {tuple(map(len, xs))}, expected {ranks}")
-            return [v for x in xs for v in x]
+        # C-level iteration only (map, chain): a comprehension's frame costs as much as a step here
+        out_slices = [slice(a, b) for a, b in out_slices]
+        in_slices, pos = [], 1
+        for rank in ranks:
+            in_slices.append(slice(pos, pos + rank))
+            pos += rank
 
         def fast(S, T):
-            sizes = flat(S)
-            strides = None if T is None else flat(T)
+            if tuple(map(len, S)) != ranks or (T is not None and tuple(map(len, T)) != ranks):
+                raise ValueError(f"{graph.name}: inputs of ranks {tuple(map(len, S))}, expected {ranks}")
             with lock:  # the buffers are shared: one compile of the set at a time
-                if strides is None:
-                    P[0:1 + n_sizes] = [1, *sizes]
+                if T is None:
+                    P[0:1 + n_sizes] = (1, *chain.from_iterable(S))
                 else:
-                    P[0:1 + 2 * n_sizes] = [0, *sizes, *strides]
+                    P[0:1 + 2 * n_sizes] = (0, *chain.from_iterable(S), *chain.from_iterable(T))
                 entry(packed)
+                p = P[:]  # the sizes as ints (the general path's normalisation)
                 i = info.tolist()
                 if i[0] < 0:
                     return i
@@ -627,9 +631,9 @@ class NativeFill:
                 words = np.frombuffer(self._outmv[:i[1]].tobytes(), word)
             if _COVERAGE:
                 _count(tset, i[0])
-            shapes = tuple(tuple(int(v) for v in s) for s in S)
-            return CompiledKernel(graph, words, None, shapes, T, tuple(tuple(i[a:b]) for a, b in out_slices),
-                                  dtypes, tilings[i[0]], i, reasons[i[0]])
+            return CompiledKernel(graph, words, None, tuple(map(tuple, map(p.__getitem__, in_slices))), T,
+                                  tuple(map(tuple, map(i.__getitem__, out_slices))), dtypes, tilings[i[0]], i,
+                                  reasons[i[0]])
 
         return fast
 

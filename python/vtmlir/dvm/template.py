@@ -373,15 +373,27 @@ def _branch(node: dict, compile_expr, slots: dict, templates):
 
 
 def _sequence(steps, then):
+    """Run `steps` ((None, guard) or (slot, value)), then `then`; None as soon as a guard fails.
+    Grouped as (guards, assignments) segments: the loop costs per step about what a step costs."""
     if not steps:
         return then
+    segments: list[tuple[list, list]] = []
+    for slot, f in steps:
+        if slot is None:
+            if not segments or segments[-1][1]:
+                segments.append(([], []))
+            segments[-1][0].append(f)
+        else:
+            if not segments:
+                segments.append(([], []))
+            segments[-1][1].append((slot, f))
 
     def run(env):
-        for slot, f in steps:
-            if slot is None:
-                if not f(env):
+        for guards, sets in segments:
+            for g in guards:
+                if not g(env):
                     return None
-            else:
+            for slot, f in sets:
                 env[slot] = f(env)
         return then(env)
     return run
