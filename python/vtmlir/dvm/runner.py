@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import linalg
 
 from ..errors import VtmlirError
 from ..frontend.torch_import import ShapeSymbols, shape_symbols
@@ -157,7 +158,8 @@ class _GroupKernel:
         for arg, v, m in zip(list(block.arguments)[:n_in], list(op.operands)[:n_in], maps[:n_in]):
             local[arg] = self.env[v] if v in self.env else self._external(v, m)
         outs = list(block.arguments)[n_in:]
-        iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        reduction = ir.AttrBuilder.get("linalg.IteratorTypeEnum")(linalg.IteratorType.reduction, op.context)
+        iters = [a == reduction for a in ir.ArrayAttr(op.attributes["iterator_types"])]
         red_axes = [d for d, r in enumerate(iters) if r]
         body = list(block.operations)
         yield_op = body[-1].operation
