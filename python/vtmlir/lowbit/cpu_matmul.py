@@ -75,7 +75,7 @@ class NotVectorizable(Exception):
 def check(matmul, dequant, cast) -> None:
     """Raise `NotVectorizable` unless `vectorize` applies (see the module docstring)."""
     x, w, acc = (ir.RankedTensorType(v.type) for v in matmul.operands[:3])
-    if any(str(t.element_type) != "f32" for t in (x, w, acc)) or not all(t.has_static_shape for t in (x, w)):
+    if not all(isinstance(t.element_type, ir.F32Type) for t in (x, w, acc)) or not all(t.has_static_shape for t in (x, w)):
         raise NotVectorizable("the matmul is not f32 with static shapes")
     k, n = w.shape
     if k % LANES:
