@@ -1,4 +1,4 @@
-"""vtmlir's own dialects, defined in Python with `torch_mlir.dialects.ext` (DESIGN.md §4).
+"""vtmlir's own dialects, defined in Python with `torch_mlir.dialects.ext` (docs/design.md §4).
 
 - `vt` (`vt.py`): virtual tensors — `vt.view`, `vt.store_into`; mapping functions in `vt_mapping.py`.
 - `layout` (`layout.py`): memory layouts — `layout.convert`, produced/required layout attributes;
