@@ -4,7 +4,7 @@ m16n8k16`) and the CUDA-core kernel (f32 FMA) — Tilus §3 Fig. 2, §4 layouts,
 
 Both kernels load weights the same way, from the register layout of their weight tile (B = W^T,
 k x n): the weights are packed ahead of time with `subbyte-pack`'s re-layout for that layout (Fig. 8,
-`pack.position_map_text`), so every thread's 4 codes of one tile are 4n consecutive bits at stream
+`pack.position_map`), so every thread's 4 codes of one tile are 4n consecutive bits at stream
 position `tile * (threads * 4) + 4 * thread` (tiles n-major). A thread does **one vector load** of the
 8 bytes holding them (`vector<8xi8>`), **reinterprets** them as one i64 (`vector.bitcast`: Tilus
 `View`, same thread, same bits), extracts each code with a shift and a mask, and **casts it in

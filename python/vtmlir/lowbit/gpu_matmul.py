@@ -39,7 +39,7 @@ from ..errors import VtmlirError
 from .evaluate import affine_eval
 from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout, fma_kernel,
                           mma_kernel)
-from .pack import position_map_text
+from .pack import position_map
 from .quantize import QuantizedWeight
 from .storage import pack_bits
 from .types import LowBitType
@@ -95,7 +95,7 @@ def pack_for_layout(qweight: QuantizedWeight, tile_layout: str) -> np.ndarray:
     codes = qweight.codes.T  # [K, N]
     k, n = codes.shape
     with ir.Context():
-        pos_map = ir.AffineMapAttr(ir.Attribute.parse(position_map_text(k, n, tile_layout))).value
+        pos_map = position_map(k, n, tile_layout)
         pos = np.broadcast_to(affine_eval(pos_map.results[0], list(np.indices((k, n), dtype=np.int64))), (k, n))
     stream = np.zeros(k * n, dtype=np.uint8)
     stream[pos.reshape(-1)] = codes.reshape(-1)
