@@ -1,7 +1,7 @@
 """The one way vtmlir makes an MLIR context.
 
 Every context vtmlir creates has the upstream dialects (torch-mlir's bundled MLIR registers them all),
-the `torch` dialect, and vtmlir's own `vt` and `layout` dialects loaded. Anything that parses IR or
+the `torch` dialect, and vtmlir's own `vt`, `layout` and `lowbit` dialects loaded. Anything that parses IR or
 imports a model goes through `make_context()` so a `vt.view` parses everywhere.
 """
 
@@ -12,7 +12,7 @@ from torch_mlir.dialects import torch as torch_dialect
 
 
 def make_context() -> ir.Context:
-    """A fresh context with torch, vt and layout loaded."""
+    """A fresh context with torch, vt, layout and lowbit loaded."""
     from .dialects import load_dialects
 
     ctx = ir.Context()

@@ -1,6 +1,6 @@
 """VTC Alg. 2 (`vt-eliminate-data-movement`) and the lowering of virtual tensors (`vt-lower-views`).
 
-Semantics (DESIGN.md §7, issue 3 point 6): a pass that only moves data never changes results, so on
+Semantics (docs/design.md §7, issue 3 point 6): a pass that only moves data never changes results, so on
 every zoo model the compiled outputs with and without the pass are bitwise identical; and the pass
 must actually remove data-movement bytes where the zoo has removable ones.
 """

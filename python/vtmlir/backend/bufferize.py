@@ -1,6 +1,6 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
-Results become out-parameters of the public functions (DESIGN.md §2 pitfall: otherwise outputs stay
+Results become out-parameters of the public functions (docs/design.md §6: otherwise outputs stay
 zero); every intermediate buffer is freed (`buffer-deallocation-pipeline`: without it each call
 leaks its intermediates), right after its last use (`memref-dealloc-at-last-use`: the upstream
 pipeline frees at the end of the block, which makes the peak the sum of all intermediates); and

@@ -2,7 +2,7 @@
 
 `import_torch` exports the module with `torch.export`, imports it into a vtmlir context (so `vt` and
 `layout` are available to every later pass), lowers it to the torch backend contract and then to
-linalg-on-tensors (DESIGN.md §3, the graph level). When torch-mlir cannot lower an op, the error names
+linalg-on-tensors (docs/design.md §3, the graph level). When torch-mlir cannot lower an op, the error names
 the op and the Python source line it came from instead of torch-mlir's generic pipeline failure.
 
 Dynamic shapes (DVM issue 7, point 1): with `dynamic_shapes` (torch.export `Dim`s) the importer asks
@@ -55,7 +55,7 @@ def import_torch(
     symbols torch-mlir records are kept (see the module docstring and `shape_symbols`).
     """
     import torch
-    from torch_mlir import fx  # also registers the torch pipelines by name (DESIGN.md pitfall)
+    from torch_mlir import fx  # also registers the torch pipelines by name (docs/design.md §6)
     from torch_mlir.extras.fx_importer import FxImporter
 
     if output_type not in OUTPUT_TYPES:

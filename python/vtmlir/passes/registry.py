@@ -1,6 +1,6 @@
 """vtmlir passes: the `Pass` base class, typed pass options, and the registry of pass names.
 
-Writing a pass (one module per pass or tight family, DESIGN.md §5)::
+Writing a pass (one module per pass or tight family, docs/design.md §5)::
 
     from vtmlir.passes.registry import Option, Pass, register_pass
 

@@ -17,13 +17,13 @@ Kernel arguments follow the calling convention of `convert-gpu-to-nvvm`: a memre
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 from torch_mlir import ir
 
 from ...errors import VtmlirError, format_location
+from ...ir_constants import elements_array
 
 _DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": None,
            "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
@@ -189,7 +189,6 @@ class _HostReader:
                 self.globals[ir.StringAttr(op.attributes["sym_name"]).value] = op
             elif name == "gpu.module":
                 self.kernels[ir.StringAttr(op.attributes["sym_name"]).value] = op
-        self._resources = None
 
     def read(self) -> HostProgram:
         func_op = next((op for op in self.module.body.operations if op.operation.name == "func.func"
@@ -339,38 +338,16 @@ class _HostReader:
         glob = self.globals.get(symbol)
         if glob is None or "initial_value" not in glob.attributes:
             raise VtmlirError(f"error: memref.global @{symbol} has no initial value")
-        attr = glob.attributes["initial_value"]
-        dtype = numpy_dtype(buf.dtype)
-        if isinstance(attr, ir.DenseElementsAttr):
-            if attr.is_splat:
-                return np.full(buf.shape, attr.get_splat_value().value, dtype=dtype)
-            return np.array(attr, dtype=dtype).reshape(buf.shape)
-        match = re.match(r'dense_resource<"?([^">]+)"?>', str(attr))
-        if match:
-            key = match.group(1)
-            blob = self._resource_blobs().get(key)
-            if blob is None:
-                raise VtmlirError(f"error: memref.global @{symbol}: resource '{key}' has no data")
-            data = np.frombuffer(blob, dtype=dtype)
-            if data.size != int(np.prod(buf.shape, dtype=np.int64)):
-                raise VtmlirError(f"error: memref.global @{symbol}: resource holds {data.size} elements, "
-                                  f"the type needs {int(np.prod(buf.shape))}")
-            return data.reshape(buf.shape).copy()
-        raise VtmlirError(f"error: memref.global @{symbol}: initial value {str(attr)[:80]} is not dense data")
-
-    def _resource_blobs(self) -> dict[str, bytes]:
-        """Blobs of `dense_resource` weights, read from the module's printed resource section.
-
-        The bindings cannot read a resource blob back, so the module is printed once. Each blob is hex:
-        4 bytes of alignment, then the raw little-endian data.
-        """
-        if self._resources is None:
-            text = self.module.operation.get_asm()
-            self._resources = {}
-            section = text[text.find("{-#"):] if "{-#" in text else ""
-            for key, hexdata in re.findall(r'^\s*("[^"]+"|[\w.$-]+)\s*:\s*"0x([0-9A-Fa-f]*)"', section, re.M):
-                self._resources[key.strip('"')] = bytes.fromhex(hexdata)[4:]
-        return self._resources
+        try:  # dense or dense_resource, read through the bindings (vtmlir.ir_constants)
+            data = elements_array(glob.attributes["initial_value"])
+        except VtmlirError as err:
+            raise VtmlirError(f"error: memref.global @{symbol}: {err}") from None
+        if data is None:
+            raise VtmlirError(f"error: memref.global @{symbol}: its initial value is not dense data")
+        if data.size != int(np.prod(buf.shape, dtype=np.int64)):
+            raise VtmlirError(f"error: memref.global @{symbol}: initial value holds {data.size} elements, "
+                              f"the type needs {int(np.prod(buf.shape))}")
+        return np.ascontiguousarray(data.reshape(buf.shape), dtype=numpy_dtype(buf.dtype))
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ passes (mirrored in `passes/cuda.pipeline`, so `vt-opt` can replay it); the IR a
 recorded so users (and tests) can see what each step did. New stages — tiling the parallel loops onto thread blocks, vectorisation, shared
 memory promotion — slot in between `parallel-loops` and `map-to-gpu` without touching the rest.
 
-The default stages (DESIGN.md §9, verified on conv and attention blocks):
+The default stages (docs/design.md §6, verified on conv and attention blocks):
 
 1. `strip-runtime-asserts` — `gpu-strip-runtime-asserts` erases `cf.assert` (see
    `vtmlir.passes.gpu_kernel_prep` for why); the CPU path keeps them.
