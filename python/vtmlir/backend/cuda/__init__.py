@@ -70,6 +70,7 @@ class CudaExecutable:
         self.chip = chip
         self._cubins: dict[str, dict[str, bytes]] = {}
         self._runtime = None
+        self.call_spec = None  # as CpuExecutable.call_spec
 
     @property
     def ptx(self) -> dict[str, str]:
@@ -82,8 +83,18 @@ class CudaExecutable:
             self._cubins[arch] = {k.name: assemble(k.ptx, arch, k.name) for k in self.kernels}
         return self._cubins[arch]
 
-    def __call__(self, *inputs):
-        """Run on GPU 0 with torch tensors or numpy arrays; returns a torch tensor or a tuple of them."""
+    def __call__(self, *args, **kwargs):
+        """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
+        take and return what the module does; otherwise return a torch tensor or a tuple of them."""
+        if self.call_spec is not None:
+            return self.call_spec.unflatten(self.run(*self.call_spec.flatten(args, kwargs)))
+        if kwargs:
+            raise VtmlirError("error: keyword inputs are only taken by a function compiled from an nn.Module")
+        outputs = self.run(*args)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def run(self, *inputs) -> tuple:
+        """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
         arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
         self.signature.check_inputs(arrays)
         if self._runtime is None:
@@ -99,8 +110,7 @@ class CudaExecutable:
             except VtmlirError:
                 images = {k.name: k.ptx.encode() for k in self.kernels}
             self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
-        outputs = [to_torch(a) for a in self._runtime.run(arrays)]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return tuple(to_torch(a) for a in self._runtime.run(arrays))
 
     def __repr__(self):
         return f"CudaExecutable({len(self.kernels)} kernels for {self.chip})"
