@@ -292,3 +292,23 @@ def test_half_precision_scalars_are_passed_as_their_bits():
     assert scalar_parameter("i1", 1).value is True
     with pytest.raises(VtmlirError, match="parameter type vector<4xf32>"):
         scalar_parameter("vector<4xf32>", 0)
+
+
+def test_integer_abs_reaches_ptx():
+    # T5's relative-position buckets take |i - j| of i64 positions: math.absi, which NVVM's patterns
+    # leave for convert-math-to-llvm (llvm.intr.abs).
+    exe = compile_cuda(as_module("""
+#id = affine_map<(d0) -> (d0)>
+func.func @main(%x: tensor<16xi64>) -> tensor<16xi64> {
+  %e = tensor.empty() : tensor<16xi64>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<16xi64>) outs(%e : tensor<16xi64>) {
+  ^bb0(%a: i64, %o: i64):
+    %b = math.absi %a : i64
+    linalg.yield %b : i64
+  } -> tensor<16xi64>
+  return %r : tensor<16xi64>
+}
+"""))
+    assert "abs.s64" in "".join(exe.ptx.values())
+    assert len(exe.assemble("sm_80")) == len(exe.kernels)
