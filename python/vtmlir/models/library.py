@@ -147,8 +147,9 @@ def _gpt2(batch):
     transformers = import_transformers()
     config = transformers.GPT2Config(vocab_size=_VOCAB, n_embd=64, n_layer=3, n_head=4, n_positions=64,
                                      bos_token_id=1, eos_token_id=2)
-    # attention_mask given: without it transformers builds the packed-sequence mask with cumsum, a
-    # tm_tensor.scan that vtmlir lowers only once the TMTensor lowering lands (issue 19).
+    # With position_ids but neither attention_mask nor a cache, transformers looks for packed sequences
+    # with a cumsum (a tm_tensor.scan, which vtmlir lowers once issue 19's TMTensor lowering lands);
+    # an attention_mask, or the default use_cache=True, avoids it.
     return (transformers.GPT2LMHeadModel(config), (_token_ids(batch),),
             {"attention_mask": torch.ones(batch, _SEQ, dtype=torch.long)})
 
