@@ -79,6 +79,19 @@ class TorchCallSpec:
         return pytree.tree_unflatten(leaves, self.out_spec)
 
 
+def call_compiled(executable, args: tuple, kwargs: dict):
+    """`executable(*args, **kwargs)` for both backends: with a `call_spec` (compiled from an
+    `nn.Module`) the module's own structure in and out; otherwise flat tensors in, and one tensor or
+    a tuple of them out. `executable.run(*tensors)` runs the compiled function."""
+    if executable.call_spec is not None:
+        spec = executable.call_spec
+        return spec.unflatten(executable.run(*spec.flatten(args, kwargs)))
+    if kwargs:
+        raise VtmlirError("error: keyword inputs are only taken by a function compiled from an nn.Module")
+    results = executable.run(*args)
+    return results[0] if len(results) == 1 else results
+
+
 def describe(spec) -> str:
     """A short, readable form of a pytree spec: `(args...), {kwarg: ...}` with `*` for a leaf and
     class names for other nodes (a full TreeSpec of a cache prints its whole context)."""

@@ -244,25 +244,15 @@ LIBRARY_MODELS: "OrderedDict[str, LibraryModel]" = OrderedDict(
                      "torchvision", _tv_vit),
         LibraryModel("swin_small", "torchvision SwinTransformer: embed 16, depths [2, 2], window 4, image 32",
                      "torchvision", _tv_swin_small),
-        LibraryModel("resnet18", "torchvision resnet18, image 64", "torchvision", _torchvision("resnet18"), slow=True),
-        LibraryModel("mobilenet_v2", "torchvision mobilenet_v2, image 64", "torchvision",
-                     _torchvision("mobilenet_v2"), slow=True),
-        LibraryModel("mobilenet_v3_small", "torchvision mobilenet_v3_small, image 64", "torchvision",
-                     _torchvision("mobilenet_v3_small"), slow=True),
-        LibraryModel("mobilenet_v3_large", "torchvision mobilenet_v3_large, image 64", "torchvision",
-                     _torchvision("mobilenet_v3_large"), slow=True),
-        LibraryModel("shufflenet_v2", "torchvision shufflenet_v2_x0_5, image 64", "torchvision",
-                     _torchvision("shufflenet_v2_x0_5"), slow=True),
-        LibraryModel("squeezenet", "torchvision squeezenet1_1, image 64", "torchvision",
-                     _torchvision("squeezenet1_1"), slow=True),
-        LibraryModel("efficientnet_b0", "torchvision efficientnet_b0, image 64", "torchvision",
-                     _torchvision("efficientnet_b0"), slow=True),
-        LibraryModel("regnet_y_400mf", "torchvision regnet_y_400mf, image 64", "torchvision",
-                     _torchvision("regnet_y_400mf"), slow=True),
-        LibraryModel("densenet121", "torchvision densenet121, image 64", "torchvision",
-                     _torchvision("densenet121"), slow=True),
-        LibraryModel("convnext_tiny", "torchvision convnext_tiny, image 64", "torchvision",
-                     _torchvision("convnext_tiny"), slow=True),
-        LibraryModel("swin_t", "torchvision swin_t, image 64", "torchvision", _torchvision("swin_t"), slow=True),
     )
 )
+# The full-size classification networks (their own constructors, 10 classes, 64x64 images).
+_TORCHVISION_NETWORKS = {
+    "resnet18": "resnet18", "mobilenet_v2": "mobilenet_v2", "mobilenet_v3_small": "mobilenet_v3_small",
+    "mobilenet_v3_large": "mobilenet_v3_large", "shufflenet_v2": "shufflenet_v2_x0_5",
+    "squeezenet": "squeezenet1_1", "efficientnet_b0": "efficientnet_b0", "regnet_y_400mf": "regnet_y_400mf",
+    "densenet121": "densenet121", "convnext_tiny": "convnext_tiny", "swin_t": "swin_t",
+}
+for _name, _constructor in _TORCHVISION_NETWORKS.items():
+    LIBRARY_MODELS[_name] = LibraryModel(_name, f"torchvision {_constructor}, image 64", "torchvision",
+                                         _torchvision(_constructor), slow=True)

@@ -10,6 +10,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
+from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
@@ -49,12 +50,7 @@ class CpuExecutable:
     def __call__(self, *args, **kwargs):
         """Call with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`), take
         and return what the module does; otherwise return a torch tensor (one result) or a tuple."""
-        if self.call_spec is not None:
-            return self.call_spec.unflatten(self.run(*self.call_spec.flatten(args, kwargs)))
-        if kwargs:
-            raise VtmlirError("error: keyword inputs are only taken by a function compiled from an nn.Module")
-        tensors = self.run(*args)
-        return tensors[0] if len(tensors) == 1 else tensors
+        return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
         """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""

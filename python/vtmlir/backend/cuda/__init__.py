@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import VtmlirError
+from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, find_entry, signature_of, to_numpy, to_torch
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
@@ -86,12 +87,7 @@ class CudaExecutable:
     def __call__(self, *args, **kwargs):
         """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
         take and return what the module does; otherwise return a torch tensor or a tuple of them."""
-        if self.call_spec is not None:
-            return self.call_spec.unflatten(self.run(*self.call_spec.flatten(args, kwargs)))
-        if kwargs:
-            raise VtmlirError("error: keyword inputs are only taken by a function compiled from an nn.Module")
-        outputs = self.run(*args)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return call_compiled(self, args, kwargs)
 
     def run(self, *inputs) -> tuple:
         """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
