@@ -20,20 +20,12 @@ the one passed in as it was (eager transformers updates the cache object in plac
 
 from __future__ import annotations
 
-import sys
-
 from ..errors import VtmlirError
 
 
 def is_transformers_model(module) -> bool:
-    """Whether `module` is a transformers `PreTrainedModel` (without importing transformers)."""
-    transformers = sys.modules.get("transformers")
-    if transformers is None:
-        return False
-    try:
-        return isinstance(module, transformers.PreTrainedModel)
-    except Exception:  # transformers without torch support
-        return False
+    """Whether `module` is (a subclass of) a transformers model class; imports nothing."""
+    return any(cls.__module__.split(".", 1)[0] == "transformers" for cls in type(module).__mro__)
 
 
 def register_cache_pytrees(model) -> None:
