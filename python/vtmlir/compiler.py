@@ -19,6 +19,7 @@ LOWBIT_PIPELINES = {
 def compile(  # noqa: A001 - mirrors torch.compile
     module,
     *example_args,
+    kwargs: dict | None = None,
     target: str = "cpu",
     pipeline: str | None = None,
     entry: str | None = None,
@@ -31,8 +32,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
 ):
     """Compile `module` for `target`.
 
-    - `module`: an `nn.Module` (then `example_args` are its example inputs), an `ir.Module`, `.mlir`
-      text, or a path to a `.mlir` file (all at linalg-on-tensors level).
+    - `module`: an `nn.Module` (then `example_args` and the keyword inputs `kwargs` are its example
+      inputs), an `ir.Module`, `.mlir` text, or a path to a `.mlir` file (all at linalg-on-tensors
+      level). Compiled from an `nn.Module`, the result is called like the module (`compiled(*args,
+      **kwargs)`, the same structure as the example: tensors, lists, dicts, a transformers
+      `DynamicCache`) and returns what the module returns (a tensor, a tuple, a dict, a transformers
+      `ModelOutput`; `frontend/torch_calls.py`). Non-tensor inputs (`use_cache=True`, `None`) are
+      fixed at their example values. Otherwise it takes and returns flat tensors.
     - `pipeline`: a textual pass pipeline run at graph level before code generation; vtmlir passes
       and upstream MLIR passes mix freely (e.g. "vt-stats, canonicalize").
     - `entry`: the function to compile (default `@main`, else the only public function).
@@ -43,7 +49,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
       any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
       subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
       low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
-    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`).
+    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`;
+      for an `nn.Module`, indices among its tensor inputs in order).
       Without it no argument is ever written. A result that is a donated argument updated in place
       (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in that argument's
       memory and returned in it -- no second buffer, no copy; on the CPU `compiled.aliases` says
@@ -53,7 +60,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
-    from .frontend import as_module, import_torch
+    from .frontend import as_module
+    from .frontend.torch_import import export_torch, import_exported
     from .signature import find_entry, signature_of
 
     if target not in TARGETS:
@@ -62,10 +70,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
+    call = None
     if _is_torch_module(module):
-        graph = import_torch(module, *example_args, dynamic_shapes=dynamic_shapes)
+        exported = export_torch(module, *example_args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
+        graph = import_exported(exported)
+        call = exported.call
     else:
-        if example_args:
+        if example_args or kwargs:
             raise VtmlirError("error: example inputs are only taken with an nn.Module")
         # A fresh copy: compilation rewrites the module in place, the caller's stays as it was.
         graph = as_module(module, context=_fresh_context()) if _is_ir_module(module) else as_module(module)
@@ -92,14 +103,17 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if target == "cpu":
         from .backend.cpu import compile_cpu
 
-        return compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
-                           donate=donated)
+        executable = compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
+                                 donate=donated)
+        executable.call_spec = call
+        return executable
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated)
     executable.stages = {**stages, **executable.stages}
+    executable.call_spec = call
     return executable
 
 

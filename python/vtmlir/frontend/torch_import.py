@@ -26,6 +26,8 @@ from torch_mlir import ir
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
 from ..passes import run_pipeline
+from .torch_calls import TorchCallSpec
+from .transformers_export import is_transformers_model, register_cache_pytrees
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
@@ -43,36 +45,71 @@ _BOOKKEEPING_PREFIXES = ("torch.constant.", "torch.prim.", "torch_c.", "torch.de
 def import_torch(
     module,
     *example_args,
+    kwargs: dict | None = None,
     dynamic_shapes=None,
     output_type: str = "linalg-on-tensors",
     func_name: str = "main",
     context: ir.Context | None = None,
 ) -> ir.Module:
-    """Import an `nn.Module` called on `example_args` as an `ir.Module`.
+    """Import an `nn.Module` called on `example_args` (and keyword inputs `kwargs`) as an `ir.Module`.
 
     `output_type` is "linalg-on-tensors" (the graph level, default) or "torch" (torch backend
     contract). `dynamic_shapes` is passed to `torch.export.export` unchanged; with it, the shape
     symbols torch-mlir records are kept (see the module docstring and `shape_symbols`).
+    The function's arguments are the tensors among the inputs' pytree leaves, its results the
+    module's tensor outputs (`export_torch` says how to call it with the module's own structure).
     """
+    if output_type not in OUTPUT_TYPES:
+        raise VtmlirError(f"error: unknown output_type '{output_type}'; expected one of {', '.join(OUTPUT_TYPES)}")
+    exported = export_torch(module, *example_args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
+    return import_exported(exported, output_type=output_type, func_name=func_name, context=context)
+
+
+@dataclass(frozen=True)
+class ExportedTorch:
+    """A module exported for import: the `torch.export` program (decomposed, its state frozen
+    into it) and the Python calling convention of the function it becomes."""
+
+    program: object
+    call: TorchCallSpec
+    dynamic_shapes: object = None
+
+
+def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shapes=None) -> ExportedTorch:
+    """`torch.export` `module` on the example inputs, decompose it for torch-mlir and prepare it for
+    the frozen import (`_prepare_for_import`). The inputs may be any pytree of tensors and Python
+    constants; a transformers model's cache classes are registered as pytrees first
+    (`transformers_export`)."""
     import torch
     from torch_mlir import fx  # also registers the torch pipelines by name (docs/design.md §6)
+
+    if not isinstance(module, torch.nn.Module):
+        raise VtmlirError(f"error: import_torch expects a torch.nn.Module, got {type(module).__name__}")
+    args = tuple(_as_torch(a) for a in example_args)
+    kwargs = {k: _as_torch(v) for k, v in (kwargs or {}).items()}
+    if is_transformers_model(module):
+        register_cache_pytrees(module)
+    _check_input_leaves(args, kwargs)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes, strict=False)
+            program = program.run_decompositions(_decomposition_table())
+    except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {first}") from None
+    call = _prepare_for_import(program)
+    return ExportedTorch(program, call, dynamic_shapes)
+
+
+def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tensors", func_name: str = "main",
+                    context: ir.Context | None = None) -> ir.Module:
+    """Import an `export_torch` result as an `ir.Module` at `output_type` level."""
     from torch_mlir.extras.fx_importer import FxImporter
 
     if output_type not in OUTPUT_TYPES:
         raise VtmlirError(f"error: unknown output_type '{output_type}'; expected one of {', '.join(OUTPUT_TYPES)}")
-    if not isinstance(module, torch.nn.Module):
-        raise VtmlirError(f"error: import_torch expects a torch.nn.Module, got {type(module).__name__}")
-    args = tuple(_as_torch(a) for a in example_args)
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
-            program = program.run_decompositions(fx.get_decomposition_table())
-    except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {first}") from None
-
+    program, dynamic_shapes = exported.program, exported.dynamic_shapes
     ctx = context or make_context()
     importer = FxImporter(context=ctx)
     with warnings.catch_warnings():
@@ -93,6 +130,67 @@ def import_torch(
     except VtmlirError as err:
         raise _explain_lowering_failure(torch_level, err) from None
     return mod
+
+
+def _prepare_for_import(program) -> TorchCallSpec:
+    """Make `program` importable by torch-mlir's frozen import, and record how to call the result.
+
+    - Non-persistent buffers (rotary `inv_freq`, causal-mask tables: `register_buffer(...,
+      persistent=False)`) are lifted like other buffers but stored in `program.constants`, not in the
+      `state_dict` where torch-mlir looks them up ("Could not find state mapping for buffer"): they
+      are frozen from there.
+    - User inputs that `torch.export` specialised (`None`, `use_cache=True`, ints: a
+      `ConstantArgument` in the signature) have placeholders that nothing reads: they are removed,
+      so the function's arguments are the input tensors only; their values are recorded.
+    - Constant user outputs (a `None` in a returned tuple) are removed from the graph's outputs and
+      recorded, so the function returns tensors only.
+    - A parameter, buffer or constant read inside a list operand (`aten.index.Tensor(table,
+      [relative_position_index])` in Swin's attention) is read through a `get_attr` node: the frozen
+      import puts the tensor itself into the list, which torch-mlir's list import refuses
+      ("Heterogeneous lists are not supported"); a `get_attr` in a list it imports as a literal.
+    """
+    from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
+
+    sig = program.graph_signature
+    state = program.state_dict
+    for spec in sig.input_specs:
+        if spec.kind == InputKind.BUFFER and spec.target not in state and spec.target in program.constants:
+            state[spec.target] = program.constants[spec.target]
+
+    graph = program.graph
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    for spec in sig.input_specs:
+        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            store = program.constants if spec.kind == InputKind.CONSTANT_TENSOR else state
+            node = placeholders.get(spec.arg.name)
+            if node is not None and spec.target in store:
+                _read_lists_through_get_attr(program.graph_module, node, store[spec.target])
+    user_inputs = [s for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+    input_constants = {}
+    for i, spec in enumerate(user_inputs):
+        if isinstance(spec.arg, ConstantArgument):
+            input_constants[i] = spec.arg.value
+            node = placeholders.get(spec.arg.name)
+            if node is not None:
+                if node.users:
+                    raise VtmlirError(f"error: the exported graph reads the constant input '{spec.arg.name}'")
+                graph.erase_node(node)
+            sig.input_specs.remove(spec)
+
+    output = next(n for n in graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    user_outputs = [(i, s) for i, s in enumerate(sig.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+    output_constants = {}
+    dropped = set()
+    for leaf, (position, spec) in enumerate(user_outputs):
+        if isinstance(spec.arg, ConstantArgument):
+            output_constants[leaf] = spec.arg.value
+            dropped.add(position)
+    if dropped:
+        output.args = (tuple(v for i, v in enumerate(values) if i not in dropped),)
+        sig.output_specs[:] = [s for i, s in enumerate(sig.output_specs) if i not in dropped]
+    graph.lint()
+    return TorchCallSpec(program.call_spec.in_spec, program.call_spec.out_spec, input_constants, output_constants)
 
 
 @dataclass(frozen=True)
@@ -127,6 +225,60 @@ def shape_symbols(module: ir.Module, func_name: str = "main") -> ShapeSymbols:
         return tuple(out)
 
     return ShapeSymbols(symbols, per("arg_attrs"), per("res_attrs"))
+
+
+def _decomposition_table() -> dict:
+    """torch-mlir's decompositions, and PyTorch's own for `aten.gelu`: torch-mlir lowers
+    `gelu(approximate="tanh")` (GPT-2's and Gemma's activation) with sqrt(2/pi) as 0.797724 (pi as
+    22/7; the true value is 0.7978846), an error of 5e-5 on activations of size 3 that grows through
+    the layers; PyTorch's decomposition uses the exact constants (and erf for approximate="none")."""
+    import torch
+    from torch._decomp import get_decompositions
+    from torch_mlir import fx
+
+    table = dict(fx.get_decomposition_table())
+    table.update(get_decompositions([torch.ops.aten.gelu]))
+    return table
+
+
+def _check_input_leaves(args: tuple, kwargs: dict) -> None:
+    """Refuse, naming it, an input `torch.export` cannot flatten (an object of an unregistered class)
+    before the export fails on it with a message about pytrees."""
+    import numbers
+
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves, _ = pytree.tree_flatten_with_path((args, kwargs))
+    for path, leaf in leaves:
+        if leaf is None or isinstance(leaf, (torch.Tensor, numbers.Number, str, torch.dtype, torch.device)):
+            continue
+        top = path[1]
+        where = (f"argument {top.idx}" if path[0].idx == 0 else f"'{top.key}'") + pytree.keystr(path[2:])
+        raise VtmlirError(
+            f"error: input {where} is a {type(leaf).__name__}, which vtmlir cannot pass to a compiled function; "
+            "pass tensors, tuples/lists/dicts of them, Python constants, or transformers cache objects "
+            "(DynamicCache, StaticCache; past key/values as tensors inside such a cache)")
+
+
+def _read_lists_through_get_attr(graph_module, placeholder, value) -> None:
+    """Replace `placeholder` inside the list operands of its users by a `get_attr` of `value` (see
+    `_prepare_for_import`)."""
+    attr = None
+    for user in list(placeholder.users):
+        if not any(isinstance(a, (list, tuple)) and placeholder in a for a in (*user.args, *user.kwargs.values())):
+            continue
+        if attr is None:
+            attr = f"_vtmlir_frozen_{placeholder.name}"
+            graph_module.register_buffer(attr, value.detach(), persistent=False)
+        with graph_module.graph.inserting_before(user):
+            fetched = graph_module.graph.get_attr(attr)
+
+        def swap(a):
+            return type(a)(fetched if x is placeholder else x for x in a) if isinstance(a, (list, tuple)) else a
+
+        user.args = tuple(swap(a) for a in user.args)
+        user.kwargs = {k: swap(v) for k, v in user.kwargs.items()}
 
 
 def _find_func(module, name):

@@ -10,6 +10,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
+from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
@@ -36,6 +37,9 @@ class CpuExecutable:
         self._allocator = allocator
         self._weight_bytes = weight_bytes
         self._last_stats = None
+        # Set by `vtmlir.compile` for a module compiled from an nn.Module: its Python calling
+        # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
+        self.call_spec = None
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -43,7 +47,13 @@ class CpuExecutable:
         memory (updated in place, `compile(..., donate=...)`)."""
         return {r: a for r, a in enumerate(self.result_arguments) if a >= 0}
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        """Call with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`), take
+        and return what the module does; otherwise return a torch tensor (one result) or a tuple."""
+        return call_compiled(self, args, kwargs)
+
+    def run(self, *args) -> tuple:
+        """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         for i in self.donate:
@@ -59,8 +69,7 @@ class CpuExecutable:
         if self._allocator is not None:
             self._last_stats = self._stats(arrays, out_params)
         fresh = iter(out_params)
-        tensors = tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
-        return tensors[0] if len(tensors) == 1 else tensors
+        return tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
 
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""

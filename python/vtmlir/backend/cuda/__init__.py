@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import VtmlirError
+from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, find_entry, signature_of, to_numpy, to_torch
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
@@ -70,6 +71,7 @@ class CudaExecutable:
         self.chip = chip
         self._cubins: dict[str, dict[str, bytes]] = {}
         self._runtime = None
+        self.call_spec = None  # as CpuExecutable.call_spec
 
     @property
     def ptx(self) -> dict[str, str]:
@@ -82,8 +84,13 @@ class CudaExecutable:
             self._cubins[arch] = {k.name: assemble(k.ptx, arch, k.name) for k in self.kernels}
         return self._cubins[arch]
 
-    def __call__(self, *inputs):
-        """Run on GPU 0 with torch tensors or numpy arrays; returns a torch tensor or a tuple of them."""
+    def __call__(self, *args, **kwargs):
+        """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
+        take and return what the module does; otherwise return a torch tensor or a tuple of them."""
+        return call_compiled(self, args, kwargs)
+
+    def run(self, *inputs) -> tuple:
+        """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
         arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
         self.signature.check_inputs(arrays)
         if self._runtime is None:
@@ -99,8 +106,7 @@ class CudaExecutable:
             except VtmlirError:
                 images = {k.name: k.ptx.encode() for k in self.kernels}
             self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
-        outputs = [to_torch(a) for a in self._runtime.run(arrays)]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return tuple(to_torch(a) for a in self._runtime.run(arrays))
 
     def __repr__(self):
         return f"CudaExecutable({len(self.kernels)} kernels for {self.chip})"

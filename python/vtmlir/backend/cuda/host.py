@@ -244,13 +244,7 @@ class _HostReader:
     def _step(self, op) -> None:
         name = op.name
         if name == "arith.constant":
-            attr = op.attributes["value"]
-            if isinstance(attr, ir.IntegerAttr):
-                self.values[op.results[0]] = attr.value
-            elif isinstance(attr, ir.FloatAttr):
-                self.values[op.results[0]] = attr.value
-            else:
-                raise VtmlirError(f"{format_location(op.location)}: error: host constant {attr} is not a scalar")
+            self.values[op.results[0]] = self._constant_value(op)
         elif name in ("memref.alloc", "memref.alloca"):
             if len(op.operands):
                 raise VtmlirError(f"{format_location(op.location)}: error: dynamic '{name}' is not supported")
@@ -277,6 +271,23 @@ class _HostReader:
         else:
             raise VtmlirError(f"{format_location(op.location)}: error: op '{name}' in the host function "
                               "is not supported by the CUDA backend (the GPU lowering left it on the host)")
+
+    def _constant_value(self, op):
+        """An `arith.constant` on the host: a Python int (integers, `index`, i1 `true`/`false`), a
+        float, or a numpy array for a shaped constant (splat or dense), read through its attribute."""
+        attr = op.attributes["value"]
+        if isinstance(attr, ir.BoolAttr):
+            return int(attr.value)
+        if isinstance(attr, (ir.IntegerAttr, ir.FloatAttr)):
+            return attr.value
+        if isinstance(attr, ir.DenseElementsAttr):
+            shaped = ir.ShapedType(attr.type)
+            dtype = numpy_dtype(str(shaped.element_type))
+            if attr.is_splat:
+                return np.full(tuple(shaped.shape), attr.get_splat_value().value, dtype=dtype)
+            return np.array(attr, dtype=dtype).reshape(tuple(shaped.shape))
+        raise VtmlirError(f"{format_location(op.location)}: error: host constant of type {op.results[0].type} "
+                          f"({type(attr).__name__}) is not supported by the CUDA backend")
 
     def _view(self, op, source: MemrefView) -> MemrefView:
         mtype = op.results[0].type
@@ -313,6 +324,10 @@ class _HostReader:
             v = self._value(value, op)
             if isinstance(v, MemrefView):
                 args.append(v)
+            elif isinstance(v, np.ndarray):
+                raise VtmlirError(f"{format_location(op.location)}: error: kernel {module_name} takes the "
+                                  f"shaped host constant {value.type} by value; the CUDA backend passes "
+                                  "buffers and scalars only")
             else:
                 args.append(Scalar(_llvm_scalar_type(value.type), v))
         step = Launch(module_name, function, grid, block, args, self._kernel_param_types(module_name, function))
