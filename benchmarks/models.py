@@ -1,7 +1,7 @@
 """Models users bring (issue 19): compile time and CPU run time of vtmlir against torch eager and
 torch.compile (inductor), on the transformers and torchvision models of `vtmlir.models.library`.
 
-Prints JSON lines (DESIGN.md §7). Per model:
+Prints JSON lines (docs/design.md §7). Per model:
 - `compile_time` for vtmlir (`vtmlir.compile`) and torch.compile (its first call, which compiles),
   wall and process CPU time (`unit` "s", `clock` "wall"/"cpu");
 - `run_time` of vtmlir, eager and torch.compile: the median of `--repeat` calls after one warm-up,
