@@ -88,6 +88,7 @@ def _append_script(module_op, scheduled, target: HostTarget, parts: int) -> None
             if scheduled:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)
+                t.drop_leading_unit_dims(funcs)
                 t.cse(funcs)
                 funcs = t.hoist_vector_transfers(funcs)
                 t.lower_contractions(funcs)

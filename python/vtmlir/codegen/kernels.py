@@ -32,6 +32,7 @@ class KernelKind(str, Enum):
     ELEMENTWISE = "elementwise"
     DATA_MOVEMENT = "data-movement"
     SCALAR = "scalar"  # rank 0 or a handful of elements: loops are the right code
+    CHECK = "check"  # no outputs: a run-time check (`cf.assert` per element, from the importer)
     UNKNOWN = "unknown"
 
 
@@ -192,13 +193,15 @@ def classify(op: ir.Operation) -> Kernel:
     if op.name == "linalg.generic":
         maps = _maps(op)
     else:
-        maps = [ir.AffineMap(m) for m in linalg.get_indexing_maps(op)] if op.name != "linalg.fill" else None
+        maps = [ir.AffineMapAttr(m).value for m in linalg.get_indexing_maps(op)] if op.name != "linalg.fill" else None
         if maps is None:  # fill: a scalar in, the output written whole
             out = op.operands[-1]
             rank = out.type.rank
             maps = [ir.AffineMap.get(rank, 0, []), ir.AffineMap.get_identity(rank)]
     if maps is None:
         return Kernel(op, KernelKind.UNKNOWN, reason="no indexing maps")
+    if op.name == "linalg.generic" and len(op.opview.outputs) == 0:
+        return Kernel(op, KernelKind.CHECK, reason="a run-time check (no outputs)")
     out_bits = _element_bits(op.operands[-1])
     ranges = _loop_ranges(op, maps)
     if ranges is None:

@@ -39,8 +39,10 @@ class KernelReport:
 
     @property
     def fallbacks(self) -> list[KernelPlan]:
-        """Kernels that run as scalar loops, except the trivially small ones (`scalar`)."""
-        return [k for k in self.kernels if k.id not in self.vectorized and k.kind != KernelKind.SCALAR.value]
+        """Kernels that run as scalar loops, except the trivially small ones (`scalar`) and the
+        importer's run-time checks (`check`: kernels without outputs whose body is a `cf.assert`)."""
+        quiet = (KernelKind.SCALAR.value, KernelKind.CHECK.value)
+        return [k for k in self.kernels if k.id not in self.vectorized and k.kind not in quiet]
 
     def summary(self) -> dict[str, int]:
         counts: dict[str, int] = {}

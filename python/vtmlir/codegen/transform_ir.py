@@ -75,6 +75,15 @@ def canonicalize(scope: ir.Value, fold_memref_aliases: bool = False) -> None:
         transform.ApplyCanonicalizationPatternsOp()
 
 
+def drop_leading_unit_dims(scope: ir.Value) -> None:
+    """vector<1x1x32xf32> → vector<32xf32>: tiles of 1 leave leading unit dimensions, and LLVM's
+    lowering of math ops takes 1-D vectors only."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyCastAwayVectorLeadingOneDimPatternsOp()
+        transform.ApplyCanonicalizationPatternsOp()
+
+
 def cse(scope: ir.Value) -> None:
     transform.ApplyCommonSubexpressionEliminationOp(scope)
 

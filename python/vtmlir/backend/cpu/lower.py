@@ -25,8 +25,11 @@ from ...passes import run_pipeline
 SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
                   "codegen-attach-schedule{threads=%d%s})")
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
+# `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
+# exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
+# becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
 LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-hoist-static-allocas, "
-               "func.func(convert-linalg-to-loops), canonicalize, cse)")
+               "func.func(convert-linalg-to-loops), canonicalize, cse, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
 # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
@@ -35,7 +38,7 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-hoist-static-allo
 # reduction's vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
     "builtin.module(func.func(llvm-request-c-wrappers), %s, convert-vector-to-scf{full-unroll=true}, "
-    "expand-strided-metadata, lower-affine, %s, convert-scf-to-cf, "
+    "expand-strided-metadata, lower-affine, %s, "
     "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
 )
@@ -59,7 +62,8 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
 
         finalize = GENERIC_ALLOCATION_PASS
     threads_text = _threads_passes(threads)
-    if threads != 1:  # convert-openmp-to-llvm runs after the memref lowering
+    finalize = f"{finalize}, convert-scf-to-cf"
+    if threads != 1:  # after the memref and scf lowerings (else it lowers cf.assert inside scf.for bodies)
         threads_text = threads_text.replace(", convert-openmp-to-llvm", "")
         finalize = f"{finalize}, convert-openmp-to-llvm"
     return (
