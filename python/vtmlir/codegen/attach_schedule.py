@@ -39,15 +39,17 @@ class KernelPlan:
     reason: str = ""
 
 
-def attach_schedules(module_op, threads: int = 0, overrides=None, target: HostTarget | None = None) -> list[KernelPlan]:
+def attach_schedules(module_op, threads: int = 0, overrides=None, target: HostTarget | None = None,
+                     strict: bool = False) -> list[KernelPlan]:
     """Tag the kernels of `module_op` (a builtin.module at kernel level) and append the transform
     script that schedules them; returns the plan per kernel. `threads` only decides how many parallel
-    tiles a kernel is split into (0: the host's cores); values never depend on it."""
+    tiles a kernel is split into (0: the host's cores); values never depend on it. `strict`: a
+    schedule that does not apply fails the interpreter (for tests and schedule development)."""
     with module_op.context, ir.Location.unknown():
-        return _attach(module_op, threads, overrides, target or host_target())
+        return _attach(module_op, threads, overrides, target or host_target(), strict)
 
 
-def _attach(module_op, threads: int, overrides, target: HostTarget) -> list[KernelPlan]:
+def _attach(module_op, threads: int, overrides, target: HostTarget, strict: bool) -> list[KernelPlan]:
     from ..errors import format_location
 
     table = resolve_schedules(overrides)
@@ -67,11 +69,11 @@ def _attach(module_op, threads: int, overrides, target: HostTarget) -> list[Kern
                                 schedule.name if schedule else None, reason))
         if schedule is not None:
             scheduled.append((i, kernel, schedule))
-    _append_script(module_op, scheduled, target, parts)
+    _append_script(module_op, scheduled, target, parts, strict)
     return plans
 
 
-def _append_script(module_op, scheduled, target: HostTarget, parts: int) -> None:
+def _append_script(module_op, scheduled, target: HostTarget, parts: int, strict: bool) -> None:
     module_op.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
     body = module_op.regions[0].blocks[0]
     with ir.Location.unknown():
@@ -84,7 +86,7 @@ def _append_script(module_op, scheduled, target: HostTarget, parts: int) -> None
         with ir.InsertionPoint(main.body):
             root = main.bodyTarget
             for kid, _, schedule in scheduled:
-                t.include(_sequence_name(kid, schedule), t.match_kernel(root, kid))
+                t.include(_sequence_name(kid, schedule), t.match_kernel(root, kid), suppress_failures=not strict)
             if scheduled:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)
@@ -113,7 +115,8 @@ class AttachSchedule(Pass):
     options = (
         Option("threads", int, 0, "parallel tiles per kernel: the thread count (0: the host's cores)"),
         Option("schedules", list[str], [], "overrides: kind:none, kind:default or kind.parameter:value"),
+        Option("strict", bool, False, "a schedule that does not apply fails the interpreter (else: loops)"),
     )
 
     def run(self, module):
-        attach_schedules(module, threads=self.threads, overrides=self.schedules)
+        attach_schedules(module, threads=self.threads, overrides=self.schedules, strict=self.strict)

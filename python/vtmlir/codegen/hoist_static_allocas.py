@@ -3,13 +3,15 @@
 `transform.structured.promote {use_alloca}` puts the packed B panel's `memref.alloca` inside the
 loop nest that uses it; each iteration would then grow the stack (a 1024x1024 matmul overflowed it).
 A statically shaped alloca has no operands, so it moves to the top of the nearest enclosing
-`scf.forall` body (one buffer per parallel tile: per thread once the forall runs on OpenMP, whose
-loop body is an alloca scope) or of the function.
+`scf.forall` body (one buffer per parallel tile, so per thread on OpenMP) or of the function. A
+forall body that receives one is wrapped in a `memref.alloca_scope`, so its stack is released after
+each tile also where the forall becomes a sequential loop (`threads=1`, or nested in another loop).
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import memref
 
 from ..passes.registry import Pass, register_pass
 
@@ -35,9 +37,27 @@ def hoist_static_allocas(module_op) -> int:
             scope = scope.parent
         if scope is None:
             continue
+        if scope.name == "scf.forall":
+            scope = _alloca_scope(scope)
         entry = scope.regions[0].blocks[0]
         alloca.move_before(entry.operations[0])
     return len(allocas)
+
+
+def _alloca_scope(forall):
+    """The `memref.alloca_scope` holding the forall's body (made on first use)."""
+    body = forall.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) == 2 and ops[0].operation.name == "memref.alloca_scope":
+        return ops[0].operation
+    with forall.location, ir.InsertionPoint.at_block_begin(body):
+        scope = memref.AllocaScopeOp([])
+        block = scope.bodyRegion.blocks.append()
+        with ir.InsertionPoint(block):
+            end = memref.AllocaScopeReturnOp([])
+    for op in ops[:-1]:  # all but the forall's terminator
+        op.operation.move_before(end.operation)
+    return scope.operation
 
 
 @register_pass

@@ -53,7 +53,8 @@ class Kernel:
     reduction_dims: tuple[int, ...] = ()
     element_bits: int = 32
     reason: str = ""  # why a kernel is UNKNOWN
-    # contractions: loop dimensions by role, and which input is the "B" operand (holds the n dims)
+    # contractions: loop dimensions by role, and which input is the "B" operand (holds the n dims);
+    # convolutions: m = output image, n = output channels, k = input channels and filter window
     m: tuple[int, ...] = ()
     n: tuple[int, ...] = ()
     k: tuple[int, ...] = ()
@@ -218,7 +219,11 @@ def classify(op: ir.Operation) -> Kernel:
         kernel.kind = KernelKind.SCALAR
         return kernel
     if op.name == "linalg.generic" and linalg.isa_convolution_op(op):
+        dims = linalg.infer_convolution_dimensions(op)
         kernel.kind = KernelKind.CONVOLUTION
+        kernel.batch = tuple(dims.batch) + tuple(dims.depth)
+        kernel.m, kernel.n = tuple(dims.output_image), tuple(dims.output_channel)
+        kernel.k = tuple(dims.input_channel) + tuple(dims.filter_loop)
         return kernel
     if not all(_is_projected_permutation(m) for m in maps):
         kernel.kind = KernelKind.POOLING if reduction else KernelKind.UNKNOWN
@@ -237,14 +242,17 @@ def classify(op: ir.Operation) -> Kernel:
 def _classify_contraction(kernel: Kernel, op, maps) -> bool:
     dims = linalg.infer_contraction_dimensions(op)
     m, n, k, batch = (tuple(dims.m), tuple(dims.n), tuple(dims.k), tuple(dims.batch))
-    if len(k) != 1 or not m or not n or len(op.operands) != 3:
+    if len(k) != 1 or not m or not n or len(op.operands) != 3 or not m[-1:] or not n[-1:]:
         return False
-    a_map, b_map, c_map = maps
-    in_b = {e.position for e in b_map.results if isinstance(e, ir.AffineDimExpr)}
-    b_operand = 1 if n[-1] in in_b else 0
+    c_inner = _innermost_dim(maps[2])
+    if c_inner in m:  # linalg names m after operand 0; the vectors run along C's contiguous dimension
+        m, n = n, m
+    if c_inner not in n:
+        return False  # C's contiguous dimension is not a parallel dimension of one input
+    n = tuple(d for d in n if d != c_inner) + (c_inner,)
+    b_operand = next(i for i in (0, 1) if n[-1] in {e.position for e in maps[i].results
+                                                     if isinstance(e, ir.AffineDimExpr)})
     b_map = maps[b_operand]
-    if _innermost_dim(c_map) != n[-1]:
-        return False  # C's contiguous dimension is not n: the register tile would write columns
     kernel.kind = KernelKind.CONTRACTION
     kernel.m, kernel.n, kernel.k, kernel.batch = m, n, k, batch
     kernel.b_operand = b_operand

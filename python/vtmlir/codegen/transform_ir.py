@@ -62,9 +62,13 @@ def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
                                     alignment=64).result
 
 
-def vectorize(target: ir.Value) -> None:
-    """Vectorise the static-shaped structured ops of the handle (contractions as `vector.contract`)."""
-    structured_gen.VectorizeOp(target, [], static_vector_sizes=[], scalable_sizes=[], create_named_contraction=True)
+def vectorize(target: ir.Value, sizes: Sequence[int] | None = None) -> None:
+    """Vectorise the structured ops of the handle (contractions as `vector.contract`). With `sizes`
+    (one per loop) every op gets vectors of those sizes, masked where the op is smaller: a peeled
+    remainder tile then runs on the same registers as the full tiles instead of odd-sized vectors."""
+    sizes = list(sizes or [])
+    structured_gen.VectorizeOp(target, [], static_vector_sizes=sizes, scalable_sizes=[False] * len(sizes),
+                               create_named_contraction=True)
 
 
 def canonicalize(scope: ir.Value, fold_memref_aliases: bool = False) -> None:

@@ -21,9 +21,10 @@ from ...passes import run_pipeline
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
-# so they run in order; only the foralls the schedules make are parallel.
+# so they run in order; only the foralls the schedules make are parallel. `codegen-decompose-convolutions`:
+# a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
 SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
-                  "codegen-attach-schedule{threads=%d%s})")
+                  "codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
@@ -31,13 +32,14 @@ VECTORS_STAGE = "builtin.module(transform-interpreter)"
 LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-hoist-static-allocas, "
                "func.func(convert-linalg-to-loops), canonicalize, cse, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
+# `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
 # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
 # resolves in the host process. bf16 conversions are expanded to integer ops: LLVM would call
 # compiler-rt's __truncsfbf2, which the process does not have. `reassociate-fp-reductions`: a row
 # reduction's vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
-    "builtin.module(func.func(llvm-request-c-wrappers), %s, convert-vector-to-scf{full-unroll=true}, "
+    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), %s, convert-vector-to-scf{full-unroll=true}, "
     "expand-strided-metadata, lower-affine, %s, "
     "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
