@@ -14,7 +14,7 @@ it was (correct loops later), and `codegen.report.kernel_report` names it; never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch_mlir import ir
 
@@ -116,7 +116,11 @@ class AttachSchedule(Pass):
         Option("threads", int, 0, "parallel tiles per kernel: the thread count (0: the host's cores)"),
         Option("schedules", list[str], [], "overrides: kind:none, kind:default or kind.parameter:value"),
         Option("strict", bool, False, "a schedule that does not apply fails the interpreter (else: loops)"),
+        Option("vector-bits", int, 0, "vector register width to schedule for (0: the host's; tests fix it)"),
     )
 
     def run(self, module):
-        attach_schedules(module, threads=self.threads, overrides=self.schedules, strict=self.strict)
+        target = host_target()
+        if self.vector_bits:
+            target = replace(target, vector_bits=self.vector_bits)
+        attach_schedules(module, threads=self.threads, overrides=self.schedules, strict=self.strict, target=target)
