@@ -12,9 +12,9 @@
 // kernel and @__transform_main applying them.
 // CHECK:       module attributes {transform.with_named_sequence}
 // CHECK-LABEL: func.func @kernels
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64, codegen.scheduled}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.scheduled}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64, codegen.scheduled}
 // CHECK:       transform.named_sequence @kernel_0_contraction(%{{.*}}: !transform.any_op {transform.consumed})
 // CHECK:         transform.structured.tile_using_forall
 // CHECK:         transform.structured.promote {{.*}}operands_to_promote = [1]{{.*}}use_alloca
@@ -22,8 +22,9 @@
 // CHECK:       transform.named_sequence @kernel_1_vector(
 // CHECK:       transform.named_sequence @kernel_2_row_reduction(
 // CHECK:       transform.named_sequence @__transform_main(%[[ROOT:.*]]: !transform.any_op {transform.readonly})
-// CHECK:         transform.structured.match attributes {codegen.kernel = 0 : i64} in %[[ROOT]]
-// CHECK:         transform.include @kernel_0_contraction failures(suppress)
+// CHECK:         %[[ALL:.*]] = transform.structured.match attributes {codegen.scheduled} in %[[ROOT]]
+// CHECK:         %[[K:.*]]:3 = transform.split_handle %[[ALL]]
+// CHECK:         transform.include @kernel_0_contraction failures(suppress) (%[[K]]#0)
 // CHECK:         transform.structured.hoist_redundant_vector_transfers
 
 // The contraction becomes a B panel packed on the stack (64 x 16) and a 6 x 16 register tile (two

@@ -20,7 +20,7 @@ from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from .kernels import KERNEL_ATTR, Kernel, classify, structured_ops
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, structured_ops
 from .schedules import DEFAULT_SCHEDULES, Schedule, resolve_schedules, schedule_key
 from .target import HostTarget, host_target
 
@@ -68,6 +68,7 @@ def _attach(module_op, threads: int, overrides, target: HostTarget, strict: bool
         plans.append(KernelPlan(i, key, kernel.describe(), format_location(kernel.op.location, "-"),
                                 schedule.name if schedule else None, reason))
         if schedule is not None:
+            kernel.op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
             scheduled.append((i, kernel, schedule))
     _append_script(module_op, scheduled, target, parts, strict)
     return plans
@@ -85,8 +86,9 @@ def _append_script(module_op, scheduled, target: HostTarget, parts: int, strict:
         main = t.named_sequence(body, MAIN, consumed=False)
         with ir.InsertionPoint(main.body):
             root = main.bodyTarget
-            for kid, _, schedule in scheduled:
-                t.include(_sequence_name(kid, schedule), t.match_kernel(root, kid), suppress_failures=not strict)
+            handles = t.match_scheduled(root, len(scheduled)) if scheduled else []
+            for (kid, _, schedule), handle in zip(scheduled, handles):
+                t.include(_sequence_name(kid, schedule), handle, suppress_failures=not strict)
             if scheduled:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)

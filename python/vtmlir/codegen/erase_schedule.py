@@ -8,7 +8,7 @@ their loops, read by `codegen.report` before this pass). Lowering to LLVM needs 
 from __future__ import annotations
 
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR
 
 
 def erase_schedule(module_op) -> None:
@@ -20,8 +20,9 @@ def erase_schedule(module_op) -> None:
         del module_op.attributes["transform.with_named_sequence"]
 
     def strip(op):
-        if KERNEL_ATTR in op.attributes:
-            del op.attributes[KERNEL_ATTR]
+        for name in (KERNEL_ATTR, SCHEDULED_ATTR):
+            if name in op.attributes:
+                del op.attributes[name]
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:

@@ -22,6 +22,8 @@ from torch_mlir.dialects import linalg
 # The attribute that names a kernel for its schedule: `codegen.kernel = <id> : i64` on the linalg op.
 # Set by `codegen-attach-schedule`, matched by the transform script, removed by `codegen-erase-schedule`.
 KERNEL_ATTR = "codegen.kernel"
+# A unit attribute on the kernels that have a schedule: the script matches them all in one walk.
+SCHEDULED_ATTR = "codegen.scheduled"
 
 
 class KernelKind(str, Enum):

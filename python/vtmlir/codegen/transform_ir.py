@@ -17,7 +17,7 @@ from torch_mlir.dialects.transform import loop, structured
 from torch_mlir.dialects.transform import memref as transform_memref
 from torch_mlir.dialects.transform import vector as transform_vector
 
-from .kernels import KERNEL_ATTR
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR
 
 
 def any_op() -> ir.Type:
@@ -31,6 +31,15 @@ def kernel_id_attr(kernel_id: int) -> ir.Attribute:
 def match_kernel(scope: ir.Value, kernel_id: int) -> ir.Value:
     """All ops under `scope` tagged `codegen.kernel = kernel_id` (the kernel and its tiled pieces)."""
     return structured.MatchOp(any_op(), scope, op_attrs={KERNEL_ATTR: kernel_id_attr(kernel_id)}).result
+
+
+def match_scheduled(scope: ir.Value, count: int) -> list[ir.Value]:
+    """One handle per kernel marked `codegen.scheduled`, in program order: one walk of the module
+    (a match per kernel would walk it once per kernel: quadratic on a DenseNet)."""
+    every = structured.MatchOp(any_op(), scope, op_attrs={SCHEDULED_ATTR: ir.UnitAttr.get()}).result
+    if count == 1:
+        return [every]
+    return list(transform.SplitHandleOp([any_op()] * count, every).results)
 
 
 def match_names(scope: ir.Value, names: Sequence[str]) -> ir.Value:
