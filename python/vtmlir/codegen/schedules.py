@@ -101,7 +101,10 @@ class ContractionSchedule(Schedule):
     register_m: int = 0          # rows of the register tile (0: by target, see `register_tile`)
     register_n_vectors: int = 0  # vector registers per row of the register tile (nr = this x lanes; 0: by target)
     cache_n: int = 128           # columns of C per parallel tile (the B panels of one tile stay in L2)
-    promote_b: bool = True       # pack each K x nr panel of B contiguously
+    cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
+    promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
+    promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
+                                 # a power-of-two K puts all mr of them in one L1 set
 
     def register_tile(self, target: HostTarget) -> tuple[int, int]:
         """(rows, vector registers per row) of the accumulator tile. Measured here (AVX-512, 32
@@ -135,22 +138,35 @@ class ContractionSchedule(Schedule):
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
         _, forall = t.tile_forall(op, forall_sizes)
+        k_extent = ranges[ki]
+        if self.cache_k and k_extent > self.cache_k:
+            # K in panels, in order (the sums stay in order: C is read back between panels).
+            _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
+            if k_extent % self.cache_k:
+                t.peel(k_loops[0])
+        if self.promote_b:
+            # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
+            t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
+        _, m_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mr}))
+        t.peel(m_loops[0])
+        if self.promote_a:  # (B's copies are vector code by now: the copies left are A's)
+            t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
         _, n_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nr}))
         if nc % nr:
             t.peel(n_loops[0])
-        pieces = t.match_kernel(forall, kernel_id)
-        if self.promote_b:
-            pieces = t.promote(pieces, [kernel.b_operand])
-        _, m_loops = t.tile(pieces, _sizes(rank, {mi: mr}))
-        t.peel(m_loops[0])
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
         t.canonicalize(forall)
-        if self.promote_b:
-            copies = t.match_names(forall, ["linalg.copy"])
-            b_rank = len(kernel.maps[kernel.b_operand].results)
-            copy_tiles, _ = t.tile(copies, [1] * (b_rank - 1) + [0])
-            t.vectorize(t.match_names(forall, ["linalg.copy"]))
         t.vectorize(t.match_kernel(forall, kernel_id))
+
+
+def _vectorize_copies(scope, rank: int) -> None:
+    """Vectorise the packing copies under `scope` (all of one operand, so of one rank) row by row: a
+    vector per packed row, not the whole panel as one vector."""
+    t.tile(t.match_names(scope, ["linalg.copy"]), [1] * (rank - 1) + [0])
+    t.canonicalize(scope)
+    t.vectorize(t.match_names(scope, ["linalg.copy"]))
 
 
 def _sizes(rank: int, given: dict[int, int]) -> list[int]:

@@ -58,11 +58,17 @@ def tile(target: ir.Value, sizes: Sequence[int]) -> tuple[ir.Value, list[ir.Valu
     return op.tiled_linalg_op, list(op.loops)
 
 
-def peel(loop_handle: ir.Value) -> None:
-    """Split the loop into full tiles and one remainder iteration (static once canonicalised)."""
+def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Split the loop into full tiles and one remainder iteration (static once canonicalised);
+    returns (full-tile loop, remainder loop) handles."""
     for_type = transform.OperationType.get("scf.for")
     casted = transform.CastOp(for_type, loop_handle).result
-    loop.LoopPeelOp(any_op(), any_op(), casted, fail_if_already_divisible=False)
+    peeled = loop.LoopPeelOp(any_op(), any_op(), casted, fail_if_already_divisible=False)
+    return peeled.peeled_loop, peeled.remainder_loop
+
+
+def merge(*handles: ir.Value) -> ir.Value:
+    return transform.MergeHandlesOp(list(handles)).result
 
 
 def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
