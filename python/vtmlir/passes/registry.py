@@ -74,6 +74,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
+    "codegen-split-checks": "vtmlir.codegen.split_checks",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",

@@ -21,10 +21,12 @@ from ...passes import run_pipeline
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
-# so they run in order; only the foralls the schedules make are parallel. `codegen-decompose-convolutions`:
+# so they run in order; only the foralls the schedules make are parallel. `codegen-split-checks`: the
+# importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check
+# kernels over the dimensions they read. `codegen-decompose-convolutions`:
 # a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
 SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
-                  "codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
+                  "codegen-split-checks, codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
