@@ -235,8 +235,7 @@ def classify(op: ir.Operation) -> Kernel:
         if not _classify_contraction(kernel, op, maps):
             # Not a reduction to reassociate: another pipeline may see the same product as a
             # contraction, whose order is the loops'. Loops keep the two bitwise equal.
-            kernel.reason = ("a contraction with several reduction dimensions or whose output's contiguous "
-                             "dimension is not an input's")
+            kernel.reason = "a contraction whose output's contiguous dimension is not an input's"
         return kernel
     if reduction:
         kernel.kind = KernelKind.REDUCTION
@@ -248,8 +247,8 @@ def classify(op: ir.Operation) -> Kernel:
 def _classify_contraction(kernel: Kernel, op, maps) -> bool:
     dims = linalg.infer_contraction_dimensions(op)
     m, n, k, batch = (tuple(dims.m), tuple(dims.n), tuple(dims.k), tuple(dims.batch))
-    if len(k) != 1 or not m or not n or len(op.operands) != 3:
-        return False  # (several k dimensions: a blocked channel; its schedule did not keep the loops' sums)
+    if not k or not m or not n or len(op.operands) != 3:
+        return False
     c_inner = _innermost_dim(maps[2])
     if c_inner in m:  # linalg names m after operand 0; the vectors run along C's contiguous dimension
         m, n = n, m

@@ -115,7 +115,7 @@ class ContractionSchedule(Schedule):
 
     def build(self, kernel_id, kernel, target, parts, op):
         rank, ranges = kernel.rank, kernel.loop_ranges
-        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[0]
+        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
         lanes = target.lanes(kernel.element_bits)
         mr, vectors = self.register_tile(target)
         nr = vectors * lanes
@@ -138,6 +138,10 @@ class ContractionSchedule(Schedule):
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
         _, forall = t.tile_forall(op, forall_sizes)
+        if kernel.k[:-1]:
+            # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
+            # all but the innermost one by one, outermost first -- the loops' order of the sum.
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
         k_extent = ranges[ki]
         if self.cache_k and k_extent > self.cache_k:
             # K in panels, in order (the sums stay in order: C is read back between panels).

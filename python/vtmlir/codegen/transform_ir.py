@@ -113,15 +113,14 @@ def hoist_vector_transfers(func_handle: ir.Value) -> ir.Value:
 
 
 def lower_contractions(scope: ir.Value) -> None:
-    """vector.contract → outer products → FMAs over whole registers (one pattern set at a time:
-    together with the transfer lowerings they grew without bound, notes §10)."""
+    """vector.contract → elementwise multiplies and adds (`parallelarith`): a separate multiply and
+    add per step as in the scalar loops, not the fused multiply-add the outer-product lowering makes
+    (a different rounding). A register tile's k step of 1 vectorises to multiplies and adds already;
+    a contraction over several unit k dimensions (blocked channels) arrives as vector.contract."""
     patterns = transform.ApplyPatternsOp(scope)
     with ir.InsertionPoint(patterns.patterns):
         transform_vector.ApplyLowerContractionPatternsOp(
-            lowering_strategy=transform_vector.VectorContractLowering.OuterProduct)
-    patterns = transform.ApplyPatternsOp(scope)
-    with ir.InsertionPoint(patterns.patterns):
-        transform_vector.ApplyLowerOuterProductPatternsOp()
+            lowering_strategy=transform_vector.VectorContractLowering.ParallelArith)
 
 
 def lower_multi_reductions(scope: ir.Value) -> None:
