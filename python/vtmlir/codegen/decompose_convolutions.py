@@ -20,7 +20,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Pass, register_pass
-from .kernels import _loop_ranges, _maps, structured_ops
+from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 
 
 def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
@@ -51,8 +51,8 @@ def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
 def decompose_convolution(op) -> bool:
     """Rewrite one convolution generic in place (moved into its tap loops); False if it does not fit."""
     op = op.operation
-    maps = _maps(op)
-    ranges = _loop_ranges(op, maps) if maps else None
+    maps = indexing_maps_of(op)
+    ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
         return False
     window = sorted(linalg.infer_convolution_dimensions(op).filter_loop)
@@ -152,12 +152,7 @@ def _offset(taps: dict[int, int], const: int, ivs: dict, index) -> ir.Value | in
 
 def decompose_convolutions(module_op) -> int:
     """Decompose every convolution generic of the kernel level; returns how many."""
-    count = 0
-    with module_op.context:
-        for op in structured_ops(module_op):
-            if op.name == "linalg.generic" and linalg.isa_convolution_op(op) and decompose_convolution(op):
-                count += 1
-    return count
+    return rewrite_generics(module_op, lambda op: linalg.isa_convolution_op(op) and decompose_convolution(op))
 
 
 @register_pass

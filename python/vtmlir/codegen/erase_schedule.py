@@ -8,7 +8,7 @@ their loops, read by `codegen.report` before this pass). Lowering to LLVM needs 
 from __future__ import annotations
 
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR, SCHEDULED_ATTR
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, tagged_ops
 
 
 def erase_schedule(module_op) -> None:
@@ -19,16 +19,10 @@ def erase_schedule(module_op) -> None:
     if "transform.with_named_sequence" in module_op.attributes:
         del module_op.attributes["transform.with_named_sequence"]
 
-    def strip(op):
+    for op in tagged_ops(module_op):
         for name in (KERNEL_ATTR, SCHEDULED_ATTR):
             if name in op.attributes:
                 del op.attributes[name]
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    strip(inner.operation)
-
-    strip(module_op)
 
 
 @register_pass

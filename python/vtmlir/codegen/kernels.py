@@ -104,7 +104,7 @@ def _memref_shape(value) -> list[int] | None:
     return list(shaped.shape)
 
 
-def _element_bits(value) -> int:
+def element_bits_of(value) -> int:
     t = value.type
     elem = t.element_type if isinstance(t, ir.ShapedType) else t
     if isinstance(elem, ir.IndexType):
@@ -115,7 +115,7 @@ def _element_bits(value) -> int:
         return 32
 
 
-def _maps(op) -> list[ir.AffineMap] | None:
+def indexing_maps_of(op) -> list[ir.AffineMap] | None:
     if "indexing_maps" not in op.attributes:
         return None
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
@@ -149,7 +149,7 @@ def _is_data_movement(op) -> bool:
     return True
 
 
-def _loop_ranges(op, maps) -> tuple[int, ...] | None:
+def loop_ranges_of(op, maps) -> tuple[int, ...] | None:
     n_loops = maps[0].n_dims if maps else 0
     ranges: list[int | None] = [None] * n_loops
     for operand, amap in zip(op.operands, maps):
@@ -194,7 +194,7 @@ def classify(op: ir.Operation) -> Kernel:
     if op.name not in _STRUCTURED:
         return Kernel(op, KernelKind.UNKNOWN, reason=f"'{op.name}' has no schedule")
     if op.name == "linalg.generic":
-        maps = _maps(op)
+        maps = indexing_maps_of(op)
     else:
         maps = [ir.AffineMapAttr(m).value for m in linalg.get_indexing_maps(op)] if op.name != "linalg.fill" else None
         if maps is None:  # fill: a scalar in, the output written whole
@@ -205,8 +205,8 @@ def classify(op: ir.Operation) -> Kernel:
         return Kernel(op, KernelKind.UNKNOWN, reason="no indexing maps")
     if op.name == "linalg.generic" and len(op.opview.outputs) == 0:
         return Kernel(op, KernelKind.CHECK, reason="a run-time check (no outputs)")
-    out_bits = _element_bits(op.operands[-1])
-    ranges = _loop_ranges(op, maps)
+    out_bits = element_bits_of(op.operands[-1])
+    ranges = loop_ranges_of(op, maps)
     if ranges is None:
         return Kernel(op, KernelKind.UNKNOWN, reason="dynamic shape", element_bits=out_bits)
     reduction = ()
@@ -284,4 +284,23 @@ def structured_ops(module_op) -> list[ir.Operation]:
                     visit(inner.operation)
 
     visit(module_op)
+    return found
+
+
+def rewrite_generics(module_op, rewrite) -> int:
+    """Apply `rewrite(op) -> bool` to every `linalg.generic` kernel; returns how many it rewrote."""
+    with module_op.context:
+        return sum(1 for op in structured_ops(module_op) if op.name == "linalg.generic" and rewrite(op))
+
+
+def tagged_ops(module_op) -> list[ir.Operation]:
+    """The linalg ops that carry a `codegen.kernel` tag."""
+    found = []
+
+    def visit(op):
+        if op.name.startswith("linalg.") and KERNEL_ATTR in op.attributes:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
     return found

@@ -11,23 +11,12 @@ from dataclasses import dataclass, replace
 from torch_mlir import ir
 
 from .attach_schedule import KernelPlan
-from .kernels import KERNEL_ATTR, KernelKind
+from .kernels import KERNEL_ATTR, KernelKind, tagged_ops
 
 
 def remaining_kernel_ids(module_op) -> set[int]:
     """Ids of the kernels that still have a linalg op (they become loops)."""
-    found: set[int] = set()
-
-    def visit(op):
-        if op.name.startswith("linalg.") and KERNEL_ATTR in op.attributes:
-            found.add(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
-
-    visit(module_op)
-    return found
+    return {ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value for op in tagged_ops(module_op)}
 
 
 @dataclass(frozen=True)

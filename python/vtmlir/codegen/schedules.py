@@ -31,7 +31,7 @@ from typing import ClassVar
 from torch_mlir import ir
 
 from . import transform_ir as t
-from .kernels import Kernel, KernelKind
+from .kernels import Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
 # Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
@@ -234,9 +234,7 @@ class RowReductionSchedule(Schedule):
 
 
 def _input_bits(kernel: Kernel) -> int:
-    from .kernels import _element_bits
-
-    return max((_element_bits(v) for v in kernel.op.operands[:-1]), default=kernel.element_bits)
+    return max((element_bits_of(v) for v in kernel.op.operands[:-1]), default=kernel.element_bits)
 
 
 # The default schedule per kernel kind; a kind mapped to None keeps its loops (and is reported).

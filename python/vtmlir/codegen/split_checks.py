@@ -20,7 +20,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .kernels import _maps, structured_ops
+from .kernels import indexing_maps_of, rewrite_generics
 
 _PURE_DIALECTS = ("arith", "math")
 
@@ -58,7 +58,7 @@ def split_checks(op) -> bool:
     if not asserts:
         return False
     found = _assert_slice(block, asserts)
-    maps = _maps(op)
+    maps = indexing_maps_of(op)
     n_inputs = len(op.opview.inputs)
     if found is None or maps is None or any(a >= n_inputs for a in found[1]):
         return False
@@ -101,12 +101,8 @@ def _parallel(context) -> ir.Attribute:
 
 
 def split_all_checks(module_op) -> int:
-    count = 0
-    with module_op.context:
-        for op in structured_ops(module_op):
-            if op.name == "linalg.generic" and split_checks(op):
-                count += 1
-    return count
+    """Split the checks of every kernel; returns how many kernels had some."""
+    return rewrite_generics(module_op, split_checks)
 
 
 @register_pass

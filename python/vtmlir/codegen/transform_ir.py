@@ -67,9 +67,6 @@ def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
     return peeled.peeled_loop, peeled.remainder_loop
 
 
-def merge(*handles: ir.Value) -> ir.Value:
-    return transform.MergeHandlesOp(list(handles)).result
-
 
 def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
     """Copy the named operands' tiles into 64-byte aligned stack buffers (packing, §10 of the notes)."""
