@@ -1,4 +1,5 @@
 // RUN: vt-opt %s --codegen-hoist-static-allocas | filecheck %s
+// RUN: vt-opt %s --pass-pipeline="builtin.module(codegen-hoist-static-allocas{sequential=true})" | filecheck %s --check-prefix=SEQ
 
 // A packed panel's stack buffer leaves the loops: to the top of the enclosing forall body, wrapped in
 // an alloca scope (released per tile), or to the function entry.
@@ -33,3 +34,9 @@ func.func @in_function(%n: index, %x: f32) {
   }
   return
 }
+
+// With one thread the foralls become loops: the buffers go to the function entry.
+// SEQ-LABEL: func.func @in_forall
+// SEQ-NEXT:    memref.alloca() {alignment = 64 : i64} : memref<64xf32>
+// SEQ:         scf.forall
+// SEQ-NOT:       memref.alloca_scope

@@ -196,3 +196,14 @@ def test_numpy_reference_for_a_ragged_elementwise_kernel():
     loops = _compile(Gelu(), x, y, schedules={"elementwise": None, "data-movement": None})
     assert torch.equal(compiled(x, y), loops(x, y))  # elementwise vector code: the same operations per element
     np.testing.assert_allclose(compiled(x, y).numpy(), Gelu()(x, y).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_buffers_do_not_grow_the_stack(threads):
+    # 9 taps x 56 rows x 18 KiB of packed panels: 9 MB if each tile kept its stack buffers (the
+    # 8 MB stack overflowed); one set per tile (OpenMP) or per function (one thread) instead.
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
+    x = torch.randn(1, 64, 56, 56)
+    compiled = _compile(conv, x, threads=threads)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)

@@ -4,8 +4,9 @@
 loop nest that uses it; each iteration would then grow the stack (a 1024x1024 matmul overflowed it).
 A statically shaped alloca has no operands, so it moves to the top of the nearest enclosing
 `scf.forall` body (one buffer per parallel tile, so per thread on OpenMP) or of the function. A
-forall body that receives one is wrapped in a `memref.alloca_scope`, so its stack is released after
-each tile also where the forall becomes a sequential loop (`threads=1`, or nested in another loop).
+forall body that receives one is wrapped in a `memref.alloca_scope` (OpenMP's loop body: its stack
+is released after each tile). With `sequential` (threads=1: the foralls become plain loops, whose
+single-block bodies cannot hold a lowered scope) every such buffer goes to the function entry.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import memref
 
-from ..passes.registry import Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass
 
 _SCOPES = ("func.func", "scf.forall", "memref.alloca_scope")
 
 
-def hoist_static_allocas(module_op) -> int:
-    """Hoist every operand-less `memref.alloca` nested in loops; returns how many moved."""
+def hoist_static_allocas(module_op, sequential: bool = False) -> int:
+    """Hoist every operand-less `memref.alloca` nested in loops; returns how many moved.
+    `sequential`: the foralls will run as plain loops (one thread), so one buffer at the function
+    entry serves every tile."""
     allocas = []
 
     def visit(op):
@@ -27,13 +30,14 @@ def hoist_static_allocas(module_op) -> int:
             for block in region.blocks:
                 for inner in block.operations:
                     visit(inner.operation)
-        if op.name == "memref.alloca" and not list(op.operands) and op.parent.name not in _SCOPES:
-            allocas.append(op)
+        if op.name == "memref.alloca" and not list(op.operands) and op.parent.name not in _SCOPES[::2]:
+            allocas.append(op)  # (directly in a forall body too: it needs the forall's alloca scope)
 
     visit(module_op)
+    scopes = _SCOPES[::2] if sequential else _SCOPES
     for alloca in allocas:
         scope = alloca.parent
-        while scope is not None and scope.name not in _SCOPES:
+        while scope is not None and scope.name not in scopes:
             scope = scope.parent
         if scope is None:
             continue
@@ -64,6 +68,7 @@ def _alloca_scope(forall):
 class HoistStaticAllocas(Pass):
     name = "codegen-hoist-static-allocas"
     summary = "Move statically shaped memref.alloca ops out of loops to the enclosing forall or function entry"
+    options = (Option("sequential", bool, False, "foralls run as loops (threads=1): hoist to the function entry"),)
 
     def run(self, module):
-        hoist_static_allocas(module)
+        hoist_static_allocas(module, sequential=self.sequential)

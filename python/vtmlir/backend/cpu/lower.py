@@ -28,11 +28,12 @@ from ...passes import run_pipeline
 SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
                   "codegen-split-checks, codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
+# `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
-LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-hoist-static-allocas, "
-               "func.func(convert-linalg-to-loops), canonicalize, cse, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
+LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, func.func(convert-linalg-to-loops), canonicalize, cse, "
+               "codegen-hoist-static-allocas%s, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
@@ -73,7 +74,7 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
     return (
         ("schedule", SCHEDULE_STAGE % (max(threads, 0), overrides)),
         ("vectors", VECTORS_STAGE),
-        ("loops", LOOPS_STAGE),
+        ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "")),
         ("llvm", LLVM_STAGE % (threads_text, finalize)),
     )
 
