@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import vtmlir
+from vtmlir.codegen import EXACT_SCHEDULES
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import as_module
 from vtmlir.ir_utils import walk_ops
@@ -60,7 +61,7 @@ def _materialize(text: str, target: str, views: str):
 # The layouts move the pooled (H, W) sum between the innermost loops (NCHW) and outer ones (NCHW8c):
 # the row-reduction schedule would sum in a tree in one and in order in the other. Layouts are
 # bitwise under the schedules that do not reassociate (docs/codegen.md), so the sums stay loops here.
-EXACT = {"row-reduction": None}
+EXACT = EXACT_SCHEDULES
 
 
 @pytest.fixture(scope="module")

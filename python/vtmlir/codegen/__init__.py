@@ -18,7 +18,7 @@ from __future__ import annotations
 from .attach_schedule import KernelPlan, attach_schedules
 from .kernels import KERNEL_ATTR, Kernel, KernelKind, classify
 from .report import KernelReport, kernel_report
-from .schedules import (DEFAULT_SCHEDULES, ContractionSchedule, RowReductionSchedule, Schedule, VectorSchedule,
+from .schedules import (DEFAULT_SCHEDULES, EXACT_SCHEDULES, ContractionSchedule, RowReductionSchedule, Schedule, VectorSchedule,
                         resolve_schedules)
 from .target import HostTarget, host_target
 
@@ -48,7 +48,7 @@ def override_items(schedules) -> list[str]:
 
 
 __all__ = [
-    "DEFAULT_SCHEDULES", "KERNEL_ATTR", "ContractionSchedule", "HostTarget", "Kernel", "KernelKind",
+    "DEFAULT_SCHEDULES", "EXACT_SCHEDULES", "KERNEL_ATTR", "ContractionSchedule", "HostTarget", "Kernel", "KernelKind",
     "KernelPlan", "KernelReport", "RowReductionSchedule", "Schedule", "VectorSchedule", "attach_schedules",
     "classify", "host_target", "kernel_report", "override_items", "resolve_schedules",
 ]
