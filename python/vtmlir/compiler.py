@@ -29,6 +29,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     track_memory: bool = False,
     lowbit: str | None = "vector",
     donate=(),
+    threads: int | None = None,
+    schedules=None,
 ):
     """Compile `module` for `target`.
 
@@ -57,6 +59,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
       which results that is. The values are those of the non-donated function; on the CPU the
       donated input's old values are gone after the call (pass the returned tensor to the next
       call); on CUDA the donated input's device buffer is updated and read back as the result.
+    - `threads` (CPU): threads the kernels run on: None or 0 (all cores, OpenMP), 1 (single-threaded
+      code, no OpenMP), or N. Results are identical for any count (parallel tiles split only parallel
+      dimensions). `schedules` (CPU): overrides of the code generation schedule per kernel kind, e.g.
+      `{"contraction": {"register_m": 4}, "row-reduction": None}` (None: keep scalar loops); see
+      `vtmlir.codegen.DEFAULT_SCHEDULES`. `compiled.report()` names each kernel's schedule and the
+      kernels left as loops.
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
@@ -67,6 +75,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
     donated = _donated(donate)
+    threads = _threads(threads)
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
@@ -104,7 +113,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         from .backend.cpu import compile_cpu
 
         executable = compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
-                                 donate=donated)
+                                 donate=donated, threads=threads, schedules=schedules)
         executable.call_spec = call
         return executable
     if track_memory:
@@ -155,6 +164,17 @@ def _donated(donate) -> tuple[int, ...]:
     if len(set(indices)) != len(indices):
         raise VtmlirError(f"error: donate={indices} names an argument twice")
     return indices
+
+
+def _threads(threads) -> int:
+    """`threads` as an int >= 0 (0: all cores)."""
+    from .errors import VtmlirError
+
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise VtmlirError(f"error: threads must be None or an integer >= 0, got {threads!r}")
+    return threads
 
 
 def _has_byte_constants(module) -> bool:

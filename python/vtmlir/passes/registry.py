@@ -73,6 +73,12 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
+    # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
+    "codegen-split-checks": "vtmlir.codegen.split_checks",
+    "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
+    "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
+    "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
+    "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

@@ -26,8 +26,11 @@ class CpuExecutable:
     target = "cpu"
 
     def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str], allocator=None,
-                 weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = ()):
+                 weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = (),
+                 kernel_report=None, threads: int = 0):
         self._engine = engine
+        self._kernel_report = kernel_report
+        self.threads = threads
         self.signature = signature
         self.stages = stages
         # Per result, the donated argument that holds it (updated in place), or -1 (an out-parameter).
@@ -71,6 +74,11 @@ class CpuExecutable:
         fresh = iter(out_params)
         return tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
 
+    def report(self):
+        """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept
+        scalar loops with the reason (`print(compiled.report())`)."""
+        return self._kernel_report
+
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
         if self._allocator is None:
@@ -96,13 +104,15 @@ class CpuExecutable:
 
 
 def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
-                track_memory: bool = False, donate: tuple[int, ...] = ()) -> CpuExecutable:
+                track_memory: bool = False, donate: tuple[int, ...] = (), threads: int = 0,
+                schedules=None) -> CpuExecutable:
     """Bufferize, lower and JIT `module` (graph level, modified in place).
 
     `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
     `CpuExecutable.memory_stats()` then reports them (`memory_tracking`). `donate`: argument indices
     the function may overwrite; a result that is such an argument updated is returned in its memory
-    (`passes/argument_updates.py`).
+    (`passes/argument_updates.py`). `threads`: 0 (all cores), 1 (no OpenMP) or N; `schedules`: overrides
+    of the code generation schedules per kernel kind (`vtmlir.codegen.resolve_schedules`).
     """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
@@ -121,7 +131,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
         from .memory_tracking import CountingAllocator, weight_bytes_of
 
         weight_bytes = weight_bytes_of(module)
-    lower_to_llvm(module, record, track_memory=track_memory)
+    report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules)
     engine = _create_engine(module, opt_level)
     if track_memory:
         allocator = CountingAllocator()
@@ -133,11 +143,16 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
         detail = " ".join(m for m in jit_messages if m) or "no symbol was produced"
         raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
     return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes,
-                         result_arguments=result_arguments, donate=tuple(donate))
+                         result_arguments=result_arguments, donate=tuple(donate), kernel_report=report,
+                         threads=threads)
 
 
 def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
-    """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr."""
+    """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr.
+    A module with parallel loops gets LLVM's OpenMP runtime (`codegen.openmp`)."""
+    from ...codegen.openmp import calls_openmp, openmp_library
+
+    shared_libs = [openmp_library()] if calls_openmp(module) else []
     diagnostics: list[str] = []
 
     def handler(diag):
@@ -146,7 +161,7 @@ def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
 
     handle = module.context.attach_diagnostic_handler(handler)
     try:
-        return ExecutionEngine(module, opt_level=opt_level)
+        return ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
     except Exception as err:  # the engine reports LLVM errors as RuntimeError
         detail = "\n".join(diagnostics) or str(err)
         raise VtmlirError(f"{detail}\nnote: while creating the LLVM JIT for the CPU") from None
