@@ -109,7 +109,6 @@ _NOT_LOWERABLE = {
              "(the default output_type of vtmlir.import_torch)",
     "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
                "(the default output_type of vtmlir.import_torch)",
-    "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
     "vt": "vt ops are lowered by vt-lower-views (compile runs it); one is left unlowered",
     "layout": "layout conversions have no lowering to kernels yet",
 }
