@@ -82,6 +82,8 @@ def import_torch(
     mod = importer.module
 
     run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
+    with mod.context:
+        _record_calling_convention(_find_func(mod, func_name), program)
     if dynamic_shapes is not None:
         _record_shape_symbols(mod, _user_dim_names(program, dynamic_shapes))
     if output_type == "torch":
@@ -127,6 +129,57 @@ def shape_symbols(module: ir.Module, func_name: str = "main") -> ShapeSymbols:
         return tuple(out)
 
     return ShapeSymbols(symbols, per("arg_attrs"), per("res_attrs"))
+
+
+def _record_calling_convention(fn, program) -> None:
+    """Write on `fn` what its signless, flat signature loses (`vtmlir.signature` reads it back):
+    uint8 arguments and results (`vtmlir.element_type = ui8`), the Python numbers torch.export made
+    constants (`vtmlir.traced_value`), and which results are new values of user inputs or buffers
+    the module writes in place (`vtmlir.input_mutations`)."""
+    import torch
+    from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
+
+    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, TRACED_VALUE
+
+    sig = program.graph_signature
+    block = fn.regions[0].blocks[0]
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    users = [s for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes}
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    ui8 = ir.TypeAttr.get(ir.IntegerType.get_unsigned(8))
+
+    def dicts(key, n):
+        if key not in fn.attributes:
+            return [{} for _ in range(n)]
+        return [{a.name: a.attr for a in ir.DictAttr(d)} for d in ir.ArrayAttr(fn.attributes[key])]
+
+    if len(users) == len(block.arguments):
+        args = dicts("arg_attrs", len(users))
+        for attrs, spec in zip(args, users):
+            if isinstance(spec.arg, TensorArgument) and getattr(values.get(spec.arg.name), "dtype", None) == torch.uint8:
+                attrs[ELEMENT_TYPE] = ui8
+            elif isinstance(spec.arg, ConstantArgument) and isinstance(spec.arg.value, (bool, int, float)):
+                v = spec.arg.value
+                attrs[TRACED_VALUE] = ir.BoolAttr.get(v) if isinstance(v, bool) else \
+                    ir.FloatAttr.get_f64(v) if isinstance(v, float) else \
+                    ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in args])
+    outputs = list(output.args[0])
+    if len(sig.output_specs) == len(ftype.results) == len(outputs):
+        names = [s.arg.name if isinstance(s.arg, TensorArgument) else None for s in users]
+        writes = []
+        results = dicts("res_attrs", len(outputs))
+        for attrs, spec, node in zip(results, sig.output_specs, outputs):
+            if spec.kind == OutputKind.USER_INPUT_MUTATION and spec.target in names:
+                writes.append(names.index(spec.target))
+            else:
+                writes.append(BUFFER_UPDATE if spec.kind == OutputKind.BUFFER_MUTATION else RETURNED)
+            if getattr(getattr(node, "meta", {}).get("val"), "dtype", None) == torch.uint8:
+                attrs[ELEMENT_TYPE] = ui8
+        fn.attributes["res_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in results])
+        if any(w != RETURNED for w in writes):
+            fn.attributes[INPUT_MUTATIONS] = ir.DenseI64ArrayAttr.get(writes)
 
 
 def _find_func(module, name):

@@ -10,7 +10,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
-from ...signature import Signature, to_numpy, to_torch
+from ...signature import Signature, to_numpy
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
 
@@ -19,7 +19,8 @@ class CpuExecutable:
     """A function compiled for the host CPU.
 
     `stages` maps stage name → IR text (graph, kernels, loops, llvm); `signature` is the calling
-    convention. Calling it returns a torch tensor (one result) or a tuple of them.
+    convention. Calling it returns what the module returns (`Signature.deliver`): a torch tensor or
+    a Python number (one result), or a tuple of them.
     """
 
     target = "cpu"
@@ -59,8 +60,7 @@ class CpuExecutable:
         if self._allocator is not None:
             self._last_stats = self._stats(arrays, out_params)
         fresh = iter(out_params)
-        tensors = tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
-        return tensors[0] if len(tensors) == 1 else tensors
+        return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
 
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
