@@ -282,7 +282,8 @@ def test_complex_tensors_in_and_out():
     _check(lambda a, b: a * b, a, b)
     _check(lambda a: torch.view_as_real(a), a)
     _check(lambda r, t: torch.polar(r, t), torch.rand(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64))
-    _check(lambda a, b: a - b, a.to(torch.complex128), b.to(torch.complex128))
+    _check(lambda a, b: a * b, a.to(torch.complex128), b.to(torch.complex128))
+    _check(lambda x: torch.view_as_complex(x), torch.randn(3, 2))
 
 
 def test_complex_op_torch_mlir_cannot_lower_is_a_clear_error():
