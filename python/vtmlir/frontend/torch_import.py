@@ -18,6 +18,9 @@ expressions over the symbols, like `"s27 * s77"`). `shape_symbols(module)` reads
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import warnings
 from dataclasses import dataclass
 
@@ -29,7 +32,11 @@ from ..passes import run_pipeline
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
-_TORCH_BACKEND = "builtin.module(func.func(torch-match-quantized-custom-ops), torchdynamo-export-to-torch-backend-pipeline{ extra-library=})"
+# `backend-legal-ops`: ops torch-mlir's decompositions must leave alone because its linalg conversion
+# lowers them directly and the decomposition does not lower (adaptive_max_pool2d with an output size
+# that does not divide the input; torch-mlir's e2e configuration keeps it the same way).
+_TORCH_BACKEND = ("builtin.module(func.func(torch-match-quantized-custom-ops), torchdynamo-export-to-torch-backend-pipeline"
+                  "{backend-legal-ops=aten.adaptive_max_pool2d extra-library=})")
 _LINALG_BACKEND = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline{allow-non-finites=True})"
 # Partial conversions: whatever torch op survives them is one torch-mlir has no linalg lowering for.
 _PARTIAL_TO_LINALG = (
@@ -64,14 +71,7 @@ def import_torch(
         raise VtmlirError(f"error: import_torch expects a torch.nn.Module, got {type(module).__name__}")
     args = tuple(_as_torch(a) for a in example_args)
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
-            program = program.run_decompositions(fx.get_decomposition_table())
-    except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {first}") from None
+    program = _export(module, args, dynamic_shapes)
 
     ctx = context or make_context()
     importer = FxImporter(context=ctx)
@@ -81,7 +81,10 @@ def import_torch(
                                        import_symbolic_shape_expressions=dynamic_shapes is not None)
     mod = importer.module
 
-    run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
+    try:
+        run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
+    except VtmlirError as err:
+        raise _explain_unknown_operators(mod, err) from None
     with mod.context:
         _record_calling_convention(_find_func(mod, func_name), program)
     if dynamic_shapes is not None:
@@ -95,6 +98,34 @@ def import_torch(
     except VtmlirError as err:
         raise _explain_lowering_failure(torch_level, err) from None
     return mod
+
+
+def _export(module, args, dynamic_shapes):
+    """`torch.export` of `module` on `args`, decomposed for torch-mlir. Non-strict tracing first
+    (Python semantics, no graph breaks to worry about); where it cannot trace -- `int(t)`,
+    `float(t)`, `t.item()` feeding Python arithmetic become data-dependent symbols it cannot guard
+    on -- strict (TorchDynamo) tracing, which captures them as tensor ops, as torch-mlir's own
+    e2e configuration does."""
+    import torch
+    from torch_mlir import fx
+
+    errors = []
+    # torch logs and prints (to stderr) the graph of a failed trace; the error says what matters
+    quiet = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    for strict in (False, True):
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with contextlib.redirect_stderr(io.StringIO()):
+                    program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=strict)
+                return program.run_decompositions(fx.get_decomposition_table())
+        except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
+            errors.append(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+        finally:
+            quiet.setLevel(level)
+    raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {errors[0]}")
 
 
 @dataclass(frozen=True)
@@ -301,6 +332,25 @@ def _as_torch(value):
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
     return value
+
+
+def _explain_unknown_operators(module, err: VtmlirError) -> VtmlirError:
+    """The torch ops the importer could only import as `torch.operator` (torch-mlir does not know
+    them: `aten.ne.float`, `aten.sort.stable`, ...), named with their source lines, when the torch
+    backend pipeline failed on them; else `err`."""
+    unknown = []
+
+    def visit(op):
+        if op.name == "torch.operator":
+            unknown.append((ir.StringAttr(op.attributes["name"]).value, format_location(op.location, "<unknown>")))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not unknown:
+        return err
+    lines = [f"{loc}: error: unsupported op '{name}': torch-mlir does not know it (no torch dialect op)"
+             for name, loc in dict.fromkeys(unknown)]
+    return UnsupportedOpError("\n".join(lines), op_name=unknown[0][0])
 
 
 def _explain_lowering_failure(torch_level, err: VtmlirError) -> VtmlirError:
