@@ -93,6 +93,11 @@ SORTS = {
     "odd_length_3d": (lambda x: torch.sort(x, -1), (torch.randn(2, 3, 13),), lambda x: torch.sort(x, dim=-1, stable=True)),
     "one_d_33": (lambda x: torch.sort(x), (torch.randn(33),), lambda x: torch.sort(x, stable=True)),
     "length_one": (lambda x: torch.sort(x, 1), (torch.randn(3, 1),), lambda x: torch.sort(x, dim=1, stable=True)),
+    # aten.sort.stable, which torch-mlir does not know, imported as the (stable) sort
+    "stable_true": (lambda x: torch.sort(x, dim=1, stable=True, descending=True), (TIES,),
+                    lambda x: torch.sort(x, dim=1, descending=True, stable=True)),
+    "argsort_stable": (lambda x: torch.argsort(x, dim=1, stable=True), (TIES,),
+                       lambda x: torch.sort(x, dim=1, stable=True)[1]),
 }
 
 

@@ -100,6 +100,19 @@ def import_torch(
     return mod
 
 
+def _decomposition_table() -> dict:
+    """torch-mlir's decompositions, and `sort(stable=True)` (also argsort's) as a plain sort: torch-mlir
+    does not know `aten.sort.stable`, and the sort vtmlir compiles is stable
+    (`convert-tm-tensor-to-scf`), so the two are the same function here."""
+    import torch
+    from torch_mlir import fx
+
+    def stable_sort(x, *, stable=None, dim=-1, descending=False):
+        return torch.ops.aten.sort.default(x, dim, descending)
+
+    return {**fx.get_decomposition_table(), torch.ops.aten.sort.stable: stable_sort}
+
+
 def _export(module, args, dynamic_shapes):
     """`torch.export` of `module` on `args`, decomposed for torch-mlir. Non-strict tracing first
     (Python semantics, no graph breaks to worry about); where it cannot trace -- `int(t)`,
@@ -120,7 +133,7 @@ def _export(module, args, dynamic_shapes):
                 warnings.simplefilter("ignore")
                 with contextlib.redirect_stderr(io.StringIO()):
                     program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=strict)
-                return program.run_decompositions(fx.get_decomposition_table())
+                return program.run_decompositions(_decomposition_table())
         except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
             errors.append(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
         finally:
