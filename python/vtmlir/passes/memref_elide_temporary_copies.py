@@ -249,6 +249,8 @@ def _reshaped_type(source: ir.MemRefType, shape, reassociation, collapse: bool) 
             ir.AffineMapAttr(source.layout).value == ir.AffineMap.get_identity(source.rank):
         return ir.MemRefType.get(shape, elt)
     strides, offset = source.get_strides_and_offset()
+    if not shape and offset == 0:
+        return ir.MemRefType.get(shape, elt)   # collapsed to 0-d at offset 0: no layout left
     groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(reassociation)]
     new = [0] * len(shape)
     for i, group in enumerate(groups):
