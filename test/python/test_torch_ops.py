@@ -372,3 +372,16 @@ def test_tril_indices_rows_written_in_place():
     in the out-parameter through a strided row view (its reshape used to get the wrong type)."""
     _check(lambda: torch.ops.aten.tril_indices(4, 3, 1))
     _check(lambda: torch.ops.aten.triu_indices(3, 5, -1))
+
+
+def test_while_loop_whose_condition_torch_mlir_drops_is_refused():
+    """torch-mlir lowers `torch.while_loop` to a 2**63-iteration for loop without its condition:
+    refused by name rather than compiled into a function that never returns."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Count(torch.nn.Module):
+        def forward(self, x):
+            return while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y + 1), (torch.tensor(0), x))
+
+    with pytest.raises(vtmlir.UnsupportedOpError, match="'torch.prim.Loop': a while loop"):
+        vtmlir.compile(Count(), torch.zeros(2, 3))

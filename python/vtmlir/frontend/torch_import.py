@@ -97,7 +97,29 @@ def import_torch(
         run_pipeline(mod, _LINALG_BACKEND, what="lowering torch to linalg-on-tensors")
     except VtmlirError as err:
         raise _explain_lowering_failure(torch_level, err) from None
+    _refuse_conditionless_while_loops(mod)
     return mod
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _refuse_conditionless_while_loops(module) -> None:
+    """torch-mlir imports `torch.while_loop` (the higher-order op) as a `torch.prim.Loop` whose initial
+    condition is the constant true, takes it for a TorchScript `for` loop, and lowers it to an
+    `scf.for` over 2**63 - 1 iterations without the exit condition -- a loop that would not end.
+    Refuse it, naming the loop, instead of compiling it."""
+    from ..ir_utils import walk_ops
+
+    for loop in walk_ops(module, "scf.for"):
+        bound = loop.operands[1].owner
+        if not isinstance(bound, ir.Block) and bound.name == "arith.constant" \
+                and ir.IntegerAttr(bound.attributes["value"]).value == _INT64_MAX:
+            where = format_location(loop.location, "<unknown>")
+            raise UnsupportedOpError(
+                f"{where}: error: unsupported op 'torch.prim.Loop': a while loop (torch.while_loop) that "
+                "torch-mlir lowers as a for loop of 2**63 - 1 iterations without its exit condition",
+                op_name="torch.prim.Loop")
 
 
 def _decomposition_table() -> dict:
