@@ -385,3 +385,12 @@ def test_while_loop_whose_condition_torch_mlir_drops_is_refused():
 
     with pytest.raises(vtmlir.UnsupportedOpError, match="'torch.prim.Loop': a while loop"):
         vtmlir.compile(Count(), torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("op", [torch.mm, torch.matmul, lambda a, b: torch.bmm(a[None], b[None])])
+def test_int8_matmul_is_refused_before_torch_mlir_crashes(op):
+    a = torch.randint(-50, 50, (6, 4), dtype=torch.int8)
+    b = torch.randint(-50, 50, (4, 5), dtype=torch.int8)
+    with pytest.raises(vtmlir.UnsupportedOpError, match=r"unsupported op 'torch\.aten\.(mm|bmm)' with a torch\.int8 result"):
+        vtmlir.compile(Fn(op), a, b)
+    _check(lambda a, b: (a.to(torch.int32) @ b.to(torch.int32)), a, b)   # the suggested form

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ def import_torch(
     args = tuple(_as_torch(a) for a in example_args)
 
     program = _export(module, args, dynamic_shapes)
+    _refuse_byte_contractions(program)
 
     ctx = context or make_context()
     importer = FxImporter(context=ctx)
@@ -120,6 +122,28 @@ def _refuse_conditionless_while_loops(module) -> None:
                 f"{where}: error: unsupported op 'torch.prim.Loop': a while loop (torch.while_loop) that "
                 "torch-mlir lowers as a for loop of 2**63 - 1 iterations without its exit condition",
                 op_name="torch.prim.Loop")
+
+
+def _refuse_byte_contractions(program) -> None:
+    """torch-mlir's linalg conversion of matmuls and convolutions whose result is int8/uint8 builds a
+    `linalg.yield` of a null value (its scalar conversion to byte types is unimplemented) and the
+    process dies (SIGSEGV). Refuse them, naming the op and its source line, before torch-mlir runs."""
+    import torch
+
+    aten = torch.ops.aten
+    contractions = {aten.mm.default, aten.bmm.default, aten.matmul.default, aten.addmm.default,
+                    aten.baddbmm.default, aten.convolution.default}
+    for node in program.graph.nodes:
+        if node.op == "call_function" and node.target in contractions \
+                and getattr(node.meta.get("val"), "dtype", None) in (torch.int8, torch.uint8):
+            # the innermost frame of the node's Python stack: `File "x.py", line 4, in forward`
+            frame = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+            where = f"{frame[-1][0]}:{frame[-1][1]}:0" if frame else "<unknown>"
+            name = f"torch.aten.{node.target.__name__.split('.')[0]}"
+            raise UnsupportedOpError(
+                f"{where}: error: unsupported op '{name}' with a {node.meta['val'].dtype} result: torch-mlir's "
+                "linalg lowering crashes on 8-bit integer matmuls and convolutions (compute in int32 "
+                "and convert the result)", op_name=name)
 
 
 def _decomposition_table() -> dict:
