@@ -82,6 +82,24 @@ def test_scan(name):
     _check(fn, *inputs())
 
 
+def test_exclusive_scan_starts_from_the_accumulator():
+    """tm_tensor.scan inclusive(false) (torch-mlir's own form; PyTorch's cumsum is inclusive):
+    out[0] = acc, out[i] = out[i-1] + x[i-1], and the accumulator result is the last value."""
+    compiled = vtmlir.compile("""
+    func.func @main(%x: tensor<2x4xi64>, %acc: tensor<2xi64>) -> (tensor<2x4xi64>, tensor<2xi64>) {
+      %e = tensor.empty() : tensor<2x4xi64>
+      %0:2 = tm_tensor.scan dimension(1) inclusive(false) ins(%x : tensor<2x4xi64>) outs(%e, %acc : tensor<2x4xi64>, tensor<2xi64>) {
+      ^bb0(%a: i64, %b: i64):
+        %s = arith.addi %a, %b : i64
+        tm_tensor.yield %s : i64
+      } -> tensor<2x4xi64>, tensor<2xi64>
+      return %0#0, %0#1 : tensor<2x4xi64>, tensor<2xi64>
+    }""")
+    out, acc = compiled(torch.tensor([[1, 2, 3, 4], [10, 20, 30, 40]]), torch.tensor([100, 0]))
+    _same(out, torch.tensor([[100, 101, 103, 106], [0, 10, 30, 60]]))
+    _same(acc, torch.tensor([106, 60]))
+
+
 SORTS = {
     "ascending_ties": (lambda x: torch.sort(x, 1), (TIES,), lambda x: torch.sort(x, dim=1, stable=True)),
     "descending_ties": (lambda x: torch.sort(x, 1, descending=True), (TIES,),

@@ -106,10 +106,7 @@ def _select(cond, a, b) -> ir.Value:
 
 
 def _cmpi(predicate: str, a, b) -> ir.Value:
-    return arith.CmpIOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), _CMPI[predicate]), a, b).result
-
-
-_CMPI = {"eq": 0, "ne": 1, "slt": 2, "sle": 3, "sgt": 4, "sge": 5, "ult": 6, "ule": 7, "ugt": 8, "uge": 9}
+    return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), a, b).result
 
 
 def _min(a, b) -> ir.Value:
@@ -439,7 +436,7 @@ def _filled(sizes, elt, value) -> ir.Value:
 
 
 def _lower_attention(op) -> list[ir.Value]:
-    inputs, (out,) = _segments(op)
+    inputs, _ = _segments(op)   # the output operand is only a shape: the result is a fresh tensor
     q, k, v = inputs[:3]
     mask = inputs[3] if len(inputs) > 3 else None
     q_type = ir.RankedTensorType(q.type)
@@ -502,7 +499,7 @@ def _lower_attention(op) -> list[ir.Value]:
                        lambda s, acc: arith.MaximumFOp(acc, s).result)
 
     def exponential(s, mx, _out):
-        closed = arith.CmpFOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1), mx, neg_inf).result  # oeq
+        closed = arith.CmpFOp(arith.CmpFPredicate.OEQ, mx, neg_inf).result
         return _select(closed, zero, math_d.ExpOp(arith.SubFOp(s, mx).result).result)
 
     exps = _generic([scores, row_max], tensor.EmptyOp(batch + [m, n_k], wide).result,
@@ -511,7 +508,7 @@ def _lower_attention(op) -> list[ir.Value]:
                     ["parallel"] * (nb + 1) + ["reduction"], lambda e, acc: arith.AddFOp(acc, e).result)
 
     def probability(e, total, _out):
-        empty_row = arith.CmpFOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1), total, zero).result
+        empty_row = arith.CmpFOp(arith.CmpFPredicate.OEQ, total, zero).result
         return _select(empty_row, zero, arith.DivFOp(e, total).result)
 
     probs = _generic([exps, sums], tensor.EmptyOp(batch + [m, n_k], wide).result,
@@ -520,7 +517,6 @@ def _lower_attention(op) -> list[ir.Value]:
     result = _generic([probs, v], _filled(batch + [m, d_v], wide, zero),
                       [amap(*b, i, j), amap(*b, j, c), amap(*b, i, c)], ["parallel"] * (nb + 1) + ["reduction", "parallel"],
                       lambda p, x, acc: arith.AddFOp(acc, arith.MulFOp(p, widen(x)).result).result)
-    del out
     if wide != elt:
         result = _generic([result], tensor.EmptyOp(batch + [m, d_v], elt).result,
                           [amap2(*b2, i2, j2)] * 2, par2, lambda x, _o: arith.TruncFOp(elt, x).result)
