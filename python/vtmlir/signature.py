@@ -185,7 +185,8 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
                       f"{len(public)} public functions; pass entry=...")
 
 
-def _attr_dicts(func_op: ir.Operation, key: str, n: int) -> list[dict]:
+def attr_dicts(func_op: ir.Operation, key: str, n: int) -> list[dict]:
+    """The per-argument (`arg_attrs`) or per-result (`res_attrs`) attributes of `func_op` as dicts."""
     if key not in func_op.attributes:
         return [{} for _ in range(n)]
     return [{a.name: a.attr for a in ir.DictAttr(d)} for d in ir.ArrayAttr(func_op.attributes[key])]
@@ -194,8 +195,8 @@ def _attr_dicts(func_op: ir.Operation, key: str, n: int) -> list[dict]:
 def signature_of(func_op: ir.Operation) -> Signature:
     name = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
-    arg_attrs = _attr_dicts(func_op, "arg_attrs", len(ftype.inputs))
-    res_attrs = _attr_dicts(func_op, "res_attrs", len(ftype.results))
+    arg_attrs = attr_dicts(func_op, "arg_attrs", len(ftype.inputs))
+    res_attrs = attr_dicts(func_op, "res_attrs", len(ftype.results))
     inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}", a)
                    for i, (t, a) in enumerate(zip(ftype.inputs, arg_attrs)))
     results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}", a)

@@ -229,7 +229,7 @@ def _record_calling_convention(fn, program) -> None:
     import torch
     from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
-    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, TRACED_VALUE
+    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, TRACED_VALUE, attr_dicts
 
     sig = program.graph_signature
     block = fn.regions[0].blocks[0]
@@ -239,13 +239,8 @@ def _record_calling_convention(fn, program) -> None:
     output = next(n for n in program.graph.nodes if n.op == "output")
     ui8 = ir.TypeAttr.get(ir.IntegerType.get_unsigned(8))
 
-    def dicts(key, n):
-        if key not in fn.attributes:
-            return [{} for _ in range(n)]
-        return [{a.name: a.attr for a in ir.DictAttr(d)} for d in ir.ArrayAttr(fn.attributes[key])]
-
     if len(users) == len(block.arguments):
-        args = dicts("arg_attrs", len(users))
+        args = attr_dicts(fn, "arg_attrs", len(users))
         for attrs, spec in zip(args, users):
             if isinstance(spec.arg, TensorArgument) and getattr(values.get(spec.arg.name), "dtype", None) == torch.uint8:
                 attrs[ELEMENT_TYPE] = ui8
@@ -259,7 +254,7 @@ def _record_calling_convention(fn, program) -> None:
     if len(sig.output_specs) == len(ftype.results) == len(outputs):
         names = [s.arg.name if isinstance(s.arg, TensorArgument) else None for s in users]
         writes = []
-        results = dicts("res_attrs", len(outputs))
+        results = attr_dicts(fn, "res_attrs", len(outputs))
         for attrs, spec, node in zip(results, sig.output_specs, outputs):
             if spec.kind == OutputKind.USER_INPUT_MUTATION and spec.target in names:
                 writes.append(names.index(spec.target))
