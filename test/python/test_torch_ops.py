@@ -412,3 +412,24 @@ def test_int8_matmul_is_refused_before_torch_mlir_crashes(op):
     with pytest.raises(vtmlir.UnsupportedOpError, match=r"unsupported op 'torch\.aten\.(mm|bmm)' with a torch\.int8 result"):
         vtmlir.compile(Fn(op), a, b)
     _check(lambda a, b: (a.to(torch.int32) @ b.to(torch.int32)), a, b)   # the suggested form
+
+
+def test_python_number_op_the_importer_cannot_import_is_named():
+    """`float(t) + int(u)` traces (strictly) to `sym_float`, which torch-mlir's FX importer does not
+    import: an UnsupportedOpError naming it, not its NotImplementedError."""
+
+    class AddFloatInt(torch.nn.Module):
+        def forward(self, a, b):
+            return float(a) + int(b)
+
+    with pytest.raises(vtmlir.UnsupportedOpError, match="unsupported op 'sym_float'"):
+        vtmlir.compile(AddFloatInt(), torch.tensor(1.5), torch.tensor(2))
+
+
+def test_int_of_a_tensor_is_traced_strictly():
+    class AddInt(torch.nn.Module):
+        def forward(self, a, b):
+            return int(a) + int(b)
+
+    compiled = _check(AddInt(), torch.tensor(-5), torch.tensor(7))
+    assert type(compiled(torch.tensor(3), torch.tensor(4))) is int

@@ -79,8 +79,11 @@ def import_torch(
     importer = FxImporter(context=ctx)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        importer.import_frozen_program(program, func_name=func_name,
-                                       import_symbolic_shape_expressions=dynamic_shapes is not None)
+        try:
+            importer.import_frozen_program(program, func_name=func_name,
+                                           import_symbolic_shape_expressions=dynamic_shapes is not None)
+        except NotImplementedError as err:
+            raise _unimported_node(program, err) from None
     mod = importer.module
 
     try:
@@ -101,6 +104,26 @@ def import_torch(
         raise _explain_lowering_failure(torch_level, err) from None
     _refuse_conditionless_while_loops(mod)
     return mod
+
+
+def _node_location(node) -> str:
+    """`file:line:0` of the innermost frame of an FX node's Python stack (else `<unknown>`)."""
+    frame = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+    return f"{frame[-1][0]}:{frame[-1][1]}:0" if frame else "<unknown>"
+
+
+def _unimported_node(program, err: NotImplementedError) -> UnsupportedOpError:
+    """torch-mlir's FX importer raises NotImplementedError for a node it cannot import (Python-number
+    ops on data-dependent values: `sym_float`, `sym_ite`, ...): name the first such node."""
+    import torch
+
+    for node in program.graph.nodes:
+        if node.op == "call_function" and not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+            name = getattr(node.target, "__name__", str(node.target))
+            return UnsupportedOpError(f"{_node_location(node)}: error: unsupported op '{name}': torch-mlir's "
+                                      "FX importer cannot import it", op_name=name)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else "NotImplementedError"
+    return UnsupportedOpError(f"error: torch-mlir's FX importer cannot import the graph: {first}")
 
 
 _INT64_MAX = 2**63 - 1
@@ -136,9 +159,7 @@ def _refuse_byte_contractions(program) -> None:
     for node in program.graph.nodes:
         if node.op == "call_function" and node.target in contractions \
                 and getattr(node.meta.get("val"), "dtype", None) in (torch.int8, torch.uint8):
-            # the innermost frame of the node's Python stack: `File "x.py", line 4, in forward`
-            frame = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
-            where = f"{frame[-1][0]}:{frame[-1][1]}:0" if frame else "<unknown>"
+            where = _node_location(node)
             name = f"torch.aten.{node.target.__name__.split('.')[0]}"
             raise UnsupportedOpError(
                 f"{where}: error: unsupported op '{name}' with a {node.meta['val'].dtype} result: torch-mlir's "
