@@ -248,9 +248,12 @@ _CLASSES = (
     ("function boundary: scalar/complex types", r"only ranked tensors are supported at function boundaries|"
                                                 r"complex|cannot pass to or from Python"),
     ("calling convention: 0-d / uint8 inputs", r"must have (shape|dtype)"),
-    ("torch.export (strict=False) could not trace", r"torch\.export could not trace"),
-    ("torch -> linalg lowering", r"no linalg-on-tensors lowering|lowering torch to linalg"),
-    ("in-place update of an argument", r"writes (its )?argument|modifies argument|InputMutation"),
+    ("torch.export could not trace", r"torch\.export could not trace"),
+    ("dynamic result shapes", r"has dynamic shape"),
+    ("torch-mlir's FX importer", r"FX importer cannot import"),
+    ("torch -> linalg lowering", r"no linalg-on-tensors lowering|does not know it|lowering torch to linalg|"
+                                 r"linalg lowering crashes|torch-mlir lowers as a for loop"),
+    ("in-place update of an argument", r"writes its inputs? .* in place|InputMutation"),
     ("backend (bufferization, lowering, JIT)", r"bufferiz|LLVM JIT|lowering for the CPU|collapse_shape|scf\.yield"),
 )
 

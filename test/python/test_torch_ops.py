@@ -433,3 +433,11 @@ def test_int_of_a_tensor_is_traced_strictly():
 
     compiled = _check(AddInt(), torch.tensor(-5), torch.tensor(7))
     assert type(compiled(torch.tensor(3), torch.tensor(4))) is int
+
+
+def test_floor_division_of_negative_int64():
+    a = torch.tensor([-7, 7, -8, 5, -1, -9])
+    b = torch.tensor([2, -2, 3, -3, 4, -3])
+    _check(lambda a, b: torch.floor_divide(a, b), a, b)
+    _check(lambda a: a // 3, a)
+    _check(lambda a, b: torch.div(a, b, rounding_mode="floor"), a, b)
