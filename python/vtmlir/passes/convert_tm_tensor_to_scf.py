@@ -419,10 +419,9 @@ def _lower_topk(op) -> list[ir.Value]:
 
 def _generic(inputs, init, maps, iterators, body) -> ir.Value:
     """A one-result `linalg.generic`; `body(*block args)` returns the value to yield."""
-    kinds = {"parallel": "#linalg.iterator_type<parallel>", "reduction": "#linalg.iterator_type<reduction>"}
     op = linalg.GenericOp([init.type], list(inputs), [init],
                           ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                          ir.ArrayAttr.get([ir.Attribute.parse(kinds[i]) for i in iterators]))
+                          [getattr(linalg.IteratorType, i) for i in iterators])
     types = [ir.RankedTensorType(v.type).element_type for v in list(inputs) + [init]]
     block = op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(block):
