@@ -125,7 +125,7 @@ class _Materializer:
         (issue 4: constant operands converted at compile time). None when the interpreter cannot
         evaluate it (an op it does not know, a reduction): the caller transposes at run time."""
         from ..lowbit.evaluate import ConstantEvaluator, EvaluationError
-        from ..temco.weights import make_constant
+        from ..ir_constants import make_constant
 
         if self.evaluator is None:
             self.evaluator = ConstantEvaluator()
@@ -143,7 +143,7 @@ class _Materializer:
         operands are converted at compile time"). None when `owner` is not such a constant."""
         if isinstance(owner, ir.Block) or owner.name != "arith.constant":
             return None
-        from ..temco.weights import constant_array, make_constant
+        from ..ir_constants import constant_array, make_constant
 
         array = constant_array(owner)
         if array is None:

@@ -11,8 +11,8 @@
 """
 
 from .quantize import QuantizedLinear, quantize, quantize_weight
-from .storage import pack_bits, packed_nbytes, unpack_bits
-from .types import FLOAT_SPECIALS, NAMED_FLOATS, LowBitType, all_types, parse_dtype
+from ..dialects.lowbit_storage import pack_bits, packed_nbytes, unpack_bits
+from ..dialects.lowbit_types import FLOAT_SPECIALS, NAMED_FLOATS, LowBitType, all_types, parse_dtype
 
 __all__ = [
     "FLOAT_SPECIALS",

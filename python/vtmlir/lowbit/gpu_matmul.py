@@ -41,8 +41,8 @@ from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_
                           mma_kernel)
 from .pack import position_map
 from .quantize import QuantizedWeight
-from .storage import pack_bits
-from .types import LowBitType
+from ..dialects.lowbit_storage import pack_bits
+from ..dialects.lowbit_types import LowBitType
 
 LOWERING = ("builtin.module(nvvm-attach-target{{chip={chip}}}, gpu.module(convert-scf-to-cf, "
             "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}}, canonicalize, reconcile-unrealized-casts))")

@@ -27,7 +27,7 @@ from .plot import plot_memory
 from .fuse import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
 from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
 from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 __all__ = [
     "FusedGroup",

@@ -46,7 +46,7 @@ from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
 from ..ir_utils import walk_ops
 from .tucker import relative_error, tucker2_decompose, tucker2_ranks
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 CONV_OP = "linalg.conv_2d_nchw_fchw"
 ROLE_ATTR = "temco.role"

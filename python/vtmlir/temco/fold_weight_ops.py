@@ -23,7 +23,7 @@ from torch_mlir import ir
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 # Fold nothing bigger (a per-channel vector is tiny; a full-size tensor would become a weight).
 MAX_ELEMENTS = 1 << 16

@@ -442,7 +442,7 @@ def split_concat_fconvs(func) -> int:
     tensors) is left whole: splitting it would undo the merge."""
     from torch_mlir.dialects import linalg
 
-    from .weights import constant_array, make_constant
+    from ..ir_constants import constant_array, make_constant
 
     count = 0
     for fconv in [op for op in walk_ops(func, _CONV) if _is_pointwise_conv(op)]:

@@ -48,7 +48,7 @@ from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
 from .fold_weight_ops import _constant_input
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 _CONV = "linalg.conv_2d_nchw_fchw"
 
