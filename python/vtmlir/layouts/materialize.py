@@ -124,7 +124,7 @@ class _Materializer:
         evaluated at compile time with lowbit's interpreter and stored as a constant in `layout`
         (issue 4: constant operands converted at compile time). None when the interpreter cannot
         evaluate it (an op it does not know, a reduction): the caller transposes at run time."""
-        from ..lowbit.evaluate import ConstantEvaluator, EvaluationError
+        from ..lowbit import ConstantEvaluator, EvaluationError
         from ..ir_constants import make_constant
 
         if self.evaluator is None:

@@ -22,7 +22,7 @@ Inference", ICPP'24. Docs: docs/temco.md.
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
 from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
-from .measure import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
+from ..backend.cpu.peak_memory import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
 from .fuse import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
 from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections

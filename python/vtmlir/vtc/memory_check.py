@@ -17,7 +17,7 @@ The check, per function, after the greedy (`fit`):
    producers), bufferized by the backend's own pipeline (`backend/bufferize.GRAPH_TO_KERNELS`:
    results computed in their out-parameters, buffer reuse, elided temporaries), allocations placed at
    their first use (`memref-alloc-at-first-use`, the CPU lowering's first stage), and replayed in
-   program order (`temco.measure.kernel_allocation_timeline`, whose peak equals the runtime's
+   program order (`backend.cpu.peak_memory.kernel_allocation_timeline`, whose peak equals the runtime's
    measured internal peak: test_temco_measure.py). Inputs, outputs and weights are the same in
    both, so internal peaks compare totals.
 
@@ -102,7 +102,7 @@ def backend_peak(module: ir.Module, function: str) -> int:
     allocations at first use, replayed in program order (see the module docstring)."""
     from ..backend.bufferize import bufferize
     from ..passes import run_pipeline
-    from ..temco.measure import kernel_allocation_timeline
+    from ..backend.cpu.peak_memory import kernel_allocation_timeline
     from .lower import lower_views
 
     lower_views(module)

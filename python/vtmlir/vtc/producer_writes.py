@@ -27,7 +27,7 @@ from ..dialects.affine_eval import compose_maps
 from ..dialects.vt_mapping import MappingFunction
 from ..errors import VtmlirError
 from . import catalogue as cat
-from .reindex import shape_of
+from .reindex import gather, shape_of
 from .stores import _producer_error, _reindexed_producer
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
@@ -61,8 +61,6 @@ def write_by_producers(view) -> tuple[ir.Value, int] | None:
     """The buffer of `view` with every piece that has a redirectable producer written by it and the
     other pieces gathered; (value, pieces written by producers), or None when no piece has one (the
     caller gathers the view as before)."""
-    from .lower import _gather
-
     mapping = MappingFunction.from_attr(view.attributes["mapping"])
     result = view.results[0]
     shape = shape_of(result)
@@ -105,7 +103,7 @@ def write_by_producers(view) -> tuple[ir.Value, int] | None:
                 except VtmlirError:   # a parallel loop its output does not index: gather the piece
                     init.owner.operation.erase()
             if part is None:
-                part = _gather(sources[p.source], compose_maps(p.map, shift), sizes, elt)
+                part = gather(sources[p.source], compose_maps(p.map, shift), sizes, elt)
             current = tensor.InsertSliceOp(part, current, [], [], [], lo, sizes, [1] * rank).result
     view.results[0].replace_all_uses_with(current)
     view.erase()
