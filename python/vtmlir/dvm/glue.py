@@ -14,7 +14,7 @@ from torch_mlir import ir
 
 from ..dialects.affine_eval import eval_expr
 from ..errors import VtmlirError
-from .codegen import compile_graph
+from .compile import compile_graph
 from .graph import Graph
 from .isa import DType
 

@@ -2,7 +2,7 @@
 
 A `Graph` is the unit the bytecode compiler receives: a set of basic operators to fuse into one
 kernel ("addmm is decomposed into matmul and add"). It is built once, with ranks and element types
-but no sizes; sizes arrive with every call (`codegen.compile_graph`), which is where the runtime
+but no sizes; sizes arrive with every call (`compile.compile_graph`), which is where the runtime
 compiler's per-shape work -- shape inference, tiling, encoding -- happens. Broadcasting follows
 numpy/PyTorch rules (right-aligned, size-1 dimensions stretch); reductions keep their dimensions
 (size 1), like ``keepdim=True``.

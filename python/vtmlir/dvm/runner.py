@@ -1,5 +1,5 @@
 """Run a `dvm-fuse`d linalg function: every fusion group is a DVM kernel compiled per new shape
-(tiling + encoding only, `codegen.compile_graph`) and executed by a DVM VM (Fang et al., DVM, Fig. 5:
+(tiling + encoding only, `compile.compile_graph`) and executed by a DVM VM (Fang et al., DVM, Fig. 5:
 "fused subgraphs ... sent to the operator compiler"); the glue between kernels (reshapes,
 transposes of weights, fills, `tensor.dim`) is evaluated with numpy.
 
@@ -32,7 +32,7 @@ from ..errors import VtmlirError
 from ..frontend.torch_import import ShapeSymbols, shape_symbols
 from ..ir_constants import elements_array
 from ..ir_utils import nested_operands
-from .codegen import compile_graph
+from .compile import compile_graph
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import _GLUE, _owner, _tensor_dtype, _where, element_dtype

@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 
 from ..errors import VtmlirError
-from .codegen import compile_graph
+from .compile import compile_graph
 from .graph import Graph, _broadcast
 from .isa import DType, Opcode
 from .tiling import Target

@@ -47,6 +47,12 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..errors import VtmlirError
+from ..ir_utils import walk_ops
+from ..passes import run_pipeline
+from .greedy import PointsToGraph
+from .lower import lower_views
+from .rewrite import compose_view_chains, rewrite_points_to
+from .vtog import build_vtog
 
 
 @dataclass
@@ -100,10 +106,10 @@ def _copy_module(func) -> ir.Module:
 def backend_peak(module: ir.Module, function: str) -> int:
     """Internal peak (bytes) of `@function` as the backend allocates it: views lowered, bufferized,
     allocations at first use, replayed in program order (see the module docstring)."""
+    # The backend (bufferization, the allocation replay) only when a check runs: importing the CPU
+    # backend loads the JIT's runtime libraries, which `import vtmlir` should not pay for.
     from ..backend.bufferize import bufferize
-    from ..passes import run_pipeline
     from ..backend.cpu.peak_memory import kernel_allocation_timeline
-    from .lower import lower_views
 
     lower_views(module)
     bufferize(module)
@@ -127,11 +133,6 @@ class Evaluator:
 
     def peak(self, chosen: dict[int, list]) -> int:
         """The peak with the views of `chosen` (node id -> edges of `self.graph`)."""
-        from ..ir_utils import walk_ops
-        from .eliminate import _compose_view_chains, _rewrite
-        from .greedy import PointsToGraph
-        from .vtog import build_vtog
-
         self.count += 1
         copy = _copy_module(self.func)
         funcs = [f for f in walk_ops(copy.operation, "func.func")
@@ -147,8 +148,8 @@ class Evaluator:
             ptg = PointsToGraph(graph, [], {n: [graph.edges[e.id] for e in es] for n, es in chosen.items()},
                                 0.0, "")
             with func.context, ir.Location.unknown():
-                _rewrite(ptg)
-                _compose_view_chains(func)
+                rewrite_points_to(ptg)
+                compose_view_chains(func)
         return backend_peak(copy, self.name)
 
 
