@@ -19,6 +19,11 @@ def walk_ops(root, name: str | None = None) -> list:
     return found
 
 
+def symbol_name(op) -> str:
+    """The `sym_name` of a symbol op (a `func.func`)."""
+    return ir.StringAttr(op.operation.attributes["sym_name"]).value
+
+
 def nested_operands(op) -> list:
     """Operands of `op` and of every op nested in its regions (values defined inside appear too)."""
     values = list(op.operands)

@@ -88,7 +88,7 @@ class NativeVM:
     def __init__(self, opt_level: int = 3):
         from torch_mlir import ir
 
-        from ..backend.cpu.executable import _create_engine
+        from ..backend.cpu.executable import create_engine
         from ..backend.cpu.lower import lower_to_llvm
         from ..errors import VtmlirError
 
@@ -102,7 +102,7 @@ class NativeVM:
                 self.stages[stage] = str(mod)
 
             lower_to_llvm(module, record)
-            self._engine = _create_engine(module, opt_level)
+            self._engine = create_engine(module, opt_level)
         addr = self._engine.raw_lookup("_mlir_ciface_dvm_vm")
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_vm")

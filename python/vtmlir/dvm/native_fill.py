@@ -539,7 +539,7 @@ class NativeFill:
     first read). `source` is the module as built (before lowering), for inspection."""
 
     def __init__(self, tset, opt_level: int = 2):
-        from ..backend.cpu.executable import _create_engine
+        from ..backend.cpu.executable import create_engine
         from ..backend.cpu.lower import lower_to_llvm
         from ..errors import VtmlirError
 
@@ -551,7 +551,7 @@ class NativeFill:
             module, self.words, meta, n_out = build_fill_module(tset)
             self.source = str(module)
             lower_to_llvm(module)
-            self._engine = _create_engine(module, opt_level)
+            self._engine = create_engine(module, opt_level)
         addr = self._engine.raw_lookup("_mlir_ciface_dvm_fill")
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_fill")

@@ -39,6 +39,7 @@ from torch_mlir.dialects import tensor
 
 from ..dialects import layout as layout_dialect
 from ..dialects.memory_layout import Layout
+from ..ir_utils import symbol_name
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
@@ -309,11 +310,7 @@ class LayoutMaterializeReport:
 def materialize_function(func, *, output_order: bool = True, views: str = "never") -> MaterializeReport:
     m = _Materializer(func, output_order=output_order, views=views)
     m.run()
-    return MaterializeReport(_symbol(func), m.choices, m.constants_folded, m.constants_at_run_time)
-
-
-def _symbol(func) -> str:
-    return ir.StringAttr(func.operation.attributes["sym_name"]).value
+    return MaterializeReport(symbol_name(func), m.choices, m.constants_folded, m.constants_at_run_time)
 
 
 @register_pass

@@ -27,7 +27,7 @@ from functools import cmp_to_key
 from torch_mlir import ir
 
 from ..ir_utils import walk_ops
-from ..passes.memref_dealloc_at_last_use import _users_in_block
+from ..passes.memref_dealloc_at_last_use import users_in_block
 from ..passes.registry import Pass, register_pass
 
 
@@ -65,7 +65,7 @@ def rematerialize_fill_copies(root) -> int:
         fill = fills[0]
         # only the copies made while the buffer still holds the fill (before any other user)
         copies = []
-        for user in sorted({hash(u): u for u in _users_in_block(buffer, alloc.parent)}.values(),
+        for user in sorted({hash(u): u for u in users_in_block(buffer, alloc.parent)}.values(),
                            key=cmp_to_key(_order)):
             if user == alloc or user == fill or not fill.is_before_in_block(user):
                 continue
@@ -78,7 +78,7 @@ def rematerialize_fill_copies(root) -> int:
             copy.erase()
             replaced += 1
         if copies:
-            users = [u for u in _users_in_block(buffer, alloc.parent) if u != fill and u != alloc
+            users = [u for u in users_in_block(buffer, alloc.parent) if u != fill and u != alloc
                      and u.name != "memref.dealloc"]
             first = None
             for user in users:
@@ -205,7 +205,7 @@ def split_reused_buffers(root) -> int:
             continue
         owner = alloc.parent
         buffer = alloc.results[0]
-        users = sorted({hash(u): u for u in _users_in_block(buffer, owner) if u != alloc}.values(),
+        users = sorted({hash(u): u for u in users_in_block(buffer, owner) if u != alloc}.values(),
                        key=cmp_to_key(_order))
         deallocs = [u for u in users if u.name == "memref.dealloc"]
         if len(deallocs) != 1:
@@ -306,7 +306,7 @@ def reuse_dead_inputs(root) -> int:
         body = op.regions[0].blocks[0]
         if out_alloc is None or any(True for _ in body.arguments[n_in].uses):
             continue
-        out_users = [u for u in _users_in_block(out, owner) if u != out_alloc]
+        out_users = [u for u in users_in_block(out, owner) if u != out_alloc]
         if any(u.is_before_in_block(op) for u in out_users):
             continue
         maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
@@ -317,7 +317,7 @@ def reuse_dead_inputs(root) -> int:
                     or not ir.AffineMapAttr(maps[n_in]).value.is_permutation
                     or sum(1 for _, r in accesses(op) if r.root == x) != 1):
                 continue  # in place only if each element is read once, by this operand, before it is written
-            later = [u for u in _users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
+            later = [u for u in users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
             if any(u.name != "memref.dealloc" for u in later) or len(later) != 1:
                 continue
             later[0].erase()  # x now lives as long as the result did
@@ -342,7 +342,7 @@ def sink_allocations(module) -> int:
             continue
         block_owner = alloc.parent
         first = None
-        for user in _users_in_block(alloc.results[0], block_owner):
+        for user in users_in_block(alloc.results[0], block_owner):
             if user == alloc:
                 continue
             if first is None or user.is_before_in_block(first):

@@ -56,7 +56,7 @@ def _producer(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
-def _constant_input(value):
+def constant_input(value):
     """The numpy array of a constant tensor (possibly through expand/collapse_shape), else None."""
     producer = _producer(value)
     if producer is None:
@@ -64,7 +64,7 @@ def _constant_input(value):
     if producer.name == "arith.constant":
         return constant_array(producer)
     if producer.name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        source = _constant_input(producer.operands[0])
+        source = constant_input(producer.operands[0])
         return None if source is None else source.reshape(ir.RankedTensorType(value.type).shape)
     return None
 
@@ -150,7 +150,7 @@ def fold_weight_ops(module) -> list[str]:
         identity = ir.AffineMap.get_identity(out_type.rank, context=generic.context)
         if n_in == 0 or any(m != identity for m in maps):
             continue
-        inputs = [_constant_input(v) for v in list(generic.operands)[:n_in]]
+        inputs = [constant_input(v) for v in list(generic.operands)[:n_in]]
         if any(a is None for a in inputs):
             continue
         body = generic.regions[0].blocks[0]

@@ -53,8 +53,8 @@ from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from ..passes.vt_stats import format_loc, shaped_bytes
 from .gather_to_affine import gather_to_affine
-from .merge_lconvs import merge_lconvs as _merge_lconvs
-from .pad_in_place import _pad_value
+from .merge_lconvs import fill_conv_body, merge_lconvs as _merge_lconvs
+from .pad_in_place import pad_value
 from .push_through_concat import push_through_concat
 
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -318,7 +318,7 @@ def _output_bytes(root) -> int:
     """Bytes the root's result occupies: its padded copy's when a constant pad is its only user
     (`temco-pad-in-place` then makes the root write into that buffer)."""
     users = [u.owner for u in root.results[0].uses]
-    if len(users) == 1 and users[0].operation.name == "tensor.pad" and _pad_value(users[0].operation) is not None:
+    if len(users) == 1 and users[0].operation.name == "tensor.pad" and pad_value(users[0].operation) is not None:
         return shaped_bytes(users[0].operation.results[0].type) or 0
     return shaped_bytes(root.results[0].type) or 0
 
@@ -327,7 +327,7 @@ def _is_spatial_constant_pad(op) -> bool:
     """A static `tensor.pad` of a rank-4 NCHW tensor with one value everywhere (max-pool's -inf, a
     zero pad) that pads H and W only: a channel tile of it is a padded channel tile of its source."""
     if op.name != "tensor.pad" or len(op.operands) != 1 or not _is_static_tensor(op.operands[0]) \
-            or len(_shape(op.operands[0])) != 4 or _pad_value(op) is None:
+            or len(_shape(op.operands[0])) != 4 or pad_value(op) is None:
         return False
     low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
@@ -466,7 +466,7 @@ def split_concat_fconvs(func) -> int:
                 conv = linalg.Conv2DNchwFchwOp(result_tensors=[acc.type], inputs=[part, w], outputs=[acc],
                                                strides=fconv.attributes["strides"],
                                                dilations=fconv.attributes["dilations"])
-                _fill_conv_body(conv)
+                fill_conv_body(conv)
                 for name in ("temco.role", "temco.layer"):
                     if name in fconv.attributes:
                         conv.operation.attributes[name] = fconv.attributes[name]
@@ -476,17 +476,6 @@ def split_concat_fconvs(func) -> int:
         concat.operation.erase()
         count += 1
     return count
-
-
-def _fill_conv_body(conv) -> None:
-    """The named conv's region (the Python builder leaves it empty): out + in * w."""
-    from torch_mlir.dialects import arith, linalg
-
-    element_type = ir.ShapedType(conv.results[0].type).element_type
-    block = conv.regions[0].blocks.append(element_type, element_type, element_type)
-    with ir.InsertionPoint(block):
-        product = arith.MulFOp(block.arguments[0], block.arguments[1])
-        linalg.YieldOp([arith.AddFOp(block.arguments[2], product)])
 
 
 # -- the rewrite -----------------------------------------------------------------------------------

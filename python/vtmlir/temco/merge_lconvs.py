@@ -47,7 +47,7 @@ from torch_mlir.dialects import linalg, tensor
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.vt_stats import format_loc
-from .fold_weight_ops import _constant_input
+from .fold_weight_ops import constant_input
 from ..ir_constants import constant_array, make_constant
 
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -142,9 +142,7 @@ def _lconv_over_concat(before, convs: list, weight: np.ndarray, bias: np.ndarray
         merged = linalg.Conv2DNchwFchwOp(result_tensors=[out_type], inputs=[reduced, make_constant(weight, element_type)],
                                          outputs=[init], strides=convs[0].attributes["strides"],
                                          dilations=convs[0].attributes["dilations"])
-        from .fuse import _fill_conv_body
-
-        _fill_conv_body(merged)
+        fill_conv_body(merged)
         merged.operation.attributes["temco.role"] = ir.StringAttr.get("lconv")
     return merged.results[0]
 
@@ -184,7 +182,7 @@ def _is_identity(amap, rank: int) -> bool:
 def _channel_vector(value, amap, channels: int):
     """The per-channel vector an operand holds when its map reads it by d1 (the channel) and constant
     0s — BatchNorm's `[C,1,1]` constants — and it is constant, else None."""
-    array = _constant_input(value)
+    array = constant_input(value)
     if array is None:
         return None
     index = []
@@ -379,3 +377,14 @@ class TemcoMergeLconvs(Pass):
 
     def run(self, module) -> None:
         self.write_report(module, self.output, "".join(merge_lconvs(module, self.add_form)))
+
+
+def fill_conv_body(conv) -> None:
+    """The named conv's region (the Python builder leaves it empty): out + in * w."""
+    from torch_mlir.dialects import arith, linalg
+
+    element_type = ir.ShapedType(conv.results[0].type).element_type
+    block = conv.regions[0].blocks.append(element_type, element_type, element_type)
+    with ir.InsertionPoint(block):
+        product = arith.MulFOp(block.arguments[0], block.arguments[1])
+        linalg.YieldOp([arith.AddFOp(block.arguments[2], product)])

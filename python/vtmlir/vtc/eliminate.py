@@ -32,7 +32,7 @@ from .concat_stores import apply_concat, insert_chain_ops, plan_concats
 from .memory_check import fit
 from .rewrite import compose_view_chains, rewrite_points_to
 from .stores import apply_store, plan_stores
-from .vtog import _mapping_text, build_vtog
+from .vtog import mapping_text, build_vtog
 
 COST_MODELS = ("analytic",)
 
@@ -104,7 +104,7 @@ def report_text(ptg: PointsToGraph) -> str:
     lines += [f"  {line}" for line in getattr(ptg, "memory_lines", [])]
     for text, mapping in getattr(ptg, "stores", []):
         lines.append(f"  store {text}: producer writes into the destination, map "
-                     f"{_mapping_text(mapping)}")
+                     f"{mapping_text(mapping)}")
     for text in getattr(ptg, "concat_stores", []):
         lines += [f"  {line}" for line in text]
     for where, why in getattr(ptg, "stores_skipped", []):

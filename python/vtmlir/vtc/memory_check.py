@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..errors import VtmlirError
-from ..ir_utils import walk_ops
+from ..ir_utils import symbol_name, walk_ops
 from ..passes import run_pipeline
 from .greedy import PointsToGraph
 from .lower import lower_views
@@ -79,10 +79,6 @@ class MemoryDecision:
         out.append(f"memory: peak {self.peak} B with the chosen views, {self.limit} B without any{tail} "
                    f"({self.evaluations} bufferized evaluations)")
         return out
-
-
-def _function_name(func) -> str:
-    return ir.StringAttr(func.operation.attributes["sym_name"]).value
 
 
 def _copy_module(func) -> ir.Module:
@@ -126,7 +122,7 @@ class Evaluator:
 
     def __init__(self, func, graph, unit):
         self.func = func
-        self.name = _function_name(func)
+        self.name = symbol_name(func)
         self.graph = graph
         self.unit = unit
         self.count = 0
@@ -136,7 +132,7 @@ class Evaluator:
         self.count += 1
         copy = _copy_module(self.func)
         funcs = [f for f in walk_ops(copy.operation, "func.func")
-                 if len(f.regions[0].blocks) and _function_name(f) == self.name]
+                 if len(f.regions[0].blocks) and symbol_name(f) == self.name]
         if len(funcs) != 1:
             raise VtmlirError(f"@{self.name} is not unique in its module")
         func = funcs[0]
