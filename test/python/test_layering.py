@@ -32,6 +32,13 @@ LAYERS = (
     ("compile, CLI", ("vtmlir", "vtmlir.compiler", "vtmlir.cli", "vtmlir.demo", "vtmlir.models")),
 )
 SUBSYSTEM_LAYER = "subsystems"
+#: Upward edges kept on purpose, each with its reason (a stale entry fails `test_known_upward_edges_exist`).
+KNOWN_UPWARD = {
+    ("vtmlir.vtc.measured_cost", "vtmlir"):
+        "VTC Alg. 2's measured cost model (vt-eliminate-data-movement{cost=measured}) times candidate "
+        "kernels compiled by `vtmlir.compile` itself, so that a measurement follows the default "
+        "pipeline; imported when a measured run starts",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -105,7 +112,7 @@ for _module, _path in MODULES.items():
         LOCAL_IMPORTS += _local
         where = f"{_path.relative_to(PACKAGE.parent)}:{_line}"
         (rank, prefix), (target_rank, target_prefix) = _layer(_module), _layer(_target)
-        if target_rank > rank:
+        if target_rank > rank and (_module, _target) not in KNOWN_UPWARD:
             VIOLATIONS["upward"].append(f"{where}: {_module} ({LAYERS[rank][0]}) imports {_target} "
                                         f"({LAYERS[target_rank][0]})")
         elif target_rank == rank and LAYERS[rank][0] == SUBSYSTEM_LAYER and prefix != target_prefix:
@@ -153,6 +160,10 @@ def _cycles(edges=EDGES, nodes=MODULES) -> list[list[str]]:
 
 def test_every_module_has_a_layer():
     assert [m for m in MODULES if _layer(m)[0] < 0] == []
+
+
+def test_known_upward_edges_exist():
+    assert [edge for edge in KNOWN_UPWARD if edge[1] not in EDGES[edge[0]]] == []
 
 
 def test_the_import_graph_is_acyclic():

@@ -116,12 +116,16 @@ def lowbit_type_of(t: ir.Type, signed: bool = True) -> LowBitType:
 
 
 def element_bits(t: ir.Type) -> int | None:
-    """Bit width of a scalar element type (builtin int/float or `!vt.float`), None otherwise."""
+    """Bit width of one element of type `t`: builtin ints and floats, `index` (64, as vtmlir's
+    backends store it), complex (twice its part), `!vt.float`; None for anything else."""
     t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
-    if isinstance(t, ir.IntegerType):
+    if isinstance(t, (ir.IntegerType, ir.FloatType)):
         return t.width
-    if isinstance(t, ir.FloatType):
-        return t.width
+    if isinstance(t, ir.IndexType):
+        return 64
+    if isinstance(t, ir.ComplexType):
+        inner = element_bits(t.element_type)
+        return None if inner is None else 2 * inner
     params = float_type_params(t)
     if params is not None:
         return 1 + params[0] + params[1]

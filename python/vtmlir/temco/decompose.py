@@ -43,7 +43,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 from ..ir_utils import walk_ops
 from .tucker import relative_error, tucker2_decompose, tucker2_ranks
 from ..ir_constants import constant_array, make_constant
@@ -148,7 +148,7 @@ def _static_shape(value) -> tuple | None:
 
 def _decompose_one(conv, fname: str, index: int, ratio: float, skip_pointwise: bool) -> LayerDecomposition:
     x, w_value, init = conv.operands[0], conv.operands[1], conv.operands[2]
-    loc = format_loc(conv.location)
+    loc = format_location(conv.location)
     w_shape = _static_shape(w_value) or ()
     entry = LayerDecomposition(fname, index, loc, w_shape, params_before=int(np.prod(w_shape)) if w_shape else 0)
     if _static_shape(x) is None or _static_shape(init) is None or not w_shape:

@@ -22,7 +22,7 @@ from torch_mlir import ir
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 from ..ir_constants import constant_array, make_constant
 
 # Fold nothing bigger (a per-channel vector is tiny; a full-size tensor would become a weight).
@@ -163,7 +163,7 @@ def fold_weight_ops(module) -> list[str]:
         with ir.InsertionPoint(generic), generic.location:
             constant = make_constant(array, out_type.element_type)
         generic.results[0].replace_all_uses_with(constant)
-        lines.append(f"temco-fold-weight-ops: {format_loc(generic.location)}: {out_type} folded\n")
+        lines.append(f"temco-fold-weight-ops: {format_location(generic.location)}: {out_type} folded\n")
         generic.erase()
     return lines
 

@@ -51,7 +51,8 @@ from torch_mlir import ir
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
-from ..passes.vt_stats import format_loc, shaped_bytes
+from ..errors import format_location
+from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
 from .merge_lconvs import fill_conv_body, merge_lconvs as _merge_lconvs
 from .pad_in_place import pad_value
@@ -531,10 +532,10 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 producer = _producer(fconv.operands[0])
                 if fconv.name == _CONV and producer is not None and (_is_elementwise(producer)
                                                                      or producer.name in _POOLS):
-                    report.skipped.append(f"fconv at {format_loc(fconv.location)}: {reason}")
+                    report.skipped.append(f"fconv at {format_location(fconv.location)}: {reason}")
                 continue
             if any(_ATTR in m.attributes for m in members):
-                report.skipped.append(f"fconv at {format_loc(fconv.location)}: its producers are already fused")
+                report.skipped.append(f"fconv at {format_location(fconv.location)}: its producers are already fused")
                 continue
             destination = _in_place_destination(fconv, members) if fconv.name != _CONV else None
             if destination is not None:
@@ -557,8 +558,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             report.groups.append(FusedGroup(
                 kind=_group_kind(fconv),
                 in_place=destination is not None,
-                fconv=format_loc(fconv.location),
-                lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
+                fconv=format_location(fconv.location),
+                lconvs=[format_location(m.location) for m in members if m.name == _CONV],
                 ops=[m.name.removeprefix("linalg.") for m in members],
                 tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], rows, tile[3]],
                 avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),

@@ -29,7 +29,7 @@ from torch_mlir.dialects import linalg
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 
 
 class _Unsupported(Exception):
@@ -230,7 +230,7 @@ def gather_to_affine(module) -> list[str]:
             with ir.InsertionPoint(block):
                 linalg.YieldOp([block.arguments[0]])
         generic.results[0].replace_all_uses_with(new.results[0])
-        lines.append(f"temco-gather-to-affine: {format_loc(generic.location)}: reads "
+        lines.append(f"temco-gather-to-affine: {format_location(generic.location)}: reads "
                      f"{ir.RankedTensorType(source.type)} through {amap}\n")
         generic.erase()
     return lines

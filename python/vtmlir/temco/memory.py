@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc, shaped_bytes
+from ..errors import format_location
+from ..ir_types import shaped_bytes
 from ..ir_utils import destination_indices, nested_operands, walk_ops
 
 WEIGHT = "weight"
@@ -315,11 +316,11 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
 
     for arg in block.arguments:
         if _is_tensor(arg):
-            new_buffer(arg, "argument", format_loc(func.location), 0, INPUT)
+            new_buffer(arg, "argument", format_location(func.location), 0, INPUT)
 
     for op in ops:
         at = step_of[id(op)]
-        loc = format_loc(op.location)
+        loc = format_location(op.location)
         results = [r for r in op.results if _is_tensor(r)]
         if op.name == "arith.constant":
             for r in results:
@@ -371,7 +372,7 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
         name = _value_name(op.results[0], state) if len(op.results) else ""
         transient = _tile_bytes(op) if op.name == "scf.forall" else 0
         timeline.steps.append(
-            Step(index, op.name, name, format_loc(op.location), sum(buffers[i].bytes for i in live) + transient,
+            Step(index, op.name, name, format_location(op.location), sum(buffers[i].bytes for i in live) + transient,
                  live, transient)
         )
     return timeline

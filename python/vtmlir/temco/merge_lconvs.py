@@ -46,7 +46,7 @@ from torch_mlir.dialects import linalg, tensor
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 from .fold_weight_ops import constant_input
 from ..ir_constants import constant_array, make_constant
 
@@ -286,7 +286,7 @@ def merge_add_lconvs(func_or_module) -> list[str]:
             weights.append(weight.astype(np.float64) * scale[:, None, None, None])
             bias = bias + scale * b + shift
         dtype = branches[0][1].dtype
-        where = format_loc(add.location)
+        where = format_location(add.location)
         merged = _lconv_over_concat(add, [b[0] for b in branches], np.concatenate(weights, axis=1).astype(dtype),
                                     bias.astype(dtype))
         add.results[0].replace_all_uses_with(merged)
@@ -333,7 +333,7 @@ def merge_lconvs(module, add_form: bool = True) -> list[str]:
         merged_at = {}
         for run in runs:
             merged_at[run[0]] = (_merge_run(concat, [parts[i] for i in run]), run)
-            lines.append(f"temco-merge-lconvs: {format_loc(concat.location)}: {len(run)} lconvs "
+            lines.append(f"temco-merge-lconvs: {format_location(concat.location)}: {len(run)} lconvs "
                          f"({', '.join(str(parts[i][1].shape[0]) + 'x' + str(parts[i][1].shape[1]) for i in run)}) "
                          f"-> one block-diagonal lconv\n")
         new_operands, skip = [], set()

@@ -23,7 +23,7 @@ from torch_mlir.dialects import linalg, tensor
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 
 
 def pad_value(pad):
@@ -56,7 +56,7 @@ def pad_in_place(module) -> list[str]:
             inserted = tensor.InsertSliceOp(source, filled, [], [], [], low, list(src_type.shape),
                                             [1] * src_type.rank)
         result.replace_all_uses_with(inserted.result)
-        lines.append(f"temco-pad-in-place: {format_loc(pad.location)}: {src_type} into {res_type}\n")
+        lines.append(f"temco-pad-in-place: {format_location(pad.location)}: {src_type} into {res_type}\n")
         pad.erase()
     return lines
 

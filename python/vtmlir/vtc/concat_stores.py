@@ -326,7 +326,7 @@ def _consumers(inputs, chain) -> list:
 
 def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str, str]]]:
     """Plans for the concats of `func` (program order), and (op, reason) for those left alone."""
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
     plans, skipped = [], []
     claimed = list(claimed)
@@ -345,7 +345,7 @@ def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str,
         try:
             plan = plan_concat(op, claimed)
         except NotRealisable as why:
-            skipped.append((f"{op.name}@{format_loc(op.location)}", str(why)))
+            skipped.append((f"{op.name}@{format_location(op.location)}", str(why)))
             continue
         plans.append(plan)
         claimed += [p.value for p in plan.parts if p.direct]

@@ -269,7 +269,7 @@ def _reads_every_loop(op) -> bool:
 def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
     """Plans for every insert_slice of `func` that can be realised, and (op, reason) for the rest
     (`skip`: insert_slices that build a concat, planned by concat_stores.py)."""
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
     plans, skipped = [], []
     for op in func.regions[0].blocks[0].operations:
@@ -279,7 +279,7 @@ def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
         try:
             plans.append(plan_store(op))
         except NotRealisable as why:
-            skipped.append((f"{op.name}@{format_loc(op.location)}", str(why)))
+            skipped.append((f"{op.name}@{format_location(op.location)}", str(why)))
     return plans, skipped
 
 

@@ -169,7 +169,7 @@ def mapping_text(m) -> str:
 
 
 def element_bytes(value) -> int:
-    from ..passes.vt_stats import element_bits
+    from ..ir_types import element_bits
 
     bits = element_bits(ir.RankedTensorType(value.type).element_type) or 8
     return max(1, (bits + 7) // 8)
@@ -272,9 +272,9 @@ def _key(value):
 
 
 def _loc(op) -> str:
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
-    return format_loc(op.location)
+    return format_location(op.location)
 
 
 def build_vtogs(module, unit: TransferUnit | int = TARGETS["cuda"]) -> list[VTOG]:

@@ -52,7 +52,7 @@ def kernel_allocation_timeline(kernel_module, function: str = "main") -> Allocat
     from torch_mlir import ir
 
     from ...ir_utils import walk_ops
-    from ...passes.vt_stats import shaped_bytes
+    from ...ir_types import shaped_bytes
 
     funcs = [op for op in walk_ops(kernel_module, "func.func")
              if ir.StringAttr(op.attributes["sym_name"]).value == function]
