@@ -105,7 +105,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         run_pipeline(graph, LOWBIT_PIPELINES[lowbit])
         if (text := print_ir(graph)) != stages.get("optimized", stages["graph"]):
             stages["lowbit"] = text
-    from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
+    from .vtc.lower_views import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
     if any(lower_views(graph)):
         stages["vt-lowered"] = print_ir(graph)

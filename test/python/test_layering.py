@@ -185,6 +185,6 @@ def test_the_checker_sees_violations(tmp_path):
     fake.write_text("from ..passes import registry\n\ndef f():\n    from ..dialects.vt import _check_mapping\n")
     assert list(_imports("vtmlir.vtc.fake", fake)) == [
         ("vtmlir.passes.registry", None, False, 1), ("vtmlir.dialects.vt", "_check_mapping", True, 4)]
-    assert _layer("vtmlir.vtc.eliminate") == (3, "vtmlir.vtc")
+    assert _layer("vtmlir.vtc.eliminate_data_movement") == (3, "vtmlir.vtc")
     assert _layer("vtmlir.passes.registry")[0] == 0 and _layer("vtmlir.passes.unshare_fill_inits")[0] == 1
     assert _layer("vtmlir.compiler")[0] == 4 and _layer("vtmlir")[0] == 4

@@ -19,7 +19,7 @@ from vtmlir.frontend import as_module
 from vtmlir.models import get
 from vtmlir.signature import find_entry, signature_of
 from vtmlir.temco import analyze_peak_memory, decompose_convs
-from vtmlir.temco.alloc_at_first_use import sink_allocations
+from vtmlir.passes.memref_alloc_at_first_use import sink_allocations
 from vtmlir.backend.cpu.peak_memory import kernel_allocation_timeline, measure_peak_memory
 
 MODELS = ["resnet_basic_block", "conv_bn_relu_residual", "mlp"]

@@ -24,8 +24,8 @@ from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, 
 from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
 from ..backend.cpu.peak_memory import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
-from .fuse import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
-from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
+from .fuse_activation import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
+from .remat_skip import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
 from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
 from ..ir_constants import constant_array, make_constant
 

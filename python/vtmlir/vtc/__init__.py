@@ -46,7 +46,7 @@ from .contiguity import (
     contiguity,
     piece_contiguity,
 )
-from .lower import fold_views, lower_views
+from .lower_views import fold_views
 from .reindex import loop_extents
 
 __all__ = [
@@ -54,5 +54,5 @@ __all__ = [
     "DataMovementKind", "NotVirtualisable", "Rule", "analyse", "entry_for", "is_data_movement",
     "CPU_CACHE_LINE", "CUDA_COALESCING", "TYPE_I", "TYPE_II", "Contiguity", "PieceContiguity",
     "Profitability", "TransferUnit", "classify", "contiguity", "piece_contiguity",
-    "fold_views", "lower_views", "loop_extents",
+    "fold_views", "loop_extents",
 ]

@@ -73,7 +73,7 @@ class ConcatPlan:
 
     def report_lines(self) -> list[str]:
         """The decision, as printed by vt-eliminate-data-movement (call before apply_concat)."""
-        from .vtog import mapping_text
+        from .build_vtog import mapping_text
 
         direct = sum(p.direct for p in self.parts)
         lines = [f"concat-store {self.concat.name} -> {self.concat.results[0].get_name()}: "

@@ -43,7 +43,7 @@ from torch_mlir import ir
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
 from . import catalogue as cat
 from .contiguity import CPU_CACHE_LINE, Profitability, TransferUnit, classify
-from .vtog import VTOG, Edge, element_bytes
+from .build_vtog import VTOG, Edge, element_bytes
 
 #: Brute-force MAXEDGES up to this many candidate edges per node (2^k subsets); beyond, greedy.
 MAX_EXACT_EDGES = 10

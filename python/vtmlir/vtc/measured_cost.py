@@ -58,7 +58,7 @@ from .greedy import (
     op_moves_bytes,
     readers_excluding,
 )
-from .vtog import Edge
+from .build_vtog import Edge
 
 TARGET_UNITS = {"cpu": CPU_CACHE_LINE, "cuda": CUDA_COALESCING}
 _NULL_KERNEL = "func.func @main(%a: tensor<1xf32>) -> tensor<1xf32> { return %a : tensor<1xf32> }"

@@ -50,9 +50,9 @@ from ..errors import VtmlirError
 from ..ir_utils import symbol_name, walk_ops
 from ..passes import run_pipeline
 from .greedy import PointsToGraph
-from .lower import lower_views
+from .lower_views import lower_views
 from .rewrite import compose_view_chains, rewrite_points_to
-from .vtog import build_vtog
+from .build_vtog import build_vtog
 
 
 @dataclass

@@ -18,7 +18,7 @@ tensor freed right after its last use), and what the CPU pipeline does about it 
    the buffer's last use;
 2. allocations sit where the shared `tensor.empty` stood, a shared zero fill is materialised once
    and copied into every conv's buffer, and several tensors share the one empty's buffer with dead
-   gaps between them: `memref-alloc-at-first-use` (`temco/alloc_at_first_use.py`) sinks
+   gaps between them: `memref-alloc-at-first-use` (`passes/memref_alloc_at_first_use.py`) sinks
    allocations, turns the fill copies into fills, and splits reused buffers;
 3. elementwise fusion before bufferization removes buffers, and elementwise ops write into inputs
    that die at them: `analyze_peak_memory(as_compiled=True)` models both.

@@ -30,7 +30,7 @@ At graph level this is upstream tile-and-fuse, driven through the transform dial
 
 The loop is marked `temco.fused = "lconv-act-fconv"` (or `"lconv-act-pool-fconv"`). Code generation:
 the CPU lowering turns `scf.forall` into `scf.for` (`scf-forall-to-for`); the CUDA lowering
-(`gpu-sequentialize-forall`, `temco/gpu_forall.py`) makes each tile one GPU thread with its tile
+(`gpu-sequentialize-forall`, `passes/gpu_sequentialize_forall.py`) makes each tile one GPU thread with its tile
 buffer in local memory (`memref.alloca`) and the loop the kernel's grid, so the group is one kernel.
 
 Layer transformations (§3.3, Fig. 9): with `split-concat` (default on), an fconv whose input is a

@@ -32,7 +32,7 @@ from .concat_stores import apply_concat, insert_chain_ops, plan_concats
 from .memory_check import fit
 from .rewrite import compose_view_chains, rewrite_points_to
 from .stores import apply_store, plan_stores
-from .vtog import mapping_text, build_vtog
+from .build_vtog import mapping_text, build_vtog
 
 COST_MODELS = ("analytic",)
 
