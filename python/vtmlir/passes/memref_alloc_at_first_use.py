@@ -26,7 +26,7 @@ from functools import cmp_to_key
 
 from torch_mlir import ir
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.memref_dealloc_at_last_use import users_in_block
 from ..passes.registry import Pass, register_pass
 
@@ -46,7 +46,7 @@ def _constant_fill_of(op) -> bool:
     owner = value.owner
     if isinstance(owner, ir.Block):
         return False  # yields the block argument (a no-op) or something computed per element
-    return all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+    return all_parallel(op)
 
 
 def rematerialize_fill_copies(root) -> int:
@@ -112,8 +112,7 @@ def _overwrites_whole_buffer(op, buffer) -> bool:
             return False
     if operands[-1] != buffer or buffer in operands[:-1]:
         return False
-    if op.name == "linalg.generic" and not all(
-            "parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+    if op.name == "linalg.generic" and not all_parallel(op):
         return False
     init_arg = op.regions[0].blocks[0].arguments[len(operands) - 1]
     return not any(True for _ in init_arg.uses)
@@ -142,7 +141,7 @@ def _writes_view_whole(op, buffer):
         if op.name == "linalg.generic":
             if any(True for _ in op.regions[0].blocks[0].arguments[len(operands) - 1].uses):
                 return None   # the payload reads the old value
-            if not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+            if not all_parallel(op):
                 return None
             out_map = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[len(operands) - 1]).value
             if not out_map.is_permutation:
@@ -298,7 +297,7 @@ def reuse_dead_inputs(root) -> int:
         if owner is None or owner.name != "func.func" or len(op.results) or "operandSegmentSizes" not in op.attributes:
             continue
         n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
-        if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        if n_out != 1 or not all_parallel(op):
             continue
         operands = list(op.operands)
         out = operands[n_in]

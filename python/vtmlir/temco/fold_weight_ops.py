@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 from ..ir_constants import constant_array, make_constant
@@ -143,7 +143,7 @@ def fold_weight_ops(module) -> list[str]:
         out_type = generic.results[0].type.maybe_downcast()
         if (not isinstance(out_type, ir.RankedTensorType) or not out_type.has_static_shape
                 or int(np.prod(out_type.shape)) > MAX_ELEMENTS
-                or not all("parallel" in str(it) for it in ir.ArrayAttr(generic.attributes["iterator_types"]))):
+                or not all_parallel(generic)):
             continue
         n_in = int(ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0])
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(generic.attributes["indexing_maps"])]

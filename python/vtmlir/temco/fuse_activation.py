@@ -266,8 +266,9 @@ def _tile_rows(members, height: int) -> int:
             continue
         for amap in ir.ArrayAttr(op.attributes["indexing_maps"]):
             results = ir.AffineMapAttr(amap).value.results
-            if len(results) == 4 and "floordiv" in str(results[2]):
-                q = int(str(results[2]).split("floordiv")[-1])
+            if (len(results) == 4 and isinstance(results[2], ir.AffineFloorDivExpr)
+                    and isinstance(results[2].rhs, ir.AffineConstantExpr)):
+                q = results[2].rhs.value
                 rows = rows * q // math.gcd(rows, q)
     return rows if height % rows == 0 else 1
 

@@ -27,7 +27,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 
@@ -130,7 +130,7 @@ def _affine_read(generic):
     out_type = generic.results[0].type.maybe_downcast()
     if not isinstance(out_type, ir.RankedTensorType) or not out_type.has_static_shape:
         return None
-    if not all("parallel" in str(it) for it in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if not all_parallel(generic):
         return None
     body = generic.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]

@@ -44,7 +44,7 @@ from torch_mlir import ir
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 from ..ir_types import shaped_bytes
-from ..ir_utils import destination_indices, nested_operands, walk_ops
+from ..ir_utils import all_parallel, destination_indices, nested_operands, walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -422,7 +422,7 @@ def _dead_elementwise_input(op, index, lookup, buffers, later_use, at):
             or "operandSegmentSizes" not in op.attributes):
         return None
     n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
-    if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+    if n_out != 1 or not all_parallel(op):
         return None
     if any(True for _ in op.regions[0].blocks[0].arguments[n_in].uses):
         return None

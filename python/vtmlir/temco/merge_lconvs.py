@@ -44,7 +44,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 from .fold_weight_ops import constant_input
@@ -154,7 +154,7 @@ _AFFINE_OPS = ("arith.addf", "arith.subf", "arith.mulf")
 
 def _parallel_generic(op, inputs: int) -> bool:
     return (op.name == "linalg.generic" and len(op.results) == 1 and len(op.operands) == inputs + 1
-            and all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+            and all_parallel(op)
             and _static(op.results[0]))
 
 

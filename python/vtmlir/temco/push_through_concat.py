@@ -32,7 +32,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import tensor
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 
@@ -85,7 +85,7 @@ def _candidate(concat):
     (user,) = users.values()
     user = user.operation
     if (user.name != "linalg.generic" or len(user.results) != 1 or _uses_index(user)
-            or not all("parallel" in str(it) for it in ir.ArrayAttr(user.attributes["iterator_types"]))
+            or not all_parallel(user)
             or not all(_static_ranked(v) for v in list(user.operands) + list(user.results))):
         return None
     n_in = _num_inputs(user)
