@@ -146,9 +146,10 @@ def order_loops_for_output(op) -> None:
     out = [_dim(r) for r in maps[-1].results]
     if not out or any(d is None for d in out) or len(set(out)) != len(out):
         return
-    iterators = iterator_kinds(op)
+    iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    kinds = iterator_kinds(op)
     n = maps[0].n_dims
-    reduction = [k for k in range(n) if iterators[k] == "reduction"]
+    reduction = [k for k in range(n) if kinds[k] == "reduction"]
     if any(d in reduction for d in out):
         return
     others = [k for k in range(n) if k not in out and k not in reduction]

@@ -186,7 +186,9 @@ def _rewrite(conv, factors, element_type, index: int) -> None:
     pad = _zero_spatial_pad(x)
     source = pad.operands[0] if pad is not None else x
     n, _, h, w = _static_shape(source)
-    ones = ir.Attribute.parse("dense<1> : vector<2xi64>", context=conv.context)
+    i64 = ir.IntegerType.get_signless(64, context=conv.context)
+    vector = ir.VectorType.get([2], i64, loc=ir.Location.unknown(context=conv.context))
+    ones = ir.DenseElementsAttr.get(np.ones(2, np.int64), type=vector, context=conv.context)
     layer_attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64, context=conv.context), index)
 
     def zero_init(shape):

@@ -41,6 +41,7 @@ from ..dialects import vt as vt_dialect
 from ..dialects.affine_eval import bounds, compose_maps
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
 from ..errors import VtmlirError
+from ..ir_utils import iterator_type, walk_ops
 from ..passes.registry import PassFailure
 from . import catalogue as cat
 from .reindex import (
@@ -454,7 +455,7 @@ def _gather_into(x, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
     rank = inv.n_dims
     elt = ir.RankedTensorType(x.type).element_type
     inv = guard_bare_dims([inv], [x], list(ir.RankedTensorType(result_type).shape), keep_bare=-1)[0]
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    par = iterator_type("parallel")
     op = linalg.GenericOp([result_type], [x], [init],
                           ir.ArrayAttr.get([ir.AffineMapAttr.get(inv),
                                             ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
@@ -467,8 +468,6 @@ def _gather_into(x, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
 
 def lower_stores(module) -> tuple[int, int]:
     """Lower every `vt.store_into` in `module` (named ops must be generalized first)."""
-    from ..ir_utils import walk_ops
-
     written = copied = 0
     for store in walk_ops(module, "vt.store_into"):
         w, c = lower_store(store)
