@@ -45,10 +45,10 @@ import vtmlir  # noqa: E402
 from vtmlir.models import TEMCO_ZOO  # noqa: E402
 from vtmlir.temco import analyze_peak_memory, decompose_convs  # noqa: E402
 from vtmlir.temco.fold_weight_ops import fold_weight_ops  # noqa: E402
-from vtmlir.temco.fuse import fuse_activations  # noqa: E402
-from vtmlir.temco.measure import measure_peak_memory  # noqa: E402
+from vtmlir.temco.fuse_activation import fuse_activations  # noqa: E402
+from vtmlir.backend.cpu.peak_memory import measure_peak_memory  # noqa: E402
 from vtmlir.temco.pad_in_place import pad_in_place  # noqa: E402
-from vtmlir.temco.remat import remat_skip_connections  # noqa: E402
+from vtmlir.temco.remat_skip import remat_skip_connections  # noqa: E402
 
 VARIANTS = ("original", "decomposed", "skip_opt", "skip_opt_fusion")
 

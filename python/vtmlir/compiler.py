@@ -69,6 +69,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
       kernels left as loops.
     """
     from .backend.cpu.executable import print_ir
+    from .backend.lowerable import check_lowerable
     from .errors import VtmlirError
     from .frontend import as_module
     from .frontend.torch_import import export_torch, import_exported
@@ -104,7 +105,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         run_pipeline(graph, LOWBIT_PIPELINES[lowbit])
         if (text := print_ir(graph)) != stages.get("optimized", stages["graph"]):
             stages["lowbit"] = text
-    from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
+    from .vtc.lower_views import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
     if any(lower_views(graph)):
         stages["vt-lowered"] = print_ir(graph)
@@ -129,30 +130,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     return executable
-
-
-# Dialects the graph level may hold that no backend lowers (yet), and what to tell the user.
-_NOT_LOWERABLE = {
-    "torch": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
-             "(the default output_type of vtmlir.import_torch)",
-    "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
-               "(the default output_type of vtmlir.import_torch)",
-    "vt": "vt ops are lowered by vt-lower-views (compile runs it); one is left unlowered",
-    "layout": "layout conversions have no lowering to kernels yet",
-}
-
-
-def check_lowerable(module) -> None:
-    """Refuse, naming the op and its location, graph-level ops that code generation cannot lower."""
-    from .errors import UnsupportedOpError, format_location
-    from .ir_utils import walk_ops
-
-    for op in walk_ops(module):
-        dialect = op.name.split(".", 1)[0]
-        if dialect in _NOT_LOWERABLE:
-            where = format_location(op.location, "<module>")
-            raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
-                                     op_name=op.name)
 
 
 def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:

@@ -37,13 +37,16 @@ class InputMutationError(VtmlirError):
         self.arguments = tuple(arguments)
 
 
-_LOC_RE = re.compile(r'^loc\((?:callsite\()?"(?P<file>[^"]*)":(?P<line>\d+):(?P<col>\d+)')
+# The first file frame of a location, wherever it is nested (call site, fused, named): the pinned
+# bindings build locations but expose no accessors for their parts, so the printed form is read.
+_LOC_RE = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+):(?P<col>\d+)')
 
 
 def format_location(loc: ir.Location, default_file: str = "-") -> str:
-    """`file:line:col` for a file location (first frame of a call site), else the loc text."""
+    """`file:line:col` of the first file frame of `loc` (a call site's callee, a fused location's
+    first part), `default_file` for an unknown location, else the location's text."""
     text = str(loc)
-    m = _LOC_RE.match(text)
+    m = _LOC_RE.search(text)
     if m:
         return f"{m['file'] or default_file}:{m['line']}:{m['col']}"
     if text == "loc(unknown)":

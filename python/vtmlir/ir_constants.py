@@ -20,7 +20,7 @@ from torch_mlir import ir
 
 from .errors import VtmlirError
 
-__all__ = ["elements_array", "is_dense_resource", "numpy_dtype", "resource_blob"]
+__all__ = ["constant_array", "elements_array", "is_dense_resource", "make_constant", "numpy_dtype", "resource_blob"]
 
 
 def numpy_dtype(element_type: ir.Type) -> np.dtype:
@@ -84,7 +84,7 @@ def _bf16_array(dense) -> np.ndarray:
     exact, so the f32 values round back to the same bf16 ones."""
     from torch_mlir.dialects import arith, func
 
-    from .passes import run_pipeline
+    from .passes.pipeline import run_pipeline
 
     with dense.context, ir.Location.unknown():
         src = ir.RankedTensorType(dense.type)
@@ -205,3 +205,31 @@ def _strings(data: bytes, start: int, end: int) -> list[str]:
         out.append(data[stop - size:stop - 1].decode())
         stop -= size
     return out[::-1]
+
+
+# -- constant ops (conv weights) at graph level; new ones are plain `dense<>` attributes, which keep the IR
+# self-contained and readable in lit tests (vtmlir's printers elide large ones).
+
+
+def constant_array(op) -> np.ndarray | None:
+    """The value of an `arith.constant` of ranked tensor type as a numpy array, or None for other ops.
+
+    Works for `dense<...>` (including splats) and `dense_resource<...>` values.
+    """
+    op = op.operation
+    if op.name != "arith.constant":
+        return None
+    return elements_array(op.attributes["value"])
+
+
+def make_constant(array: np.ndarray, element_type) -> ir.Value:
+    """Insert `arith.constant dense<array> : tensor<shape x element_type>` at the current insertion point."""
+    from torch_mlir.dialects import arith
+
+    dtype = numpy_dtype(element_type)
+    data = np.ascontiguousarray(array.astype(dtype))
+    ttype = ir.RankedTensorType.get(list(data.shape), element_type)
+    # bf16 has no buffer-protocol format: hand over its bits, typed by `ttype`.
+    buffer = data.view(np.uint16) if isinstance(ir.Type(element_type).maybe_downcast(), ir.BF16Type) else data
+    attr = ir.DenseElementsAttr.get(buffer, type=ttype)
+    return arith.ConstantOp(ttype, attr).result

@@ -19,6 +19,11 @@ def walk_ops(root, name: str | None = None) -> list:
     return found
 
 
+def symbol_name(op) -> str:
+    """The `sym_name` of a symbol op (a `func.func`)."""
+    return ir.StringAttr(op.operation.attributes["sym_name"]).value
+
+
 def nested_operands(op) -> list:
     """Operands of `op` and of every op nested in its regions (values defined inside appear too)."""
     values = list(op.operands)
@@ -51,3 +56,30 @@ def destination_indices(op) -> range:
     if op.name.startswith("linalg.") and len(op.results) and n >= len(op.results):
         return range(n - len(op.results), n)  # linalg.transpose/broadcast/map: `init` last
     return range(0)
+
+
+# -- linalg iterator types, built and compared as attributes (never through their printed text) ----
+
+ITERATOR_KINDS = ("parallel", "reduction")
+
+
+def iterator_type(kind: str) -> ir.Attribute:
+    """``#linalg.iterator_type<kind>`` ("parallel" or "reduction") through its attribute builder
+    (in the current context)."""
+    from torch_mlir.dialects import linalg  # the linalg bindings register the enum's builder
+
+    return ir.AttrBuilder.get("linalg.IteratorTypeEnum")(getattr(linalg.IteratorType, kind), ir.Context.current)
+
+
+def iterator_kinds(op) -> list[str]:
+    """The iterator types of a `linalg.generic` (its `iterator_types` attribute), as "parallel" or
+    "reduction" each: every attribute compared with the built one (attributes are uniqued)."""
+    with op.context:
+        reduction = iterator_type("reduction")
+        return ["reduction" if a == reduction else "parallel" for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def all_parallel(op) -> bool:
+    """Whether every loop of the `linalg.generic` `op` is parallel."""
+    return "reduction" not in iterator_kinds(op)
+

@@ -10,7 +10,7 @@ import pytest
 
 from vtmlir.dvm import Graph, GraphError, Target, TilingError, compile_graph
 from vtmlir.errors import VtmlirError
-from vtmlir.dvm.codegen import _dense_strides
+from vtmlir.dvm.kernel import dense_strides
 from vtmlir.dvm.graph import Value
 from vtmlir.dvm.template import _params, forget_last_tiling, prebuild, templates_of
 
@@ -30,7 +30,7 @@ def softmax_rows():
 
 def _same_fill(g, shapes, strides=None):
     shapes = tuple(tuple(s) for s in shapes)
-    strides = strides or tuple(map(_dense_strides, shapes))
+    strides = strides or tuple(map(dense_strides, shapes))
     for tset in templates_of(g).values():
         if tset.native is None or len(tset.native.meta) == 0:
             continue
@@ -43,7 +43,7 @@ def _same_fill(g, shapes, strides=None):
             continue
         assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3], shapes
         np.testing.assert_array_equal(got[2], want[2])
-        if strides == tuple(map(_dense_strides, shapes)):  # the dense entry computes the strides natively
+        if strides == tuple(map(dense_strides, shapes)):  # the dense entry computes the strides natively
             k = tset.native.kernel(shapes, None)
             assert k.template_index == want[0] and k.tiling == want[1] and k.output_shapes == want[3], shapes
             assert k.input_shapes == shapes and k.input_strides == strides

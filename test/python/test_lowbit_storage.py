@@ -1,4 +1,4 @@
-"""Compact sub-byte storage (vtmlir.lowbit.storage, Tilus §6.1): round trips for every width 1–8,
+"""Compact sub-byte storage (vtmlir.dialects.lowbit_storage, Tilus §6.1): round trips for every width 1–8,
 agreement with a bit-string reference of the documented little-endian order, no bit gaps."""
 
 from __future__ import annotations

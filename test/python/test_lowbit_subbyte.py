@@ -156,7 +156,7 @@ def test_fig8_relayout_and_compact_storage():
     q = quantize(nn.Linear(32, 16, bias=False), dtype="i3", group_size=16)
     graph = vtmlir.import_torch(q, torch.randn(1, 32))
     run_pipeline(graph, f"subbyte-pack{{tile-layout='{MMA_B}'}}")
-    from vtmlir.temco.weights import constant_array
+    from vtmlir.ir_constants import constant_array
 
     packed = next(constant_array(op) for op in walk_ops(graph, "arith.constant")
                   if "xi8>" in str(op.results[0].type))

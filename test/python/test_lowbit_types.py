@@ -1,4 +1,4 @@
-"""Low-bit value sets (vtmlir.lowbit.types): bit-exact decode of every code of every type against an
+"""Low-bit value sets (vtmlir.dialects.lowbit_types): bit-exact decode of every code of every type against an
 independent reference (bit fields → value with exact rationals), RNE + saturating encode, ml_dtypes
 cross-checks for the types it has, and the builtin MLIR type mapping."""
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from torch_mlir import ir
 
+from vtmlir.dialects.vt import lowbit_mlir_type, lowbit_type_of
 from vtmlir.lowbit import NAMED_FLOATS, LowBitType, all_types, parse_dtype
 
 SPECIAL_VARIANTS = [LowBitType.float(4, 3, "ieee"), LowBitType.float(3, 4, "ieee"), LowBitType.float(4, 3, "finite"),
@@ -173,10 +174,10 @@ def test_builtin_mlir_types():
         for name, printed in BUILTIN.items():
             t = parse_dtype(name)
             assert t.mlir_builtin_name == printed
-            assert str(t.mlir_type()) == printed
+            assert str(lowbit_mlir_type(t)) == printed
             # The printed form parses back to the same type.
-            assert ir.Type.parse(printed) == t.mlir_type()
-            assert LowBitType.from_mlir_type(t.mlir_type(), signed=t.kind != "uint") == t
+            assert ir.Type.parse(printed) == lowbit_mlir_type(t)
+            assert lowbit_type_of(lowbit_mlir_type(t), signed=t.kind != "uint") == t
 
 
 def test_vt_float_types_for_the_rest():
@@ -189,12 +190,12 @@ def test_vt_float_types_for_the_rest():
         for name in ("e3m3", "e2m2", "e1m1", "e5m1", "e3m1", "e4m3finite", "e3m2nan", "e2m0"):
             t = parse_dtype(name)
             assert t.mlir_builtin_name is None
-            mt = t.mlir_type()
+            mt = lowbit_mlir_type(t)
             assert isinstance(mt, FloatType)
             assert str(mt) == f'!vt.float<{t.exponent} : i64, {t.mantissa} : i64, "{t.specials}">'
             assert ir.Type.parse(str(mt)) == mt
             assert ir.Type.parse(f'!vt.float<{t.exponent}, {t.mantissa}, "{t.specials}">') == mt
-            assert LowBitType.from_mlir_type(mt) == t
+            assert lowbit_type_of(mt) == t
             assert element_bits(mt) == t.bits
             assert element_bits(ir.RankedTensorType.get([4], mt).element_type) == t.bits
         for bad in ((0, 2, "finite"), (4, 4, "finite"), (1, 1, "ieee"), (3, 3, "inf")):

@@ -13,7 +13,7 @@ from vtmlir.ir_utils import walk_ops
 from vtmlir.passes import parse_pipeline, run_pipeline
 from vtmlir.temco.decompose import LAYER_ATTR, ROLE_ATTR, decompose_convs
 from vtmlir.temco.tucker import relative_error, tucker2_decompose, tucker2_ranks
-from vtmlir.temco.weights import constant_array
+from vtmlir.ir_constants import constant_array
 
 
 class SmallConvNet(torch.nn.Module):

@@ -18,9 +18,9 @@ import torch
 import vtmlir
 from vtmlir.models import TEMCO_ZOO
 from vtmlir.temco import analyze_peak_memory, decompose_convs
-from vtmlir.temco.fuse import fuse_activations
-from vtmlir.temco.measure import measure_peak_memory
-from vtmlir.temco.remat import remat_skip_connections
+from vtmlir.temco.fuse_activation import fuse_activations
+from vtmlir.backend.cpu.peak_memory import measure_peak_memory
+from vtmlir.temco.remat_skip import remat_skip_connections
 
 # Every model is a JIT compile of hundreds of loop nests: the suite checks the two cheapest models of
 # the families whose fusion differs (plain chains with pooling: VGG; concat splits and skips: UNet);

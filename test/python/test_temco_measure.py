@@ -2,7 +2,7 @@
 
 The measured peak must equal the replay of the kernel-level IR's allocations exactly, free everything
 it allocates, leave the results unchanged, and relate to temco-analyze-peak-memory as documented in
-`vtmlir.temco.measure` (frees at block end, bufferization's fill copies, fusion).
+`vtmlir.backend.cpu.peak_memory` (frees at block end, bufferization's fill copies, fusion).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from vtmlir.frontend import as_module
 from vtmlir.models import get
 from vtmlir.signature import find_entry, signature_of
 from vtmlir.temco import analyze_peak_memory, decompose_convs
-from vtmlir.temco.alloc_at_first_use import sink_allocations
-from vtmlir.temco.measure import kernel_allocation_timeline, measure_peak_memory
+from vtmlir.passes.memref_alloc_at_first_use import sink_allocations
+from vtmlir.backend.cpu.peak_memory import kernel_allocation_timeline, measure_peak_memory
 
 MODELS = ["resnet_basic_block", "conv_bn_relu_residual", "mlp"]
 

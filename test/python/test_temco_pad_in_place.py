@@ -10,8 +10,8 @@ import vtmlir
 from vtmlir.ir_utils import walk_ops
 from vtmlir.models import TEMCO_ZOO
 from vtmlir.temco import decompose_convs
-from vtmlir.temco.fuse import fuse_activations
-from vtmlir.temco.measure import measure_peak_memory
+from vtmlir.temco.fuse_activation import fuse_activations
+from vtmlir.backend.cpu.peak_memory import measure_peak_memory
 from vtmlir.temco.pad_in_place import pad_in_place
 
 

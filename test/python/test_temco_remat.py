@@ -10,8 +10,8 @@ import torch
 import vtmlir
 from vtmlir.models import get
 from vtmlir.temco import analyze_peak_memory, decompose_convs
-from vtmlir.temco.measure import measure_peak_memory
-from vtmlir.temco.remat import is_lconv, remat_skip_connections
+from vtmlir.backend.cpu.peak_memory import measure_peak_memory
+from vtmlir.temco.remat_skip import is_lconv, remat_skip_connections
 
 
 class Fig7Block(torch.nn.Module):

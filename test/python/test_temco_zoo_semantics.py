@@ -18,9 +18,9 @@ import vtmlir
 from vtmlir.models import TEMCO_ZOO
 from vtmlir.models.temco_nets import TEMCO_MODELS
 from vtmlir.temco import decompose_convs
-from vtmlir.temco.fuse import fuse_activations
-from vtmlir.temco.measure import measure_peak_memory
-from vtmlir.temco.remat import remat_skip_connections
+from vtmlir.temco.fuse_activation import fuse_activations
+from vtmlir.backend.cpu.peak_memory import measure_peak_memory
+from vtmlir.temco.remat_skip import remat_skip_connections
 
 
 SUITE_MODELS = list(TEMCO_ZOO)

@@ -16,7 +16,7 @@ from vtmlir.ir_utils import walk_ops
 from vtmlir.models import get
 from vtmlir.models.vtc_workloads import SMALL_SIZES
 from vtmlir.passes.vt_stats import DATA_MOVEMENT, classify
-from vtmlir.vtc.eliminate import eliminate, report_text
+from vtmlir.vtc.eliminate_data_movement import eliminate, report_text
 
 PASS = "vt-eliminate-data-movement{quiet=true}"
 

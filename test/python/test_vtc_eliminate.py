@@ -14,10 +14,10 @@ from vtmlir.frontend import as_module
 from vtmlir.models import ZOO, get
 from vtmlir.passes.pipeline import run_pipeline
 from vtmlir.passes.vt_stats import collect_stats
-from vtmlir.vtc.eliminate import eliminate
+from vtmlir.vtc.eliminate_data_movement import eliminate
 from vtmlir.vtc.greedy import AnalyticCostModel, build_points_to_graph
-from vtmlir.vtc.lower import lower_views
-from vtmlir.vtc.vtog import build_vtogs
+from vtmlir.vtc.lower_views import lower_views
+from vtmlir.vtc.build_vtog import build_vtogs
 
 PASS = "vt-eliminate-data-movement{quiet=true}"
 

@@ -14,7 +14,7 @@ import vtmlir
 from vtmlir.backend.cuda.runtime import cuda_available
 from vtmlir.frontend import as_module
 from vtmlir.passes.pipeline import run_pipeline
-from vtmlir.vtc.eliminate import eliminate
+from vtmlir.vtc.eliminate_data_movement import eliminate
 from vtmlir.vtc.measured_cost import KernelTimer, MeasuredCostModel
 
 # transpose -> slice -> exp·2: the slice's edge points at the transpose's result; once that result is

@@ -10,7 +10,7 @@ from vtmlir.dialects import MappingFunction, Piece
 from vtmlir.models import get
 from vtmlir.passes.pipeline import run_pipeline
 from vtmlir.vtc import TYPE_I, TYPE_II, classify, contiguity
-from vtmlir.vtc.vtog import build_vtogs
+from vtmlir.vtc.build_vtog import build_vtogs
 
 CTX = make_context()
 

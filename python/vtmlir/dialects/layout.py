@@ -163,7 +163,9 @@ class ReinterpretOp(LayoutDialect.Operation, name="reinterpret", traits=[ext.Pur
         for what, value in (("source", op.source), ("result", op.result)):
             elt = ir.RankedTensorType(value.type).element_type
             try:
-                n = element_bits(elt)
+                # Register bits of scalar ints, floats and `!vt.float` only: `index` has no fixed
+                # width in registers and a complex value is a pair.
+                n = None if isinstance(elt, (ir.IndexType, ir.ComplexType)) else element_bits(elt)
             except ValueError as e:
                 return fail(op, f"{what} element type: {e}")
             if n is None:

@@ -6,7 +6,7 @@
                                          tile_layout = ""} : (tensor<7xi8>) -> tensor<8x2xi3>
 
   element x's code is stream bits ``[position(x) · n, position(x) · n + n)`` of `%packed` (n = the
-  result's element bit width, `vtmlir.lowbit.storage`). `dtype` names the value set (a
+  result's element bit width, `vtmlir.dialects.lowbit_storage`). `dtype` names the value set (a
   `vtmlir.lowbit.LowBitType` name, or ``tableN``: codes looked up in a table); the result's element
   type is the builtin type holding the codes (`iN`, `f8E4M3FN`, `f4E2M1FN`, ...; `iN` where MLIR has
   no builtin for the type). `tile_layout` is the register layout the packing followed ("" for the
@@ -29,6 +29,7 @@ from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
 from ._ext_support import fail, missing_attribute, ranked_shape
+from .lowbit_types import parse_dtype
 
 DEQUANTIZE_ATTR = "lowbit.dequantize"
 VALUE_ATTR = "lowbit.value"
@@ -111,8 +112,6 @@ def code_bits(t: ir.Type) -> int | None:
 def _dtype_bits(name: str) -> int | None:
     if name.startswith("table") and name[5:].isdigit():
         return int(name[5:]) if 1 <= int(name[5:]) <= 8 else None
-    from vtmlir.lowbit.types import parse_dtype  # the value sets (`!vt.float` reads them too)
-
     try:
         return parse_dtype(name).bits
     except (ValueError, KeyError):

@@ -57,6 +57,7 @@ import numpy as np
 
 from torch_mlir import ir
 
+from .lowbit_storage import pack_bits, unpack_bits
 from .memory_layout import LAYOUT_DECODERS, LayoutFormatError
 
 
@@ -510,8 +511,6 @@ def reinterpret_error(src: RegisterLayout, src_bits: int, dst: RegisterLayout,
 
 def thread_bits(x: np.ndarray, layout: RegisterLayout, bits: int) -> np.ndarray:
     """uint8 [T, ceil(m·bits/8)]: each thread's registers packed compactly (§6.1 order)."""
-    from vtmlir.lowbit.storage import pack_bits
-
     regs = layout.distribute(np.asarray(x).astype(np.uint8))
     return np.stack([pack_bits(r, bits) for r in regs])
 
@@ -520,8 +519,6 @@ def reinterpret(x: np.ndarray, src: RegisterLayout, src_bits: int, dst: Register
                 dst_bits: int) -> np.ndarray:
     """View the tile `x` (codes, `src_bits` each, laid out by `src`) as a tile of `dst_bits`-bit
     codes laid out by `dst`: every thread keeps its bits. Raises ValueError when not allowed."""
-    from vtmlir.lowbit.storage import unpack_bits
-
     error = reinterpret_error(src, src_bits, dst, dst_bits)
     if error:
         raise ValueError(f"cannot reinterpret: {error}")

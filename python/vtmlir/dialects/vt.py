@@ -27,6 +27,7 @@ from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
 from ._ext_support import fail, missing_attribute, ranked_shape, type_groups
+from .lowbit_types import BUILTIN_FLOATS, LowBitType
 from .vt_mapping import MappingFormatError, MappingFunction
 
 MAPPING_ATTR = "mapping"
@@ -63,8 +64,6 @@ def float_type(exponent: int, mantissa: int, specials: str = "finite", *, contex
 
 def _float_params_error(exponent: int, mantissa: int, specials: str) -> str | None:
     """The rules of `vtmlir.lowbit.LowBitType` (docs/lowbit.md), as an error message or None."""
-    from vtmlir.lowbit.types import LowBitType
-
     try:
         LowBitType("float", 1 + exponent + mantissa, exponent, mantissa, specials)
     except ValueError as e:
@@ -89,13 +88,44 @@ def float_type_params(t: ir.Type) -> tuple[int, int, str] | None:
     return e, m, sp
 
 
-def element_bits(t: ir.Type) -> int | None:
-    """Bit width of a scalar element type (builtin int/float or `!vt.float`), None otherwise."""
+def lowbit_mlir_type(t: LowBitType, context=None) -> ir.Type:
+    """The MLIR type of the low-bit type `t` (needs an active context or `context`): the builtin type
+    where one has exactly this value set (signless `iN` for ints), else `!vt.float<exponent, mantissa,
+    "specials">` (the `vt` dialect must be loaded, as in every `vtmlir.context.make_context()` context)."""
+    if t.kind in ("int", "uint"):
+        return ir.IntegerType.get_signless(t.bits, context=context)
+    entry = BUILTIN_FLOATS.get((t.exponent, t.mantissa, t.specials))
+    if entry is None:
+        return float_type(t.exponent, t.mantissa, t.specials, context=context)
+    return getattr(ir, entry[1]).get(context=context)
+
+
+def lowbit_type_of(t: ir.Type, signed: bool = True) -> LowBitType:
+    """The low-bit type of a builtin low-bit float or `!vt.float`, or the int of an `iN` (N <= 8;
+    signless, so `signed` picks int or uint). ValueError for anything else."""
     t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
-    if isinstance(t, ir.IntegerType):
+    if isinstance(t, ir.IntegerType) and t.width <= 8:
+        return LowBitType.int(t.width) if signed and t.width >= 2 else LowBitType.uint(t.width)
+    params = float_type_params(t)
+    if params is not None:
+        return LowBitType.float(*params)
+    for (e, m, sp), (_name, cls) in BUILTIN_FLOATS.items():
+        if isinstance(t, getattr(ir, cls)):
+            return LowBitType.float(e, m, sp)
+    raise ValueError(f"{t} is not a 1-8 bit type vtmlir.lowbit models")
+
+
+def element_bits(t: ir.Type) -> int | None:
+    """Bit width of one element of type `t`: builtin ints and floats, `index` (64, as vtmlir's
+    backends store it), complex (twice its part), `!vt.float`; None for anything else."""
+    t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+    if isinstance(t, (ir.IntegerType, ir.FloatType)):
         return t.width
-    if isinstance(t, ir.FloatType):
-        return t.width
+    if isinstance(t, ir.IndexType):
+        return 64
+    if isinstance(t, ir.ComplexType):
+        inner = element_bits(t.element_type)
+        return None if inner is None else 2 * inner
     params = float_type_params(t)
     if params is not None:
         return 1 + params[0] + params[1]

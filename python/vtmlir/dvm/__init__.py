@@ -14,7 +14,8 @@ kernels and `runner.DvmFunction` runs them; `stream.StreamFuser` fuses dynamic g
 """
 
 from .bytecode import BytecodeError, decode, encode
-from .codegen import CompiledKernel, compile_graph
+from .compile import compile_graph
+from .kernel import CompiledKernel
 from .graph import Graph, GraphError, Value
 from .isa import ArgDesc, CmpType, DType, GridDim, Instr, KernelType, Opcode, Program, make
 from .tiling import (

@@ -1,7 +1,7 @@
 """The DVM bytecode compiler: graph + concrete shapes -> tiled bytecode (Fang et al., DVM, §4.2,
 Fig. 5: "shape tiling ... then encodes the tiled computation graph into bytecode").
 
-Per new shape `compile_graph` does only integer work: shape inference, dimension coalescing,
+Per new shape `compile_graph` (compile.py) does only integer work: shape inference, dimension coalescing,
 Alg. 1 (or the MatMul template), local-memory allocation and encoding. Nothing is generated or
 loaded as machine code; the VM (`vm.execute`, later one compiled once through MLIR) interprets the
 result.
@@ -23,217 +23,14 @@ tm x tn elements.
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 
-import numpy as np
-
-from .bytecode import encode
 from .symbolic import tracer_of, traced_call
 from .graph import Graph, GraphError
+from .kernel import dense_strides
 from .isa import ArgDesc, DType, GridDim, Instr, KernelType, Opcode, Program, Repeat, make
-from .tiling import MatmulTiling, Target, TilingError, VectorTiling, tile_matmul, tile_vector
-
-
-# --------------------------------------------------------------------------------- results
-class _Unchecked:
-    """`CompiledKernel.native_reason` not known yet: the bytecode was not made by a template."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNCHECKED"
-
-
-UNCHECKED = _Unchecked()
-
-class CompiledKernel:
-    """One compiled kernel instance: its bytecode and what is needed to call it (`graph`,
-    `bytecode`, `tiling`, `input_shapes`, `input_strides`, `output_shapes`, `output_dtypes`).
-
-    A new shape builds only the words, the shapes and this object (`template.py`,
-    `native_fill.py`); what running does not need is derived when first read: `program` (the
-    bytecode decoded, when read), `tiling` (the dataclass of the tiling fields the native compile
-    wrote into `info`, an info record of `native_fill`) and the `input_strides` of dense inputs
-    (None given: `__call__` checks contiguity instead). A plain class with slots: its constructor
-    is part of every new shape's cost.
-
-    `native_reason` says why the native VM cannot run the kernel (None: it can). A template gives
-    it with the words: its guards hold `decode`'s checks (`bytecode.check_traced`) and the reason
-    depends on the structure only, so such a kernel is never decoded before it runs. Any other
-    kernel (``template=False``) is decoded -- validated -- at its first native run."""
-
-    __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
-                 "output_dtypes", "_tiling_of", "info", "_program", "_native")
-
-    def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
-                 output_dtypes, tiling_of=None, info=None, native_reason=UNCHECKED):
-        self.graph, self.bytecode, self._tiling = graph, bytecode, tiling
-        self.input_shapes, self._input_strides = input_shapes, input_strides
-        self.output_shapes, self.output_dtypes = output_shapes, output_dtypes
-        self._tiling_of, self.info, self._program = tiling_of, info, None
-        self._native = native_reason
-
-    @property
-    def tiling(self) -> VectorTiling | MatmulTiling:
-        t = self._tiling
-        if t is None:
-            t = self._tiling = self._tiling_of(self.info)
-        return t
-
-    @property
-    def input_strides(self) -> tuple[tuple[int, ...], ...]:
-        st = self._input_strides
-        if st is None:
-            st = self._input_strides = tuple(map(_cached_dense_strides, self.input_shapes))
-        return st
-
-    @property
-    def template_index(self) -> int | None:
-        """The template of its set that compiled it (natively compiled kernels)."""
-        return None if self.info is None else self.info[0]
-
-    @property
-    def program(self) -> Program:
-        p = self._program
-        if p is None:
-            from .bytecode import decode
-
-            p = self._program = decode(self.bytecode)
-        return p
-
-    @property
-    def native_reason(self) -> str | None:
-        """Why the native VM cannot run this kernel (None: it can). Known without decoding for a
-        kernel a template made; else the bytecode is decoded (validated) here, once."""
-        r = self._native
-        if r is UNCHECKED:
-            from .native import unsupported_reason
-
-            r = self._native = unsupported_reason(self.program)
-        return r
-
-    def __repr__(self) -> str:
-        return (f"CompiledKernel({self.graph.name}, inputs={list(self.input_shapes)}, "
-                f"outputs={list(self.output_shapes)}, words={self.bytecode.size})")
-
-    def __call__(self, *inputs, cores: int | None = None, native: bool = False):
-        """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
-        `native=True` runs the VM compiled once through MLIR (`native.py`) instead of the numpy
-        reference; `cores` is N of Alg. 2 (native default 1)."""
-        from .vm import execute
-
-        if len(inputs) != len(self.input_shapes):
-            raise GraphError(f"{self.graph.name}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
-        dense = self._input_strides is None  # compiled for dense inputs: numpy's C-contiguity is that
-        flat = []
-        for i, (a, shp) in enumerate(zip(inputs, self.input_shapes)):
-            a = np.asarray(a)
-            if a.shape != shp or not (a.flags.c_contiguous if dense else _element_strides(a) == self.input_strides[i]):
-                raise GraphError(f"{self.graph.name}: input {i} has shape {list(a.shape)} and strides "
-                                 f"{list(_element_strides(a))}, compiled for {list(shp)} / {list(self.input_strides[i])}")
-            flat.append(_flat_span(a))
-        outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
-        if native:
-            from .native import BytecodeError, run_valid
-
-            reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
-            if reason is not None:
-                raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
-            run_valid(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1)
-        else:
-            execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
-        return outs
-
-
-def _element_strides(a: np.ndarray) -> tuple[int, ...]:
-    st = []
-    for s, n in zip(a.strides, a.shape):
-        if n == 1:
-            st.append(0)
-            continue
-        if s < 0 or s % a.itemsize:
-            raise GraphError(f"unsupported array strides {a.strides} (negative or not element-aligned)")
-        st.append(s // a.itemsize)
-    return tuple(st)
-
-
-def _flat_span(a: np.ndarray) -> np.ndarray:
-    """The 1-d element range a strided array spans, starting at its first element (a view)."""
-    span = 1 + sum((n - 1) * s for n, s in zip(a.shape, _element_strides(a)))
-    return np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(a.itemsize,))
-
-
-def _dense_strides(shape) -> tuple[int, ...]:
-    st, acc = [], 1
-    for n in reversed(shape):
-        st.append(0 if n == 1 else acc)
-        acc *= n
-    st.reverse()
-    return tuple(st)
-
-
-# concrete shapes only (a traced `Sym` must not be hashed: that pins its value); the shapes of a new
-# shape's inputs mostly recur (weights, biases), so their strides are looked up, not recomputed
-_cached_dense_strides = functools.lru_cache(maxsize=4096)(_dense_strides)
-
-
-# --------------------------------------------------------------------------- entry point
-def compile_graph(graph: Graph, input_shapes, target: Target | None = None, input_strides=None, *,
-                  template: bool = True) -> CompiledKernel:
-    """Tile and encode `graph` for concrete input shapes (and element strides; default dense).
-
-    By default through the graph's bytecode templates (`template.py`: guards, Alg. 1, the
-    shape-dependent words); ``template=False`` runs the lowering itself (the reference the
-    templates are tested against, bitwise)."""
-    if target is None:
-        target = default_target()
-    if template:  # the template set's native entry point, once a compile of this graph registered it
-        fast = graph.__dict__.get("_dvm_fast")
-        if fast is not None:
-            entry = fast.get(id(target))
-            if entry is not None and entry[0] is target:
-                strides = None if input_strides is None else _normalised_strides(graph, input_shapes, input_strides)
-                try:
-                    k = entry[1](input_shapes, strides)
-                except (TypeError, ValueError):  # wrong ranks or sizes: the general path below says what
-                    k = None
-                if k is not None and type(k) is not list:  # a list: the native code decided nothing
-                    return k
-    input_shapes = tuple([tuple(map(int, shp)) for shp in input_shapes])
-    if not graph.outputs:
-        raise GraphError(f"{graph.name}: the graph has no outputs")
-    if input_strides is None:
-        input_strides = tuple(map(_cached_dense_strides, input_shapes))
-    else:
-        input_strides = _normalised_strides(graph, input_shapes, input_strides)
-    if template:
-        return _compile_templated()(graph, input_shapes, input_strides, target)
-    program, tiling, shapes = lower(graph, graph.infer_shapes(input_shapes), input_strides, target)
-    return CompiledKernel(
-        graph, encode(program), tiling, input_shapes, input_strides,
-        tuple(shapes[o] for o in graph.outputs), tuple(graph.nodes[o].dtype for o in graph.outputs))
-
-
-@functools.cache
-def default_target() -> Target:
-    """`Target()`, made once (it asks the OS for the CPU count: microseconds per call)."""
-    return Target()
-
-
-def _normalised_strides(graph: Graph, input_shapes, input_strides) -> tuple[tuple[int, ...], ...]:
-    """Element strides as the compile keys them: ints, 0 along size-1 dimensions."""
-    if len(input_strides) != len(input_shapes) or any(len(a) != len(b) for a, b in zip(input_strides, input_shapes)):
-        raise GraphError(f"{graph.name}: one stride per input dimension expected")
-    return tuple([tuple([0 if n == 1 else int(x) for x, n in zip(st, shp)]) for st, shp in zip(input_strides, input_shapes)])
-
-
-@functools.cache
-def _compile_templated():
-    from .template import compile_templated  # template.py builds on this module
-
-    return compile_templated
+from .tiling import Target, TilingError, tile_matmul, tile_vector
 
 
 def lower(graph: Graph, shapes, input_strides, target: Target):
@@ -392,7 +189,7 @@ class _Lowering:
                 cstride[n] = tuple(0 if cshape[n][j] == 1 else self.arg_strides[n][grp[-1]]
                                    for j, grp in enumerate(groups))
             if n in self.out_arg:
-                cstride.setdefault(("out", n), _dense_strides(cshape[n]))
+                cstride.setdefault(("out", n), dense_strides(cshape[n]))
         creduce = {n: tuple(j for j, grp in enumerate(groups) if grp[0] in self.red_axes[n])
                    for n in self.order if self.nodes[n].kind == "reduce"}
         itemsize = max(self.nodes[n].dtype.itemsize for n in self.order)
@@ -525,7 +322,7 @@ class _Lowering:
                 em.body.extend(chunk(dst, full * tk, tail, True))
 
         em.run(lambda x: mem(x, self.arg_of[x], self.arg_strides[x], True),
-               lambda x, arg: mem(x, arg, _dense_strides(self.shapes[x]), False),
+               lambda x, arg: mem(x, arg, dense_strides(self.shapes[x]), False),
                {}, matmul=matmul_op)
         program = Program(KernelType.CUBE_VECTOR, em.slots.end, self.args, grid, tuple(em.body))
         return program, tiling

@@ -1,6 +1,6 @@
 """The numpy glue of `runner.DvmFunction`: the ops between DVM kernels (shape queries, reshapes,
 weight transposes, fills, index arithmetic, `affine.apply`, runtime asserts) and `linalg.batch_matmul`
-as one rank-2 DVM cube kernel per batch slice. Each `_GLUE[name](op, values, fn)` reads its operands
+as one rank-2 DVM cube kernel per batch slice. Each `GLUE[name](op, values, fn)` reads its operands
 from `values` (mlir Value -> numpy array or Python int) and stores its results there.
 """
 
@@ -14,7 +14,7 @@ from torch_mlir import ir
 
 from ..dialects.affine_eval import eval_expr
 from ..errors import VtmlirError
-from .codegen import compile_graph
+from .compile import compile_graph
 from .graph import Graph
 from .isa import DType
 
@@ -28,18 +28,18 @@ def element_dtype(t) -> DType:
     return table[text]
 
 
-def _tensor_dtype(v) -> DType:
+def tensor_dtype(v) -> DType:
     return element_dtype(ir.RankedTensorType(v.type).element_type)
 
 
-def _owner(v):
+def defining_op(v):
     o = v.owner
     if isinstance(o, ir.Block):
         return None
     return o.operation if hasattr(o, "operation") else o
 
 
-def _where(op) -> str:
+def describe_op(op) -> str:
     return f"'{op.name}' at {op.location}"
 
 
@@ -55,7 +55,7 @@ def _g_empty(op, values, fn=None):
     t = ir.RankedTensorType(op.results[0].type)
     dyn = iter(_index(values, v) for v in op.operands)
     shape = [next(dyn) if s < 0 else s for s in t.shape]
-    values[op.results[0]] = np.empty(shape, dtype=_tensor_dtype(op.results[0]).numpy)
+    values[op.results[0]] = np.empty(shape, dtype=tensor_dtype(op.results[0]).numpy)
 
 
 def _g_fill(op, values, fn=None):
@@ -87,7 +87,7 @@ def _g_reshape(op, values, fn=None):
         static = list(ir.DenseI64ArrayAttr(op.attributes["static_output_shape"]))
         shape = [next(dyn) if s < 0 else s for s in static]
     if any(s >= 0 and s != n for s, n in zip(t.shape, shape)):
-        raise VtmlirError(f"dvm: {_where(op)} gets shape {shape}, type says {t}")
+        raise VtmlirError(f"dvm: {describe_op(op)} gets shape {shape}, type says {t}")
     values[op.results[0]] = np.ascontiguousarray(src).reshape(shape)
 
 
@@ -95,7 +95,7 @@ def _g_cast(op, values, fn=None):
     a = values[op.operands[0]]
     t = ir.RankedTensorType(op.results[0].type)
     if any(s >= 0 and s != n for s, n in zip(t.shape, a.shape)):
-        raise VtmlirError(f"dvm: {_where(op)}: runtime shape {list(a.shape)} does not match {t}")
+        raise VtmlirError(f"dvm: {describe_op(op)}: runtime shape {list(a.shape)} does not match {t}")
     values[op.results[0]] = a
 
 
@@ -133,7 +133,7 @@ def _bmm_graph(op, fn) -> Graph:
     g = cache.get(id(op))
     if g is None:
         g = Graph("batch_matmul")
-        g.output(g.matmul(g.input(2, _tensor_dtype(op.operands[0])), g.input(2, _tensor_dtype(op.operands[1]))))
+        g.output(g.matmul(g.input(2, tensor_dtype(op.operands[0])), g.input(2, tensor_dtype(op.operands[1]))))
         cache[id(op)] = g
     return g
 
@@ -197,10 +197,10 @@ def _g_assert(op, values, fn=None):
         raise VtmlirError(f"dvm: runtime assertion failed at {op.location}: {msg}")
 
 
-_GLUE = {"tensor.dim": _g_dim, "arith.cmpi": _g_index_cmp, "affine.apply": _g_affine_apply, "cf.assert": _g_assert, "tensor.empty": _g_empty, "linalg.fill": _g_fill, "linalg.transpose": _g_transpose,
+GLUE = {"tensor.dim": _g_dim, "arith.cmpi": _g_index_cmp, "affine.apply": _g_affine_apply, "cf.assert": _g_assert, "tensor.empty": _g_empty, "linalg.fill": _g_fill, "linalg.transpose": _g_transpose,
          "linalg.broadcast": _g_broadcast, "tensor.expand_shape": _g_reshape, "tensor.collapse_shape": _g_reshape,
          "tensor.cast": _g_cast, "linalg.batch_matmul": _g_batch_matmul, "tensor.extract_slice": _g_extract_slice,
          "arith.constant": lambda op, values, fn=None: None}
 for _name in ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.floordivsi", "arith.index_cast",
               "arith.maxsi", "arith.minsi"):
-    _GLUE[_name] = _g_index_arith
+    GLUE[_name] = _g_index_arith

@@ -2,7 +2,7 @@
 
 A `Graph` is the unit the bytecode compiler receives: a set of basic operators to fuse into one
 kernel ("addmm is decomposed into matmul and add"). It is built once, with ranks and element types
-but no sizes; sizes arrive with every call (`codegen.compile_graph`), which is where the runtime
+but no sizes; sizes arrive with every call (`compile.compile_graph`), which is where the runtime
 compiler's per-shape work -- shape inference, tiling, encoding -- happens. Broadcasting follows
 numpy/PyTorch rules (right-aligned, size-1 dimensions stretch); reductions keep their dimensions
 (size 1), like ``keepdim=True``.
@@ -231,14 +231,14 @@ class Graph:
                 shapes[nid] = tuple(1 if d in axes else s for d, s in enumerate(ins[0]))
             else:
                 try:
-                    shapes[nid] = ins[0] if len(ins) == 1 or all(x == ins[0] for x in ins) else _broadcast(ins)
+                    shapes[nid] = ins[0] if len(ins) == 1 or all(x == ins[0] for x in ins) else broadcast_shapes(ins)
                 except ValueError:
                     raise GraphError(f"{self.name}: {node.kind} %{nid}: shapes "
                                      f"{' and '.join(str(list(s)) for s in ins)} do not broadcast") from None
         return shapes
 
 
-def _broadcast(shapes) -> tuple[int, ...]:
+def broadcast_shapes(shapes) -> tuple[int, ...]:
     """numpy's broadcasting of positive-size shapes (right-aligned; 1 stretches), without numpy's
     per-call overhead (this runs for every node of every new shape)."""
     rank = max(len(s) for s in shapes)

@@ -4,7 +4,7 @@ al., DVM, §4.3: "the VM ... is compiled once"; Alg. 2).
 `native_vm()` builds the MLIR of `native_mlir.build_vm_module()`, lowers it with the CPU backend's
 stages (`backend.cpu.lower.CPU_STAGES`) and JIT-compiles it with the MLIR ExecutionEngine -- once
 per process (the engine is cached). Running a program afterwards costs only the call: a new shape
-is tiling + encoding (`codegen.compile_graph`) and then `run(bytecode, args)`.
+is tiling + encoding (`compile.compile_graph`) and then `run(bytecode, args)`.
 
 Cores (Alg. 2 lines 2-5): core c of N runs tiles ``[m*c, min(M, m*(c+1)))`` with ``m = ceil(M/N)`` on
 its own local memory; the cores are host threads calling the compiled entry concurrently (ctypes
@@ -88,7 +88,7 @@ class NativeVM:
     def __init__(self, opt_level: int = 3):
         from torch_mlir import ir
 
-        from ..backend.cpu.executable import _create_engine
+        from ..backend.cpu.executable import create_engine
         from ..backend.cpu.lower import lower_to_llvm
         from ..errors import VtmlirError
 
@@ -102,7 +102,7 @@ class NativeVM:
                 self.stages[stage] = str(mod)
 
             lower_to_llvm(module, record)
-            self._engine = _create_engine(module, opt_level)
+            self._engine = create_engine(module, opt_level)
         addr = self._engine.raw_lookup("_mlir_ciface_dvm_vm")
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_vm")

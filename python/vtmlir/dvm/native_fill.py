@@ -40,9 +40,11 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, cf, func, llvm, memref, scf
 
+from .coverage import COVERAGE, record_hit
 from .expr import BinOp, Compare, Const, Expr, F64Bits, Field, Name, Neg, TilingCall, TARGET, f64bits
 from .mlir_build import cidx, const, function, i, index, scalar
 from .mlir_build import memref as memref_type
+from .kernel import CompiledKernel
 from .tiling import MatmulTiling, Target, VectorTiling
 
 NONE_MATCHED, NO_ROOM, ASK_PYTHON = -1, -2, -3
@@ -537,7 +539,7 @@ class NativeFill:
     first read). `source` is the module as built (before lowering), for inspection."""
 
     def __init__(self, tset, opt_level: int = 2):
-        from ..backend.cpu.executable import _create_engine
+        from ..backend.cpu.executable import create_engine
         from ..backend.cpu.lower import lower_to_llvm
         from ..errors import VtmlirError
 
@@ -549,7 +551,7 @@ class NativeFill:
             module, self.words, meta, n_out = build_fill_module(tset)
             self.source = str(module)
             lower_to_llvm(module)
-            self._engine = _create_engine(module, opt_level)
+            self._engine = create_engine(module, opt_level)
         addr = self._engine.raw_lookup("_mlir_ciface_dvm_fill")
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_fill")
@@ -584,13 +586,11 @@ class NativeFill:
     def _generate_fast(self, n_out: int):
         """`fast(shapes, strides)`: the per-shape compile of this set in Python's fewest steps.
         `strides` None means dense (computed natively, and by `CompiledKernel` only if read),
-        else already normalised (`codegen.compile_graph`). Returns the `CompiledKernel`, or the
+        else already normalised (`compile.compile_graph`). Returns the `CompiledKernel`, or the
         info record (a list: ``[status, words needed, ...]``) when the native code decided nothing
         (no template matched, the word buffer is too small, or Python must decide); raises
         ValueError/TypeError for shapes of the wrong ranks or non-integer sizes (the general path
         then says what is wrong)."""
-        from .codegen import CompiledKernel
-        from .template import _COVERAGE, _count
 
         tset = self.tset
         graph = tset.templates[-1].graph
@@ -632,8 +632,8 @@ class NativeFill:
                 # copy whose flag is then cleared (0.37 vs 0.27 + 0.42 us)
                 words = np.frombuffer(self._outmv[:i[1]].tobytes(), word)
                 p = P[:]  # the sizes as ints (the general path's normalisation)
-            if _COVERAGE:
-                _count(tset, i[0])
+            if COVERAGE:
+                record_hit(tset, i[0])
             shapes = (tuple(in_rows(p)),) if one_in else tuple(map(tuple, in_rows(p)))
             outs = (tuple(out_rows(i)),) if one_out else tuple(map(tuple, out_rows(i)))
             return CompiledKernel(graph, words, None, shapes, T, outs, dtypes, tilings[i[0]], i, reasons[i[0]])
@@ -709,7 +709,7 @@ def build_fill_module(tset) -> tuple[ir.Module, np.ndarray, list, int]:
         m0 = cidx(0)
         memref.store(const(i64, 0), M, [m0])
         # P = [mode, sizes..., strides...]; mode 1: dense inputs, each stride is 0 for a size-1
-        # dimension, else the product of the inner sizes (`codegen._dense_strides`), computed here
+        # dimension, else the product of the inner sizes (`kernel.dense_strides`), computed here
         e_i0, e_0, e_1 = cidx(0), const(i64, 0), const(i64, 1)
         dense = _cmpi("eq", memref.load(P, [e_i0]), e_1)
         e_63 = const(i64, 63)

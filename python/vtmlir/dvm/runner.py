@@ -1,5 +1,5 @@
 """Run a `dvm-fuse`d linalg function: every fusion group is a DVM kernel compiled per new shape
-(tiling + encoding only, `codegen.compile_graph`) and executed by a DVM VM (Fang et al., DVM, Fig. 5:
+(tiling + encoding only, `compile.compile_graph`) and executed by a DVM VM (Fang et al., DVM, Fig. 5:
 "fused subgraphs ... sent to the operator compiler"); the glue between kernels (reshapes,
 transposes of weights, fills, `tensor.dim`) is evaluated with numpy.
 
@@ -32,10 +32,10 @@ from ..errors import VtmlirError
 from ..frontend.torch_import import ShapeSymbols, shape_symbols
 from ..ir_constants import elements_array
 from ..ir_utils import nested_operands
-from .codegen import compile_graph
+from .compile import compile_graph
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
-from .glue import _GLUE, _owner, _tensor_dtype, _where, element_dtype
+from .glue import GLUE, defining_op, tensor_dtype, describe_op, element_dtype
 from .graph import Graph
 from .isa import CmpType, DType, Opcode
 from .tiling import Target
@@ -63,9 +63,9 @@ def _constant_value(op):
         try:
             array = elements_array(attr)
         except VtmlirError as err:
-            raise VtmlirError(f"dvm: {_where(op)}: {err}") from None
+            raise VtmlirError(f"dvm: {describe_op(op)}: {err}") from None
         if array is None:
-            raise VtmlirError(f"dvm: {_where(op)} holds no elements attribute")
+            raise VtmlirError(f"dvm: {describe_op(op)} holds no elements attribute")
         return array.astype(element_dtype(t.element_type).numpy, copy=False)
     return _scalar(attr)
 
@@ -119,7 +119,7 @@ class _GroupKernel:
         key = (v, str(amap) if amap is not None else None)
         if key in self._ext:
             return self._ext[key]
-        dt = _tensor_dtype(v)
+        dt = tensor_dtype(v)
         t = ir.RankedTensorType(v.type)
         if amap is None:
             positions, rank = list(range(t.rank)), t.rank
@@ -141,7 +141,7 @@ class _GroupKernel:
         a, b, c = op.operands
         ga, gb = self._external(a, None), self._external(b, None)
         mm = self.graph.matmul(ga, gb)
-        init = _owner(c)
+        init = defining_op(c)
         if not (init is not None and init.name == "linalg.fill" and self._fill_value(init) == 0.0):
             mm = self.graph.add(mm, self._external(c, None))
         self.env[op.results[0]] = mm
@@ -170,9 +170,9 @@ class _GroupKernel:
                 results.append(None)
                 continue
             if red_axes:
-                comb = _owner(y)
+                comb = defining_op(y)
                 if comb is None or comb.name not in _REDUCE or out_arg not in list(comb.operands):
-                    raise VtmlirError(f"dvm: reduction {_where(op)} must yield add/max/min(expr, %out)")
+                    raise VtmlirError(f"dvm: reduction {describe_op(op)} must yield add/max/min(expr, %out)")
                 other = [x for x in comb.operands if x != out_arg][0]
                 e = self._expr(other, local, op, out_arg)
                 if not hasattr(e, "graph"):
@@ -180,7 +180,7 @@ class _GroupKernel:
                 ropc = _REDUCE[comb.name]
                 r = self.graph.reduce(ropc, e, red_axes)
                 init_v = op.operands[n_in + k]
-                init = _owner(init_v)
+                init = defining_op(init_v)
                 identity = init is not None and init.name == "linalg.fill" and self._fill_value(init) == _IDENTITY[ropc]
                 if not identity:
                     iv = self.env[init_v] if init_v in self.env else self._external(init_v, maps[n_in + k])
@@ -200,12 +200,12 @@ class _GroupKernel:
         if v in local:
             return local[v]
         if out_arg is not None and v == out_arg:
-            raise VtmlirError(f"dvm: {_where(generic)} reads its output inside the reduction expression")
+            raise VtmlirError(f"dvm: {describe_op(generic)} reads its output inside the reduction expression")
         if v in self._scalars:
             return self._scalars[v]
-        op = _owner(v)
+        op = defining_op(v)
         if op is None:
-            raise VtmlirError(f"dvm: {_where(generic)} reads a block argument the VM cannot provide")
+            raise VtmlirError(f"dvm: {describe_op(generic)} reads a block argument the VM cannot provide")
         g = self.graph
         name = op.name
         if name == "arith.constant":
@@ -221,7 +221,7 @@ class _GroupKernel:
         if all(not hasattr(a, "graph") for a in args):  # fold scalar arithmetic
             res = _fold(name, args)
             if res is None:
-                raise VtmlirError(f"dvm: cannot fold scalar '{name}' in {_where(generic)}")
+                raise VtmlirError(f"dvm: cannot fold scalar '{name}' in {describe_op(generic)}")
             local[v] = res
             return res
         if name in _BINARY:
@@ -252,7 +252,7 @@ class _GroupKernel:
             pred = ir.IntegerAttr(op.attributes["predicate"]).value
             table = _CMPF if name == "arith.cmpf" else _CMPI
             if pred not in table:
-                raise VtmlirError(f"dvm: unsupported predicate {pred} of '{name}' in {_where(generic)}")
+                raise VtmlirError(f"dvm: unsupported predicate {pred} of '{name}' in {describe_op(generic)}")
             res = g.cmp(tensor(args[0], op.operands[0].type), tensor(args[1], op.operands[1].type), table[pred])
         elif name == "arith.select":
             res = g.select(tensor(args[0], op.operands[0].type), tensor(args[1], op.operands[1].type),
@@ -260,7 +260,7 @@ class _GroupKernel:
         elif name in _CASTS:
             res = g.cast(args[0], dt)
         else:
-            raise VtmlirError(f"dvm: no Table 1 instruction for '{name}' in {_where(generic)}")
+            raise VtmlirError(f"dvm: no Table 1 instruction for '{name}' in {describe_op(generic)}")
         local[v] = res
         return res
 
@@ -358,7 +358,7 @@ def _domain_view(positions, rank):
 def _from_domain(out, value, kernel):
     """A kernel output (domain layout) as the tensor the IR expects."""
     t = ir.RankedTensorType(value.type)
-    owner = _owner(value)
+    owner = defining_op(value)
     if owner.name == "linalg.generic":
         maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(owner.attributes["indexing_maps"])]
         idx = list(owner.results).index(value)
@@ -428,8 +428,8 @@ class DvmFunction:
         for i, op in enumerate(self.fusion.ops):
             g = self.fusion.group_of.get(i)
             if g is None:
-                if op.name not in _GLUE and op.name != "func.return":
-                    raise VtmlirError(f"dvm: {_where(op)} is neither fused into a kernel nor supported glue")
+                if op.name not in GLUE and op.name != "func.return":
+                    raise VtmlirError(f"dvm: {describe_op(op)} is neither fused into a kernel nor supported glue")
                 plan.append(("op", op))
             elif g not in done:
                 done.add(g)
@@ -446,7 +446,7 @@ class DvmFunction:
             if kind == "op" and unit.name in ("linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape") \
                     and all(v in known for v in unit.operands[:1]) and not any(
                         ir.ShapedType(r.type).has_rank and not ir.ShapedType(r.type).has_static_shape for r in unit.results):
-                _GLUE[unit.name](unit, known)
+                GLUE[unit.name](unit, known)
                 for r in unit.results:
                     self.constants[r] = known[r]
                 continue
@@ -499,7 +499,7 @@ class DvmFunction:
         if total > limit:
             raise VtmlirError(f"dvm: @{self.fusion.name}: the shape space has {total} points, more than "
                               f"limit={limit}; narrow the ranges or raise the limit")
-        dtypes = [_tensor_dtype(v).numpy for v in self.args]
+        dtypes = [tensor_dtype(v).numpy for v in self.args]
         with coverage() as hits:  # and then each kernel's most used templates first
             for point in itertools.product(*values):
                 shapes = shapes_of(**dict(zip(names, point)))
@@ -547,7 +547,7 @@ class DvmFunction:
             a = np.asarray(a)
             t = ir.RankedTensorType(v.type)
             if a.ndim != t.rank or any(s >= 0 and s != n for s, n in zip(t.shape, a.shape)) \
-                    or a.dtype != _tensor_dtype(v).numpy:
+                    or a.dtype != tensor_dtype(v).numpy:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
         self.dry = dry
@@ -561,7 +561,7 @@ class DvmFunction:
             elif unit.name == "func.return":
                 return [np.asarray(values[v]) for v in unit.operands]
             else:
-                _GLUE[unit.name](unit, values, self)
+                GLUE[unit.name](unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
 
 

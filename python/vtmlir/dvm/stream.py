@@ -33,8 +33,8 @@ import weakref
 import numpy as np
 
 from ..errors import VtmlirError
-from .codegen import compile_graph
-from .graph import Graph, _broadcast
+from .compile import compile_graph
+from .graph import Graph, broadcast_shapes
 from .isa import DType, Opcode
 from .tiling import Target
 
@@ -179,7 +179,7 @@ class StreamFuser:
         return self.buffer
 
     def _record(self, buf: _Buffer, node, shape, dtype) -> LazyTensor:
-        buf.domain = tuple(shape) if buf.domain is None else _broadcast([buf.domain, tuple(shape)])
+        buf.domain = tuple(shape) if buf.domain is None else broadcast_shapes([buf.domain, tuple(shape)])
         buf.ops += 1
         self.ops_fused += 1
         t = LazyTensor(self, shape, dtype, node=node, buffer=buf)
@@ -281,6 +281,6 @@ def _joins(domain, shape) -> bool:
 
 def _shape(a, b):
     try:
-        return _broadcast([tuple(a), tuple(b)])
+        return broadcast_shapes([tuple(a), tuple(b)])
     except ValueError:
         raise VtmlirError(f"shapes {list(a)} and {list(b)} do not broadcast") from None

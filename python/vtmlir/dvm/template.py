@@ -29,14 +29,15 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 
 from __future__ import annotations
 
-import contextlib
 from array import array
 from itertools import chain
 
 import numpy as np
 
 from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
-from .codegen import CompiledKernel, lower
+from .codegen import lower
+from .coverage import COVERAGE, coverage, record_hit
+from .kernel import CompiledKernel, cached_dense_strides, dense_strides
 from .expr import Const, Expr, Name, evaluator
 from .graph import Graph
 from .implied_guards import prune
@@ -280,7 +281,6 @@ class TemplateSet:
 
     def _check(self, native) -> None:
         from ..errors import VtmlirError
-        from .codegen import _cached_dense_strides
 
         for t in self.templates:
             if t.point is None:
@@ -289,7 +289,7 @@ class TemplateSet:
             params = _params(shapes, strides)
             forget_last_tiling()
             want = self.fill(*params)
-            ways = [strides] + ([None] if strides == tuple(map(_cached_dense_strides, shapes)) else [])
+            ways = [strides] + ([None] if strides == tuple(map(cached_dense_strides, shapes)) else [])
             for st in ways:
                 got = native.kernel(shapes, st)
                 same = (want is None and type(got) is int) or (
@@ -422,34 +422,8 @@ def _params(shapes, strides) -> list:
     return [*chain.from_iterable(shapes), *chain.from_iterable(strides)]
 
 
-_COVERAGE: list[dict] = []  # the counters of the active `coverage()` blocks
-
-
-@contextlib.contextmanager
-def coverage():
-    """While active, count which template every compile uses; on exit, order each template set
-    used so that the templates covering the most shapes come first (`TemplateSet.order_by`): the
-    generated `fill` tries them in order. `prebuild` and `DvmFunction.prebuild` walk their shape
-    spaces inside one."""
-    hits: dict = {}
-    _COVERAGE.append(hits)
-    try:
-        yield hits
-    finally:
-        _COVERAGE.remove(hits)
-        for tset, counts in hits.items():
-            tset.order_by(counts)
-
-
-def _count(tset: TemplateSet, index: int) -> None:
-    for hits in _COVERAGE:
-        counts = hits.setdefault(tset, {})
-        tmpl = tset.templates[index]
-        counts[tmpl] = counts.get(tmpl, 0) + 1
-
-
 def compile_templated(graph: Graph, shapes, strides, target: Target) -> CompiledKernel:
-    """`codegen.compile_graph` through the graph's templates (a new structure is traced once):
+    """`compile.compile_graph` through the graph's templates (a new structure is traced once):
     natively where the template set is compiled (`NativeFill.kernel`, registered for the next
     calls), else the Python `fill`."""
     tset = _template_set(graph, shapes, target)
@@ -467,8 +441,8 @@ def compile_templated(graph: Graph, shapes, strides, target: Target) -> Compiled
         tset.add(build_template(graph, shapes, strides, target))
         filled = _fill(tset, params)  # the traced shape passes its own guards
     i, tiling, code, out_shapes = filled
-    if _COVERAGE:
-        _count(tset, i)
+    if COVERAGE:
+        record_hit(tset, i)
     if code.size > tset.max_words:
         tset.max_words = code.size
     code.flags.writeable = False  # valid as made (the template's guards): keep it so
@@ -507,7 +481,6 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     import math
     import time
 
-    from .codegen import _dense_strides
 
     target = target or Target()
     names = list(space)
@@ -526,7 +499,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
         for point in points:
             kw = dict(zip(names, point))
             shapes = tuple(tuple(map(int, s)) for s in shapes_of(**kw))
-            strides = (tuple(map(_dense_strides, shapes)) if strides_of is None
+            strides = (tuple(map(dense_strides, shapes)) if strides_of is None
                        else tuple(tuple(0 if n == 1 else int(x) for x, n in zip(st, shp))
                                   for st, shp in zip(strides_of(**kw), shapes)))
             tset = _template_set(graph, shapes, target)
@@ -535,7 +508,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
                 tset.add(build_template(graph, shapes, strides, target))
                 built += 1
                 filled = _fill(tset, _params(shapes, strides))
-            _count(tset, filled[0])
+            record_hit(tset, filled[0])
             tset.max_words = max(tset.max_words, filled[2].size)
     if native:
         for tset in hits:

@@ -27,6 +27,7 @@ from torch_mlir.dialects import linalg, tensor
 
 from ..dialects.affine_eval import compose_maps
 from ..dialects.memory_layout import Layout
+from ..ir_utils import iterator_kinds
 
 
 class BlockedLayoutError(ValueError):
@@ -146,8 +147,9 @@ def order_loops_for_output(op) -> None:
     if not out or any(d is None for d in out) or len(set(out)) != len(out):
         return
     iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    kinds = iterator_kinds(op)
     n = maps[0].n_dims
-    reduction = [k for k in range(n) if "reduction" in str(iterators[k])]
+    reduction = [k for k in range(n) if kinds[k] == "reduction"]
     if any(d in reduction for d in out):
         return
     others = [k for k in range(n) if k not in out and k not in reduction]

@@ -38,6 +38,7 @@ from functools import cached_property
 from torch_mlir import ir
 
 from ..dialects.memory_layout import Layout
+from ..ir_utils import iterator_kinds
 
 # Canonical dim letters per rank, the names layouts are written over when a convention does not say.
 CANONICAL_DIMS = {1: "C", 2: "MN", 3: "BMN", 4: "NCHW", 5: "NCDHW"}
@@ -118,8 +119,7 @@ class KernelSite:
     def iterator_types(self) -> list[str]:
         if "iterator_types" not in self.op.attributes:
             return []
-        return ["reduction" if "reduction" in str(a) else "parallel"
-                for a in ir.ArrayAttr(self.op.attributes["iterator_types"])]
+        return iterator_kinds(self.op)
 
     @cached_property
     def element_type(self) -> ir.Type | None:

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
+from ..ir_utils import symbol_name
 from ..passes.registry import Option, Pass, register_pass
-from .passes import _symbol
 from .resolve import ConversionUnit, build_conversion, conversion_bytes, conversion_units, functions
 
 
@@ -170,7 +170,7 @@ class LayoutHoist(Pass):
                 n0, b0 = len(before), _unit_bytes(before)
                 shared, cancelled, fused = hoist_function(func)
                 after = conversion_units(func)
-                report.functions.append(HoistReport(_symbol(func), n0, len(after), b0, _unit_bytes(after),
+                report.functions.append(HoistReport(symbol_name(func), n0, len(after), b0, _unit_bytes(after),
                                                     shared, cancelled, fused))
             self.last_report = report
             self.write_report(module, self.report or "none", report.to_text())

@@ -39,6 +39,7 @@ from torch_mlir.dialects import tensor
 
 from ..dialects import layout as layout_dialect
 from ..dialects.memory_layout import Layout
+from ..ir_utils import symbol_name
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
@@ -124,8 +125,8 @@ class _Materializer:
         evaluated at compile time with lowbit's interpreter and stored as a constant in `layout`
         (issue 4: constant operands converted at compile time). None when the interpreter cannot
         evaluate it (an op it does not know, a reduction): the caller transposes at run time."""
-        from ..lowbit.evaluate import ConstantEvaluator, EvaluationError
-        from ..temco.weights import make_constant
+        from ..lowbit import ConstantEvaluator, EvaluationError
+        from ..ir_constants import make_constant
 
         if self.evaluator is None:
             self.evaluator = ConstantEvaluator()
@@ -143,7 +144,7 @@ class _Materializer:
         operands are converted at compile time"). None when `owner` is not such a constant."""
         if isinstance(owner, ir.Block) or owner.name != "arith.constant":
             return None
-        from ..temco.weights import constant_array, make_constant
+        from ..ir_constants import constant_array, make_constant
 
         array = constant_array(owner)
         if array is None:
@@ -309,11 +310,7 @@ class LayoutMaterializeReport:
 def materialize_function(func, *, output_order: bool = True, views: str = "never") -> MaterializeReport:
     m = _Materializer(func, output_order=output_order, views=views)
     m.run()
-    return MaterializeReport(_symbol(func), m.choices, m.constants_folded, m.constants_at_run_time)
-
-
-def _symbol(func) -> str:
-    return ir.StringAttr(func.operation.attributes["sym_name"]).value
+    return MaterializeReport(symbol_name(func), m.choices, m.constants_folded, m.constants_at_run_time)
 
 
 @register_pass

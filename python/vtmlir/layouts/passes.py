@@ -9,6 +9,7 @@ from __future__ import annotations
 import json as _json
 from dataclasses import asdict, dataclass, field
 
+from ..ir_utils import symbol_name
 from ..passes.registry import Option, Pass, register_pass
 from .conventions import get_target
 from .ewo import build_model, solve_ilp
@@ -60,12 +61,6 @@ class LayoutReport:
         return "\n".join(lines) + "\n"
 
 
-def _symbol(func) -> str:
-    from torch_mlir import ir
-
-    return ir.StringAttr(func.operation.attributes["sym_name"]).value
-
-
 _TARGET = Option("target", str, "cpu", "kernel convention table (vtmlir.layouts.TARGETS): cpu, paper-mkl, cpu-nhwc, cuda")
 _REPORT = Option("report", str, "", "print a report: '-' to stderr, else to this file")
 _JSON = Option("json", bool, False, "report as JSON")
@@ -99,7 +94,7 @@ class LayoutResolve(Pass):
             after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
             n = apply_resolution(res, share=self.share)
             report.functions.append(FunctionLayoutReport(
-                _symbol(func), naive, naive_bytes, n, after_bytes, relaid))
+                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid))
         self.last_report = report
         self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())
 
@@ -148,7 +143,7 @@ class LayoutSelectIlp(Pass):
             after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
             n = apply_resolution(res, share=self.share)
             report.functions.append(FunctionLayoutReport(
-                _symbol(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
+                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
                 solution.constraints, solution.solve_seconds, solution.status))
         self.last_report = report
         self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())

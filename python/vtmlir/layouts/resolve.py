@@ -38,7 +38,7 @@ from ..dialects import layout as layout_dialect
 from ..dialects import vt as vt_dialect
 from ..dialects.memory_layout import Layout
 from ..dialects.vt_mapping import MappingFunction
-from ..passes.vt_stats import shaped_bytes
+from ..ir_types import shaped_bytes
 from .conventions import (
     KernelConvention,
     KernelSite,

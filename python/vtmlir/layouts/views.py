@@ -105,7 +105,7 @@ def copy_choice(copy: ir.Value, src: Layout, dst: Layout) -> ConversionChoice:
 
 def _consumer_reads(use) -> int | None:
     """Loop-nest iterations of the `linalg.generic` reading `use` as an input, None for any other reader."""
-    from ..vtc.reindex import loop_extents
+    from ..vtc import loop_extents
 
     owner = use.owner
     owner = owner.operation if hasattr(owner, "operation") else owner
@@ -126,7 +126,7 @@ def _consumer_reads(use) -> int | None:
 
 def decide(view_value: ir.Value, src: Layout, dst: Layout, mode: str) -> ConversionChoice:
     """View or copy for the conversion whose view is `view_value` (see the module docstring)."""
-    from ..vtc.contiguity import CPU_CACHE_LINE, classify
+    from ..vtc import CPU_CACHE_LINE, classify
 
     view_op = view_value.owner
     source_type = ir.RankedTensorType(view_op.operands[0].type)
@@ -165,7 +165,7 @@ def decide(view_value: ir.Value, src: Layout, dst: Layout, mode: str) -> Convers
 def finish_views(func, pending: list[tuple[ir.Value, Layout, Layout]], mode: str) -> list[ConversionChoice]:
     """Decide every pending conversion view of `func`: copies for the rejected ones, `fold_views`
     for the rest, and a copy for any view `fold_views` could not fold. Returns one choice each."""
-    from ..vtc.lower import fold_views
+    from ..vtc import fold_views
 
     choices = []
     kept: dict = {}

@@ -10,11 +10,14 @@
   and f32 FMA otherwise (MLIR text in gpu_kernels.py; PTX via backend/cuda).
 """
 
+from .evaluate import ConstantEvaluator, EvaluationError
 from .quantize import QuantizedLinear, quantize, quantize_weight
-from .storage import pack_bits, packed_nbytes, unpack_bits
-from .types import FLOAT_SPECIALS, NAMED_FLOATS, LowBitType, all_types, parse_dtype
+from ..dialects.lowbit_storage import pack_bits, packed_nbytes, unpack_bits
+from ..dialects.lowbit_types import FLOAT_SPECIALS, NAMED_FLOATS, LowBitType, all_types, parse_dtype
 
 __all__ = [
+    "ConstantEvaluator",
+    "EvaluationError",
     "FLOAT_SPECIALS",
     "NAMED_FLOATS",
     "LowBitType",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, tensor
 
-from .types import LowBitType
+from ..dialects.lowbit_types import LowBitType
 
 
 def const_i32(value: int, like: ir.Type | None = None) -> ir.Value:

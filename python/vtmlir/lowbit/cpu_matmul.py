@@ -37,10 +37,10 @@ from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, bufferization, memref, scf, tensor, vector
 
 from ..dialects.lowbit import is_code_conversion
-from ..temco.weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 from .convert import emit_code_to_f32
 from .evaluate import affine_eval
-from .types import parse_dtype
+from ..dialects.lowbit_types import parse_dtype
 
 LANES = 8     # codes per word: 8 codes of n bits are exactly n bytes
 MAX_ROWS = 8  # rows per block: 8 accumulators + weights + activations fit the 16 AVX registers

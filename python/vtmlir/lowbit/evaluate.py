@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
-from ..temco.weights import constant_array
+from ..ir_constants import constant_array
 
 
 class EvaluationError(Exception):

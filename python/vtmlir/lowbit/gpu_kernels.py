@@ -33,7 +33,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, func, gpu, llvm, memref, nvvm, scf, vector
 
 from .convert import emit_code_to_f32
-from .types import LowBitType
+from ..dialects.lowbit_types import LowBitType
 
 MMA_B_LAYOUT = "local(2, 1).column_spatial(4, 8).local(2, 1)"
 MMA_C_LAYOUT = "local(2, 1).spatial(8, 4).local(1, 2)"

@@ -41,8 +41,8 @@ from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_
                           mma_kernel)
 from .pack import position_map
 from .quantize import QuantizedWeight
-from .storage import pack_bits
-from .types import LowBitType
+from ..dialects.lowbit_storage import pack_bits
+from ..dialects.lowbit_types import LowBitType
 
 LOWERING = ("builtin.module(nvvm-attach-target{{chip={chip}}}, gpu.module(convert-scf-to-cf, "
             "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}}, canonicalize, reconcile-unrealized-casts))")
@@ -179,33 +179,33 @@ class QuantizedMatmulKernel:
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """y = x @ W'^T on GPU 0 (x is cast to f16); `VtmlirError` without a device."""
-        from ..backend.cuda.runtime import _check, _driver, cuda_available, device_arch
+        from ..backend.cuda.runtime import check_cuda, cuda_driver, cuda_available, device_arch
 
         if not cuda_available():
             raise VtmlirError("error: no CUDA device available")
         m, n, _ = self.shape
-        driver = _driver()
-        _check(driver.cuInit(0), "cuInit")
-        device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
-        context = _check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
-        _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-        module = _check(driver.cuModuleLoadData(self.assemble(device_arch())), "cuModuleLoadData")
-        function = _check(driver.cuModuleGetFunction(module, self.name.encode()), "cuModuleGetFunction")
+        driver = cuda_driver()
+        check_cuda(driver.cuInit(0), "cuInit")
+        device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
+        context = check_cuda(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+        check_cuda(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+        module = check_cuda(driver.cuModuleLoadData(self.assemble(device_arch())), "cuModuleLoadData")
+        function = check_cuda(driver.cuModuleGetFunction(module, self.name.encode()), "cuModuleGetFunction")
         arrays = [np.ascontiguousarray(x, np.float16), self.packed, self.scales]
         arrays += [self.zeros] if self.zeros is not None else []
         y = np.zeros((m, n), np.float32)
         ptrs = []
         try:
             for a in arrays + [y]:
-                ptr = _check(driver.cuMemAlloc(a.nbytes), "cuMemAlloc")
+                ptr = check_cuda(driver.cuMemAlloc(a.nbytes), "cuMemAlloc")
                 ptrs.append(ptr)
-                _check(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+                check_cuda(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
             holders = [ctypes.c_void_p(int(p)) for p in ptrs]
             params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-            _check(driver.cuLaunchKernel(function, *self.grid, *self.block, 0, 0, ctypes.addressof(params), 0),
+            check_cuda(driver.cuLaunchKernel(function, *self.grid, *self.block, 0, 0, ctypes.addressof(params), 0),
                    "cuLaunchKernel")
-            _check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
-            _check(driver.cuMemcpyDtoH(y.ctypes.data, ptrs[-1], y.nbytes), "cuMemcpyDtoH")
+            check_cuda(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+            check_cuda(driver.cuMemcpyDtoH(y.ctypes.data, ptrs[-1], y.nbytes), "cuMemcpyDtoH")
         finally:
             for p in ptrs:
                 driver.cuMemFree(p)

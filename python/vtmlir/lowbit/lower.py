@@ -36,7 +36,7 @@ from ..passes.registry import Option, Pass, PassFailure, register_pass
 from . import cpu_matmul
 from .convert import emit_code_to_f32, emit_unpack
 from .pack import iterator_type
-from .types import parse_dtype
+from ..dialects.lowbit_types import parse_dtype
 
 
 def _clone_remapped(op, mapping: dict) -> None:

@@ -41,14 +41,15 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, tensor
 
+from ..dialects.vt import lowbit_mlir_type
 from ..dialects.lowbit import DEQUANTIZE_ATTR, VALUE_ATTR, UnpackOp
 from ..dialects.register_layout import local, parse_register_layout
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
-from ..temco.weights import make_constant
+from ..ir_constants import make_constant
 from .evaluate import ConstantEvaluator, EvaluationError, affine_eval
 from .recognize import NotQuantized, QuantizedOperand, backward_slice, recognize_weight
-from .storage import pack_bits
+from ..dialects.lowbit_storage import pack_bits
 
 
 
@@ -76,7 +77,7 @@ def position_map(k: int, n: int, tile_layout: str = "") -> ir.AffineMap:
 def element_type(q: QuantizedOperand) -> ir.Type:
     """The sub-byte tensor's element type: the builtin float where MLIR has one, else `iN` codes."""
     if q.dtype is not None and q.dtype.is_float and q.dtype.mlir_builtin_name:
-        return q.dtype.mlir_type()
+        return lowbit_mlir_type(q.dtype)
     return ir.IntegerType.get_signless(q.bits)
 
 

@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .storage import pack_bits, unpack_bits
-from .types import LowBitType, parse_dtype
+from ..dialects.lowbit_storage import pack_bits, unpack_bits
+from ..dialects.lowbit_types import LowBitType, parse_dtype
 
 
 @dataclass

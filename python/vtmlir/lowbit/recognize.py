@@ -33,8 +33,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from .evaluate import ConstantEvaluator, EvaluationError, affine_eval, int_width, unsigned, wrap
-from .storage import unpack_bits
-from .types import LowBitType, all_types
+from ..dialects.lowbit_storage import unpack_bits
+from ..dialects.lowbit_types import LowBitType, all_types
 
 LAYOUT_OPS = ("tensor.expand_shape", "tensor.collapse_shape", "linalg.transpose")
 

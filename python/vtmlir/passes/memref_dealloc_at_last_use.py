@@ -28,7 +28,7 @@ class MemrefDeallocAtLastUse(Pass):
         for dealloc in walk_ops(module, "memref.dealloc"):
             block_owner = dealloc.parent
             last = None
-            for user in _users_in_block(dealloc.operands[0], block_owner):
+            for user in users_in_block(dealloc.operands[0], block_owner):
                 if user == dealloc or user.name == "memref.dealloc":
                     continue
                 if last is None or last.is_before_in_block(user):
@@ -37,7 +37,7 @@ class MemrefDeallocAtLastUse(Pass):
                 dealloc.move_after(last)
 
 
-def _users_in_block(buffer, block_owner) -> list:
+def users_in_block(buffer, block_owner) -> list:
     """The ops of `block_owner`'s body that use `buffer` or a view of it, directly or in a region."""
     users, pending, seen = [], [buffer], set()
     while pending:

@@ -40,9 +40,9 @@ from ..errors import VtmlirError
 _BUILTIN_PASSES: dict[str, str] = {
     "vt-stats": "vtmlir.passes.vt_stats",
     # VTC (python/vtmlir/vtc, docs/vtc.md).
-    "vt-build-vtog": "vtmlir.vtc.vtog",
-    "vt-eliminate-data-movement": "vtmlir.vtc.eliminate",
-    "vt-lower-views": "vtmlir.vtc.lower",
+    "vt-build-vtog": "vtmlir.vtc.build_vtog",
+    "vt-eliminate-data-movement": "vtmlir.vtc.eliminate_data_movement",
+    "vt-lower-views": "vtmlir.vtc.lower_views",
     # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
     "layout-resolve": "vtmlir.layouts.passes",
     "layout-select-ilp": "vtmlir.layouts.passes",
@@ -54,7 +54,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "memref-elide-temporary-copies": "vtmlir.passes.memref_elide_temporary_copies",
     "copy-updated-arguments": "vtmlir.passes.argument_updates",
     "drop-donated-results": "vtmlir.passes.argument_updates",
-    "memref-distinct-returned-buffers": "vtmlir.passes.distinct_returned_buffers",
+    "memref-distinct-returned-buffers": "vtmlir.passes.memref_distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
     "convert-tm-tensor-to-scf": "vtmlir.passes.convert_tm_tensor_to_scf",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
@@ -62,13 +62,13 @@ _BUILTIN_PASSES: dict[str, str] = {
     # TeMCO (python/vtmlir/temco, docs/temco.md).
     "temco-decompose": "vtmlir.temco.decompose",
     "temco-analyze-peak-memory": "vtmlir.temco.memory",
-    "temco-remat-skip": "vtmlir.temco.remat",
+    "temco-remat-skip": "vtmlir.temco.remat_skip",
     "subbyte-pack": "vtmlir.lowbit.pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
     "subbyte-lower": "vtmlir.lowbit.lower",
     "dvm-fuse": "vtmlir.dvm.fuse",  # DVM (python/vtmlir/dvm, docs/dvm.md)
-    "temco-fuse-activation": "vtmlir.temco.fuse",
-    "gpu-sequentialize-forall": "vtmlir.temco.gpu_forall",
-    "memref-alloc-at-first-use": "vtmlir.temco.alloc_at_first_use",
+    "temco-fuse-activation": "vtmlir.temco.fuse_activation",
+    "gpu-sequentialize-forall": "vtmlir.passes.gpu_sequentialize_forall",
+    "memref-alloc-at-first-use": "vtmlir.passes.memref_alloc_at_first_use",
     "temco-pad-in-place": "vtmlir.temco.pad_in_place",
     "temco-push-through-concat": "vtmlir.temco.push_through_concat",
     "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..ir_utils import destination_indices, nested_operands, walk_ops
+from ..ir_utils import all_parallel, destination_indices, nested_operands, walk_ops
 from .registry import Pass, register_pass
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
@@ -34,7 +34,7 @@ def _is_constant_fill(op) -> bool:
         return True
     if op.name != "linalg.generic" or len(op.results) != 1:
         return False
-    if not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+    if not all_parallel(op):
         return False
     body = op.regions[0].blocks[0]
     ops = list(body.operations)

@@ -30,11 +30,13 @@ The pass leaves the IR unchanged unless `annotate=true`, which adds `vt.stats.ki
 from __future__ import annotations
 
 import json as _json
-import re
 from dataclasses import asdict, dataclass, field
 
 from torch_mlir import ir
 
+from ..errors import format_location
+from ..ir_types import shaped_bytes
+from ..ir_utils import iterator_kinds, symbol_name
 from .registry import Option, Pass, register_pass
 
 COMPUTE = "compute"
@@ -78,7 +80,6 @@ _BOOKKEEPING = {
     "torch_c.from_builtin_tensor",
     "torch_c.to_builtin_tensor",
 }
-_FILE_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 
 @dataclass
@@ -232,11 +233,7 @@ def classify(op) -> tuple[str, str] | None:
 
 
 def _iterator_types(op) -> list[str]:
-    try:
-        attr = op.attributes["iterator_types"]
-    except (KeyError, ValueError):
-        return []
-    return ["reduction" if "reduction" in str(a) else "parallel" for a in ir.ArrayAttr(attr)]
+    return iterator_kinds(op) if "iterator_types" in op.attributes else []
 
 
 def _generic_data_movement(op) -> str | None:
@@ -279,44 +276,11 @@ def _is_dim_or_zero(expr) -> bool:
 
 
 def _is_tensor(t) -> bool:
-    return isinstance(_downcast(t), (ir.RankedTensorType, ir.UnrankedTensorType))
-
-
-def _downcast(t):
     try:
-        return t.maybe_downcast()
+        t = t.maybe_downcast()
     except (AttributeError, ValueError, TypeError):
-        return t
-
-
-def element_bits(t) -> int | None:
-    """Bit width of one element of type `t` (None when unknown)."""
-    t = _downcast(t)
-    if isinstance(t, (ir.IntegerType, ir.FloatType)):
-        return t.width
-    if isinstance(t, ir.IndexType):
-        return 64
-    if isinstance(t, ir.ComplexType):
-        inner = element_bits(t.element_type)
-        return None if inner is None else 2 * inner
-    width = getattr(t, "width", None)  # vtmlir's own element types, when they expose one
-    return width if isinstance(width, int) else None
-
-
-def shaped_bytes(t) -> int | None:
-    """Bytes of a statically shaped tensor/memref type (sub-byte elements packed, rounded up)."""
-    shaped = _downcast(t)
-    if not isinstance(shaped, ir.ShapedType):
-        return None
-    if not shaped.has_rank or not shaped.has_static_shape:
-        return None
-    bits = element_bits(shaped.element_type)
-    if bits is None:
-        return None
-    elements = 1
-    for d in shaped.shape:
-        elements *= d
-    return (elements * bits + 7) // 8
+        pass
+    return isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType))
 
 
 def op_bytes(op, kind: str) -> int | None:
@@ -336,11 +300,6 @@ def op_bytes(op, kind: str) -> int | None:
     return total
 
 
-def format_loc(loc) -> str:
-    m = _FILE_LOC.search(str(loc))
-    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else str(loc)
-
-
 # -- collection ------------------------------------------------------------------------------------
 
 
@@ -349,7 +308,7 @@ def collect_stats(module, annotate: bool = False) -> StatsReport:
     root = module.operation
     report = StatsReport()
     for func in _functions(root):
-        stats = FunctionStats(_symbol_name(func))
+        stats = FunctionStats(symbol_name(func))
         _visit_regions(func, stats, annotate)
         report.functions.append(stats)
     return report
@@ -368,10 +327,6 @@ def _functions(root) -> list:
     return found
 
 
-def _symbol_name(func) -> str:
-    return ir.StringAttr(func.attributes["sym_name"]).value
-
-
 def _visit_regions(parent, stats: FunctionStats, annotate: bool) -> None:
     for region in parent.regions:
         for block in region.blocks:
@@ -381,7 +336,7 @@ def _visit_regions(parent, stats: FunctionStats, annotate: bool) -> None:
                 if result is not None:
                     kind, category = result
                     size = op_bytes(op, kind)
-                    stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_loc(op.location)))
+                    stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_location(op.location)))
                     if annotate:
                         with op.context:
                             op.attributes["vt.stats.kind"] = ir.StringAttr.get(kind)

@@ -22,12 +22,12 @@ Inference", ICPP'24. Docs: docs/temco.md.
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
 from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
-from .measure import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
+from ..backend.cpu.peak_memory import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
-from .fuse import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
-from .remat import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
+from .fuse_activation import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations
+from .remat_skip import RematReport, SkipConnection, TemcoRematSkip, remat_skip_connections
 from .tucker import Tucker2, relative_error, tucker2_decompose, tucker2_ranks
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 __all__ = [
     "FusedGroup",

@@ -43,10 +43,10 @@ import numpy as np
 from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 from ..ir_utils import walk_ops
 from .tucker import relative_error, tucker2_decompose, tucker2_ranks
-from .weights import constant_array, make_constant
+from ..ir_constants import constant_array, make_constant
 
 CONV_OP = "linalg.conv_2d_nchw_fchw"
 ROLE_ATTR = "temco.role"
@@ -148,7 +148,7 @@ def _static_shape(value) -> tuple | None:
 
 def _decompose_one(conv, fname: str, index: int, ratio: float, skip_pointwise: bool) -> LayerDecomposition:
     x, w_value, init = conv.operands[0], conv.operands[1], conv.operands[2]
-    loc = format_loc(conv.location)
+    loc = format_location(conv.location)
     w_shape = _static_shape(w_value) or ()
     entry = LayerDecomposition(fname, index, loc, w_shape, params_before=int(np.prod(w_shape)) if w_shape else 0)
     if _static_shape(x) is None or _static_shape(init) is None or not w_shape:
@@ -186,7 +186,9 @@ def _rewrite(conv, factors, element_type, index: int) -> None:
     pad = _zero_spatial_pad(x)
     source = pad.operands[0] if pad is not None else x
     n, _, h, w = _static_shape(source)
-    ones = ir.Attribute.parse("dense<1> : vector<2xi64>", context=conv.context)
+    i64 = ir.IntegerType.get_signless(64, context=conv.context)
+    vector = ir.VectorType.get([2], i64, loc=ir.Location.unknown(context=conv.context))
+    ones = ir.DenseElementsAttr.get(np.ones(2, np.int64), type=vector, context=conv.context)
     layer_attr = ir.IntegerAttr.get(ir.IntegerType.get_signless(64, context=conv.context), index)
 
     def zero_init(shape):

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
-from .weights import constant_array, make_constant
+from ..errors import format_location
+from ..ir_constants import constant_array, make_constant
 
 # Fold nothing bigger (a per-channel vector is tiny; a full-size tensor would become a weight).
 MAX_ELEMENTS = 1 << 16
@@ -56,7 +56,7 @@ def _producer(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
-def _constant_input(value):
+def constant_input(value):
     """The numpy array of a constant tensor (possibly through expand/collapse_shape), else None."""
     producer = _producer(value)
     if producer is None:
@@ -64,7 +64,7 @@ def _constant_input(value):
     if producer.name == "arith.constant":
         return constant_array(producer)
     if producer.name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        source = _constant_input(producer.operands[0])
+        source = constant_input(producer.operands[0])
         return None if source is None else source.reshape(ir.RankedTensorType(value.type).shape)
     return None
 
@@ -143,14 +143,14 @@ def fold_weight_ops(module) -> list[str]:
         out_type = generic.results[0].type.maybe_downcast()
         if (not isinstance(out_type, ir.RankedTensorType) or not out_type.has_static_shape
                 or int(np.prod(out_type.shape)) > MAX_ELEMENTS
-                or not all("parallel" in str(it) for it in ir.ArrayAttr(generic.attributes["iterator_types"]))):
+                or not all_parallel(generic)):
             continue
         n_in = int(ir.DenseI32ArrayAttr(generic.attributes["operandSegmentSizes"])[0])
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(generic.attributes["indexing_maps"])]
         identity = ir.AffineMap.get_identity(out_type.rank, context=generic.context)
         if n_in == 0 or any(m != identity for m in maps):
             continue
-        inputs = [_constant_input(v) for v in list(generic.operands)[:n_in]]
+        inputs = [constant_input(v) for v in list(generic.operands)[:n_in]]
         if any(a is None for a in inputs):
             continue
         body = generic.regions[0].blocks[0]
@@ -163,7 +163,7 @@ def fold_weight_ops(module) -> list[str]:
         with ir.InsertionPoint(generic), generic.location:
             constant = make_constant(array, out_type.element_type)
         generic.results[0].replace_all_uses_with(constant)
-        lines.append(f"temco-fold-weight-ops: {format_loc(generic.location)}: {out_type} folded\n")
+        lines.append(f"temco-fold-weight-ops: {format_location(generic.location)}: {out_type} folded\n")
         generic.erase()
     return lines
 

@@ -27,9 +27,9 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 
 
 class _Unsupported(Exception):
@@ -130,7 +130,7 @@ def _affine_read(generic):
     out_type = generic.results[0].type.maybe_downcast()
     if not isinstance(out_type, ir.RankedTensorType) or not out_type.has_static_shape:
         return None
-    if not all("parallel" in str(it) for it in ir.ArrayAttr(generic.attributes["iterator_types"])):
+    if not all_parallel(generic):
         return None
     body = generic.regions[0].blocks[0]
     ops = [o.operation for o in body.operations]
@@ -230,7 +230,7 @@ def gather_to_affine(module) -> list[str]:
             with ir.InsertionPoint(block):
                 linalg.YieldOp([block.arguments[0]])
         generic.results[0].replace_all_uses_with(new.results[0])
-        lines.append(f"temco-gather-to-affine: {format_loc(generic.location)}: reads "
+        lines.append(f"temco-gather-to-affine: {format_location(generic.location)}: reads "
                      f"{ir.RankedTensorType(source.type)} through {amap}\n")
         generic.erase()
     return lines

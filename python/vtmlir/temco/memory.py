@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc, shaped_bytes
-from ..ir_utils import destination_indices, nested_operands, walk_ops
+from ..errors import format_location
+from ..ir_types import shaped_bytes
+from ..ir_utils import all_parallel, destination_indices, nested_operands, walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -315,11 +316,11 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
 
     for arg in block.arguments:
         if _is_tensor(arg):
-            new_buffer(arg, "argument", format_loc(func.location), 0, INPUT)
+            new_buffer(arg, "argument", format_location(func.location), 0, INPUT)
 
     for op in ops:
         at = step_of[id(op)]
-        loc = format_loc(op.location)
+        loc = format_location(op.location)
         results = [r for r in op.results if _is_tensor(r)]
         if op.name == "arith.constant":
             for r in results:
@@ -371,7 +372,7 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
         name = _value_name(op.results[0], state) if len(op.results) else ""
         transient = _tile_bytes(op) if op.name == "scf.forall" else 0
         timeline.steps.append(
-            Step(index, op.name, name, format_loc(op.location), sum(buffers[i].bytes for i in live) + transient,
+            Step(index, op.name, name, format_location(op.location), sum(buffers[i].bytes for i in live) + transient,
                  live, transient)
         )
     return timeline
@@ -421,7 +422,7 @@ def _dead_elementwise_input(op, index, lookup, buffers, later_use, at):
             or "operandSegmentSizes" not in op.attributes):
         return None
     n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
-    if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+    if n_out != 1 or not all_parallel(op):
         return None
     if any(True for _ in op.regions[0].blocks[0].arguments[n_in].uses):
         return None

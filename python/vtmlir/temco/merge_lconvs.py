@@ -44,11 +44,11 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
-from .fold_weight_ops import _constant_input
-from .weights import constant_array, make_constant
+from ..errors import format_location
+from .fold_weight_ops import constant_input
+from ..ir_constants import constant_array, make_constant
 
 _CONV = "linalg.conv_2d_nchw_fchw"
 
@@ -142,9 +142,7 @@ def _lconv_over_concat(before, convs: list, weight: np.ndarray, bias: np.ndarray
         merged = linalg.Conv2DNchwFchwOp(result_tensors=[out_type], inputs=[reduced, make_constant(weight, element_type)],
                                          outputs=[init], strides=convs[0].attributes["strides"],
                                          dilations=convs[0].attributes["dilations"])
-        from .fuse import _fill_conv_body
-
-        _fill_conv_body(merged)
+        fill_conv_body(merged)
         merged.operation.attributes["temco.role"] = ir.StringAttr.get("lconv")
     return merged.results[0]
 
@@ -156,7 +154,7 @@ _AFFINE_OPS = ("arith.addf", "arith.subf", "arith.mulf")
 
 def _parallel_generic(op, inputs: int) -> bool:
     return (op.name == "linalg.generic" and len(op.results) == 1 and len(op.operands) == inputs + 1
-            and all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+            and all_parallel(op)
             and _static(op.results[0]))
 
 
@@ -184,7 +182,7 @@ def _is_identity(amap, rank: int) -> bool:
 def _channel_vector(value, amap, channels: int):
     """The per-channel vector an operand holds when its map reads it by d1 (the channel) and constant
     0s — BatchNorm's `[C,1,1]` constants — and it is constant, else None."""
-    array = _constant_input(value)
+    array = constant_input(value)
     if array is None:
         return None
     index = []
@@ -288,7 +286,7 @@ def merge_add_lconvs(func_or_module) -> list[str]:
             weights.append(weight.astype(np.float64) * scale[:, None, None, None])
             bias = bias + scale * b + shift
         dtype = branches[0][1].dtype
-        where = format_loc(add.location)
+        where = format_location(add.location)
         merged = _lconv_over_concat(add, [b[0] for b in branches], np.concatenate(weights, axis=1).astype(dtype),
                                     bias.astype(dtype))
         add.results[0].replace_all_uses_with(merged)
@@ -335,7 +333,7 @@ def merge_lconvs(module, add_form: bool = True) -> list[str]:
         merged_at = {}
         for run in runs:
             merged_at[run[0]] = (_merge_run(concat, [parts[i] for i in run]), run)
-            lines.append(f"temco-merge-lconvs: {format_loc(concat.location)}: {len(run)} lconvs "
+            lines.append(f"temco-merge-lconvs: {format_location(concat.location)}: {len(run)} lconvs "
                          f"({', '.join(str(parts[i][1].shape[0]) + 'x' + str(parts[i][1].shape[1]) for i in run)}) "
                          f"-> one block-diagonal lconv\n")
         new_operands, skip = [], set()
@@ -379,3 +377,14 @@ class TemcoMergeLconvs(Pass):
 
     def run(self, module) -> None:
         self.write_report(module, self.output, "".join(merge_lconvs(module, self.add_form)))
+
+
+def fill_conv_body(conv) -> None:
+    """The named conv's region (the Python builder leaves it empty): out + in * w."""
+    from torch_mlir.dialects import arith, linalg
+
+    element_type = ir.ShapedType(conv.results[0].type).element_type
+    block = conv.regions[0].blocks.append(element_type, element_type, element_type)
+    with ir.InsertionPoint(block):
+        product = arith.MulFOp(block.arguments[0], block.arguments[1])
+        linalg.YieldOp([arith.AddFOp(block.arguments[2], product)])

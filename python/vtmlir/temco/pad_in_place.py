@@ -23,10 +23,10 @@ from torch_mlir.dialects import linalg, tensor
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 
 
-def _pad_value(pad):
+def pad_value(pad):
     """The value `pad` yields if it is the same everywhere (defined outside the pad), else None."""
     body = pad.regions[0].blocks[0]
     value = list(body.operations)[-1].operands[0]
@@ -45,7 +45,7 @@ def pad_in_place(module) -> list[str]:
         source, result = pad.operands[0], pad.results[0]
         src_type = ir.RankedTensorType(source.type)
         res_type = ir.RankedTensorType(result.type)
-        value = _pad_value(pad)
+        value = pad_value(pad)
         # More operands than the source: dynamic low/high amounts, whose offsets are not static.
         if value is None or len(pad.operands) > 1 or not (src_type.has_static_shape and res_type.has_static_shape):
             continue
@@ -56,7 +56,7 @@ def pad_in_place(module) -> list[str]:
             inserted = tensor.InsertSliceOp(source, filled, [], [], [], low, list(src_type.shape),
                                             [1] * src_type.rank)
         result.replace_all_uses_with(inserted.result)
-        lines.append(f"temco-pad-in-place: {format_loc(pad.location)}: {src_type} into {res_type}\n")
+        lines.append(f"temco-pad-in-place: {format_location(pad.location)}: {src_type} into {res_type}\n")
         pad.erase()
     return lines
 

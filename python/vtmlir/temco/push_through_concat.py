@@ -32,9 +32,9 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import tensor
 
-from ..ir_utils import walk_ops
+from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc
+from ..errors import format_location
 
 
 def _producer(value):
@@ -85,7 +85,7 @@ def _candidate(concat):
     (user,) = users.values()
     user = user.operation
     if (user.name != "linalg.generic" or len(user.results) != 1 or _uses_index(user)
-            or not all("parallel" in str(it) for it in ir.ArrayAttr(user.attributes["iterator_types"]))
+            or not all_parallel(user)
             or not all(_static_ranked(v) for v in list(user.operands) + list(user.results))):
         return None
     n_in = _num_inputs(user)
@@ -162,7 +162,7 @@ def push_through_concat(module) -> list[str]:
         # the concat of the pushed op's parts is the next candidate (BatchNorm's chain, then ReLU)
         while (found := _candidate(concat)) is not None:
             user, positions, d = found
-            lines.append(f"temco-push-through-concat: {format_loc(user.location)}: elementwise op on "
+            lines.append(f"temco-push-through-concat: {format_location(user.location)}: elementwise op on "
                          f"{ir.RankedTensorType(concat.results[0].type)} now runs on its "
                          f"{len(concat.operands)} parts (dim {d})\n")
             concat = _push(concat, user, positions, d)

@@ -46,10 +46,13 @@ from .contiguity import (
     contiguity,
     piece_contiguity,
 )
+from .lower_views import fold_views
+from .reindex import loop_extents
 
 __all__ = [
     "CATALOGUE", "IN_PLACE", "INPUT_OF_OUTPUT", "OUTPUT_OF_INPUT", "Analysis", "Candidate",
     "DataMovementKind", "NotVirtualisable", "Rule", "analyse", "entry_for", "is_data_movement",
     "CPU_CACHE_LINE", "CUDA_COALESCING", "TYPE_I", "TYPE_II", "Contiguity", "PieceContiguity",
     "Profitability", "TransferUnit", "classify", "contiguity", "piece_contiguity",
+    "fold_views", "loop_extents",
 ]

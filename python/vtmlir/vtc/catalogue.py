@@ -209,7 +209,7 @@ def _transpose_inverse(op, j):
 # -- linalg.generic that only moves one input (permutation / broadcast / copy) ------------------------
 
 
-def _generic_parts(op):
+def generic_parts(op):
     """(input index, in_map, out_map) of a generic whose body only yields one input, else None."""
     if len(op.results) != 1:
         return None
@@ -239,11 +239,11 @@ def _generic_parts(op):
 
 
 def _generic_matches(op) -> bool:
-    return _generic_parts(op) is not None
+    return generic_parts(op) is not None
 
 
 def _generic_inputs(op):
-    j, _, _ = _generic_parts(op)
+    j, _, _ = generic_parts(op)
     return [op.operands[j]]
 
 
@@ -257,13 +257,13 @@ def _out_map_inverse(out_map: ir.AffineMap) -> ir.AffineMap:
 
 
 def _generic_mapping(op) -> MappingFunction:
-    _, in_map, out_map = _generic_parts(op)
+    _, in_map, out_map = generic_parts(op)
     return MappingFunction.single(compose_maps(in_map, _out_map_inverse(out_map)))
 
 
 def _generic_inverse(op, j):
-    _, in_map, out_map = _generic_parts(op)
-    in_shape = _shape(op.operands[_generic_parts(op)[0]])
+    _, in_map, out_map = generic_parts(op)
+    in_shape = _shape(op.operands[generic_parts(op)[0]])
     loops: list = [_cst(0)] * in_map.n_dims   # loops the input does not see: broadcast, take 0
     seen = set()
     ranges = []

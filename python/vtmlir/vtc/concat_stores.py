@@ -43,12 +43,12 @@ from . import catalogue as cat
 from .reindex import NotInvertible, invert_piece, shape_of
 from .stores import (
     NotRealisable,
-    _erase_dead,
-    _full_boxes,
-    _op,
-    _overlap,
-    _producer_error,
-    _subtract,
+    erase_dead,
+    full_boxes,
+    as_operation,
+    overlap,
+    producer_error,
+    subtract,
     trace_to_producer,
 )
 
@@ -73,7 +73,7 @@ class ConcatPlan:
 
     def report_lines(self) -> list[str]:
         """The decision, as printed by vt-eliminate-data-movement (call before apply_concat)."""
-        from .vtog import _mapping_text
+        from .build_vtog import mapping_text
 
         direct = sum(p.direct for p in self.parts)
         lines = [f"concat-store {self.concat.name} -> {self.concat.results[0].get_name()}: "
@@ -81,7 +81,7 @@ class ConcatPlan:
                  f"{len(self.parts) - direct} input(s) copied"]
         for p in self.parts:
             how = f"written by {p.text}" if p.direct else "copied"
-            lines.append(f"  {p.value.get_name()} {how}, map {_mapping_text(p.mapping)}")
+            lines.append(f"  {p.value.get_name()} {how}, map {mapping_text(p.mapping)}")
         return lines + [f"  {why}" for why in self.kept]
 
 
@@ -89,10 +89,10 @@ def concat_inputs(op) -> tuple[list, list, list] | None:
     """(input values, mappings input index -> result index, ops replaced) of a concat: a
     `tensor.concat`, or a chain of unit-stride `tensor.insert_slice`s whose first destination is a
     `tensor.empty` and whose intermediate results have no other reader (`op` its last insert)."""
-    op = _op(op)
+    op = as_operation(op)
     entry = cat.entry_for(op)
     if op.name in ("tensor.insert_slice", "tensor.pad") and _fans_out(op):
-        inner = concat_inputs(_op(op.operands[0].owner))
+        inner = concat_inputs(as_operation(op.operands[0].owner))
         if inner is None:
             return None
         try:
@@ -133,7 +133,7 @@ def concat_inputs(op) -> tuple[list, list, list] | None:
         dest = cur.operands[1]
         if isinstance(dest.owner, ir.Block):
             return None
-        owner = _op(dest.owner)
+        owner = as_operation(dest.owner)
         if owner.name == "tensor.empty":
             break
         if owner.name != "tensor.insert_slice" or len(list(dest.uses)) != 1:
@@ -151,7 +151,7 @@ def _fans_out(op) -> bool:
     src = op.operands[0]
     if isinstance(src.owner, ir.Block) or len(list(src.uses)) != 1:
         return False
-    inner = _op(src.owner)
+    inner = as_operation(src.owner)
     return inner.name == "tensor.concat" or (
         inner.name == "tensor.insert_slice" and concat_inputs(inner) is not None)
 
@@ -163,13 +163,13 @@ def plan_concat(op, claimed: list) -> ConcatPlan:
         raise NotRealisable("not a static concat (tensor.concat, or insert_slices into an empty)")
     inputs, mappings, chain = found
     update = chain[0] if chain[0].name in ("tensor.insert_slice", "tensor.pad") and \
-        len(chain) > 1 and _op(chain[0].operands[0].owner) == chain[1] else None
+        len(chain) > 1 and as_operation(chain[0].operands[0].owner) == chain[1] else None
     if update is None:
-        reader = buffer_reader(_op(op), _concat_dim(_op(op), mappings))
+        reader = buffer_reader(as_operation(op), _concat_dim(as_operation(op), mappings))
         if reader is None:
             raise NotRealisable("every reader can read the concat as a view (output-of-input is "
                                 "kept: no buffer at all)")
-    plan = ConcatPlan(_op(op), inputs, chain, update=update)
+    plan = ConcatPlan(as_operation(op), inputs, chain, update=update)
     if update is None:
         plan.kept.append(f"the concat buffer is needed: {reader}")
     else:
@@ -179,8 +179,8 @@ def plan_concat(op, claimed: list) -> ConcatPlan:
     for value, m in zip(inputs, mappings):
         try:
             x, mx, _, names, _ = trace_to_producer(value, consumer[id(value)], m, readers_may_share=True)
-            producer = _op(x.owner)
-            why = _producer_error(producer)
+            producer = as_operation(x.owner)
+            why = producer_error(producer)
             if why:
                 raise NotRealisable(f"the producer {producer.name} of {x.get_name()}: {why}")
             if any(x == c for c in claimed):
@@ -195,8 +195,8 @@ def plan_concat(op, claimed: list) -> ConcatPlan:
             key = next((k for k, part in groups.items() if part.value == x), None)
             if key is not None:   # another input from the same producer: one store, more pieces
                 part = groups[key]
-                mine, theirs = _full_boxes(mx, shape), _full_boxes(part.mapping, shape)
-                if any(_overlap(a, b) for a in mine for b in theirs):
+                mine, theirs = full_boxes(mx, shape), full_boxes(part.mapping, shape)
+                if any(overlap(a, b) for a in mine for b in theirs):
                     raise NotRealisable(f"{x.get_name()} would be written to two places")
                 part.mapping = MappingFunction(list(part.mapping.pieces) + list(mx.pieces)).simplified(shape)
                 part.inputs.append((value, m))
@@ -211,10 +211,10 @@ def plan_concat(op, claimed: list) -> ConcatPlan:
         _keep_buffer_births_late(plan)
     if update is not None and update.name == "tensor.insert_slice":
         dest = update.operands[1]
-        first = min((_op(p.value.owner) for p in plan.parts if p.direct),
+        first = min((as_operation(p.value.owner) for p in plan.parts if p.direct),
                     key=lambda o: _position(o.results[0], o.block), default=None)
         if first is not None and not (isinstance(dest.owner, ir.Block)
-                                      or _op(dest.owner).is_before_in_block(first)):
+                                      or as_operation(dest.owner).is_before_in_block(first)):
             raise NotRealisable("the destination is defined after a producer")
     if not any(p.direct for p in plan.parts):
         raise NotRealisable("no input has a producer that can write into the concat buffer; "
@@ -237,7 +237,7 @@ def _keep_buffer_births_late(plan: ConcatPlan) -> None:
     which would hold the bigger buffer through the whole lower half of the network. Producers
     before the first one that passes are copied instead (their result lives as it did)."""
     size = _volume(plan.concat.results[0])
-    for part in sorted((p for p in plan.parts if p.direct), key=lambda p: _position(p.value, _op(p.value.owner).block)):
+    for part in sorted((p for p in plan.parts if p.direct), key=lambda p: _position(p.value, as_operation(p.value.owner).block)):
         if 2 * _volume(part.value) >= size:
             return
         i = plan.parts.index(part)
@@ -276,7 +276,7 @@ def insert_chain_ops(func) -> list:
 def _continues_chain(op) -> bool:
     if op.name != "tensor.insert_slice":
         return False
-    return any(_op(u.owner).name == "tensor.insert_slice" and u.operand_number == 1
+    return any(as_operation(u.owner).name == "tensor.insert_slice" and u.operand_number == 1
                for u in op.results[0].uses)
 
 
@@ -291,7 +291,7 @@ def buffer_reader(op, dim: int | None) -> str | None:
     from .reindex import iterators_of, maps_of
 
     for use in op.results[0].uses:
-        owner = _op(use.owner)
+        owner = as_operation(use.owner)
         if owner.name in ("tensor.expand_shape", "tensor.collapse_shape"):
             why = buffer_reader(owner, None)
             if why is not None:
@@ -326,7 +326,7 @@ def _consumers(inputs, chain) -> list:
 
 def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str, str]]]:
     """Plans for the concats of `func` (program order), and (op, reason) for those left alone."""
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
     plans, skipped = [], []
     claimed = list(claimed)
@@ -338,14 +338,14 @@ def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str,
             continue
         if op.name != "tensor.concat" and concat_inputs(op) is None:
             continue   # a plain slice update or pad (stores.py)
-        if op.name != "tensor.pad" and any(_op(u.owner).name in ("tensor.insert_slice", "tensor.pad")
-                                           and u.operand_number == 0 and _fans_out(_op(u.owner))
+        if op.name != "tensor.pad" and any(as_operation(u.owner).name in ("tensor.insert_slice", "tensor.pad")
+                                           and u.operand_number == 0 and _fans_out(as_operation(u.owner))
                                            for u in op.results[0].uses):
             continue   # fans out into the update that reads it: planned there
         try:
             plan = plan_concat(op, claimed)
         except NotRealisable as why:
-            skipped.append((f"{op.name}@{format_loc(op.location)}", str(why)))
+            skipped.append((f"{op.name}@{format_location(op.location)}", str(why)))
             continue
         plans.append(plan)
         claimed += [p.value for p in plan.parts if p.direct]
@@ -361,7 +361,7 @@ def apply_concat(plan: ConcatPlan) -> ir.Value:
     # bufferization allocates where the empty tensor is: earlier would lengthen its life).
     # Copied inputs computed earlier are copied in when it is born, not when they are computed.
     direct = sorted((p for p in plan.parts if p.direct), key=lambda p: _position(p.value, block))
-    first = _op(direct[0].value.owner)
+    first = as_operation(direct[0].value.owner)
     birth = _position(direct[0].value, block)
     order = sorted(plan.parts, key=lambda p: (max(_position(p.value, block), birth),
                                               _position(p.value, block)))
@@ -374,23 +374,23 @@ def apply_concat(plan: ConcatPlan) -> ir.Value:
             if plan.update is not None:   # a constant pad: its border value first
                 with ir.InsertionPoint(first):
                     current = linalg.fill(cat.pad_value(plan.update), outs=[current])
-    anchor = _op(current.owner) if not isinstance(current.owner, ir.Block) else None
+    anchor = as_operation(current.owner) if not isinstance(current.owner, ir.Block) else None
     if anchor is None or not anchor.is_before_in_block(first):
         anchor = _before(first)
     stores = []   # (store op, updated buffer) in program order
     for part in order:
         early = isinstance(part.value.owner, ir.Block) or _position(part.value, block) < birth
         where = anchor if early else (
-            _op(part.value.owner) if anchor is None else _later(_op(part.value.owner), anchor))
+            as_operation(part.value.owner) if anchor is None else _later(as_operation(part.value.owner), anchor))
         current, others = _store(part, current, where, block, plan.concat.location)
-        anchor = _op(current.owner)
+        anchor = as_operation(current.owner)
         stores.append((anchor, current, part, others))
     final = current
     result.replace_all_uses_with(final)
     for op in plan.chain:
         op.erase()
     for v in plan.inputs:
-        _erase_dead(v)
+        erase_dead(v)
     for store, updated, part, others in stores:   # the stored values' other readers
         if part.direct:
             _redirect_readers(part, store, others, [(s, u) for s, u, _, _ in stores], block)
@@ -408,9 +408,9 @@ def _store(part: ConcatPart, dest, after_op, block, location):
     rest = []
     if part.direct:
         rest = [[(0, e) for e in shape]]
-        for box in _full_boxes(part.mapping, shape):
-            rest = [b for r in rest for b in _subtract(r, box)]
-    ip = _after(after_op) if after_op is not None else ir.InsertionPoint.at_block_begin(block)
+        for box in full_boxes(part.mapping, shape):
+            rest = [b for r in rest for b in subtract(r, box)]
+    ip = insertion_after(after_op) if after_op is not None else ir.InsertionPoint.at_block_begin(block)
     with after_op.location if after_op is not None else location:
         if rest:
             dests.append(tensor.EmptyOp(shape, ir.RankedTensorType(x.type).element_type, ip=ip).result)
@@ -431,7 +431,7 @@ def _redirect_readers(part: ConcatPart, store, rest, stores, block) -> None:
     rest_mapping = MappingFunction.from_attr(store.attributes["mapping"]).pieces[len(pieces):]
     views: dict[int, ir.Value] = {}
     for use in list(x.uses):
-        owner = _op(use.owner)
+        owner = as_operation(use.owner)
         if owner == store:
             continue
         k = max(i for i, (s, _) in enumerate(stores) if s == store or s.is_before_in_block(owner))
@@ -440,7 +440,7 @@ def _redirect_readers(part: ConcatPart, store, rest, stores, block) -> None:
             sources = [buffer] + ([rest] if rest is not None else [])
             with s.location:
                 views[k] = vt_dialect.view(sources, MappingFunction(pieces + list(rest_mapping)),
-                                           shape, ip=_after(s))
+                                           shape, ip=insertion_after(s))
         use.owner.operands[use.operand_number] = views[k]
 
 
@@ -448,7 +448,7 @@ def _position(value, block) -> int:
     if isinstance(value.owner, ir.Block):
         return -1
     for i, o in enumerate(block.operations):
-        if o.operation == _op(value.owner):
+        if o.operation == as_operation(value.owner):
             return i
     return -1
 
@@ -468,7 +468,7 @@ def _later(a, b):
     return b if a.is_before_in_block(b) else a
 
 
-def _after(op) -> ir.InsertionPoint:
-    from .stores import _after as after
+def insertion_after(op) -> ir.InsertionPoint:
+    from .stores import insertion_after as after
 
     return after(op)

@@ -43,7 +43,7 @@ from torch_mlir import ir
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
 from . import catalogue as cat
 from .contiguity import CPU_CACHE_LINE, Profitability, TransferUnit, classify
-from .vtog import VTOG, Edge, _element_bytes
+from .build_vtog import VTOG, Edge, element_bytes
 
 #: Brute-force MAXEDGES up to this many candidate edges per node (2^k subsets); beyond, greedy.
 MAX_EXACT_EDGES = 10
@@ -95,14 +95,14 @@ class AnalyticCostModel(CostModel):
         g = state.graph
         c = edge.candidate
         v = g.nodes[edge.src]
-        elt = _element_bytes(v.value)
+        elt = element_bytes(v.value)
         region = cat.region_elements(c.mapping, c.virtual_shape) * elt
-        moves = _op_moves_bytes(c.op)
+        moves = op_moves_bytes(c.op)
         saved = 2 * region if moves else 0
         mapping, sources = state.composed(edge)
         profit = None
         penalty = 0.0
-        readers = _readers(v.value, c.op)
+        readers = readers_excluding(v.value, c.op)
         if mapping is not None:
             try:
                 profit = classify(mapping, c.virtual_shape,
@@ -118,7 +118,7 @@ class AnalyticCostModel(CostModel):
         penalty = factor * region * walkers
         multi = mapping is None or len(mapping.pieces) > 1 or not c.full
         blocked = [u for u in readers
-                   if not _can_read_view(u, v.value, multi, state.edges, self.multi_piece_readers)]
+                   if not can_read_view(u, v.value, multi, state.edges, self.multi_piece_readers)]
         materialise = 2 * region if blocked else 0
         unblocked = 0
         t = edge.dst
@@ -131,14 +131,14 @@ class AnalyticCostModel(CostModel):
 
 
 
-def _op_moves_bytes(op) -> bool:
+def op_moves_bytes(op) -> bool:
     from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
 
     kind = stats_classify(op)
     return kind is not None and kind[0] == DATA_MOVEMENT
 
 
-def _readers(value, exclude) -> list:
+def readers_excluding(value, exclude) -> list:
     """Ops reading `value`, without the data-movement op the edge eliminates."""
     out = []
     for use in value.uses:
@@ -156,17 +156,17 @@ def _is_linalg_reader(op, value) -> bool:
     op = op.operation
     if not op.name.startswith("linalg.") or op.name in ("linalg.yield", "linalg.index"):
         return False
-    n_inits = _num_inits(op)
+    n_inits = num_inits(op)
     n_in = len(op.operands) - n_inits
     return any(op.operands[i] == value for i in range(n_in))
 
 
-def _num_inits(op) -> int:
+def num_inits(op) -> int:
     """DPS inits of a linalg op: one per tensor result."""
     return len(op.results)
 
 
-def _can_read_view(use, value, multi_piece: bool, edges: list[Edge], split_readers: bool = False) -> bool:
+def can_read_view(use, value, multi_piece: bool, edges: list[Edge], split_readers: bool = False) -> bool:
     """Whether reader `use` reads a view of `value` without a gather: a linalg input (vt-lower-views
     folds a single-piece mapping into its indexing map; with `split_readers` a reader of a
     multi-piece view, once generalized, has its loop range split at the pieces — or, where the
@@ -177,7 +177,7 @@ def _can_read_view(use, value, multi_piece: bool, edges: list[Edge], split_reade
     if owner.name == "func.return":
         return False
     if owner.name.startswith("linalg.") and (not multi_piece or split_readers):
-        n_in = len(owner.operands) - _num_inits(owner)
+        n_in = len(owner.operands) - num_inits(owner)
         if operand < n_in:
             return True
     # A catalogued data-movement reader that may itself become a view of `value` (composition).

@@ -20,7 +20,7 @@ w(e) = saved − penalty − gather + unblocked, in nanoseconds:
 saved = the gather's time if vt-stats counts the op as moving data (a reshape is already free);
 penalty = Σ_u (time of u through the view − time of u on the materialised v) (negative if reading
 through the mapping is faster); gather = the gather's time if some reader cannot read a view at
-all (a returned value, a non-linalg op, an init operand: see `greedy._can_read_view`);
+all (a returned value, a non-linalg op, an init operand: see `greedy.can_read_view`);
 unblocked = the analytic model's unblocked bytes at the target's measured copy bandwidth.
 Edges with no kernel of their own to build get the analytic estimate converted with that bandwidth:
 input-of-output and in-place insert_slice edges (offered only with `rewrite=false`), and partial
@@ -53,12 +53,12 @@ from .greedy import (
     CostModel,
     GreedyState,
     Weight,
-    _can_read_view,
-    _num_inits,
-    _op_moves_bytes,
-    _readers,
+    can_read_view,
+    num_inits,
+    op_moves_bytes,
+    readers_excluding,
 )
-from .vtog import Edge
+from .build_vtog import Edge
 
 TARGET_UNITS = {"cpu": CPU_CACHE_LINE, "cuda": CUDA_COALESCING}
 _NULL_KERNEL = "func.func @main(%a: tensor<1xf32>) -> tensor<1xf32> { return %a : tensor<1xf32> }"
@@ -142,11 +142,11 @@ def _fast_call(exe):
     """A CPU kernel call with its memref descriptors built once (the engine only, no conversions)."""
     import numpy as np
 
-    from ..backend.cpu.executable import _memref_pointer
+    from ..backend.cpu.executable import memref_pointer
 
     arrays = [_random_input(spec).numpy() for spec in exe.signature.inputs]
     arrays += [np.zeros(spec.shape, spec.numpy_dtype) for spec in exe.signature.results]
-    pointers = [_memref_pointer(a) for a in arrays]
+    pointers = [memref_pointer(a) for a in arrays]
     engine, name = exe._engine, exe.signature.name
 
     def call():
@@ -209,16 +209,16 @@ class MeasuredCostModel(CostModel):
         try:
             gather = _gather_kernel(v, base.mapping, sources)
             timed, blocked = [], False
-            for owner, operand in _readers(v, c.op):
-                if owner.name.startswith("linalg.") and operand < len(owner.operands) - _num_inits(owner):
+            for owner, operand in readers_excluding(v, c.op):
+                if owner.name.startswith("linalg.") and operand < len(owner.operands) - num_inits(owner):
                     timed.append(_reader_kernels(owner, v, base.mapping, sources))
-                elif not _can_read_view((owner, operand), v, False, state.edges):
+                elif not can_read_view((owner, operand), v, False, state.edges):
                     blocked = True
         except (NotTimeable, ValueError) as why:
             w = self._from_bytes(base)
             self._note(state, edge, w, f"not timed ({why}): analytic bytes at the measured bandwidth")
             return w
-        key = (gather, tuple(timed), blocked, _op_moves_bytes(c.op), base.unblocked)
+        key = (gather, tuple(timed), blocked, op_moves_bytes(c.op), base.unblocked)
         if key in self.edge_cache:
             self.timer.cached += 1
             w = _with_structure(self.edge_cache[key], base)
@@ -233,7 +233,7 @@ class MeasuredCostModel(CostModel):
             reason = str(err).removeprefix("error: ").splitlines()[0]
             self._note(state, edge, w, f"not timed ({reason}): analytic bytes at the measured bandwidth")
             return w
-        saved = t_gather if _op_moves_bytes(c.op) else 0.0
+        saved = t_gather if op_moves_bytes(c.op) else 0.0
         materialise = t_gather if blocked else 0.0
         unblocked = base.unblocked / self.bandwidth if base.unblocked else 0.0
         ns = 1e9

@@ -17,7 +17,7 @@ The check, per function, after the greedy (`fit`):
    producers), bufferized by the backend's own pipeline (`backend/bufferize.GRAPH_TO_KERNELS`:
    results computed in their out-parameters, buffer reuse, elided temporaries), allocations placed at
    their first use (`memref-alloc-at-first-use`, the CPU lowering's first stage), and replayed in
-   program order (`temco.measure.kernel_allocation_timeline`, whose peak equals the runtime's
+   program order (`backend.cpu.peak_memory.kernel_allocation_timeline`, whose peak equals the runtime's
    measured internal peak: test_temco_measure.py). Inputs, outputs and weights are the same in
    both, so internal peaks compare totals.
 
@@ -47,6 +47,12 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..errors import VtmlirError
+from ..ir_utils import symbol_name, walk_ops
+from ..passes import run_pipeline
+from .greedy import PointsToGraph
+from .lower_views import lower_views
+from .rewrite import compose_view_chains, rewrite_points_to
+from .build_vtog import build_vtog
 
 
 @dataclass
@@ -75,10 +81,6 @@ class MemoryDecision:
         return out
 
 
-def _function_name(func) -> str:
-    return ir.StringAttr(func.operation.attributes["sym_name"]).value
-
-
 def _copy_module(func) -> ir.Module:
     """A new module in the same context holding copies of every top-level op of `func`'s module
     (dense resources live in the context and are shared)."""
@@ -100,10 +102,10 @@ def _copy_module(func) -> ir.Module:
 def backend_peak(module: ir.Module, function: str) -> int:
     """Internal peak (bytes) of `@function` as the backend allocates it: views lowered, bufferized,
     allocations at first use, replayed in program order (see the module docstring)."""
+    # The backend (bufferization, the allocation replay) only when a check runs: importing the CPU
+    # backend loads the JIT's runtime libraries, which `import vtmlir` should not pay for.
     from ..backend.bufferize import bufferize
-    from ..passes import run_pipeline
-    from ..temco.measure import kernel_allocation_timeline
-    from .lower import lower_views
+    from ..backend.cpu.peak_memory import kernel_allocation_timeline
 
     lower_views(module)
     bufferize(module)
@@ -120,22 +122,17 @@ class Evaluator:
 
     def __init__(self, func, graph, unit):
         self.func = func
-        self.name = _function_name(func)
+        self.name = symbol_name(func)
         self.graph = graph
         self.unit = unit
         self.count = 0
 
     def peak(self, chosen: dict[int, list]) -> int:
         """The peak with the views of `chosen` (node id -> edges of `self.graph`)."""
-        from ..ir_utils import walk_ops
-        from .eliminate import _compose_view_chains, _rewrite
-        from .greedy import PointsToGraph
-        from .vtog import build_vtog
-
         self.count += 1
         copy = _copy_module(self.func)
         funcs = [f for f in walk_ops(copy.operation, "func.func")
-                 if len(f.regions[0].blocks) and _function_name(f) == self.name]
+                 if len(f.regions[0].blocks) and symbol_name(f) == self.name]
         if len(funcs) != 1:
             raise VtmlirError(f"@{self.name} is not unique in its module")
         func = funcs[0]
@@ -147,8 +144,8 @@ class Evaluator:
             ptg = PointsToGraph(graph, [], {n: [graph.edges[e.id] for e in es] for n, es in chosen.items()},
                                 0.0, "")
             with func.context, ir.Location.unknown():
-                _rewrite(ptg)
-                _compose_view_chains(func)
+                rewrite_points_to(ptg)
+                compose_view_chains(func)
         return backend_peak(copy, self.name)
 
 

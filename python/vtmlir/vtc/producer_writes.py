@@ -8,7 +8,7 @@ occurrence) and then gathers the view: one copy kernel per piece, from physical 
 computed into buffers of their own. The buffer exists either way then, so the other direction is
 strictly better: a piece whose source is the result of a redirectable linalg producer that nothing
 else reads (possibly through reshapes that nothing else reads) is computed by that producer,
-re-indexed (stores.py `_reindexed_producer`), straight into its box of the buffer -- the source's
+re-indexed (stores.py `reindexed_producer`), straight into its box of the buffer -- the source's
 own buffer and the copy disappear; only pieces without such a producer (a function argument, a
 value with other readers) are gathered. This is the concat store of concat_stores.py (Fig. 11)
 decided at the point where the need for a buffer is known, and it also covers single-piece views (a
@@ -27,8 +27,8 @@ from ..dialects.affine_eval import compose_maps
 from ..dialects.vt_mapping import MappingFunction
 from ..errors import VtmlirError
 from . import catalogue as cat
-from .reindex import shape_of
-from .stores import _producer_error, _reindexed_producer
+from .reindex import gather, shape_of
+from .stores import producer_error, reindexed_producer
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
@@ -52,7 +52,7 @@ def redirectable_producer(source, amap: ir.AffineMap):
             chain.append(owner)
             value = owner.operands[0]
             continue
-        if owner.name != "linalg.generic" or _producer_error(owner) is not None:
+        if owner.name != "linalg.generic" or producer_error(owner) is not None:
             return None
         return owner, chain, amap
 
@@ -61,8 +61,6 @@ def write_by_producers(view) -> tuple[ir.Value, int] | None:
     """The buffer of `view` with every piece that has a redirectable producer written by it and the
     other pieces gathered; (value, pieces written by producers), or None when no piece has one (the
     caller gathers the view as before)."""
-    from .lower import _gather
-
     mapping = MappingFunction.from_attr(view.attributes["mapping"])
     result = view.results[0]
     shape = shape_of(result)
@@ -97,7 +95,7 @@ def write_by_producers(view) -> tuple[ir.Value, int] | None:
                 producer, chain, amap = found
                 init = tensor.ExtractSliceOp(part_type, current, [], [], [], lo, sizes, [1] * rank).result
                 try:
-                    part = _reindexed_producer(producer, amap, init, part_type, ip)
+                    part = reindexed_producer(producer, amap, init, part_type, ip)
                     written += 1
                     if not any(producer == q for q in producers):
                         producers.append(producer)
@@ -105,7 +103,7 @@ def write_by_producers(view) -> tuple[ir.Value, int] | None:
                 except VtmlirError:   # a parallel loop its output does not index: gather the piece
                     init.owner.operation.erase()
             if part is None:
-                part = _gather(sources[p.source], compose_maps(p.map, shift), sizes, elt)
+                part = gather(sources[p.source], compose_maps(p.map, shift), sizes, elt)
             current = tensor.InsertSliceOp(part, current, [], [], [], lo, sizes, [1] * rank).result
     view.results[0].replace_all_uses_with(current)
     view.erase()
@@ -129,9 +127,9 @@ def _erase_if_dead(value) -> None:
     if owner.name == "tensor.empty":
         owner.erase()
     elif owner.name in ("linalg.fill", "linalg.generic") and len(owner.results) == 1:
-        from .stores import _fill_value
+        from .stores import fill_value
 
-        if _fill_value(owner) is not None:
+        if fill_value(owner) is not None:
             init = owner.operands[len(owner.operands) - 1]
             owner.erase()
             _erase_if_dead(init)

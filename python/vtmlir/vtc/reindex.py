@@ -20,8 +20,10 @@ import itertools
 from collections.abc import Sequence
 
 from torch_mlir import ir
+from torch_mlir.dialects import linalg, tensor
 
 from ..dialects.affine_eval import eval_map
+from ..ir_utils import iterator_kinds, iterator_type
 
 #: Largest piece (in elements) `invert_piece` enumerates to find and check a non-trivial inverse.
 MAX_INVERT_POINTS = 1 << 16
@@ -134,8 +136,7 @@ def maps_of(op) -> list[ir.AffineMap]:
 
 
 def iterators_of(op) -> list[str]:
-    return ["reduction" if "reduction" in str(a) else "parallel"
-            for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return iterator_kinds(op)
 
 
 def shape_of(value) -> list[int]:
@@ -198,6 +199,28 @@ def clone_generic(op, operands: list, maps: list[ir.AffineMap], iterators: Seque
         new.operands[i] = v
     new.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
     new.attributes["iterator_types"] = ir.ArrayAttr.get(
-        [ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iterators])
+        [iterator_type(t) for t in iterators])
     new.results[0].set_type(result_type)
     return new.results[0]
+
+
+def gather(source, amap: ir.AffineMap, shape: list[int], elt) -> ir.Value:
+    """linalg.generic: out[x] = source[amap(x)] over `shape` (bare dims guarded as in folds)."""
+    src_shape = shape_of(source)
+    results = []
+    for r, e in enumerate(amap.results):
+        if isinstance(_down(e), ir.AffineDimExpr) and shape[ir.AffineDimExpr(e).position] != src_shape[r]:
+            e = ir.AffineExpr.get_mod(e, ir.AffineConstantExpr.get(src_shape[r]))
+        results.append(e)
+    in_map = ir.AffineMap.get(amap.n_dims, 0, results)
+    rank = len(shape)
+    empty = tensor.EmptyOp(shape, elt).result
+    par = iterator_type("parallel")
+    op = linalg.GenericOp([ir.RankedTensorType.get(shape, elt)], [source], [empty],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(in_map),
+                                            ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
+                          ir.ArrayAttr.get([par] * rank))
+    block = op.regions[0].blocks.append(elt, elt)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([block.arguments[0]])
+    return op.results[0]

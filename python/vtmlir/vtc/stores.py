@@ -41,6 +41,7 @@ from ..dialects import vt as vt_dialect
 from ..dialects.affine_eval import bounds, compose_maps
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
 from ..errors import VtmlirError
+from ..ir_utils import iterator_type, walk_ops
 from ..passes.registry import PassFailure
 from . import catalogue as cat
 from .reindex import (
@@ -73,15 +74,15 @@ class StorePlan:
     text: str = ""
 
 
-def _op(owner):
+def as_operation(owner):
     return owner.operation if hasattr(owner, "operation") else owner
 
 
-def _full_boxes(mapping: MappingFunction, shape) -> list[list[tuple[int, int]]]:
+def full_boxes(mapping: MappingFunction, shape) -> list[list[tuple[int, int]]]:
     return [[p.extent(d, shape) for d in range(len(shape))] for p in mapping.pieces]
 
 
-def _overlap(a, b) -> bool:
+def overlap(a, b) -> bool:
     return all(max(x[0], y[0]) < min(x[1], y[1]) for x, y in zip(a, b))
 
 
@@ -120,10 +121,10 @@ def _read_boxes(owner, operand_number: int, value) -> list | None:
 def _check_other_readers(value, chain_op, mapping: MappingFunction) -> bool:
     """No reader of `value` but `chain_op` reads the region `mapping` carries. Returns whether
     `value` has other readers at all."""
-    region = _full_boxes(mapping, shape_of(value))
+    region = full_boxes(mapping, shape_of(value))
     others = False
     for use in value.uses:
-        owner = _op(use.owner)
+        owner = as_operation(use.owner)
         if owner == chain_op:
             continue
         others = True
@@ -131,13 +132,13 @@ def _check_other_readers(value, chain_op, mapping: MappingFunction) -> bool:
         if boxes is None:
             raise NotRealisable(f"{owner.name} reads {value.get_name()} whole, including the "
                                 f"elements the store would move")
-        if any(_overlap(b, r) for b in boxes for r in region):
+        if any(overlap(b, r) for b in boxes for r in region):
             raise NotRealisable(f"{owner.name} reads elements of {value.get_name()} the store "
                                 f"would move")
     return others
 
 
-def _producer_error(op) -> str | None:
+def producer_error(op) -> str | None:
     """Why `op` cannot be re-indexed to write through a mapping (None: it can)."""
     if not op.name.startswith("linalg.") or len(op.regions) != 1 or len(op.results) != 1:
         return f"{op.name} is not a single-result linalg op"
@@ -159,10 +160,10 @@ def _init_is_fill_or_empty(init) -> bool:
     owner = init.owner
     if isinstance(owner, ir.Block):
         return False
-    return _op(owner).name == "tensor.empty" or _fill_value(_op(owner)) is not None
+    return as_operation(owner).name == "tensor.empty" or fill_value(as_operation(owner)) is not None
 
 
-def _fill_value(op):
+def fill_value(op):
     """The scalar a `linalg.fill` (or its generalized form) writes everywhere, else None."""
     if op.name == "linalg.fill":
         return op.operands[0]
@@ -192,13 +193,13 @@ def trace_to_producer(cur, nxt, m: MappingFunction, *, readers_may_share: bool =
     shared = False
     while True:
         if readers_may_share:
-            shared = any(_op(u.owner) != nxt for u in cur.uses) or shared
+            shared = any(as_operation(u.owner) != nxt for u in cur.uses) or shared
         else:
             shared = _check_other_readers(cur, nxt, m) or shared
         owner = cur.owner
         if isinstance(owner, ir.Block):
             raise NotRealisable("the stored value is a function argument (no producer to redirect)")
-        owner = _op(owner)
+        owner = as_operation(owner)
         entry = cat.entry_for(owner)
         if entry is None:
             return cur, m, exclusive, chain_text, shared
@@ -226,7 +227,7 @@ def trace_to_producer(cur, nxt, m: MappingFunction, *, readers_may_share: bool =
 def plan_store(insert) -> StorePlan:
     """The store realising one `tensor.insert_slice` or constant `tensor.pad` (its destination: a
     buffer filled with the padding value), NotRealisable with the reason otherwise."""
-    insert = _op(insert)
+    insert = as_operation(insert)
     entry = cat.entry_for(insert)
     if entry is None:
         raise NotRealisable(f"{insert.name} is not a catalogued data-movement op")
@@ -240,11 +241,11 @@ def plan_store(insert) -> StorePlan:
         raise NotRealisable(m)
     dest = pad if pad is not None else insert.operands[1]
     cur, m, exclusive, chain_text, _ = trace_to_producer(insert.operands[0], insert, m)
-    owner = _op(cur.owner)
-    why = _producer_error(owner)
+    owner = as_operation(cur.owner)
+    why = producer_error(owner)
     if why:
         raise NotRealisable(f"the producer {owner.name} of {cur.get_name()}: {why}")
-    if not (isinstance(dest.owner, ir.Block) or _op(dest.owner).is_before_in_block(owner)):
+    if not (isinstance(dest.owner, ir.Block) or as_operation(dest.owner).is_before_in_block(owner)):
         raise NotRealisable("the destination (or padding value) is defined after the producer")
     shape = shape_of(cur)
     for p in m.pieces:
@@ -258,9 +259,9 @@ def plan_store(insert) -> StorePlan:
 
 
 def _reads_every_loop(op) -> bool:
-    from .catalogue import _generic_parts
+    from .catalogue import generic_parts
 
-    _, in_map, _ = _generic_parts(op)
+    _, in_map, _ = generic_parts(op)
     used = {ir.AffineDimExpr(e).position for e in in_map.results
             if isinstance(e.maybe_downcast() if hasattr(e, "maybe_downcast") else e, ir.AffineDimExpr)}
     return len(used) == in_map.n_dims
@@ -269,7 +270,7 @@ def _reads_every_loop(op) -> bool:
 def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
     """Plans for every insert_slice of `func` that can be realised, and (op, reason) for the rest
     (`skip`: insert_slices that build a concat, planned by concat_stores.py)."""
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
     plans, skipped = [], []
     for op in func.regions[0].blocks[0].operations:
@@ -279,13 +280,13 @@ def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
         try:
             plans.append(plan_store(op))
         except NotRealisable as why:
-            skipped.append((f"{op.name}@{format_loc(op.location)}", str(why)))
+            skipped.append((f"{op.name}@{format_location(op.location)}", str(why)))
     return plans, skipped
 
 
-def _subtract(box, cut) -> list:
+def subtract(box, cut) -> list:
     """`box` minus `cut` as disjoint boxes (both lists of (lo, hi) per dim)."""
-    if not _overlap(box, cut):
+    if not overlap(box, cut):
         return [box]
     out, cur = [], list(box)
     for d, ((lo, hi), (clo, chi)) in enumerate(zip(box, cut)):
@@ -302,11 +303,11 @@ def apply_store(plan: StorePlan) -> ir.Value:
     x, insert = plan.value, plan.insert
     shape = shape_of(x)
     rest = [[(0, e) for e in shape]]
-    for box in _full_boxes(plan.mapping, shape):
-        rest = [b for r in rest for b in _subtract(r, box)]
-    producer = _op(x.owner)
+    for box in full_boxes(plan.mapping, shape):
+        rest = [b for r in rest for b in subtract(r, box)]
+    producer = as_operation(x.owner)
     pieces = [Piece(0, p.map, p.ranges) for p in plan.mapping.pieces]
-    ip = _after(producer)
+    ip = insertion_after(producer)
     with producer.location:
         if insert.name == "tensor.pad":   # the destination: a buffer holding the padding value
             out = ir.RankedTensorType(insert.results[0].type)
@@ -325,17 +326,17 @@ def apply_store(plan: StorePlan) -> ir.Value:
                                              if (lo, hi) != (0, shape[d]))) for b in rest]
         mapping = MappingFunction(pieces)
         updated = vt_dialect.store_into(x, dests, mapping, ip=ip)
-    store_op = _op(updated[0].owner)
+    store_op = as_operation(updated[0].owner)
     source = insert.operands[0]
     insert.results[0].replace_all_uses_with(updated[0])
     if len(updated) > 1:
         x.replace_all_uses_except(updated[1], store_op)
     insert.erase()
-    _erase_dead(source)
+    erase_dead(source)
     return updated[0]
 
 
-def _after(op) -> ir.InsertionPoint:
+def insertion_after(op) -> ir.InsertionPoint:
     block = op.block
     ops = list(block.operations)
     for i, o in enumerate(ops):
@@ -344,7 +345,7 @@ def _after(op) -> ir.InsertionPoint:
     return ir.InsertionPoint(block)
 
 
-def _erase_dead(value) -> None:
+def erase_dead(value) -> None:
     """Erase the pure data-movement ops / views left without readers, walking up from `value`."""
     work = [value]
     while work:
@@ -352,7 +353,7 @@ def _erase_dead(value) -> None:
         owner = v.owner
         if isinstance(owner, ir.Block) or list(v.uses):
             continue
-        owner = _op(owner)
+        owner = as_operation(owner)
         if owner.name != "vt.view" and cat.entry_for(owner) is None:
             continue
         if any(list(r.uses) for r in owner.results):
@@ -369,14 +370,14 @@ def lower_store(store) -> tuple[int, int]:
     """Lower one `vt.store_into`: the producer (a generalized linalg.generic whose only reader is
     the store) re-indexed per piece into its destination; any other value is copied per piece (a
     gather generic, data movement). Returns (pieces written by the producer, pieces copied)."""
-    store = _op(store)
+    store = as_operation(store)
     x = store.operands[0]
     dests = list(store.operands)[1:]
     mapping = MappingFunction.from_attr(store.attributes["mapping"])
     shape = shape_of(x)
-    producer = None if isinstance(x.owner, ir.Block) else _op(x.owner)
+    producer = None if isinstance(x.owner, ir.Block) else as_operation(x.owner)
     direct = (producer is not None and producer.name == "linalg.generic"
-              and len(list(x.uses)) == 1 and _producer_error(producer) is None)
+              and len(list(x.uses)) == 1 and producer_error(producer) is None)
     current = list(dests)
     written = copied = 0
     elt = ir.RankedTensorType(x.type).element_type
@@ -396,7 +397,7 @@ def lower_store(store) -> tuple[int, int]:
             init = tensor.ExtractSliceOp(slice_type, current[p.source], [], [], [], lo, sizes,
                                          [1] * rank, ip=ip).result
             if direct:
-                part = _reindexed_producer(producer, inv, init, slice_type, ip)
+                part = reindexed_producer(producer, inv, init, slice_type, ip)
                 written += 1
             else:
                 part = _gather_into(x, inv, init, slice_type, ip)
@@ -410,12 +411,12 @@ def lower_store(store) -> tuple[int, int]:
         init = producer.operands[len(producer.operands) - 1]
         producer.erase()
         if not isinstance(init.owner, ir.Block) and not list(init.uses) and \
-                (_op(init.owner).name == "tensor.empty" or _fill_value(_op(init.owner)) is not None):
-            _op(init.owner).erase()
+                (as_operation(init.owner).name == "tensor.empty" or fill_value(as_operation(init.owner)) is not None):
+            as_operation(init.owner).erase()
     return written, copied
 
 
-def _reindexed_producer(producer, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
+def reindexed_producer(producer, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
     """The producer computing only the elements `inv` selects, written into `init` (loops: the
     destination box's dims, then the producer's reduction loops in order)."""
     maps = maps_of(producer)
@@ -438,7 +439,7 @@ def _reindexed_producer(producer, inv: ir.AffineMap, init, result_type, ip) -> i
     out = ir.AffineMap.get(n_loops, 0, [ir.AffineDimExpr.get(i) for i in range(r)])
     piece_init = init
     old_init = producer.operands[n_in]
-    fill = None if isinstance(old_init.owner, ir.Block) else _fill_value(_op(old_init.owner))
+    fill = None if isinstance(old_init.owner, ir.Block) else fill_value(as_operation(old_init.owner))
     if body_reads_init(producer) and fill is not None:
         with ip:
             piece_init = linalg.fill(fill, outs=[init])
@@ -454,7 +455,7 @@ def _gather_into(x, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
     rank = inv.n_dims
     elt = ir.RankedTensorType(x.type).element_type
     inv = guard_bare_dims([inv], [x], list(ir.RankedTensorType(result_type).shape), keep_bare=-1)[0]
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    par = iterator_type("parallel")
     op = linalg.GenericOp([result_type], [x], [init],
                           ir.ArrayAttr.get([ir.AffineMapAttr.get(inv),
                                             ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
@@ -467,8 +468,6 @@ def _gather_into(x, inv: ir.AffineMap, init, result_type, ip) -> ir.Value:
 
 def lower_stores(module) -> tuple[int, int]:
     """Lower every `vt.store_into` in `module` (named ops must be generalized first)."""
-    from ..ir_utils import walk_ops
-
     written = copied = 0
     for store in walk_ops(module, "vt.store_into"):
         w, c = lower_store(store)

@@ -67,7 +67,7 @@ class CpuExecutable:
                 arrays[i] = arrays[i].copy()
         out_params = [np.zeros(spec.shape, spec.numpy_dtype)
                       for spec, a in zip(self.signature.results, self.result_arguments) if a < 0]
-        pointers = [_memref_pointer(a) for a in arrays + out_params]
+        pointers = [memref_pointer(a) for a in arrays + out_params]
         if self._allocator is not None:
             self._allocator.reset()
         self._engine.invoke(self.signature.name, *pointers)
@@ -134,7 +134,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
 
         weight_bytes = weight_bytes_of(module)
     report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules)
-    engine = _create_engine(module, opt_level)
+    engine = create_engine(module, opt_level)
     if track_memory:
         allocator = CountingAllocator()
         allocator.bind(engine)  # before the first lookup materialises the code
@@ -149,7 +149,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
                          threads=threads)
 
 
-def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
+def create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
     """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr.
     A module with parallel loops gets LLVM's OpenMP runtime (`codegen.openmp`)."""
     from ...codegen.openmp import calls_openmp, openmp_library
@@ -176,7 +176,7 @@ def print_ir(module: ir.Module) -> str:
     return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
 
 
-def _memref_pointer(array: np.ndarray):
+def memref_pointer(array: np.ndarray):
     if array.ndim == 0:
         # get_ranked_memref_descriptor wants rank ≥ 1; a 0-d memref is {allocated, aligned, offset}.
         class _ZeroD(ctypes.Structure):

@@ -19,7 +19,7 @@ from torch_mlir import ir
 from ...passes import run_pipeline
 
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
-# shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
+# shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, passes/memref_alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
 # so they run in order; only the foralls the schedules make are parallel. `codegen-split-checks`: the
 # importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check

@@ -160,7 +160,7 @@ def weight_bytes_of(kernel_module) -> int:
     from torch_mlir import ir
 
     from ...ir_utils import walk_ops
-    from ...passes.vt_stats import shaped_bytes
+    from ...ir_types import shaped_bytes
 
     return sum(shaped_bytes(ir.TypeAttr(op.attributes["type"]).value) or 0
                for op in walk_ops(kernel_module) if op.name == "memref.global")

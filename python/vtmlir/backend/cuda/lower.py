@@ -89,7 +89,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     # multiplications for a constant exponent, else into math.powf (exact for integral exponents).
     GpuStage("expand-fpowi", "math.fpowi → multiplications or math.powf",
              pipeline="func.func(math-expand-ops{{ops=fpowi}})"),
-    # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (temco/gpu_forall.py).
+    # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (passes/gpu_sequentialize_forall.py).
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
     GpuStage("parallel-loops", "linalg ops → scf.parallel loop nests",

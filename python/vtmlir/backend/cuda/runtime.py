@@ -34,7 +34,7 @@ def scalar_parameter(ptype: str, value):
     return ctype(value)
 
 
-def _driver():
+def cuda_driver():
     from cuda.bindings import driver
 
     return driver
@@ -43,7 +43,7 @@ def _driver():
 def cuda_available() -> bool:
     """True when the CUDA driver loads and reports at least one device; never raises."""
     try:
-        driver = _driver()
+        driver = cuda_driver()
         (err,) = driver.cuInit(0)
         if err != driver.CUresult.CUDA_SUCCESS:
             return False
@@ -55,20 +55,20 @@ def cuda_available() -> bool:
 
 def device_arch(ordinal: int = 0) -> str:
     """The compute capability of device `ordinal` as a ptxas arch name (sm_80, sm_90, ...)."""
-    driver = _driver()
-    _check(driver.cuInit(0), "cuInit")
-    device = _check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+    driver = cuda_driver()
+    check_cuda(driver.cuInit(0), "cuInit")
+    device = check_cuda(driver.cuDeviceGet(ordinal), "cuDeviceGet")
     attr = driver.CUdevice_attribute
-    major = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+    major = check_cuda(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
                    "cuDeviceGetAttribute")
-    minor = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+    minor = check_cuda(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
                    "cuDeviceGetAttribute")
     return f"sm_{major}{minor}"
 
 
-def _check(result, what: str):
+def check_cuda(result, what: str):
     """Unpack a cuda-python result tuple, raising a VtmlirError with the driver's error name."""
-    driver = _driver()
+    driver = cuda_driver()
     err, *rest = result if isinstance(result, tuple) else (result,)
     if err != driver.CUresult.CUDA_SUCCESS:
         _, name = driver.cuGetErrorName(err)
@@ -88,30 +88,30 @@ class CudaRuntime:
         if not cuda_available():
             raise VtmlirError("error: no CUDA device available (the CUDA driver did not load or reports "
                               "no device); the PTX and cubins can still be inspected")
-        driver = _driver()
+        driver = cuda_driver()
         self.program = program
-        _check(driver.cuInit(0), "cuInit")
-        self.device = _check(driver.cuDeviceGet(0), "cuDeviceGet")
-        self.context = _check(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
-        _check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        check_cuda(driver.cuInit(0), "cuInit")
+        self.device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.context = check_cuda(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self.modules = {}
         self.functions = {}
         for name, image in images.items():
             data = image
             if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
                 data = image + b"\0"  # PTX text must be NUL-terminated for cuModuleLoadData
-            module = _check(driver.cuModuleLoadData(data), f"loading kernel {name}")
+            module = check_cuda(driver.cuModuleLoadData(data), f"loading kernel {name}")
             self.modules[name] = module
-            self.functions[name] = _check(driver.cuModuleGetFunction(module, functions[name].encode()),
+            self.functions[name] = check_cuda(driver.cuModuleGetFunction(module, functions[name].encode()),
                                           f"looking up {functions[name]} in kernel {name}")
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Execute the host program on `inputs` (numpy, in the function's argument order)."""
-        driver = _driver()
+        driver = cuda_driver()
         program = self.program
         if len(inputs) != len(program.inputs):
             raise VtmlirError(f"error: expected {len(program.inputs)} inputs, got {len(inputs)}")
-        _check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         device_ptrs: dict[int, int] = {}
         try:
             for index, (buffer_id, array) in enumerate(zip(program.inputs, inputs)):
@@ -132,14 +132,14 @@ class CudaRuntime:
                 elif isinstance(step, Launch):
                     self._launch(step, device_ptrs)
                 elif isinstance(step, Free):
-                    _check(driver.cuMemFree(device_ptrs.pop(step.buffer)), "cuMemFree")
-            _check(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
+                    check_cuda(driver.cuMemFree(device_ptrs.pop(step.buffer)), "cuMemFree")
+            check_cuda(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
             results = []
             for buffer_id in program.result_buffers:   # out-parameters, or donated inputs updated in place
                 buf = program.buffers[buffer_id]
                 host = np.empty(buf.shape, dtype=numpy_dtype(buf.dtype))
                 if host.nbytes:
-                    _check(driver.cuMemcpyDtoH(host.ctypes.data, device_ptrs[buffer_id], host.nbytes),
+                    check_cuda(driver.cuMemcpyDtoH(host.ctypes.data, device_ptrs[buffer_id], host.nbytes),
                            "cuMemcpyDtoH")
                 results.append(host)
             return results
@@ -148,12 +148,12 @@ class CudaRuntime:
                 driver.cuMemFree(ptr)
 
     def _alloc(self, nbytes: int):
-        return _check(_driver().cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})")
+        return check_cuda(cuda_driver().cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})")
 
     def _upload(self, ptr, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array)
         if array.nbytes:
-            _check(_driver().cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+            check_cuda(cuda_driver().cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
 
     def _launch(self, step: Launch, device_ptrs: dict) -> None:
         # cuLaunchKernel takes void** : one pointer per kernel parameter, each to that parameter's value.
@@ -167,12 +167,12 @@ class CudaRuntime:
                 except VtmlirError as err:
                     raise VtmlirError(f"{err} (kernel {step.kernel})") from None
         pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
-        _check(_driver().cuLaunchKernel(self.functions[step.kernel], *step.grid, *step.block, 0, 0,
+        check_cuda(cuda_driver().cuLaunchKernel(self.functions[step.kernel], *step.grid, *step.block, 0, 0,
                                         ctypes.addressof(pointers), 0),
                f"launching kernel {step.kernel}")
 
     def close(self) -> None:
-        driver = _driver()
+        driver = cuda_driver()
         for module in self.modules.values():
             driver.cuModuleUnload(module)
         self.modules.clear()

@@ -124,7 +124,7 @@ class VTOG:
             extra = " in-place" if c.in_place else ""
             profit = f" {e.profit}" if e.profit else ""
             lines.append(f"  edge {e.label}: {names[e.src]} -> {names[e.dst]} {c.kind} {c.direction} "
-                         f"{cover}{extra}{profit} map {_mapping_text(c.mapping)}")
+                         f"{cover}{extra}{profit} map {mapping_text(c.mapping)}")
         for nid, pairs in self.conflicts.items():
             body = ", ".join(f"(e{a}, e{b})" for a, b in pairs)
             lines.append(f"  S({names[nid]}) = {{{body}}}")
@@ -160,7 +160,7 @@ def _dot_escape(text: str) -> str:
     return text.replace('"', '\\"')
 
 
-def _mapping_text(m) -> str:
+def mapping_text(m) -> str:
     parts = []
     for p in m.pieces:
         box = " ".join(f"{lo}<=d{d}<{hi}" for d, lo, hi in p.ranges)
@@ -168,8 +168,8 @@ def _mapping_text(m) -> str:
     return " | ".join(parts)
 
 
-def _element_bytes(value) -> int:
-    from ..passes.vt_stats import element_bits
+def element_bytes(value) -> int:
+    from ..ir_types import element_bits
 
     bits = element_bits(ir.RankedTensorType(value.type).element_type) or 8
     return max(1, (bits + 7) // 8)
@@ -250,7 +250,7 @@ def _build_vtog(func, unit) -> VTOG:
                 continue
             try:
                 profit = classify(c.mapping, c.virtual_shape, [c.physical_shape],
-                                  _element_bytes(c.virtual), unit)
+                                  element_bytes(c.virtual), unit)
             except ValueError:
                 profit = None
             graph.edges.append(Edge(len(graph.edges), u.id, v.id, c, profit))
@@ -272,9 +272,9 @@ def _key(value):
 
 
 def _loc(op) -> str:
-    from ..passes.vt_stats import format_loc
+    from ..errors import format_location
 
-    return format_loc(op.location)
+    return format_location(op.location)
 
 
 def build_vtogs(module, unit: TransferUnit | int = TARGETS["cuda"]) -> list[VTOG]:

@@ -1,6 +1,6 @@
 // RUN: vt-opt %s --split-input-file --memref-alloc-at-first-use | filecheck %s
 
-// memref-alloc-at-first-use (temco/alloc_at_first_use.py), the buffer placement behind TeMCO's
+// memref-alloc-at-first-use (passes/memref_alloc_at_first_use.py), the buffer placement behind TeMCO's
 // measured peak (§2.2). Copies of a shared constant fill become fills of their targets, and the fill
 // moves to the buffer's next reader: the zeros are not kept alive between the two convs.
 

@@ -23,7 +23,7 @@ not fix the value sets, so vtmlir fixes them here (docs/lowbit.md has the tables
   becomes the canonical NaN code where the type has NaN and raises `ValueError` elsewhere. Ints
   round half to even and saturate to [min, max].
 
-`mlir_type()` gives the builtin MLIR type where one has exactly these semantics (`f8E4M3FN`,
+`vtmlir.dialects.vt.lowbit_mlir_type(t)` gives the builtin MLIR type where one has exactly these semantics (`f8E4M3FN`,
 `f8E5M2`, `f6E3M2FN`, `f6E2M3FN`, `f4E2M1FN`, `f8E4M3`/`f8E3M4` for the "ieee" splits, `iN`); the
 other float splits need a `vt` type (see docs/lowbit.md).
 """
@@ -40,7 +40,7 @@ FLOAT_SPECIALS = ("finite", "nan", "ieee")
 
 # Builtin MLIR float types whose semantics equal ours: (exponent, mantissa, specials) -> type name
 # as printed, and the torch_mlir.ir class that builds it.
-_BUILTIN_FLOATS = {
+BUILTIN_FLOATS = {
     (4, 3, "nan"): ("f8E4M3FN", "Float8E4M3FNType"),
     (5, 2, "ieee"): ("f8E5M2", "Float8E5M2Type"),
     (4, 3, "ieee"): ("f8E4M3", "Float8E4M3Type"),
@@ -271,43 +271,8 @@ class LowBitType:
         """
         if self.kind in ("int", "uint"):
             return f"i{self.bits}"
-        entry = _BUILTIN_FLOATS.get((self.exponent, self.mantissa, self.specials))
+        entry = BUILTIN_FLOATS.get((self.exponent, self.mantissa, self.specials))
         return entry[0] if entry else None
-
-    def mlir_type(self, context=None):
-        """The MLIR `ir.Type` (needs an active context or `context`): the builtin type where one has
-        exactly this value set (signless `iN` for ints), else `!vt.float<exponent, mantissa,
-        "specials">` (`vtmlir.dialects.vt.FloatType`; the `vt` dialect must be loaded, as in every
-        `vtmlir.context.make_context()` context)."""
-        from torch_mlir import ir
-
-        if self.kind in ("int", "uint"):
-            return ir.IntegerType.get_signless(self.bits, context=context)
-        entry = _BUILTIN_FLOATS.get((self.exponent, self.mantissa, self.specials))
-        if entry is None:
-            from vtmlir.dialects.vt import float_type
-
-            return float_type(self.exponent, self.mantissa, self.specials, context=context)
-        return getattr(ir, entry[1]).get(context=context)
-
-    @staticmethod
-    def from_mlir_type(t, signed: bool = True) -> "LowBitType":
-        """The float type of a builtin low-bit float or `!vt.float`, or the int of an `iN`
-        (N <= 8; signless, so `signed` picks int or uint). ValueError for anything else."""
-        from torch_mlir import ir
-
-        from vtmlir.dialects.vt import float_type_params
-
-        t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
-        if isinstance(t, ir.IntegerType) and t.width <= 8:
-            return LowBitType.int(t.width) if signed and t.width >= 2 else LowBitType.uint(t.width)
-        params = float_type_params(t)
-        if params is not None:
-            return LowBitType.float(*params)
-        for (e, m, sp), (name, _cls) in _BUILTIN_FLOATS.items():
-            if str(t) == name:
-                return LowBitType.float(e, m, sp)
-        raise ValueError(f"{t} is not a 1-8 bit type vtmlir.lowbit models")
 
     def _require_float(self):
         if self.kind != "float":

@@ -18,7 +18,7 @@ tensor freed right after its last use), and what the CPU pipeline does about it 
    the buffer's last use;
 2. allocations sit where the shared `tensor.empty` stood, a shared zero fill is materialised once
    and copied into every conv's buffer, and several tensors share the one empty's buffer with dead
-   gaps between them: `memref-alloc-at-first-use` (`temco/alloc_at_first_use.py`) sinks
+   gaps between them: `memref-alloc-at-first-use` (`passes/memref_alloc_at_first_use.py`) sinks
    allocations, turns the fill copies into fills, and splits reused buffers;
 3. elementwise fusion before bufferization removes buffers, and elementwise ops write into inputs
    that die at them: `analyze_peak_memory(as_compiled=True)` models both.
@@ -51,8 +51,8 @@ def kernel_allocation_timeline(kernel_module, function: str = "main") -> Allocat
     """
     from torch_mlir import ir
 
-    from ..ir_utils import walk_ops
-    from ..passes.vt_stats import shaped_bytes
+    from ...ir_utils import walk_ops
+    from ...ir_types import shaped_bytes
 
     funcs = [op for op in walk_ops(kernel_module, "func.func")
              if ir.StringAttr(op.attributes["sym_name"]).value == function]
@@ -90,11 +90,11 @@ def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict 
     """Compile `module` (graph level; not modified) for the CPU with memory tracking, run it on
     `inputs`, and return `(outputs, MemoryStats)`. `stages`, if given, receives the IR of each stage.
     `opt_level` is the JIT's; allocations do not depend on it (0 compiles big models much faster)."""
-    from ..backend.cpu import compile_cpu
-    from ..compiler import check_lowerable
-    from ..context import make_context
-    from ..frontend import as_module
-    from ..signature import find_entry, signature_of
+    from ...context import make_context
+    from ...frontend import as_module
+    from ...signature import find_entry, signature_of
+    from ..lowerable import check_lowerable
+    from . import compile_cpu
 
     graph = as_module(module, context=make_context())
     check_lowerable(graph)

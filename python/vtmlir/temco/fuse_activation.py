@@ -30,7 +30,7 @@ At graph level this is upstream tile-and-fuse, driven through the transform dial
 
 The loop is marked `temco.fused = "lconv-act-fconv"` (or `"lconv-act-pool-fconv"`). Code generation:
 the CPU lowering turns `scf.forall` into `scf.for` (`scf-forall-to-for`); the CUDA lowering
-(`gpu-sequentialize-forall`, `temco/gpu_forall.py`) makes each tile one GPU thread with its tile
+(`gpu-sequentialize-forall`, `passes/gpu_sequentialize_forall.py`) makes each tile one GPU thread with its tile
 buffer in local memory (`memref.alloca`) and the loop the kernel's grid, so the group is one kernel.
 
 Layer transformations (§3.3, Fig. 9): with `split-concat` (default on), an fconv whose input is a
@@ -51,10 +51,11 @@ from torch_mlir import ir
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
-from ..passes.vt_stats import format_loc, shaped_bytes
+from ..errors import format_location
+from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
-from .merge_lconvs import merge_lconvs as _merge_lconvs
-from .pad_in_place import _pad_value
+from .merge_lconvs import fill_conv_body, merge_lconvs as _merge_lconvs
+from .pad_in_place import pad_value
 from .push_through_concat import push_through_concat
 
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -265,8 +266,9 @@ def _tile_rows(members, height: int) -> int:
             continue
         for amap in ir.ArrayAttr(op.attributes["indexing_maps"]):
             results = ir.AffineMapAttr(amap).value.results
-            if len(results) == 4 and "floordiv" in str(results[2]):
-                q = int(str(results[2]).split("floordiv")[-1])
+            if (len(results) == 4 and isinstance(results[2], ir.AffineFloorDivExpr)
+                    and isinstance(results[2].rhs, ir.AffineConstantExpr)):
+                q = results[2].rhs.value
                 rows = rows * q // math.gcd(rows, q)
     return rows if height % rows == 0 else 1
 
@@ -318,7 +320,7 @@ def _output_bytes(root) -> int:
     """Bytes the root's result occupies: its padded copy's when a constant pad is its only user
     (`temco-pad-in-place` then makes the root write into that buffer)."""
     users = [u.owner for u in root.results[0].uses]
-    if len(users) == 1 and users[0].operation.name == "tensor.pad" and _pad_value(users[0].operation) is not None:
+    if len(users) == 1 and users[0].operation.name == "tensor.pad" and pad_value(users[0].operation) is not None:
         return shaped_bytes(users[0].operation.results[0].type) or 0
     return shaped_bytes(root.results[0].type) or 0
 
@@ -327,7 +329,7 @@ def _is_spatial_constant_pad(op) -> bool:
     """A static `tensor.pad` of a rank-4 NCHW tensor with one value everywhere (max-pool's -inf, a
     zero pad) that pads H and W only: a channel tile of it is a padded channel tile of its source."""
     if op.name != "tensor.pad" or len(op.operands) != 1 or not _is_static_tensor(op.operands[0]) \
-            or len(_shape(op.operands[0])) != 4 or _pad_value(op) is None:
+            or len(_shape(op.operands[0])) != 4 or pad_value(op) is None:
         return False
     low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
@@ -442,7 +444,7 @@ def split_concat_fconvs(func) -> int:
     tensors) is left whole: splitting it would undo the merge."""
     from torch_mlir.dialects import linalg
 
-    from .weights import constant_array, make_constant
+    from ..ir_constants import constant_array, make_constant
 
     count = 0
     for fconv in [op for op in walk_ops(func, _CONV) if _is_pointwise_conv(op)]:
@@ -466,7 +468,7 @@ def split_concat_fconvs(func) -> int:
                 conv = linalg.Conv2DNchwFchwOp(result_tensors=[acc.type], inputs=[part, w], outputs=[acc],
                                                strides=fconv.attributes["strides"],
                                                dilations=fconv.attributes["dilations"])
-                _fill_conv_body(conv)
+                fill_conv_body(conv)
                 for name in ("temco.role", "temco.layer"):
                     if name in fconv.attributes:
                         conv.operation.attributes[name] = fconv.attributes[name]
@@ -476,17 +478,6 @@ def split_concat_fconvs(func) -> int:
         concat.operation.erase()
         count += 1
     return count
-
-
-def _fill_conv_body(conv) -> None:
-    """The named conv's region (the Python builder leaves it empty): out + in * w."""
-    from torch_mlir.dialects import arith, linalg
-
-    element_type = ir.ShapedType(conv.results[0].type).element_type
-    block = conv.regions[0].blocks.append(element_type, element_type, element_type)
-    with ir.InsertionPoint(block):
-        product = arith.MulFOp(block.arguments[0], block.arguments[1])
-        linalg.YieldOp([arith.AddFOp(block.arguments[2], product)])
 
 
 # -- the rewrite -----------------------------------------------------------------------------------
@@ -542,10 +533,10 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 producer = _producer(fconv.operands[0])
                 if fconv.name == _CONV and producer is not None and (_is_elementwise(producer)
                                                                      or producer.name in _POOLS):
-                    report.skipped.append(f"fconv at {format_loc(fconv.location)}: {reason}")
+                    report.skipped.append(f"fconv at {format_location(fconv.location)}: {reason}")
                 continue
             if any(_ATTR in m.attributes for m in members):
-                report.skipped.append(f"fconv at {format_loc(fconv.location)}: its producers are already fused")
+                report.skipped.append(f"fconv at {format_location(fconv.location)}: its producers are already fused")
                 continue
             destination = _in_place_destination(fconv, members) if fconv.name != _CONV else None
             if destination is not None:
@@ -568,8 +559,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             report.groups.append(FusedGroup(
                 kind=_group_kind(fconv),
                 in_place=destination is not None,
-                fconv=format_loc(fconv.location),
-                lconvs=[format_loc(m.location) for m in members if m.name == _CONV],
+                fconv=format_location(fconv.location),
+                lconvs=[format_location(m.location) for m in members if m.name == _CONV],
                 ops=[m.name.removeprefix("linalg.") for m in members],
                 tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], rows, tile[3]],
                 avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),

@@ -26,8 +26,8 @@ from functools import cmp_to_key
 
 from torch_mlir import ir
 
-from ..ir_utils import walk_ops
-from ..passes.memref_dealloc_at_last_use import _users_in_block
+from ..ir_utils import all_parallel, walk_ops
+from ..passes.memref_dealloc_at_last_use import users_in_block
 from ..passes.registry import Pass, register_pass
 
 
@@ -46,7 +46,7 @@ def _constant_fill_of(op) -> bool:
     owner = value.owner
     if isinstance(owner, ir.Block):
         return False  # yields the block argument (a no-op) or something computed per element
-    return all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+    return all_parallel(op)
 
 
 def rematerialize_fill_copies(root) -> int:
@@ -65,7 +65,7 @@ def rematerialize_fill_copies(root) -> int:
         fill = fills[0]
         # only the copies made while the buffer still holds the fill (before any other user)
         copies = []
-        for user in sorted({hash(u): u for u in _users_in_block(buffer, alloc.parent)}.values(),
+        for user in sorted({hash(u): u for u in users_in_block(buffer, alloc.parent)}.values(),
                            key=cmp_to_key(_order)):
             if user == alloc or user == fill or not fill.is_before_in_block(user):
                 continue
@@ -78,7 +78,7 @@ def rematerialize_fill_copies(root) -> int:
             copy.erase()
             replaced += 1
         if copies:
-            users = [u for u in _users_in_block(buffer, alloc.parent) if u != fill and u != alloc
+            users = [u for u in users_in_block(buffer, alloc.parent) if u != fill and u != alloc
                      and u.name != "memref.dealloc"]
             first = None
             for user in users:
@@ -112,8 +112,7 @@ def _overwrites_whole_buffer(op, buffer) -> bool:
             return False
     if operands[-1] != buffer or buffer in operands[:-1]:
         return False
-    if op.name == "linalg.generic" and not all(
-            "parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+    if op.name == "linalg.generic" and not all_parallel(op):
         return False
     init_arg = op.regions[0].blocks[0].arguments[len(operands) - 1]
     return not any(True for _ in init_arg.uses)
@@ -142,7 +141,7 @@ def _writes_view_whole(op, buffer):
         if op.name == "linalg.generic":
             if any(True for _ in op.regions[0].blocks[0].arguments[len(operands) - 1].uses):
                 return None   # the payload reads the old value
-            if not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+            if not all_parallel(op):
                 return None
             out_map = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[len(operands) - 1]).value
             if not out_map.is_permutation:
@@ -205,7 +204,7 @@ def split_reused_buffers(root) -> int:
             continue
         owner = alloc.parent
         buffer = alloc.results[0]
-        users = sorted({hash(u): u for u in _users_in_block(buffer, owner) if u != alloc}.values(),
+        users = sorted({hash(u): u for u in users_in_block(buffer, owner) if u != alloc}.values(),
                        key=cmp_to_key(_order))
         deallocs = [u for u in users if u.name == "memref.dealloc"]
         if len(deallocs) != 1:
@@ -298,7 +297,7 @@ def reuse_dead_inputs(root) -> int:
         if owner is None or owner.name != "func.func" or len(op.results) or "operandSegmentSizes" not in op.attributes:
             continue
         n_in, n_out = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[:2]
-        if n_out != 1 or not all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        if n_out != 1 or not all_parallel(op):
             continue
         operands = list(op.operands)
         out = operands[n_in]
@@ -306,7 +305,7 @@ def reuse_dead_inputs(root) -> int:
         body = op.regions[0].blocks[0]
         if out_alloc is None or any(True for _ in body.arguments[n_in].uses):
             continue
-        out_users = [u for u in _users_in_block(out, owner) if u != out_alloc]
+        out_users = [u for u in users_in_block(out, owner) if u != out_alloc]
         if any(u.is_before_in_block(op) for u in out_users):
             continue
         maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
@@ -317,7 +316,7 @@ def reuse_dead_inputs(root) -> int:
                     or not ir.AffineMapAttr(maps[n_in]).value.is_permutation
                     or sum(1 for _, r in accesses(op) if r.root == x) != 1):
                 continue  # in place only if each element is read once, by this operand, before it is written
-            later = [u for u in _users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
+            later = [u for u in users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
             if any(u.name != "memref.dealloc" for u in later) or len(later) != 1:
                 continue
             later[0].erase()  # x now lives as long as the result did
@@ -342,7 +341,7 @@ def sink_allocations(module) -> int:
             continue
         block_owner = alloc.parent
         first = None
-        for user in _users_in_block(alloc.results[0], block_owner):
+        for user in users_in_block(alloc.results[0], block_owner):
             if user == alloc:
                 continue
             if first is None or user.is_before_in_block(first):

@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg, tensor
+from torch_mlir.dialects import tensor
 
 from ..dialects.affine_eval import compose_maps
 from ..dialects import vt as vt_dialect
@@ -50,6 +50,7 @@ from ..passes.registry import Option, Pass, register_pass
 from .reindex import (
     clone_generic,
     dim_plus_const,
+    gather,
     guard_bare_dims,
     iterators_of,
     loop_extents,
@@ -149,28 +150,6 @@ def fold_views(module) -> int:
     return folds
 
 
-def _gather(source, amap: ir.AffineMap, shape: list[int], elt) -> ir.Value:
-    """linalg.generic: out[x] = source[amap(x)] over `shape` (bare dims guarded as in folds)."""
-    src_shape = _shape(source)
-    results = []
-    for r, e in enumerate(amap.results):
-        if isinstance(_down(e), ir.AffineDimExpr) and shape[ir.AffineDimExpr(e).position] != src_shape[r]:
-            e = ir.AffineExpr.get_mod(e, ir.AffineConstantExpr.get(src_shape[r]))
-        results.append(e)
-    in_map = ir.AffineMap.get(amap.n_dims, 0, results)
-    rank = len(shape)
-    empty = tensor.EmptyOp(shape, elt).result
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    op = linalg.GenericOp([ir.RankedTensorType.get(shape, elt)], [source], [empty],
-                          ir.ArrayAttr.get([ir.AffineMapAttr.get(in_map),
-                                            ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
-                          ir.ArrayAttr.get([par] * rank))
-    block = op.regions[0].blocks.append(elt, elt)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([block.arguments[0]])
-    return op.results[0]
-
-
 def materialise(view) -> ir.Value:
     """The view as a physical tensor (gathers, one per piece)."""
     mapping = MappingFunction.from_attr(view.attributes["mapping"])
@@ -181,14 +160,14 @@ def materialise(view) -> ir.Value:
     with ir.InsertionPoint(view), view.location:
         if mapping.is_single_piece:
             p = mapping.pieces[0]
-            return _gather(view.operands[p.source], p.map, shape, elt)
+            return gather(view.operands[p.source], p.map, shape, elt)
         acc = tensor.EmptyOp(shape, elt).result
         for p in mapping.pieces:
             box = [p.extent(d, shape) for d in range(rank)]
             sizes = [hi - lo for lo, hi in box]
             shift = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(d) + lo if lo else ir.AffineDimExpr.get(d)
                                                for d, (lo, _) in enumerate(box)])
-            part = _gather(view.operands[p.source], compose_maps(p.map, shift), sizes, elt)
+            part = gather(view.operands[p.source], compose_maps(p.map, shift), sizes, elt)
             acc = tensor.InsertSliceOp(part, acc, [], [], [], [lo for lo, _ in box], sizes,
                                        [1] * rank).result
         return acc

@@ -49,7 +49,8 @@ from torch_mlir import ir
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass
-from ..passes.vt_stats import format_loc, shaped_bytes
+from ..errors import format_location
+from ..ir_types import shaped_bytes
 
 _NOT_NODES = {"arith.constant", "tensor.empty"}
 _CONV = "linalg.conv_2d_nchw_fchw"
@@ -295,7 +296,7 @@ class _FunctionRemat:
                 continue
             far = [u for u in users if u - begin > self.distance_threshold]
             node = self.nodes[begin]
-            skip = SkipConnection(name=value.get_name(), location=format_loc(node.location), bytes=_size(value),
+            skip = SkipConnection(name=value.get_name(), location=format_location(node.location), bytes=_size(value),
                                   begin=begin, end=end, far_uses=len(far))
             report.skips.append(skip)
             restore = self.find_reduced(value)  # Alg. 1 l. 20

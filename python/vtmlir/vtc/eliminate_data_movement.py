@@ -24,21 +24,15 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..dialects import vt as vt_dialect
-from ..dialects.vt_mapping import (
-    MappingCompositionError,
-    MappingFunction,
-    Piece,
-    composed_sources,
-)
 from ..passes.registry import Option, Pass, register_pass
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
 from .concat_stores import apply_concat, insert_chain_ops, plan_concats
 from .memory_check import fit
+from .rewrite import compose_view_chains, rewrite_points_to
 from .stores import apply_store, plan_stores
-from .vtog import _mapping_text, build_vtog
+from .build_vtog import mapping_text, build_vtog
 
 COST_MODELS = ("analytic",)
 
@@ -93,8 +87,8 @@ def eliminate(module, cost_model=None, rewrite: bool = True, memory_aware: bool 
             ptg, memory = fit(func, graph, ptg, rerun, unit)
         if rewrite:
             with func.context, ir.Location.unknown():
-                _rewrite(ptg)
-                _compose_view_chains(func)
+                rewrite_points_to(ptg)
+                compose_view_chains(func)
         ptg.stores, ptg.stores_skipped, ptg.concat_stores = stored, skipped, concat_text
         ptg.memory = memory
         ptg.memory_lines = [] if memory is None else memory.lines(
@@ -110,143 +104,12 @@ def report_text(ptg: PointsToGraph) -> str:
     lines += [f"  {line}" for line in getattr(ptg, "memory_lines", [])]
     for text, mapping in getattr(ptg, "stores", []):
         lines.append(f"  store {text}: producer writes into the destination, map "
-                     f"{_mapping_text(mapping)}")
+                     f"{mapping_text(mapping)}")
     for text in getattr(ptg, "concat_stores", []):
         lines += [f"  {line}" for line in text]
     for where, why in getattr(ptg, "stores_skipped", []):
         lines.append(f"  keep {where}: {why}")
     return "\n".join(lines) + "\n"
-
-
-def _rewrite(ptg: PointsToGraph) -> None:
-    g = ptg.graph
-    # Program order: a view's sources are rewritten (and composed) before the view itself.
-    order = [n.id for n in g.nodes if ptg.chosen.get(n.id)]
-    replaced: dict[int, ir.Value] = {}   # node id -> its view (the old value's op is erased)
-    for nid in order:
-        edges = ptg.chosen[nid]
-        op = edges[0].candidate.op
-        value = g.nodes[nid].value
-        sources: list = []
-        pieces: list[Piece] = []
-        for e in edges:
-            src = replaced.get(e.dst, e.candidate.physical)
-            if src not in sources:
-                sources.append(src)
-            j = sources.index(src)
-            pieces += [Piece(j, p.map, p.ranges) for p in e.candidate.mapping.pieces]
-        shape = list(ir.RankedTensorType(value.type).shape)
-        mapping = MappingFunction(pieces).simplified(shape)
-        view = None
-        # Composed first; the op's own mapping if the composed one has no encoding (more than 8
-        # runs of differently typed sources); else the op stays (still correct, just not virtual).
-        for m, srcs in (_compose_with_views(mapping, sources, shape), (mapping, sources)):
-            try:
-                with ir.InsertionPoint(op), op.location:
-                    view = vt_dialect.view(srcs, m, shape)
-                break
-            except ValueError:
-                continue
-        if view is None:
-            continue
-        value.replace_all_uses_with(view)
-        op.erase()
-        replaced[nid] = view
-    # Views composed into later views may be left unread: drop them (latest first).
-    for nid in reversed(order):
-        if nid not in replaced:
-            continue
-        view = replaced[nid]
-        if not list(view.uses):
-            view.owner.erase()
-
-
-def _compose_view_chains(func) -> None:
-    """Fold views whose sources are views (a view of a concat buffer read through a virtual slice,
-    concat_stores.py) into one view of the physical tensors where the composition has a box form."""
-    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if op.name == "tensor.extract_slice" and _slice_of_view(op):
-            continue
-        if op.name != "vt.view" or not any(
-                not isinstance(s.owner, ir.Block) and s.owner.name == "vt.view" for s in op.operands):
-            continue
-        shape = list(ir.RankedTensorType(op.results[0].type).shape)
-        mapping, sources = _compose_with_views(MappingFunction.from_attr(op.attributes["mapping"]),
-                                               list(op.operands), shape)
-        try:
-            with ir.InsertionPoint(op), op.location:
-                view = vt_dialect.view(sources, mapping, shape)
-        except ValueError:
-            continue
-        inner = [s for s in op.operands]
-        op.results[0].replace_all_uses_with(view)
-        op.erase()
-        for s in inner:
-            if not isinstance(s.owner, ir.Block) and s.owner.name == "vt.view" and not list(s.uses):
-                s.owner.erase()
-    for op in reversed([o.operation for o in func.regions[0].blocks[0].operations]):
-        if op.name == "vt.view" and not list(op.results[0].uses):
-            op.erase()   # a view whose readers all became views of its source
-
-
-def _slice_of_view(op) -> bool:
-    """A static `tensor.extract_slice` of a `vt.view` becomes one view (its F composed with the
-    view's): a slice of a concat buffer stays a subview of it (vt-lower-views), instead of a
-    slice of a slice that canonicalization would fold back onto the stored producer's result."""
-    source = op.operands[0]
-    if isinstance(source.owner, ir.Block) or source.owner.name != "vt.view":
-        return False
-    entry = cat.entry_for(op)
-    try:
-        mapping = entry.mapping(op)
-    except cat.NotVirtualisable:
-        return False
-    shape = list(ir.RankedTensorType(op.results[0].type).shape)
-    view_op = source.owner
-    try:
-        composed = MappingFunction.from_attr(view_op.attributes["mapping"]).compose(mapping, shape=shape)
-        with ir.InsertionPoint(op), op.location:
-            view = vt_dialect.view(list(view_op.operands), composed, shape)
-    except (MappingCompositionError, ValueError):
-        return False
-    op.results[0].replace_all_uses_with(view)
-    op.erase()
-    if not list(source.uses):
-        view_op.erase()
-    return True
-
-
-def _compose_with_views(mapping: MappingFunction, sources: list, shape) -> tuple[MappingFunction, list]:
-    """Fold sources that are themselves `vt.view`s into `mapping` (F_base ∘ F_outer per source)."""
-    changed = True
-    while changed:
-        changed = False
-        for j, s in enumerate(sources):
-            owner = s.owner
-            if isinstance(owner, ir.Block) or owner.name != "vt.view":
-                continue
-            base = MappingFunction.from_attr(owner.attributes["mapping"])
-            try:
-                m = base.compose(mapping, shape=shape, at=j)
-            except (MappingCompositionError, ValueError):
-                continue
-            srcs = composed_sources(sources, list(owner.operands), j)
-            m, kept = m.drop_unused_sources()
-            mapping, sources = _dedupe(m, [srcs[i] for i in kept])
-            changed = True
-            break
-    return mapping, sources
-
-
-def _dedupe(mapping: MappingFunction, sources: list) -> tuple[MappingFunction, list]:
-    """One operand per distinct source value."""
-    unique: list = []
-    index = []
-    for s in sources:
-        if s not in unique:
-            unique.append(s)
-        index.append(unique.index(s))
-    return MappingFunction(Piece(index[p.source], p.map, p.ranges) for p in mapping.pieces), unique
 
 
 @register_pass
