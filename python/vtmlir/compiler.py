@@ -54,6 +54,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
     from .frontend import as_module, import_torch
+    from .frontend.limits import check_module
     from .signature import find_entry, signature_of
 
     if target not in TARGETS:
@@ -84,10 +85,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
             stages["lowbit"] = text
     from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
-    if any(lower_views(graph)):
+    if any(_pass_failure_as_error(lower_views, graph)):
         stages["vt-lowered"] = print_ir(graph)
     check_lowerable(graph)
-    signature = signature_of(find_entry(graph, entry))
+    entry_op = find_entry(graph, entry)
+    check_module(graph, entry_op)
+    signature = signature_of(entry_op)
 
     if target == "cpu":
         from .backend.cpu import compile_cpu
@@ -126,6 +129,20 @@ def check_lowerable(module) -> None:
             where = format_location(op.location, "<module>")
             raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
                                      op_name=op.name)
+
+
+def _pass_failure_as_error(function, module):
+    """Run a pass's entry point outside a pass manager: its `PassFailure` becomes the error the pass
+    would have reported (`file:line:col: error: ...`)."""
+    from .errors import VtmlirError, format_location
+    from .passes.registry import PassFailure
+
+    try:
+        return function(module)
+    except PassFailure as failure:
+        where = failure.location if failure.location is not None else module.operation.location
+        where = getattr(where, "location", where)
+        raise VtmlirError(f"{format_location(where, '<module>')}: error: {failure}") from None
 
 
 def _donated(donate) -> tuple[int, ...]:

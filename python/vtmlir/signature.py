@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 
-from .errors import VtmlirError
+from .errors import VtmlirError, format_location
 
 _NUMPY_DTYPES = {
     "f64": np.float64,
@@ -48,14 +48,17 @@ class TensorSpec:
         return f"tensor<{dims + 'x' if dims else ''}{self.element_type}>"
 
     @staticmethod
-    def from_type(t: ir.Type, what: str) -> "TensorSpec":
+    def from_type(t: ir.Type, what: str, where: str = "") -> "TensorSpec":
+        """The spec of type `t` of `what` (e.g. "input 0 of @main"); errors start with `where`
+        (`file:line:col`, the function's location) when given."""
+        prefix = f"{where}: error:" if where else "error:"
         t = t.maybe_downcast()
         if not isinstance(t, ir.RankedTensorType):
-            raise VtmlirError(f"error: {what} has type {t}; only ranked tensors are supported at function boundaries")
+            raise VtmlirError(f"{prefix} {what} has type {t}; only ranked tensors are supported at function boundaries")
         rt = t
         elt = str(rt.element_type)
         if elt not in _NUMPY_DTYPES:
-            raise VtmlirError(f"error: {what} has element type {elt}, which vtmlir cannot pass to or from Python yet")
+            raise VtmlirError(f"{prefix} {what} has element type {elt}, which vtmlir cannot pass to or from Python yet")
         shape = tuple(None if rt.is_dynamic_dim(i) else rt.get_dim_size(i) for i in range(rt.rank))
         return TensorSpec(shape, elt)
 
@@ -112,8 +115,9 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
 def signature_of(func_op: ir.Operation) -> Signature:
     name = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
-    inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}") for i, t in enumerate(ftype.inputs))
-    results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}") for i, t in enumerate(ftype.results))
+    where = format_location(func_op.location, "<module>")
+    inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}", where) for i, t in enumerate(ftype.inputs))
+    results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}", where) for i, t in enumerate(ftype.results))
     return Signature(name, inputs, results)
 
 

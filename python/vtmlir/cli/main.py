@@ -46,6 +46,19 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the one place every failure ends up: never a traceback
+        import os
+
+        if os.environ.get("VTMLIR_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"vtmlir: internal error: {type(exc).__name__}: {summary} -- this is a bug in vtmlir; "
+              "rerun with VTMLIR_DEBUG=1 for the Python traceback", file=sys.stderr)
+        return 2
 
 
 def _demo(args) -> int:

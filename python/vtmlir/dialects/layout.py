@@ -32,7 +32,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
-from ._ext_support import fail, missing_attribute, ranked_shape
+from ._ext_support import fail, guarded_verifier, missing_attribute, ranked_shape
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
 from .register_layout import RegisterLayout, reinterpret_error
 from .vt import element_bits
@@ -74,7 +74,7 @@ class ConvertOp(LayoutDialect.Operation, name="convert", traits=[ext.Pure]):
     def dst(self) -> Layout:
         return Layout.from_attr(self.dst_layout)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, "src_layout", "dst_layout"):
             return False
@@ -140,7 +140,7 @@ class ReinterpretOp(LayoutDialect.Operation, name="reinterpret", traits=[ext.Pur
     def dst(self) -> RegisterLayout:
         return RegisterLayout.from_attr(self.dst_layout)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, "src_layout", "dst_layout"):
             return False

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 
 from torch_mlir import ir
 
+from ..ir_utils import nested_ops
 from .registry import Option, Pass, register_pass
 
 COMPUTE = "compute"
@@ -373,25 +374,19 @@ def _symbol_name(func) -> str:
 
 
 def _visit_regions(parent, stats: FunctionStats, annotate: bool) -> None:
-    for region in parent.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                op = child.operation
-                result = classify(op)
-                if result is not None:
-                    kind, category = result
-                    size = op_bytes(op, kind)
-                    stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_loc(op.location)))
-                    if annotate:
-                        with op.context:
-                            op.attributes["vt.stats.kind"] = ir.StringAttr.get(kind)
-                            if size is not None and kind != COMPUTE:
-                                op.attributes["vt.stats.bytes"] = ir.IntegerAttr.get(
-                                    ir.IntegerType.get_signless(64), size
-                                )
-                # Linalg payloads are scalar bodies, not graph-level ops.
-                if not op.name.startswith("linalg."):
-                    _visit_regions(op, stats, annotate)
+    # Linalg payloads are scalar bodies, not graph-level ops: not entered.
+    for op in nested_ops(parent, descend=lambda o: not o.name.startswith("linalg.")):
+        result = classify(op)
+        if result is None:
+            continue
+        kind, category = result
+        size = op_bytes(op, kind)
+        stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_loc(op.location)))
+        if annotate:
+            with op.context:
+                op.attributes["vt.stats.kind"] = ir.StringAttr.get(kind)
+                if size is not None and kind != COMPUTE:
+                    op.attributes["vt.stats.bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size)
 
 
 # -- the pass --------------------------------------------------------------------------------------

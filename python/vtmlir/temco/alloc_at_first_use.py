@@ -270,8 +270,13 @@ def reuse_dead_inputs(root) -> int:
     allocation of the same type, read with the same indexing map as the init and used by nothing after
     this op but its `memref.dealloc`, writes each element of `x` after reading it: the result goes into
     `x`'s buffer and the fresh allocation disappears (ReLU, BatchNorm and residual adds in place, what
-    one-shot bufferization already does when both come from one `tensor.empty`).
+    one-shot bufferization already does when both come from one `tensor.empty`). Element i of the
+    result may overwrite element i of `x` only if nothing else reads `x`: no other operand is `x` or a
+    view of it, and the payload loads nothing from it (a flip or roll of `x` read through a view
+    from above, `t[i] = t[j]`, would read elements already overwritten; issue 18).
     `temco-analyze-peak-memory` models the same rule. Returns how many allocations were removed."""
+    from ..passes.memref_elide_temporary_copies import accesses
+
     removed = 0
     for op in list(walk_ops(root, "linalg.generic")):
         owner = op.parent
@@ -299,6 +304,8 @@ def reuse_dead_inputs(root) -> int:
             later = [u for u in _users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
             if any(u.name != "memref.dealloc" for u in later) or len(later) != 1:
                 continue
+            if any(r.root == x and j != i for j, r in accesses(op)):
+                continue  # x is read elsewhere too (another operand's view, a load in the payload)
             later[0].erase()  # x now lives as long as the result did
             for use in list(out.uses):
                 if use.owner.operation != out_alloc:
