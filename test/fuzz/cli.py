@@ -90,6 +90,7 @@ def _torch(args) -> int:
 
     pipelines = args.pipelines.split(",") if args.pipelines else None
     if args.case is not None:
+        differential.warm_up()
         result = differential.run_program(args.seed, args.case, pipelines, family=args.family,
                                           timeout=args.timeout, verbose=True)
         _emit(result)

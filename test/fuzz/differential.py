@@ -191,6 +191,20 @@ def _run_dvm(module, program: dict, input_seed: int) -> str | None:
     return None
 
 
+def warm_up() -> None:
+    """Import, export and compile one program here, so each forked child starts warm (the first
+    torch.export of a process takes seconds). One thread: no OpenMP pool exists when the children
+    fork; the warm-up's MLIR contexts are collected before any fork."""
+    import gc
+
+    import torch
+
+    torch.set_num_threads(1)
+    for family in ("dm", "lowbit"):
+        evaluate(programs.generate(0, 0, family), ["default"])
+    gc.collect()
+
+
 def run_program(seed: int, index: int, pipelines=None, family: str | None = None, timeout: float = 300.0,
                 verbose: bool = False, program: dict | None = None) -> dict:
     """Generate (or take) one program and evaluate it in a crash-guarded child."""
@@ -270,11 +284,7 @@ def fuzz(seed: int, count: int | None = None, seconds: float | None = None, *, s
     """Evaluate programs start, start+1, ... of `seed` until `count` programs or `seconds` passed."""
     import torch
 
-    torch.set_num_threads(1)  # no OpenMP pool in the parent: every program runs in a forked child
-    import vtmlir  # noqa: F401 - imported once, before forking
-    import vtmlir.backend.cpu  # noqa: F401
-    from torch_mlir import fx  # noqa: F401
-
+    warm_up()
     stats = Stats()
     began = time.monotonic()
     index = start

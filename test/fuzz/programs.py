@@ -513,8 +513,10 @@ def _generate_lowbit(b: _Builder) -> None:
         width = out
         if rng.random() < 0.5:
             b.try_stmt("relu", [len(b.values) - 1], {})
+    widths = [spec["in"] for spec in b.program["params"].values()]
+    sizes = [g for g in (8, 16) if all(w % g == 0 for w in widths)]
     b.program["quantize"] = {"dtype": rng.choice(["u4", "i4", "i3", "u2", "e3m2", "f8e4m3", "u8", "i8", "u1"]),
-                             "group_size": rng.choice([8, 16])}
+                             "group_size": rng.choice(sizes)}
 
 
 def _generate_dynamic(b: _Builder) -> None:

@@ -18,6 +18,8 @@ expressions over the symbols, like `"s27 * s77"`). `shape_symbols(module)` reads
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import warnings
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ from torch_mlir import ir
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
 from ..passes import run_pipeline
+from .decompositions import vtmlir_decompositions
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
@@ -65,20 +68,25 @@ def import_torch(
     args = tuple(_as_torch(a) for a in example_args)
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_torch_logs():
             warnings.simplefilter("ignore")
             program = torch.export.export(module, args, dynamic_shapes=dynamic_shapes, strict=False)
-            program = program.run_decompositions(fx.get_decomposition_table())
+            program = program.run_decompositions(vtmlir_decompositions())
     except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {first}") from None
 
     ctx = context or make_context()
     importer = FxImporter(context=ctx)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        importer.import_frozen_program(program, func_name=func_name,
-                                       import_symbolic_shape_expressions=dynamic_shapes is not None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importer.import_frozen_program(program, func_name=func_name,
+                                           import_symbolic_shape_expressions=dynamic_shapes is not None)
+    except Exception as err:  # noqa: BLE001 - the importer's own failures: a VtmlirError, never a traceback
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise VtmlirError(f"error: torch-mlir's FX importer cannot import {type(module).__name__}: "
+                          f"{type(err).__name__}: {first}") from None
     mod = importer.module
 
     run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
@@ -239,6 +247,19 @@ def _erase_symbolic_shape_ops(module: ir.Module) -> None:
     module.operation.walk(visit)
     for op in binds + ints:
         op.erase()
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs():
+    """torch.export logs a Python traceback (at ERROR, through its own handlers) before it raises on a
+    model it cannot trace; the raise becomes a VtmlirError, so the log is noise: muted meanwhile."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _as_torch(value):

@@ -217,14 +217,14 @@ def split_reused_buffers(root) -> int:
         if cut is None:
             continue
         start = body[cut]
+        remake = _views_to_remake(body[:cut], buffer, start, owner)
+        if remake is None:
+            continue
         fresh = alloc.clone(ip=ir.InsertionPoint(start))
-        # views made before the cut and used after it: the same views of the fresh buffer
+        # views made before the cut and used after it (directly, or through a view of them made
+        # before the cut too: collapse_shape then expand_shape): the same views of the fresh buffer
         remade = {buffer: fresh.results[0]}
-        for view in (u for u in body[:cut] if u.name in VIEW_OPS):
-            late = [use for r in view.results for use in r.uses
-                    if not _top_level(use.owner.operation, owner).is_before_in_block(start)]
-            if not late or view.operands[0] not in remade:
-                continue
+        for view, late in remake:
             clone = view.clone(ip=ir.InsertionPoint(start))
             clone.operands[0] = remade[view.operands[0]]
             remade[view.results[0]] = clone.results[0]
@@ -241,6 +241,36 @@ def split_reused_buffers(root) -> int:
         splits += 1
         work.append(fresh)
     return splits
+
+
+def _views_to_remake(before, buffer, start, owner):
+    """The views among the ops `before` the cut `start` that ops after the cut read -- directly, or
+    through a chain of such views -- each with its uses after the cut, in program order; None when one
+    of them is not a view of `buffer` through that chain (the split would leave it reading the old
+    buffer: not done)."""
+    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
+
+    views = [u for u in before if u.name in VIEW_OPS]
+    late = {}
+    for view in views:
+        late[hash(view)] = [use for r in view.results for use in r.uses
+                            if not _top_level(use.owner.operation, owner).is_before_in_block(start)]
+    needed = set()
+    for view in reversed(views):  # a needed view needs the view it is made from
+        if late[hash(view)] or hash(view) in needed:
+            needed.add(hash(view))
+            source = view.operands[0].owner
+            if not isinstance(source, ir.Block) and source.operation.name in VIEW_OPS:
+                needed.add(hash(source.operation))
+    chosen, made = [], {buffer}
+    for view in views:
+        if hash(view) not in needed:
+            continue
+        if view.operands[0] not in made:
+            return None
+        made.add(view.results[0])
+        chosen.append((view, late[hash(view)]))
+    return chosen
 
 
 _VIEWS = {"memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",

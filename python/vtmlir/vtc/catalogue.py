@@ -334,8 +334,9 @@ def _linearise(groups, fine_shape, n_fine) -> ir.AffineMap:
 
 
 def _delinearise(groups, fine_shape, n_coarse) -> ir.AffineMap:
-    """coarse index -> fine index: floordiv/mod by the group's suffix products (VTC Eq. 2 style)."""
-    results: list = [None] * len(fine_shape)
+    """coarse index -> fine index: floordiv/mod by the group's suffix products (VTC Eq. 2 style). A
+    fine dim in no group is a unit dim (a 0-d tensor expanded to tensor<1xf32> has no groups): index 0."""
+    results: list = [_cst(0)] * len(fine_shape)
     for c, g in enumerate(groups):
         for pos, k in enumerate(g):
             stride = 1

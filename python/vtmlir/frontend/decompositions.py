@@ -1,0 +1,78 @@
+"""FX decompositions that replace aten ops torch-mlir lowers wrongly (issue 18).
+
+`import_torch` runs torch.export's decompositions with torch-mlir's table plus these, so the graph
+torch-mlir imports holds only ops it lowers correctly. Each one is exact (same values, bit for bit):
+
+- `aten.roll`: torch-mlir decomposes it (`DecomposeAtenRollOp` in
+  lib/Dialect/Torch/Transforms/DecomposeComplexOps.cpp, llvm/torch-mlir#1170) into
+  `cat(slice(x, -shift, None), slice(x, 0, -shift))` without reducing the shift modulo the size:
+  a shift with |shift| >= size gives the identity or a wrong rotation (`roll(x, -8, 0)` on 3 rows)
+  or an out-of-bounds slice, and a dimension of size 1 fails to compile ("offset 1 is
+  out-of-bounds"). Here: `s = shift mod size`, `cat(narrow(x, d, size - s, s), narrow(x, d, 0, size - s))`,
+  nothing for s = 0 (a slice and a concat: VTC turns them into one virtual tensor).
+- `aten.constant_pad_nd` with a negative width (cropping, `F.pad(x, [-1, 1])`): torch-mlir makes a
+  `tensor.pad` with negative low/high, which folds to the input (`F.pad(x, [-1, 1])` imported as
+  `return %arg0`) or fails to compile ("expected offsets to be non-negative"). Here the negative
+  widths become `narrow`s and the rest a non-negative `constant_pad_nd`; pads without a negative
+  width are left to torch-mlir.
+A search of torch-mlir's issue tracker found no report of either (checked for issue 18).
+Symbolic (dynamic) sizes are left to torch-mlir: the rewrite needs the size as a number.
+"""
+
+from __future__ import annotations
+
+
+def vtmlir_decompositions() -> dict:
+    """torch-mlir's FX decomposition table with vtmlir's corrections on top."""
+    import torch
+    from torch_mlir import fx
+
+    aten = torch.ops.aten
+    table = dict(fx.get_decomposition_table())
+    table[aten.roll.default] = roll
+    table[aten.constant_pad_nd.default] = constant_pad_nd
+    return table
+
+
+def roll(x, shifts, dims=()):
+    """`aten.roll` as narrows and a concat per rolled dimension (shift reduced modulo the size)."""
+    import torch
+
+    shifts, dims = list(shifts), list(dims)
+    if not dims:  # roll of the flattened tensor
+        if len(shifts) != 1 or not isinstance(x.numel(), int):
+            return NotImplemented
+        return roll(x.flatten(), shifts, [0]).view(x.shape)
+    if len(shifts) != len(dims) or not all(isinstance(x.shape[d], int) and isinstance(s, int)
+                                           for s, d in zip(shifts, dims)):
+        return NotImplemented
+    out = x
+    for shift, dim in zip(shifts, dims):
+        size = x.shape[dim]
+        s = shift % size if size else 0
+        if s:
+            out = torch.cat([out.narrow(dim, size - s, s), out.narrow(dim, 0, size - s)], dim)
+    return out.clone() if out is x else out
+
+
+def constant_pad_nd(x, pad, value=0):
+    """`aten.constant_pad_nd` with negative widths as narrows, then a non-negative pad."""
+    import torch
+
+    pad = list(pad)
+    if not all(isinstance(p, int) for p in pad) or all(p >= 0 for p in pad):
+        return NotImplemented
+    out = x
+    for i in range(len(pad) // 2):
+        dim = x.dim() - 1 - i
+        low, high = pad[2 * i], pad[2 * i + 1]
+        if not isinstance(out.shape[dim], int):
+            return NotImplemented
+        if low < 0:
+            out = out.narrow(dim, -low, out.shape[dim] + low)
+        if high < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + high)
+    rest = [max(p, 0) for p in pad]
+    if any(rest):
+        return torch.ops.aten.constant_pad_nd(out, rest, value)
+    return out.clone()
