@@ -18,6 +18,7 @@ without `fork`).
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -97,6 +98,14 @@ def run_guarded(fn, *args, timeout: float = 600.0):
 def _child(fn, args, result_r, result_w, err_r, err_w) -> None:
     code = 0
     try:
+        import faulthandler
+
+        # An expected crash is reported by the parent: no Python stack dump from the child (pytest and
+        # PYTHONFAULTHANDLER enable faulthandler on the parent's stderr, which the child inherits).
+        faulthandler.disable()
+        # No cyclic GC: it could collect an MLIR context of the parent's, whose destructor joins
+        # thread-pool threads that do not exist in this process (and would wait forever).
+        gc.disable()
         os.close(result_r)
         os.close(err_r)
         os.dup2(err_w, 2)  # native fatal errors (LLVM ERROR: ...) go to the parent

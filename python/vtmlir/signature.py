@@ -92,6 +92,7 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
     """The entry `func.func`: `entry` by name, else `@main`, else the only public function."""
     funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
     defined = [f for f in funcs if len(f.regions[0].blocks) > 0]
+    where = format_location(module.operation.location, "<module>")
 
     def name_of(f):
         return ir.StringAttr(f.attributes["sym_name"]).value
@@ -101,14 +102,14 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
             if name_of(f) == entry:
                 return f
         names = ", ".join("@" + name_of(f) for f in defined) or "none"
-        raise VtmlirError(f"error: no function @{entry} in the module (functions: {names})")
+        raise VtmlirError(f"{where}: error: no function @{entry} in the module (functions: {names})")
     for f in defined:
         if name_of(f) == "main":
             return f
     public = [f for f in defined if "sym_visibility" not in f.attributes]
     if len(public) == 1:
         return public[0]
-    raise VtmlirError("error: cannot tell the entry function: the module has no @main and "
+    raise VtmlirError(f"{where}: error: cannot tell the entry function: the module has no @main and "
                       f"{len(public)} public functions; pass entry=...")
 
 

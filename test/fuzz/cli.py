@@ -41,6 +41,10 @@ def _emit(obj) -> None:
     print(json.dumps(obj), flush=True)
 
 
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.count is None and args.seconds is None and args.case is None:
@@ -80,7 +84,7 @@ def _mlir(args) -> int:
                 _emit({"minimized": str(path), "bytes": len(small)})
         return 0
     stats = mlir_fuzz.fuzz(args.seed, args.count, args.seconds, start=args.start, timeout=args.timeout,
-                           mode=args.mode, out=args.out, tools=tools, log=print)
+                           mode=args.mode, out=args.out, tools=tools, log=_log)
     _emit({"summary": stats.summary(), "seed": args.seed, "start": args.start})
     return 1 if stats.failures else 0
 
@@ -96,7 +100,7 @@ def _torch(args) -> int:
         _emit(result)
         return 0
     stats = differential.fuzz(args.seed, args.count, args.seconds, start=args.start, pipelines=pipelines,
-                              family=args.family, timeout=args.timeout, out=args.out, log=print)
+                              family=args.family, timeout=args.timeout, out=args.out, log=_log)
     _emit({"summary": stats.summary(), "seed": args.seed, "start": args.start})
     return 1 if stats.failures else 0
 

@@ -233,6 +233,13 @@ class _Builder:
         self.values.append(out)
         return True
 
+    def pick(self) -> int:
+        """A value to operate on: mostly one of the latest (programs become chains, not fans)."""
+        n = len(self.values)
+        if self.rng.random() < 0.7:
+            return self.rng.randrange(max(0, n - 3), n)
+        return self.rng.randrange(n)
+
     def _params(self):
         if not self.program["params"]:
             return {}
@@ -287,7 +294,7 @@ def _index_spec(rng, shape):
 
 def _propose_dm(b: _Builder) -> bool:
     rng = b.rng
-    k = rng.randrange(len(b.values))
+    k = b.pick()
     t = b.values[k]
     shape, rank = list(t.shape), t.dim()
     op = rng.choice(["view", "reshape", "permute", "transpose", "slice", "slice", "narrow", "select", "cat",
@@ -389,8 +396,10 @@ def _propose_dm(b: _Builder) -> bool:
         except Exception:  # noqa: BLE001
             return False
         fits = [i for i, v in enumerate(b.values) if v.dtype == t.dtype and list(v.shape) == target]
-        if fits and rng.random() < 0.8:
+        if fits and rng.random() < 0.7:
             return b.try_stmt(op, [k, rng.choice(fits)], {"index": index})
+        if rng.random() < 0.5:  # a value PyTorch broadcasts into the slice (or rejects)
+            return b.try_stmt(op, [k, b.pick()], {"index": index})
         value = rng.choice([0, 1, -3]) if t.dtype == torch.int64 else rng.choice([0.0, 1.5, -2.25])
         return b.try_stmt(op, [k], {"index": index, "value": value})
     return b.try_stmt(op, [k], {})
@@ -398,15 +407,16 @@ def _propose_dm(b: _Builder) -> bool:
 
 def _propose_compute(b: _Builder) -> bool:
     rng = b.rng
-    k = rng.randrange(len(b.values))
+    k = b.pick()
     t = b.values[k]
     rank = t.dim()
     is_float = t.is_floating_point()
     op = rng.choice(["add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "exp", "tanh", "where",
                      "sum", "mean", "amax", "amin", "argmax", "matmul", "cast", "cast"])
     if op in ("add", "sub", "mul", "maximum", "minimum", "where"):
+        # Same shape, or any value PyTorch broadcasts against it; now and then another dtype (promotion).
         same = [i for i, v in enumerate(b.values) if v.dtype == t.dtype and v.shape == t.shape]
-        other = rng.choice(same)
+        other = rng.choice(same) if rng.random() < 0.6 else b.pick()
         if op != "where" and rng.random() < 0.3:
             scalar = rng.choice([2, -1, 3]) if not is_float else rng.choice([0.5, -1.25, 2.0])
             return b.try_stmt(op, [k], {"scalar": scalar})
@@ -560,11 +570,11 @@ def generate(seed: int, index: int, family: str) -> dict:
     FAMILIES[family](b)
     n_in = len(b.program["inputs"])
     last = len(b.values) - 1
-    outs = [last]
-    if len(b.values) > n_in + 1 and rng.random() < 0.3:
-        other = rng.randrange(n_in, last)
-        outs.append(other)
-    b.program["outputs"] = outs
+    # Every statement result nothing else reads is an output (up to 4, the last always), so
+    # no statement is dead code the import drops.
+    used = {i for s in b.program["stmts"] for i in s["args"]}
+    leaves = [i for i in range(n_in, last) if i not in used]
+    b.program["outputs"] = [last] + rng.sample(leaves, min(len(leaves), 3))
     if not b.program["params"]:
         del b.program["params"]
     return b.program

@@ -155,6 +155,9 @@ def _run_forked(tool, argv, paths, timeout):
     if pid == 0:
         code = 1
         try:
+            import gc
+
+            gc.disable()  # see vtmlir.crash_guard: never collect a context of the parent's here
             os.setsid()  # the tool's own children (crash guard) die with it on a timeout
             _limit_child()
             created = os.O_WRONLY | os.O_CREAT | os.O_TRUNC

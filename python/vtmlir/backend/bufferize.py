@@ -1,5 +1,7 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
+Elementwise `arith`/`math` ops on whole tensors (hand-written linalg-on-tensors IR has them; one-shot
+bufferization has no bufferization for them) become `linalg.generic`s first (`convert-elementwise-to-linalg`).
 Results become out-parameters of the public functions (DESIGN.md §2 pitfall: otherwise outputs stay
 zero); every intermediate buffer is freed (`buffer-deallocation-pipeline`: without it each call
 leaks its intermediates), right after its last use (`memref-dealloc-at-last-use`: the upstream
@@ -33,7 +35,8 @@ from ..passes import run_pipeline
 
 GRAPH_TO_KERNELS = (
     "builtin.module("
-    "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
+    "func.func(convert-elementwise-to-linalg, linalg-generalize-named-ops, linalg-fuse-elementwise-ops, "
+    "canonicalize, cse), "
     "unshare-fill-inits, "
     "copy-updated-arguments, "
     "eliminate-empty-tensors, "
