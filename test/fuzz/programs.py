@@ -105,6 +105,12 @@ def _apply(op: str, p: dict, args: list, params: dict):
                 "minimum": torch.minimum}[op](a, b)
     if op in ("neg", "abs", "relu", "exp", "tanh", "sigmoid"):
         return getattr(torch, op)(a)
+    if op == "floor_divide":
+        return torch.div(a, p["divisor"], rounding_mode="floor")
+    if op == "remainder":
+        return torch.remainder(a, p["divisor"])
+    if op == "softmax":
+        return torch.softmax(a, p["dim"])
     if op == "where":
         return torch.where(a > 0, a, args[1])
     if op in ("sum", "mean", "amax", "amin", "argmax"):
@@ -412,7 +418,12 @@ def _propose_compute(b: _Builder) -> bool:
     rank = t.dim()
     is_float = t.is_floating_point()
     op = rng.choice(["add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "exp", "tanh", "where",
-                     "sum", "mean", "amax", "amin", "argmax", "matmul", "cast", "cast"])
+                     "sum", "mean", "amax", "amin", "argmax", "matmul", "cast", "cast", "floor_divide", "remainder",
+                     "softmax"])
+    if op in ("floor_divide", "remainder"):
+        return b.try_stmt(op, [k], {"divisor": rng.choice([2, -3, 4, -1]) if not is_float else rng.choice([0.5, -1.5, 3.0])})
+    if op == "softmax":
+        return b.try_stmt(op, [k], {"dim": rng.randrange(-rank, rank) if rank else 0}) if is_float else False
     if op in ("add", "sub", "mul", "maximum", "minimum", "where"):
         # Same shape, or any value PyTorch broadcasts against it; now and then another dtype (promotion).
         same = [i for i, v in enumerate(b.values) if v.dtype == t.dtype and v.shape == t.shape]
