@@ -10,7 +10,7 @@ Outcome kinds, in the order they are checked:
 - `crash`: killed by a signal (SIGSEGV, SIGABRT, an OOM kill);
 - `traceback`: a Python traceback on stderr (an exception escaped the tool);
 - `internal`: the tool's own "internal error ... bug in vtmlir" line;
-- `silent`: non-zero exit without an `error:` line, or MLIR's "failed without a diagnostic";
+- `silent`: non-zero exit without an `error:` line, or a pass that "failed without reporting why";
 - `error`: non-zero exit with an `error:` line (`located` says whether one has `file:line:col`);
 - `ok`: exit status 0.
 Only `ok` and `error` are acceptable answers to malformed input.
@@ -84,7 +84,7 @@ def classify(returncode: int | None, signal_name: str | None, stderr: str, secon
         return Outcome("internal", returncode, stderr, seconds)
     if returncode == 0:
         return Outcome("ok", 0, stderr, seconds)
-    if "without a diagnostic" in stderr or not _ERROR_LINE.search(stderr):
+    if "without reporting why" in stderr or "without a diagnostic" in stderr or not _ERROR_LINE.search(stderr):
         return Outcome("silent", returncode, stderr, seconds)
     return Outcome("error", returncode, stderr, seconds, located=bool(_LOCATED.search(stderr)))
 

@@ -335,7 +335,8 @@ class Driver:
                 sys.stderr.flush()
                 return not problems, output
             if failed and not any(d.severity == "error" for d in diags):
-                sys.stderr.write(f"{source.name}: error: pass pipeline failed without a diagnostic\n")
+                what = f"a pass of '{self.pipeline.text()}'" if module is not None and self.pipeline else "parsing"
+                sys.stderr.write(f"{source.name}: error: {what} failed without reporting why\n")
             return not failed, output
         finally:
             handle.detach()
