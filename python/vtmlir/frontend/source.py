@@ -154,11 +154,12 @@ def _parse_collecting(text: str, source_name: str, ctx: ir.Context) -> tuple[ir.
 
 def _as_module(op, ctx: ir.Context) -> ir.Module:
     """An `ir.Module` holding what `op` (from `Operation.parse`, which knows the source name) holds:
-    a parsed `builtin.module` gives its attributes and body ops, any other op is wrapped."""
+    a parsed `builtin.module` gives its attributes and body ops, any other op is wrapped in a module
+    located where it is (so errors a pass reports on the module still say `file:line:col`)."""
     op = op.operation
     with ctx:
         if op.name != "builtin.module":
-            module = ir.Module.create(ir.Location.unknown())
+            module = ir.Module.create(op.location)
             module.body.append(op)
             return module
         module = ir.Module.create(op.location)
