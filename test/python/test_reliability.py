@@ -322,6 +322,20 @@ def test_roll_and_pad_match_eager_bitwise(fn, shape, pipeline):
     assert torch.equal(compiled(x), fn(x))
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.softmax(x.sum(), 0),          # torch-mlir's decomposition looped forever: a hang
+    lambda x: torch.log_softmax(x.sum(), -1),
+    lambda x: x.sum().amax(0),
+    lambda x: x.sum().argmax(0),
+    lambda x: x.sum().max(0)[0],
+    lambda x: torch.logsumexp(x.sum(), 0),
+    lambda x: torch.logsumexp(x, 0),              # the table's own decomposition still applies to rank 1
+], ids=["softmax", "log_softmax", "amax", "argmax", "max-dim", "logsumexp", "logsumexp-rank-1"])
+def test_ops_along_the_dimension_of_a_zero_d_tensor(fn):
+    x = torch.randn(3)
+    assert torch.allclose(vtmlir.compile(Fn(fn), x)(x), fn(x), atol=1e-6)
+
+
 def test_in_place_row_update_of_a_transposed_clone():
     """`t5[-12] = t3[-12].flip(0)` on a clone of a transpose: memref-alloc-at-first-use wrote the
     select into the input buffer that the payload also read (through a view of row 36)."""

@@ -15,7 +15,12 @@ torch-mlir imports holds only ops it lowers correctly. Each one is exact (same v
   `return %arg0`) or fails to compile ("expected offsets to be non-negative"). Here the negative
   widths become `narrow`s and the rest a non-negative `constant_pad_nd`; pads without a negative
   width are left to torch-mlir.
-A search of torch-mlir's issue tracker found no report of either (checked for issue 18).
+- ops along a dimension of a 0-d tensor (PyTorch treats a 0-d tensor as having one dimension 0 of
+  size 1 for them): torch-mlir's `torch-decompose-complex-ops` loops forever on `_softmax` of a 0-d
+  tensor (the import hangs), and has no lowering for `amax`, `amin`, `argmax`, `argmin`, `max.dim`,
+  `min.dim`, `cumsum`, `_log_softmax` or `logsumexp` of one. Here the op runs on the one-element 1-d
+  tensor and its result is viewed back as 0-d (`rank_zero_as_rank_one`).
+A search of torch-mlir's issue tracker found no report of any of these (checked for issue 18).
 Symbolic (dynamic) sizes are left to torch-mlir: the rewrite needs the size as a number.
 """
 
@@ -31,7 +36,27 @@ def vtmlir_decompositions() -> dict:
     table = dict(fx.get_decomposition_table())
     table[aten.roll.default] = roll
     table[aten.constant_pad_nd.default] = constant_pad_nd
+    for op in (aten._softmax.default, aten._log_softmax.default, aten.amax.default, aten.amin.default,
+               aten.argmax.default, aten.argmin.default, aten.max.dim, aten.min.dim, aten.cumsum.default,
+               aten.cumprod.default, aten.logsumexp.default):
+        table[op] = rank_zero_as_rank_one(op, table.get(op))
     return table
+
+
+def rank_zero_as_rank_one(op, otherwise=None):
+    """A decomposition of `op` (taking a tensor first) for 0-d tensors: `op` of the tensor viewed as
+    1-d (the dimension 0 or -1 PyTorch lets a 0-d tensor have), results viewed back as 0-d. Other
+    ranks get `otherwise` (the table's own decomposition of `op`), if any."""
+
+    def decomposition(x, *args, **kwargs):
+        if x.dim() != 0:
+            return otherwise(x, *args, **kwargs) if otherwise is not None else NotImplemented
+        out = op(x.reshape(1), *args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(o.reshape(()) for o in out)
+        return out.reshape(())
+
+    return decomposition
 
 
 def roll(x, shifts, dims=()):
