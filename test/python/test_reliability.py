@@ -209,6 +209,13 @@ func.func @cancel(%x: tensor<1x4x2x3xf32>) -> tensor<1x4x2x3xf32> {
 }
 """
 
+MALFORMED_LAYOUT_ATTRIBUTE = """\
+func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = arith.addf %a, %a {layout.required = ["any", "any"], layout.produced = [{perm = array<i64: 0, 0>}]} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
 SCALAR_GENERIC_INPUT = """\
 #s = affine_map<(d0) -> ()>
 #id = affine_map<(d0) -> (d0)>
@@ -231,7 +238,10 @@ func.func @f() -> tensor<4xf32> {
     (SCALAR_GENERIC_INPUT, ["--vt-build-vtog"], None),  # ValueError: a scalar input read as a tensor
     (DYNAMIC_VIEW, ["--vt-lower-views"], "virtual tensors are lowered for static shapes only"),  # TypeError in reindex
     (BAD_ARRAY_TYPE, ["--layout-resolve"], "'perm' must be an array<i64>"),  # TypeError in the verifier
-], ids=["memref-ops", "declaration", "chained-conversions", "scalar-generic", "dynamic-view", "ui8-array"])
+    (MALFORMED_LAYOUT_ATTRIBUTE, ["--layout-materialize"],  # LayoutFormatError escaping from_attr
+     "2:8: error: layout-materialize: malformed 'layout.produced' attribute of 'arith.addf'"),
+], ids=["memref-ops", "declaration", "chained-conversions", "scalar-generic", "dynamic-view", "ui8-array",
+        "layout-attribute"])
 def test_pass_on_unusual_ir_is_clean(tmp_path, text, passes, expect):
     path = tmp_path / "in.mlir"
     path.write_text(text)

@@ -32,6 +32,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
+from ..errors import LocatedError
 from ._ext_support import fail, guarded_verifier, missing_attribute, ranked_shape
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
 from .register_layout import RegisterLayout, reinterpret_error
@@ -220,11 +221,14 @@ def _read(op, name: str) -> list | None:
     if name not in op.attributes:
         return None
     out = []
-    for a in ir.ArrayAttr(op.attributes[name]):
-        if isinstance(a, ir.StringAttr) and a.value == ANY_LAYOUT:
-            out.append(ANY_LAYOUT)
-        else:
-            out.append(layout_from_attr(a))
+    try:
+        for a in ir.ArrayAttr(op.attributes[name]):
+            if isinstance(a, ir.StringAttr) and a.value == ANY_LAYOUT:
+                out.append(ANY_LAYOUT)
+            else:
+                out.append(layout_from_attr(a))
+    except (LayoutFormatError, ValueError, TypeError) as err:  # a discardable attribute: nothing verified it
+        raise LocatedError(f"malformed '{name}' attribute of '{op.name}': {err}", op.location) from None
     return out
 
 

@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import VtmlirError
+from ..errors import LocatedError, VtmlirError
 
 # Pass name -> module that defines (and registers) it. The one place passes are listed; imported lazily.
 _BUILTIN_PASSES: dict[str, str] = {
@@ -80,12 +80,8 @@ _REGISTRY: dict[str, type[Pass]] = {}
 OPTION_TYPES = (bool, int, float, str, list[int], list[str])
 
 
-class PassFailure(VtmlirError):
+class PassFailure(LocatedError):
     """Raised inside `Pass.run` to fail the pass with an error diagnostic at `location` (or the module)."""
-
-    def __init__(self, message: str, location=None):
-        super().__init__(message)
-        self.location = location
 
 
 @dataclass(frozen=True)
@@ -291,9 +287,10 @@ class Pass:
         try:
             with op.context:  # passes build attributes and types: give them the module's context
                 self.run(op)
-        except PassFailure as failure:
+        except LocatedError as failure:  # PassFailure, or bad input a helper found at an op
             loc = failure.location if failure.location is not None else op.location
-            getattr(loc, "location", loc).emit_error(str(failure))
+            message = str(failure) if isinstance(failure, PassFailure) else f"{self.name}: {failure}"
+            getattr(loc, "location", loc).emit_error(message)
             self._failed = True
         except VtmlirError as err:
             op.location.emit_error(f"{self.name}: {err}")
