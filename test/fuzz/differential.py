@@ -297,6 +297,9 @@ def fuzz(seed: int, count: int | None = None, seconds: float | None = None, *, s
             if out is not None:
                 save_program(out, seed, index, family or family_of(index), reply)
         index += 1
+        if log and stats.programs % 100 == 0:
+            log(json.dumps({"progress": stats.programs, "failures": len(stats.failures),
+                            "seconds": round(time.monotonic() - began)}))
     stats.seconds = time.monotonic() - began
     return stats
 

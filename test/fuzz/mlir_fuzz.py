@@ -161,6 +161,9 @@ def fuzz(seed: int, count: int | None = None, seconds: float | None = None, *, s
                 if log:
                     log(json.dumps({"failure": case.describe(), "signature": outcome.signature()}))
             index += 1
+            if log and stats.cases % 500 == 0:
+                log(json.dumps({"progress": stats.cases, "failures": len(stats.failures),
+                                "seconds": round(time.monotonic() - began)}))
     stats.seconds = time.monotonic() - began
     return stats
 
