@@ -62,12 +62,16 @@ func.func @f() -> tensor<4xf32> {
 
 @pytest.mark.parametrize("text, line", [(TRANSPOSE_COLON, 2), (TRUNCATED_BLOB, 8)], ids=["transpose-colon", "truncated-blob"])
 def test_parser_crash_is_an_error_at_the_line(tmp_path, text, line):
+    """The parser crashes on these (the truncated blob only sometimes: it reads past the text): either
+    way the answer is an error at the line."""
     path = tmp_path / "in.mlir"
     path.write_text(text)
-    err = assert_clean_error(tool("vt-opt", path), f"{path}:{line}:", "MLIR's parser crashes on it")
-    with pytest.raises(VtmlirError, match=rf"in.mlir:{line}:\d+: error: malformed input"):
+    assert_clean_error(tool("vt-opt", path), f"{path}:{line}:")
+    with pytest.raises(VtmlirError, match=rf"in.mlir:{line}:\d+: error: "):
         vtmlir.parse_mlir(text, "in.mlir")
-    assert "SIGSEGV" in err
+    if text is TRANSPOSE_COLON:  # this one always crashes the parser
+        err = assert_clean_error(tool("vt-opt", path), "MLIR's parser crashes on it (SIGSEGV)")
+        assert "this is the first line that makes it crash" in err
 
 
 def test_parse_error_after_redefined_block_is_stable(tmp_path):
