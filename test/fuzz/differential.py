@@ -27,8 +27,9 @@ from . import programs
 # Pipelines per family: name -> vtmlir.compile keywords (or a DVM run for "dvm").
 PIPELINES = {
     "dm": {
-        "default": {},
+        "default": {},  # opt_level 2
         "O0": {"opt_level": 0},
+        "O1": {"opt_level": 1},
         "O3": {"opt_level": 3},
         "vtc": {"pipeline": "vt-eliminate-data-movement"},  # compile runs vt-lower-views after it
         "layout": {"pipeline": "layout-resolve, layout-hoist, layout-materialize"},
@@ -54,7 +55,7 @@ PIPELINES = {
     },
 }
 # Pipelines that must give the bits `default` gives (they change data movement or LLVM codegen only).
-BITWISE = {"O0", "O3", "vtc", "layout", "layout-resolve", "layout-ilp", "layout-views"}
+BITWISE = {"O0", "O1", "O3", "vtc", "layout", "layout-resolve", "layout-ilp", "layout-views"}
 DYNAMIC_BATCHES = (1, 3, 7)
 
 
