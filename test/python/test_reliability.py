@@ -168,6 +168,8 @@ def test_non_utf8_input_names_the_byte(tmp_path):
     path.write_bytes(b"module {\n  \xff\n}\n")
     assert_clean_error(tool("vt-opt", path), f"{path}:2:3: error: the input is not valid UTF-8: byte 0xff at offset 11")
     assert_clean_error(tool("vt-opt", "-", input=b"module {\xc3}"), "<stdin>:1:9: error: the input is not valid UTF-8")
+    assert_clean_error(tool("vtmlir", "compile", "-", input=b"module {\xc3}"),
+                       "<stdin>:1:9: error: the input is not valid UTF-8")
     with pytest.raises(VtmlirError, match=r"bytes.mlir:2:3: error: the input is not valid UTF-8"):
         vtmlir.compile(path)
 

@@ -97,7 +97,12 @@ def _compile(args) -> int:
         model, inputs = get(args.input).build(batch=1, seed=0)
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
-        source = sys.stdin.read() if args.input == "-" else args.input
+        if args.input == "-":
+            from vtmlir.frontend.source import decode_source
+
+            source = decode_source(sys.stdin.buffer.read(), "<stdin>")
+        else:
+            source = args.input
         if args.input != "-" and not args.input.endswith(".mlir"):
             import os
 
