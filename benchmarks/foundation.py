@@ -1,6 +1,6 @@
 """Foundation benchmark: compile time and CPU latency of every zoo model vs torch eager.
 
-Prints JSON lines (DESIGN.md §7). Latency is the median of `--repeat` timed calls after warm-up, for
+Prints JSON lines (docs/design.md §7). Latency is the median of `--repeat` timed calls after warm-up, for
 vtmlir's compiled function and for the eager module, measured in this one process; the ratio is
 vtmlir / eager (below 1 means vtmlir is faster).
 """

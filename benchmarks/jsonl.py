@@ -1,4 +1,4 @@
-"""What every benchmark script shares: the JSON-lines record (DESIGN.md §7) and a median timer."""
+"""What every benchmark script shares: the JSON-lines record (docs/design.md §7) and a median timer."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ e2m1, e1m1) and every Llama-like linear shape (scaled to this 2-core machine: hi
 `--shapes 1024x1024,1024x2752` adds the MLP up-projection, the Llama-2 ratio 4096:11008), a
 `vtmlir.lowbit.quantize`d linear layer (group size 128, as in §8.3) is compiled with
 `vtmlir.compile` and timed against the fp32 dense layer compiled the same way, in this one process.
-Prints JSON lines (DESIGN.md §7):
+Prints JSON lines (docs/design.md §7):
 
 - `latency_fp32` (ms), timed interleaved with each type's quantised layer: the dense baseline
   (vtmlir's own fp32 matmul: naive scalar loops, as every vtmlir CPU kernel so far);

@@ -19,6 +19,7 @@ LOWBIT_PIPELINES = {
 def compile(  # noqa: A001 - mirrors torch.compile
     module,
     *example_args,
+    kwargs: dict | None = None,
     target: str = "cpu",
     pipeline: str | None = None,
     entry: str | None = None,
@@ -28,11 +29,18 @@ def compile(  # noqa: A001 - mirrors torch.compile
     track_memory: bool = False,
     lowbit: str | None = "vector",
     donate=(),
+    threads: int | None = None,
+    schedules=None,
 ):
     """Compile `module` for `target`.
 
-    - `module`: an `nn.Module` (then `example_args` are its example inputs), an `ir.Module`, `.mlir`
-      text, or a path to a `.mlir` file (all at linalg-on-tensors level).
+    - `module`: an `nn.Module` (then `example_args` and the keyword inputs `kwargs` are its example
+      inputs), an `ir.Module`, `.mlir` text, or a path to a `.mlir` file (all at linalg-on-tensors
+      level). Compiled from an `nn.Module`, the result is called like the module (`compiled(*args,
+      **kwargs)`, the same structure as the example: tensors, lists, dicts, a transformers
+      `DynamicCache`) and returns what the module returns (a tensor, a tuple, a dict, a transformers
+      `ModelOutput`; `frontend/torch_calls.py`). Non-tensor inputs (`use_cache=True`, `None`) are
+      fixed at their example values. Otherwise it takes and returns flat tensors.
     - `pipeline`: a textual pass pipeline run at graph level before code generation; vtmlir passes
       and upstream MLIR passes mix freely (e.g. "vt-stats, canonicalize").
     - `entry`: the function to compile (default `@main`, else the only public function).
@@ -43,30 +51,44 @@ def compile(  # noqa: A001 - mirrors torch.compile
       any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
       subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
       low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
-    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`).
+    - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`;
+      for an `nn.Module`, indices among its tensor inputs in order). A module that writes an
+      argument in place (`x.add_(1)`, `copy_`, `out=`) needs it donated (else `InputMutationError`);
+      the compiled function then writes it as PyTorch does and returns only what the module returns.
       Without it no argument is ever written. A result that is a donated argument updated in place
       (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in that argument's
       memory and returned in it -- no second buffer, no copy; on the CPU `compiled.aliases` says
       which results that is. The values are those of the non-donated function; on the CPU the
       donated input's old values are gone after the call (pass the returned tensor to the next
       call); on CUDA the donated input's device buffer is updated and read back as the result.
+    - `threads` (CPU): threads the kernels run on: None or 0 (all cores, OpenMP), 1 (single-threaded
+      code, no OpenMP), or N. Results are identical for any count (parallel tiles split only parallel
+      dimensions). `schedules` (CPU): overrides of the code generation schedule per kernel kind, e.g.
+      `{"contraction": {"register_m": 4}, "row-reduction": None}` (None: keep scalar loops); see
+      `vtmlir.codegen.DEFAULT_SCHEDULES`. `compiled.report()` names each kernel's schedule and the
+      kernels left as loops.
     """
     from .backend.cpu.executable import print_ir
     from .errors import VtmlirError
-    from .frontend import as_module, import_torch
+    from .frontend import as_module
     from .frontend.limits import check_module
-    from .signature import find_entry, signature_of
+    from .frontend.torch_import import export_torch, import_exported
+    from .signature import box_scalars, find_entry, signature_of
 
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
     donated = _donated(donate)
+    threads = _threads(threads)
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
+    call = None
     if _is_torch_module(module):
-        graph = import_torch(module, *example_args, dynamic_shapes=dynamic_shapes)
+        exported = export_torch(module, *example_args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
+        graph = import_exported(exported)
+        call = exported.call
     else:
-        if example_args:
+        if example_args or kwargs:
             raise VtmlirError("error: example inputs are only taken with an nn.Module")
         # A fresh copy: compilation rewrites the module in place, the caller's stays as it was.
         graph = as_module(module, context=_fresh_context()) if _is_ir_module(module) else as_module(module)
@@ -88,21 +110,26 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if any(_pass_failure_as_error(lower_views, graph)):
         stages["vt-lowered"] = print_ir(graph)
     check_lowerable(graph)
-    entry_op = find_entry(graph, entry)
-    check_module(graph, entry_op)
-    signature = signature_of(entry_op)
+    entry_func = find_entry(graph, entry)
+    check_module(graph, entry_func)
+    signature = signature_of(entry_func)
+    _check_written_inputs(signature, donated)
+    box_scalars(entry_func)  # scalars cross the boundary as 0-d tensors (signature.py)
 
     if target == "cpu":
         from .backend.cpu import compile_cpu
 
-        return compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
-                           donate=donated)
+        executable = compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
+                                 donate=donated, threads=threads, schedules=schedules)
+        executable.call_spec = call
+        return executable
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, signature=signature)
     executable.stages = {**stages, **executable.stages}
+    executable.call_spec = call
     return executable
 
 
@@ -112,7 +139,6 @@ _NOT_LOWERABLE = {
              "(the default output_type of vtmlir.import_torch)",
     "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
                "(the default output_type of vtmlir.import_torch)",
-    "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
     "vt": "vt ops are lowered by vt-lower-views (compile runs it); one is left unlowered",
     "layout": "layout conversions have no lowering to kernels yet",
 }
@@ -145,6 +171,23 @@ def _pass_failure_as_error(function, module):
         raise VtmlirError(f"{format_location(where, '<module>')}: error: {failure}") from None
 
 
+def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
+    """A module that writes its inputs in place (`x.add_(1)`, `copy_`, `out=`) is compiled only when
+    those inputs are donated: the compiled function then writes them as PyTorch does; otherwise
+    the caller's tensors would silently keep their old values."""
+    from .errors import InputMutationError
+
+    written = sorted(set(signature.written_inputs) - set(donated))
+    if written:
+        names = ", ".join(map(str, written))
+        raise InputMutationError(
+            f"error: @{signature.name} writes its input{'s' if len(written) > 1 else ''} {names} in place "
+            "(an in-place op such as add_, copy_, fill_ or an out= tensor); the compiled function "
+            f"returns what the module returns and leaves its inputs alone unless they are donated: "
+            f"compile with donate={tuple(written)!r} to have it write them as PyTorch does",
+            arguments=tuple(written))
+
+
 def _donated(donate) -> tuple[int, ...]:
     """`donate` as a tuple of argument indices (an int, or an iterable of ints)."""
     from .errors import VtmlirError
@@ -158,6 +201,17 @@ def _donated(donate) -> tuple[int, ...]:
     if len(set(indices)) != len(indices):
         raise VtmlirError(f"error: donate={indices} names an argument twice")
     return indices
+
+
+def _threads(threads) -> int:
+    """`threads` as an int >= 0 (0: all cores)."""
+    from .errors import VtmlirError
+
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise VtmlirError(f"error: threads must be None or an integer >= 0, got {threads!r}")
+    return threads
 
 
 def _has_byte_constants(module) -> bool:

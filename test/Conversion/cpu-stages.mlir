@@ -1,4 +1,5 @@
-// The CPU lowering stage by stage: kernel level (memrefs, results as out-params), loops, LLVM.
+// The CPU lowering stage by stage: kernel level (memrefs, results as out-params), the kernels'
+// schedules (transform IR), vector code, loops, LLVM.
 // RUN: vtmlir compile %s --emit stages | filecheck %s --check-prefix=STAGES
 // RUN: vtmlir compile %s --emit kernels | filecheck %s --check-prefix=KERNELS
 // RUN: vtmlir compile %s --emit loops | filecheck %s --check-prefix=LOOPS
@@ -7,6 +8,8 @@
 
 // STAGES:      graph
 // STAGES-NEXT: kernels
+// STAGES-NEXT: schedule
+// STAGES-NEXT: vectors
 // STAGES-NEXT: loops
 // STAGES-NEXT: llvm
 
@@ -15,17 +18,17 @@
 // KERNELS-NOT:     tensor<
 // KERNELS:         linalg.generic
 
+// The transpose and the erf are vector code along the output's rows (two lanes), over a loop of rows.
 // LOOPS-LABEL: func.func @main(
 // LOOPS:         scf.for
-// LOOPS:           scf.for
-// LOOPS:             math.erf
+// LOOPS:           math.erf {{.*}} : vector<2xf32>
 
 // LLVM: llvm.func @erff
 // LLVM: llvm.func @main(
 // LLVM: llvm.call @erff
 // LLVM: llvm.func @_mlir_ciface_main(
 
-// BAD: error: nothing to emit called 'ptx'; choose one of: stages, graph, kernels, loops, llvm
+// BAD: error: nothing to emit called 'ptx'; choose one of: stages, graph, kernels, schedule, vectors, loops, llvm
 
 func.func @main(%x: tensor<2x8xf32>) -> tensor<8x2xf32> {
   %e = tensor.empty() : tensor<8x2xf32>

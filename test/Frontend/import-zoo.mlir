@@ -13,7 +13,7 @@
 // TORCH-LABEL: func.func @main(
 // TORCH-SAME:    !torch.vtensor<[1,{{[0-9]+}}],f32>
 // TORCH:         torch.aten.mm
-// TORCH:         torch.aten.gelu
+// TORCH:         torch.aten.erf
 // TORCH-NOT:     linalg.
 
 // CONV-LABEL: func.func @main(

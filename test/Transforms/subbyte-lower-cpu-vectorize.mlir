@@ -44,7 +44,7 @@
 // CHECK:             tensor.insert
 // CHECK:         return %[[Y]]
 // CHECK-NOT:     linalg.matmul
-// CHECK-NOT:     unrealized_conversion_cast
+// CHECK-NOT:     lowbit.unpack
 
 // CHECK-LABEL: func.func @group4
 // CHECK:         linalg.generic
@@ -59,7 +59,7 @@ func.func @main(%arg0: tensor<3x16xf32>) -> tensor<3x2xf32> {
   %0 = tensor.empty() : tensor<3x2xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<3x2xf32>) -> tensor<3x2xf32>
   %packed = arith.constant dense<[80, -5, 96, 95, 93, 31, 17, -128, 3, 64, 9, 33, 0]> : tensor<13xi8>
-  %codes = builtin.unrealized_conversion_cast %packed : tensor<13xi8> to tensor<16x2xi3> {lowbit.bits = 3 : i64, lowbit.position = #pos, lowbit.type = "i3"}
+  %codes = "lowbit.unpack"(%packed) {dtype = "i3", position = #pos, tile_layout = ""} : (tensor<13xi8>) -> tensor<16x2xi3>
   %scales = arith.constant dense<[[0.5, 0.25], [2.0, 4.0]]> : tensor<2x2xf32>
   %3 = tensor.empty() : tensor<16x2xf32>
   %4 = linalg.generic {indexing_maps = [#id, #grp, #id], iterator_types = ["parallel", "parallel"]} ins(%codes, %scales : tensor<16x2xi3>, tensor<2x2xf32>) outs(%3 : tensor<16x2xf32>) attrs = {lowbit.dequantize = "i3"} {
@@ -77,7 +77,7 @@ func.func @group4(%arg0: tensor<3x16xf32>) -> tensor<3x2xf32> {
   %0 = tensor.empty() : tensor<3x2xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<3x2xf32>) -> tensor<3x2xf32>
   %packed = arith.constant dense<[80, -5, 96, 95, 93, 31, 17, -128, 3, 64, 9, 33, 0]> : tensor<13xi8>
-  %codes = builtin.unrealized_conversion_cast %packed : tensor<13xi8> to tensor<16x2xi3> {lowbit.bits = 3 : i64, lowbit.position = #pos, lowbit.type = "i3"}
+  %codes = "lowbit.unpack"(%packed) {dtype = "i3", position = #pos, tile_layout = ""} : (tensor<13xi8>) -> tensor<16x2xi3>
   %scales = arith.constant dense<[[0.5, 0.25, 1.0, 2.0], [2.0, 4.0, 8.0, 0.5]]> : tensor<2x4xf32>
   %3 = tensor.empty() : tensor<16x2xf32>
   %4 = linalg.generic {indexing_maps = [#id, #grp4, #id], iterator_types = ["parallel", "parallel"]} ins(%codes, %scales : tensor<16x2xi3>, tensor<2x4xf32>) outs(%3 : tensor<16x2xf32>) attrs = {lowbit.dequantize = "i3"} {

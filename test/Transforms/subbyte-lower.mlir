@@ -33,7 +33,7 @@
 // CHECK:           arith.addf %[[ACC]], %[[PR]] : f32
 // CHECK:         return %[[Y]]
 // CHECK-NOT:     i3
-// CHECK-NOT:     unrealized_conversion_cast
+// CHECK-NOT:     lowbit.unpack
 
 #pos = affine_map<(d0, d1) -> (d1 * 8 + d0)>
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -43,7 +43,7 @@ func.func @main(%arg0: tensor<1x8xf32>) -> tensor<1x2xf32> {
   %0 = tensor.empty() : tensor<1x2xf32>
   %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<1x2xf32>) -> tensor<1x2xf32>
   %packed = arith.constant dense<[80, -5, 96, 95, 93, 31, 0]> : tensor<7xi8>
-  %codes = builtin.unrealized_conversion_cast %packed : tensor<7xi8> to tensor<8x2xi3> {lowbit.bits = 3 : i64, lowbit.position = #pos, lowbit.type = "i3"}
+  %codes = "lowbit.unpack"(%packed) {dtype = "i3", position = #pos, tile_layout = ""} : (tensor<7xi8>) -> tensor<8x2xi3>
   %scales = arith.constant dense<[[0.0969967916, 0.0934429168], [0.035616152, 0.112588905]]> : tensor<2x2xf32>
   %3 = tensor.empty() : tensor<8x2xf32>
   %4 = linalg.generic {indexing_maps = [#id, #grp, #id], iterator_types = ["parallel", "parallel"]} ins(%codes, %scales : tensor<8x2xi3>, tensor<2x2xf32>) outs(%3 : tensor<8x2xf32>) attrs = {lowbit.dequantize = "i3"} {

@@ -12,7 +12,7 @@
 
 // CHECK-LABEL: func.func @main
 // CHECK:         %[[P:.*]] = arith.constant dense<{{.*}}> : tensor<7xi8>
-// CHECK:         %[[C:.*]] = builtin.unrealized_conversion_cast %[[P]] : tensor<7xi8> to tensor<8x2xi3> {lowbit.bits = 3 : i64, lowbit.position = #[[POS:.*]], lowbit.type = "i3"}
+// CHECK:         %[[C:.*]] = "lowbit.unpack"(%[[P]]) {dtype = "i3", position = #[[POS:.*]], tile_layout = ""} : (tensor<7xi8>) -> tensor<8x2xi3>
 // CHECK:         %[[S:.*]] = arith.constant dense<{{.*}}> : tensor<2x2xf32>
 // CHECK:         %[[W:.*]] = linalg.generic {{.*}} ins(%[[C]], %[[S]] : tensor<8x2xi3>, tensor<2x2xf32>) {{.*}} attrs = {lowbit.dequantize = "i3"}
 // CHECK:           arith.sitofp %{{.*}} {lowbit.value} : i3 to f32
@@ -21,8 +21,7 @@
 // CHECK-NOT:     tensor.concat
 // CHECK-NOT:     linalg.transpose
 
-// TILED:         lowbit.tile_layout = "local(2, 1).spatial(4, 2)"
-// TILED-SAME:    lowbit.type = "i3"
+// TILED:         "lowbit.unpack"(%{{.*}}) {dtype = "i3", position = #{{.*}}, tile_layout = "local(2, 1).spatial(4, 2)"}
 
 // ERR: error: subbyte-pack: the 8x2 weight is not a whole number of 16x2 tiles
 

@@ -172,3 +172,82 @@ func.func @piece_then_read(%x: memref<2x4xf32>, %y: memref<2x4xf32>) {
   memref.dealloc %buf : memref<4x4xf32>
   return
 }
+
+// -----
+
+// A reused buffer whose second value is read through a chain of views made before the gap (`cse`
+// shares the packed-QKV collapse/subview chain between two transformer layers): the whole chain is
+// made again on the new buffer, including the collapse that has no late use of its own; the late
+// reader reads the new buffer, never the old one (freed at the gap).
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+func.func private @use_row(memref<4xf32, strided<[1], offset: 4>>)
+func.func private @other()
+
+// CHECK-LABEL: func.func @reused_buffer_view_chain
+// CHECK:         %[[A:.*]] = memref.alloc() : memref<2x2x4xf32>
+// CHECK:         call @use_row
+// CHECK-NEXT:    memref.dealloc %[[A]]
+// CHECK-NEXT:    call @other()
+// CHECK-NEXT:    %[[B:.*]] = memref.alloc() : memref<2x2x4xf32>
+// CHECK-NEXT:    %[[C:.*]] = memref.collapse_shape %[[B]]
+// CHECK-NEXT:    %[[R:.*]] = memref.subview %[[C]][1, 0] [1, 4] [1, 1]
+// CHECK-NEXT:    %[[R1:.*]] = memref.collapse_shape %[[R]]
+// CHECK-NEXT:    linalg.generic {{.*}} outs(%[[B]] : memref<2x2x4xf32>)
+// CHECK:         call @use_row(%[[R1]])
+// CHECK-NEXT:    memref.dealloc %[[B]]
+func.func @reused_buffer_view_chain(%x: memref<2x2x4xf32>) {
+  %one = arith.constant 1.0 : f32
+  %buf = memref.alloc() : memref<2x2x4xf32>
+  %flat = memref.collapse_shape %buf [[0, 1], [2]] : memref<2x2x4xf32> into memref<4x4xf32>
+  %row = memref.subview %flat[1, 0] [1, 4] [1, 1] : memref<4x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+  %row1 = memref.collapse_shape %row [[0, 1]] : memref<1x4xf32, strided<[4, 1], offset: 4>> into memref<4xf32, strided<[1], offset: 4>>
+  linalg.fill ins(%one : f32) outs(%buf : memref<2x2x4xf32>)
+  func.call @use_row(%row1) : (memref<4xf32, strided<[1], offset: 4>>) -> ()
+  func.call @other() : () -> ()
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<2x2x4xf32>) outs(%buf : memref<2x2x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.addf %in, %in : f32
+    linalg.yield %r : f32
+  }
+  func.call @use_row(%row1) : (memref<4xf32, strided<[1], offset: 4>>) -> ()
+  memref.dealloc %buf : memref<2x2x4xf32>
+  return
+}
+
+// -----
+
+// Not in place: the elementwise op also reads its dying input through a view in its payload (a
+// flipped row, `t[i] = t[i].flip(0)`), so writing the input's buffer would overwrite elements the
+// payload reads later. The result keeps its own buffer.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+func.func private @use(memref<4x4xf32>)
+
+// CHECK-LABEL: func.func @gather_from_dying_input
+// CHECK:         %[[A:.*]] = memref.alloc() : memref<4x4xf32>
+// CHECK:         %[[B:.*]] = memref.alloc() : memref<4x4xf32>
+// CHECK-NEXT:    linalg.generic {{.*}} ins(%[[A]] : memref<4x4xf32>) outs(%[[B]] : memref<4x4xf32>)
+func.func @gather_from_dying_input(%x: memref<4x4xf32>) {
+  %c3 = arith.constant 3 : index
+  %a = memref.alloc() : memref<4x4xf32>
+  linalg.copy ins(%x : memref<4x4xf32>) outs(%a : memref<4x4xf32>)
+  %b = memref.alloc() : memref<4x4xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<4x4xf32>) outs(%b : memref<4x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %k = arith.subi %c3, %j : index
+    %flipped = memref.load %a[%i, %k] : memref<4x4xf32>
+    %r = arith.addf %in, %flipped : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %a : memref<4x4xf32>
+  func.call @use(%b) : (memref<4x4xf32>) -> ()
+  memref.dealloc %b : memref<4x4xf32>
+  return
+}

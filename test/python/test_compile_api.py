@@ -28,7 +28,7 @@ def test_mlir_text_compiles_and_runs():
     a, b = np.ones((2, 3), np.float32), np.full((2, 3), 2.0, np.float32)
     np.testing.assert_array_equal(compiled(a, b).numpy(), a + b)
     assert str(compiled.signature) == "@main(tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>)"
-    assert list(compiled.stages) == ["graph", "kernels", "loops", "llvm"]
+    assert list(compiled.stages) == ["graph", "kernels", "schedule", "vectors", "loops", "llvm"]
     assert "llvm.func" in compiled.stages["llvm"]
 
 

@@ -263,3 +263,52 @@ def test_launch_beyond_cuda_grid_limits_is_refused():
     """
     with pytest.raises(VtmlirError, match=r"<string>:4:\d+: error: kernel main_kernel: grid size 70000 along y exceeds the CUDA limit 65535"):
         compile_cuda(text)
+
+
+def test_boolean_fill_passes_an_i1_constant_to_its_kernel():
+    # BERT's and GPT-2's attention masks fill an i1 buffer with `true`: the constant becomes a kernel
+    # parameter, read from its BoolAttr (it used to stop at "host constant true is not a scalar").
+    exe = compile_cuda(as_module("""
+func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x8xi1>, tensor<4x8xf32>) {
+  %true = arith.constant true
+  %e = tensor.empty() : tensor<4x8xi1>
+  %m = linalg.fill ins(%true : i1) outs(%e : tensor<4x8xi1>) -> tensor<4x8xi1>
+  %f = tensor.empty() : tensor<4x8xf32>
+  %h = arith.constant 0.5 : f32
+  %y = linalg.fill ins(%h : f32) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %m, %y : tensor<4x8xi1>, tensor<4x8xf32>
+}
+"""))
+    scalars = [a for launch in exe.host_program.launches() for a in launch.args if not isinstance(a, MemrefView)]
+    assert any(a.type == "i1" and a.value == 1 for a in scalars)
+    assert len(exe.assemble("sm_80")) == len(exe.kernels)
+
+
+def test_half_precision_scalars_are_passed_as_their_bits():
+    from vtmlir.backend.cuda.runtime import scalar_parameter
+
+    assert scalar_parameter("f16", 1.0).value == 0x3C00
+    assert scalar_parameter("bf16", 1.0).value == 0x3F80
+    assert scalar_parameter("i1", 1).value is True
+    with pytest.raises(VtmlirError, match="parameter type vector<4xf32>"):
+        scalar_parameter("vector<4xf32>", 0)
+
+
+def test_integer_abs_reaches_ptx():
+    # T5's relative-position buckets take |i - j| of i64 positions: math.absi, which NVVM's patterns
+    # leave for convert-math-to-llvm (llvm.intr.abs).
+    exe = compile_cuda(as_module("""
+#id = affine_map<(d0) -> (d0)>
+func.func @main(%x: tensor<16xi64>) -> tensor<16xi64> {
+  %e = tensor.empty() : tensor<16xi64>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<16xi64>) outs(%e : tensor<16xi64>) {
+  ^bb0(%a: i64, %o: i64):
+    %b = math.absi %a : i64
+    linalg.yield %b : i64
+  } -> tensor<16xi64>
+  return %r : tensor<16xi64>
+}
+"""))
+    assert "abs.s64" in "".join(exe.ptx.values())
+    assert len(exe.assemble("sm_80")) == len(exe.kernels)

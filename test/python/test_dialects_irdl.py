@@ -1,4 +1,4 @@
-"""dialects/{vt,layout}.irdl.mlir stay in sync with the Python definitions and load on their own."""
+"""dialects/{vt,layout,lowbit}.irdl.mlir stay in sync with the Python definitions and load on their own."""
 
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def test_irdl_files_load_without_python_dialects():
             module = ir.Module.parse(irdl_path(dialect, REPO / "dialects").read_text())
             irdl.load_dialects(module)
         assert ctx.is_dialect_loaded("vt") and ctx.is_dialect_loaded("layout")
-        for name in ("vt/ops.mlir", "vt/float.mlir", "layout/ops.mlir", "layout/register.mlir"):
+        for name in ("vt/ops.mlir", "vt/float.mlir", "layout/ops.mlir", "layout/register.mlir", "lowbit/ops.mlir"):
             text = (REPO / "test" / "Dialect" / name).read_text()
             for chunk in text.split("// -----"):
                 ir.Module.parse(chunk).operation.verify()

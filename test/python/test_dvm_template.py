@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from vtmlir.dvm import Graph, GraphError, Target, TilingError, compile_graph
+from vtmlir.dvm.expr import evaluate, parse
 from vtmlir.dvm.symbolic import Sym, Tracer, traced_call
 from vtmlir.dvm.template import coverage, prebuild, templates_of
 from vtmlir.dvm.tiling import tile_matmul, tile_matmul_reference
@@ -136,18 +137,20 @@ def test_traced_sizes_record_decisions():
     tr = Tracer()
     a, b = tr.param("a", 6), tr.param("b", 4)
     c = (a * b + 2) // 3
-    assert c.v == 8 and "a" in c.e and "b" in c.e
+    assert c.v == 8 and c.e.names() == {"a", "b"}
     assert (c > 5) is True and (a == b) is False and bool(a)
     assert int(b) == 4  # pins b
     guards = [x for k, x, _ in tr.stmts if k == "guard"]
-    assert guards == [f"{c.e}>5", "a!=b", "a!=0", "b==4"]
+    assert [str(g) for g in guards] == [f"{c.e}>5", "a!=b", "a!=0", "b==4"]
+    assert guards[0] == parse(f"{c.e}>5")  # the rendering parses back to the same tree
     env = {"a": 6, "b": 4}
-    assert all(eval(g, {}, env) for g in guards)
+    assert all(evaluate(g, env) for g in guards)
+    assert not evaluate(guards[0], {"a": 1, "b": 2})
     assert a * 1 is a and a + 0 is a and 0 * a == 0  # identities fold without guards
     t = Target(cores=2)
-    res, view = traced_call(tile_matmul, (a, b, 8, 2, 4, t), ("tm", "tn"), ("tk",), {5: "_target"})
+    res, view = traced_call(tile_matmul, (a, b, 8, 2, 4, t), ("tm", "tn"), ("tk",), target=5)
     assert res == tile_matmul(6, 4, 8, 2, 4, t) and isinstance(view.tm, Sym) and view.tk == res.tk
-    assert tr.calls and f"{tr.calls[-1]}.tk=={res.tk}" in [x for k, x, _ in tr.stmts]
+    assert tr.calls and f"{tr.calls[-1]}.tk=={res.tk}" in [str(x) for k, x, _ in tr.stmts]
 
 
 def test_tile_matmul_equals_its_reference():

@@ -276,9 +276,9 @@ def test_locate_affine_is_the_inverse(text):
     from vtmlir.lowbit.evaluate import affine_eval
 
     layout = parse_register_layout(text)
-    t_expr, i_expr = layout.locate_affine(["d0", "d1"])
     with ir.Context():
-        m = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<(d0, d1) -> ({t_expr}, {i_expr})>")).value
+        t_expr, i_expr = layout.locate_affine([ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)])
+        m = ir.AffineMap.get(2, 0, [t_expr, i_expr])
         grid = list(np.indices(layout.shape, dtype=np.int64))
         thread, reg = (np.broadcast_to(affine_eval(e, grid), layout.shape) for e in m.results)
     want_t, want_i = layout.inverse_table()

@@ -21,7 +21,7 @@ EXPECTED_MODELS = [
     "elementwise_reduction_mix",
 ]
 
-# Dialects that must not survive the import to the graph level (DESIGN.md §3).
+# Dialects that must not survive the import to the graph level (docs/design.md §3).
 NON_LINALG_DIALECTS = {"torch", "torch_c", "tm_tensor"}
 
 _MLIR_ELEMENT_TYPE = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}

@@ -236,18 +236,35 @@ func.func @f() -> tensor<4xf32> {
 }
 """
 
+CONVOLUTION_ON_TENSORS = """\
+#in = affine_map<(d0, d1, d2) -> (d0, d1 + d2)>
+#k = affine_map<(d0, d1, d2) -> (d2)>
+#out = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @f(%x: tensor<1x32xf32>, %k: tensor<16xf32>, %y: tensor<1x16xf32>) -> tensor<1x16xf32> {
+  %r = linalg.generic {indexing_maps = [#in, #k, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %k : tensor<1x32xf32>, tensor<16xf32>) outs(%y : tensor<1x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<1x16xf32>
+  return %r : tensor<1x16xf32>
+}
+"""
+
 
 @pytest.mark.parametrize("text, passes, expect", [
     (MEMREF_COPY, ["--vt-build-vtog", "--vt-eliminate-data-movement", "--dvm-fuse"], None),  # IndexError: catalogue, symbols
     (DECLARATION_ONLY, ["--layout-resolve", "--layout-hoist", "--layout-select-ilp", "--layout-materialize"], None),
     (CHAINED_CONVERSIONS, ["--layout-resolve"], None),  # SIGSEGV: use after free in strip_conversions
     (SCALAR_GENERIC_INPUT, ["--vt-build-vtog"], None),  # ValueError: a scalar input read as a tensor
+    (CONVOLUTION_ON_TENSORS, ["--codegen-decompose-convolutions"], None),  # AttributeError: strides of a tensor
     (DYNAMIC_VIEW, ["--vt-lower-views"], "virtual tensors are lowered for static shapes only"),  # TypeError in reindex
     (BAD_ARRAY_TYPE, ["--layout-resolve"], "'perm' must be an array<i64>"),  # TypeError in the verifier
     (MALFORMED_LAYOUT_ATTRIBUTE, ["--layout-materialize"],  # LayoutFormatError escaping from_attr
      "2:8: error: layout-materialize: malformed 'layout.produced' attribute of 'arith.addf'"),
-], ids=["memref-ops", "declaration", "chained-conversions", "scalar-generic", "dynamic-view", "ui8-array",
-        "layout-attribute"])
+], ids=["memref-ops", "declaration", "chained-conversions", "scalar-generic", "tensor-convolution",
+        "dynamic-view", "ui8-array", "layout-attribute"])
 def test_pass_on_unusual_ir_is_clean(tmp_path, text, passes, expect):
     path = tmp_path / "in.mlir"
     path.write_text(text)

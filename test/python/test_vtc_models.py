@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import vtmlir
+from vtmlir.codegen import EXACT_SCHEDULES  # bitwise: no reassociating schedule (docs/codegen.md)
 from vtmlir import models
 from vtmlir.frontend import as_module
 from vtmlir.ir_utils import walk_ops
@@ -56,8 +57,8 @@ def test_vtc_workload_bitwise_numerics_and_fewer_data_movement_ops(name):
     dialects = {op.name.split(".", 1)[0] for op in walk_ops(graph)}
     assert not dialects & NON_LINALG_DIALECTS, f"{name} is not linalg-on-tensors: {dialects}"
 
-    plain = _as_list(vtmlir.compile(graph, opt_level=OPT)(*inputs))
-    optimised = _as_list(vtmlir.compile(graph, pipeline=PASS, opt_level=OPT)(*inputs))
+    plain = _as_list(vtmlir.compile(graph, opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
+    optimised = _as_list(vtmlir.compile(graph, pipeline=PASS, opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
     with torch.no_grad():
         eager = _as_list(model(*inputs))
     assert len(plain) == len(optimised) == len(eager)

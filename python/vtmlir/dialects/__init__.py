@@ -1,12 +1,14 @@
-"""vtmlir's own dialects, defined in Python with `torch_mlir.dialects.ext` (DESIGN.md §4).
+"""vtmlir's own dialects, defined in Python with `torch_mlir.dialects.ext` (docs/design.md §4).
 
 - `vt` (`vt.py`): virtual tensors — `vt.view`, `vt.store_into`; mapping functions in `vt_mapping.py`.
+- `lowbit` (`lowbit.py`): `lowbit.unpack`, the sub-byte tensors `subbyte-pack` hands to
+  `subbyte-lower`, and the `lowbit.*` attributes on the ops around it.
 - `layout` (`layout.py`): memory layouts — `layout.convert`, produced/required layout attributes;
   the `Layout` model in `memory_layout.py`; register layouts (Tilus §4) in `register_layout.py`
   (`RegisterLayout`, `local`/`spatial`/`column_*`, composition, division, reinterpretation) and
   `layout.reinterpret`.
 
-`load_dialects(ctx)` loads both into a context; `vtmlir.context.make_context()` calls it for every
+`load_dialects(ctx)` loads them into a context; `vtmlir.context.make_context()` calls it for every
 context vtmlir creates. `irdl_text(dialect)` is the IRDL the Python definitions emit; the checked-in
 copies under dialects/ are regenerated with `python -m vtmlir.dialects.write_irdl`.
 """
@@ -24,6 +26,7 @@ from .layout import (
     LayoutDialect,
     ReinterpretOp,
 )
+from .lowbit import LowbitDialect, UnpackOp
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
 from .register_layout import (
     LayoutDivisionError,
@@ -45,10 +48,11 @@ from .vt_mapping import (
     composed_sources,
 )
 
-ALL_DIALECTS = (VTDialect, LayoutDialect)
+ALL_DIALECTS = (VTDialect, LayoutDialect, LowbitDialect)
 
 __all__ = [
-    "ALL_DIALECTS", "ANY_LAYOUT", "ConvertOp", "Layout", "LayoutDialect", "LayoutDivisionError",
+    "ALL_DIALECTS", "ANY_LAYOUT", "ConvertOp", "Layout", "LayoutDialect", "LayoutDivisionError", "LowbitDialect",
+    "UnpackOp",
     "LayoutFormatError", "RegisterLayout", "can_reinterpret", "column_local", "column_spatial",
     "local", "parse_register_layout", "reinterpret", "spatial",
     "MappingCompositionError", "MappingFormatError", "MappingFunction", "PRODUCED_LAYOUTS_ATTR",
@@ -58,14 +62,14 @@ __all__ = [
 
 
 def load_dialects(ctx: ir.Context) -> None:
-    """Load `vt` and `layout` into `ctx` (which must be the current context)."""
+    """Load `vt`, `layout` and `lowbit` into `ctx` (which must be the current context)."""
     for dialect in ALL_DIALECTS:
         if not ctx.is_dialect_loaded(dialect.DIALECT_NAMESPACE):
             dialect.load()
 
 
 def irdl_text(dialect) -> str:
-    """The IRDL of an `ext` dialect class (or its namespace, "vt"/"layout"), as `Dialect.load`
+    """The IRDL of an `ext` dialect class (or its namespace, "vt"/"layout"/"lowbit"), as `Dialect.load`
     registers it (canonicalized), printed in a fresh context so the text is deterministic."""
     if isinstance(dialect, str):
         by_name = {d.DIALECT_NAMESPACE: d for d in ALL_DIALECTS}

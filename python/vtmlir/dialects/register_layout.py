@@ -250,9 +250,9 @@ class RegisterLayout:
             i = i * self.modes[k] + digits[k]
         return t, i
 
-    def locate_affine(self, index: Sequence[str]) -> tuple[str, str]:
-        """`locate` as affine expressions (MLIR syntax) of the logical index given as expression
-        texts, one per dimension: (thread expr, register expr). Every mode digit is
+    def locate_affine(self, index: Sequence[ir.AffineExpr]) -> tuple[ir.AffineExpr, ir.AffineExpr]:
+        """`locate` as affine expressions of the logical index (one `ir.AffineExpr` per dimension,
+        built in the current context): (thread expr, register expr). Every mode digit is
         `(x floordiv inner) mod extent`, so the inverse of any layout is affine with constant
         floordiv/mod; subbyte-pack uses it to turn a tile layout into the weight re-layout map (Fig. 8)."""
         if len(index) != self.rank:
@@ -262,15 +262,15 @@ class RegisterLayout:
             inner = 1
             members = [k for k, d in enumerate(self.mode_dims) if d == dim]
             for pos, k in enumerate(reversed(members)):
-                e = f"({index[dim]})" if inner == 1 else f"(({index[dim]}) floordiv {inner})"
+                e = index[dim] if inner == 1 else ir.AffineExpr.get_floor_div(index[dim], inner)
                 outermost = pos == len(members) - 1 and inner * self.modes[k] == self.shape[dim]
-                digits[k] = e if outermost else f"({e} mod {self.modes[k]})"
+                digits[k] = e if outermost else ir.AffineExpr.get_mod(e, self.modes[k])
                 inner *= self.modes[k]
 
         def combine(modes):
-            expr, stride = "0", 1
+            expr, stride = ir.AffineConstantExpr.get(0), 1
             for k in reversed(modes):
-                expr = f"{expr} + {digits[k]} * {stride}"
+                expr = expr + digits[k] * stride
                 stride *= self.modes[k]
             return expr
 

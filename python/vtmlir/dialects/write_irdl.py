@@ -1,4 +1,4 @@
-"""Write the IRDL of `vt` and `layout` to dialects/{vt,layout}.irdl.mlir.
+"""Write the IRDL of vtmlir's dialects to dialects/<name>.irdl.mlir (`vt`, `layout`, `lowbit`).
 
     python -m vtmlir.dialects.write_irdl [--check] [OUTPUT_DIR]
 

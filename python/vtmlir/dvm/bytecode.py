@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VtmlirError
+from .expr import F64Bits
 from .isa import (
     BINARY_OPS,
     FORMATS,
@@ -71,7 +72,7 @@ def _encode_record(ins: Instr, out: list) -> None:
             out.append(len(v))
             out.extend(v)
         elif kind == "f64":
-            out.append(Sym(f64bits(v.v), f"_f64bits({v.e})", v.tr) if type(v) is Sym
+            out.append(Sym(f64bits(v.v), F64Bits(v.e), v.tr) if type(v) is Sym
                        else int(np.float64(v).view(np.int64)))
         else:
             out.append(v if type(v) is Sym else int(v))

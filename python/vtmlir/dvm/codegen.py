@@ -400,7 +400,7 @@ class _Lowering:
         n_max = self._peak(steps, last, self._broadcast_temps)
         reduce_dims = {d for axes in creduce.values() for d in axes}
         tiling, tv = traced_call(tile_vector, (cdom, reduce_dims, n_max, itemsize, self.target),
-                                 ("tile",), ("dim",), {4: "_target"})
+                                 ("tile",), ("dim",), target=4)
         dim, t = tv.dim, tv.tile
         grid = tuple(GridDim(cdom[d], 1, cdom[d]) for d in range(dim)) + (
             GridDim(-(-cdom[dim] // t), t, cdom[dim]),)
@@ -484,7 +484,7 @@ class _Lowering:
         steps, last = self._schedule(skip={a, b})
         n_live = self._peak(steps, last, self._broadcast_temps)
         tiling, tv = traced_call(tile_matmul, (m, n_, k, n_live, itemsize, self.target),
-                                 ("tm", "tn", "tk"), (), {5: "_target"})
+                                 ("tm", "tn", "tk"), (), target=5)
         tm, tn, tk = tv.tm, tv.tn, tv.tk
         grid = (GridDim(-(-m // tm), tm, m), GridDim(-(-n_ // tn), tn, n_))
         va = self.target.vector_bytes

@@ -1,7 +1,7 @@
 """The DVM virtual machine as one PTX kernel (Fang et al., DVM, §4.3 and Alg. 2: the VM is compiled
 once; a program is data).
 
-The MLIR of `native_mlir.vm_module_text(gpu=True)` -- the same interpreter as the native CPU VM --
+The MLIR of `native_mlir.build_vm_module(gpu=True)` -- the same interpreter as the native CPU VM --
 goes through vtmlir's CUDA path: the stages of `backend.cuda.lower` from ``map-to-gpu`` on (the
 ``scf.parallel`` over tiles becomes the grid: one thread block per tile, Alg. 2's cores are the
 thread blocks), `backend.cuda.ptx` translates the outlined kernel to PTX with llvmlite and
@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .native_mlir import vm_module_text
+from .native_mlir import build_vm_module
 
 #: CUDA lowering stages the VM goes through (see the module docstring)
 SKIPPED_STAGES = ("parallel-loops", "wrap-serial-code")
@@ -53,7 +53,7 @@ def vm_ptx(chip: str = "sm_80") -> VmPtx:
     check_chip(chip)
     stages = tuple(s for s in DEFAULT_STAGES if s.name not in SKIPPED_STAGES)
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(vm_module_text(gpu=True))
+        module = build_vm_module(gpu=True)
         lowering = lower_to_nvvm(module, chip=chip, stages=stages)
         sources = kernel_sources(module)
     if len(sources) != 1:

@@ -26,17 +26,18 @@ The implication is decided soundly and incompletely over the integers:
 - a guard is implied when that interval, plus ``c``, satisfies ``op`` for every value in it.
 
 Anything outside these forms (a float, ``/``, a call other than a tiling result's field) is left
-alone: the guard is kept and records nothing.
+alone: the guard is kept and records nothing. The statements are `expr` trees; an atom is the node
+it stands for.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 
+from .expr import MIRROR as _MIRROR
+from .expr import BinOp, Compare, Const, Expr, Field, Name, Neg, TilingCall
+
 _INF = math.inf
-_OPS = {ast.GtE: ">=", ast.Gt: ">", ast.LtE: "<=", ast.Lt: "<", ast.Eq: "==", ast.NotEq: "!="}
-_MIRROR = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "==", "!=": "!="}
 
 
 class _NotInteger(Exception):
@@ -44,7 +45,7 @@ class _NotInteger(Exception):
 
 
 def prune(stmts: list) -> list:
-    """`stmts` (a `symbolic.Tracer`'s ``("guard", cond, None)`` / ``("set", var, expr)``) without
+    """`stmts` (a `symbolic.Tracer`'s ``("guard", Compare, None)`` / ``("set", var, Expr)``) without
     the guards that the guards before them imply (see the module docstring)."""
     facts = _Facts()
     kept = []
@@ -58,8 +59,25 @@ def prune(stmts: list) -> list:
     return kept
 
 
+class _Slack(Expr):
+    """The fresh ``r >= 0`` of `_Facts._decides` for a remainder atom."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: Expr):
+        self.of = of
+        self._init(0)
+
+    def _key(self):
+        return (self.of,)
+
+    def __str__(self):
+        return f"slack of {self.of}"
+
+
 class _Linear:
-    """``sum(coeff * atom) + const`` with integer coefficients; atoms are keys of `_Facts.atoms`."""
+    """``sum(coeff * atom) + const`` with integer coefficients; atoms are keys of `_Facts.atoms`
+    (`Name`s of sizes, strides and non-linear variables, and non-linear nodes)."""
 
     __slots__ = ("terms", "const")
 
@@ -84,10 +102,14 @@ class _Linear:
 
     def key(self) -> tuple[tuple, int]:
         """(the canonical form of the non-constant part, its sign): ``F`` and ``-F`` share a key."""
-        items = tuple(sorted(self.terms.items()))
+        items = tuple(sorted(self.terms.items(), key=_term_order))
         if items and items[0][1] < 0:
             return tuple((a, -c) for a, c in items), -1
         return items, 1
+
+
+def _term_order(term):
+    return str(term[0]), term[1]
 
 
 def _mul(a: float, b: float) -> float:
@@ -132,19 +154,18 @@ class _Facts:
     """What the guards so far established, and the definitions of the trace's variables."""
 
     def __init__(self):
-        self.defs: dict[str, ast.expr] = {}  # variable -> its definition
+        self.defs: dict[str, Expr] = {}  # variable -> its definition
         self.linear: dict[str, _Linear | None] = {}  # variable -> its linear form (None: an atom)
         self.nonint: set[str] = set()  # variables not known to be integers (a float, a record)
-        self.quotients: dict[str, tuple] = {}  # atom of x // y -> (x node, y node, y's linear form)
-        self.remainders: dict[str, _Linear] = {}  # atom of x % y -> y's linear form
-        self.atoms: dict[str, ast.expr | None] = {}  # atom key -> the node it stands for (None: a name)
+        self.quotients: dict[Expr, tuple] = {}  # atom x // y -> (x, y, y's linear form)
+        self.remainders: dict[Expr, _Linear] = {}  # atom x % y -> y's linear form
+        self.atoms: dict[Expr, Expr | None] = {}  # atom -> the node whose interval it has (None: a name)
         self.bounds: dict[tuple, tuple] = {}  # canonical form -> interval
         self.excluded: dict[tuple, set] = {}  # canonical form -> values `!=` ruled out
         self._memo: dict = {}
 
     # -- the trace ----------------------------------------------------------------------------
-    def define(self, var: str, text: str) -> None:
-        node = ast.parse(text, mode="eval").body
+    def define(self, var: str, node: Expr) -> None:
         self.defs[var] = node
         try:
             lin = self._lin(node)
@@ -157,18 +178,15 @@ class _Facts:
         if lin is None:
             self.nonint.add(var)
 
-    def holds(self, cond: str) -> bool:
-        """Whether `cond` is implied by what was recorded; records it (it holds from here on)."""
+    def holds(self, node: Expr) -> bool:
+        """Whether the guard `node` is implied by what was recorded; records it (it holds from
+        here on)."""
         self._memo = {}
-        try:
-            node = ast.parse(cond, mode="eval").body
-        except SyntaxError:
+        if type(node) is not Compare:
             return False
-        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS):
-            return False
-        op = _OPS[type(node.ops[0])]
+        op = node.op
         try:
-            form = self._lin(node.left).plus(self._lin(node.comparators[0]), -1)
+            form = self._lin(node.left).plus(self._lin(node.right), -1)
         except _NotInteger:
             return False
         # a guard whose evaluation could divide by zero is kept: dropping it would turn the
@@ -179,51 +197,49 @@ class _Facts:
         return implied
 
     def _divisors_nonzero(self, node) -> bool:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.FloorDiv, ast.Mod)):
+        for sub in node.walk():
+            if type(sub) is BinOp and sub.op in ("//", "%"):
                 lo, hi = self._interval(self._lin(sub.right))
                 if lo <= 0 <= hi:
                     return False
         return True
 
     # -- linear forms --------------------------------------------------------------------------
-    def _atom(self, key: str, node) -> _Linear:
+    def _atom(self, key: Expr, node) -> _Linear:
         self.atoms.setdefault(key, node)
         return _Linear({key: 1})
 
-    def _lin(self, node) -> _Linear:
-        if isinstance(node, ast.Constant):
+    def _lin(self, node: Expr) -> _Linear:
+        t = type(node)
+        if t is Const:
             if type(node.value) is not int:
                 raise _NotInteger
             return _Linear({}, node.value)
-        if isinstance(node, ast.Name):
-            if node.id in self.nonint:
+        if t is Name:
+            if node.name in self.nonint:
                 raise _NotInteger
-            lin = self.linear.get(node.id)
+            lin = self.linear.get(node.name)
             if lin is not None:
                 return lin
-            return self._atom(node.id, None)  # a size, a stride, or a non-linear variable
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            lin = self._lin(node.operand)
-            return lin.scaled(-1) if isinstance(node.op, ast.USub) else lin
-        if isinstance(node, ast.BinOp):
-            if isinstance(node.op, (ast.Add, ast.Sub)):
-                return self._lin(node.left).plus(self._lin(node.right), 1 if isinstance(node.op, ast.Add) else -1)
-            if isinstance(node.op, ast.Mult):
+            return self._atom(node, None)  # a size, a stride, or a non-linear variable
+        if t is Neg:
+            return self._lin(node.operand).scaled(-1)
+        if t is BinOp:
+            if node.op in ("+", "-"):
+                return self._lin(node.left).plus(self._lin(node.right), 1 if node.op == "+" else -1)
+            if node.op == "*":
                 a, b = self._lin(node.left), self._lin(node.right)
-                return self._product(a, b) or self._product(b, a) or self._atom(ast.dump(node), node)
-            if isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+                return self._product(a, b) or self._product(b, a) or self._atom(node, node)
+            if node.op in ("//", "%"):
                 x, y = self._lin(node.left), self._lin(node.right)  # integers, or raise
-                key = ast.dump(node)
-                if isinstance(node.op, ast.FloorDiv):
-                    self.quotients[key] = (node.left, node.right, y)
+                if node.op == "//":
+                    self.quotients[node] = (node.left, node.right, y)
                 else:
-                    self.remainders[key] = y
-                return self._atom(key, node)
+                    self.remainders[node] = y
+                return self._atom(node, node)
             raise _NotInteger  # `/`: a float
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in self.defs \
-                and _is_tiling_call(self.defs[node.value.id]):
-            return self._atom(ast.dump(node), node)  # a tiling result's field: an int
+        if t is Field and type(self.defs.get(node.var)) is TilingCall:
+            return self._atom(node, node)  # a tiling result's field: an int
         raise _NotInteger
 
     def _product(self, a: _Linear, b: _Linear) -> _Linear | None:
@@ -250,7 +266,7 @@ class _Facts:
 
     def _quotient_times_divisor(self, atom, q) -> _Linear:
         x, y, _ = q
-        rem = ast.BinOp(left=x, op=ast.Mod(), right=y)
+        rem = BinOp("%", x, y)
         return self._lin(x).plus(self._lin(rem), -1)
 
     # -- intervals -----------------------------------------------------------------------------
@@ -268,16 +284,16 @@ class _Facts:
                 lo, hi = max(lo, lo2 + lin.const), min(hi, hi2 + lin.const)
         return lo, hi
 
-    def _atom_interval(self, atom: str):
+    def _atom_interval(self, atom: Expr):
         memo = self._memo.get(atom)
         if memo is not None:
             return memo
         self._memo[atom] = (-_INF, _INF)  # a cycle cannot occur; this only guards against one
         x = (-_INF, _INF)
         node = self.atoms[atom]
-        if node is None and atom in self.defs:
+        if node is None and type(atom) is Name and atom.name in self.defs:
             try:
-                x = self._node_interval(self.defs[atom])
+                x = self._node_interval(self.defs[atom.name])
             except _NotInteger:
                 pass
         elif node is not None:
@@ -290,10 +306,10 @@ class _Facts:
         return x
 
     def _node_interval(self, node):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod)):
+        if type(node) is BinOp and node.op in ("*", "//", "%"):
             a, b = self._interval(self._lin(node.left)), self._interval(self._lin(node.right))
-            return {ast.Mult: _times, ast.FloorDiv: _floordiv, ast.Mod: _mod}[type(node.op)](a, b)
-        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name)):
+            return {"*": _times, "//": _floordiv, "%": _mod}[node.op](a, b)
+        if type(node) in (BinOp, Neg, Const, Name):
             return self._interval(self._lin(node))
         return (-_INF, _INF)
 
@@ -322,7 +338,7 @@ class _Facts:
             for i, m in enumerate(mods):
                 if mask >> i & 1:
                     c = f.terms[m]
-                    slack = f"slack of {m}"
+                    slack = _Slack(m)
                     f = f.plus(_Linear({m: c}), -1).plus(self.remainders[m].scaled(c)).plus(
                         _Linear({slack: -c}, -c))
                     self.atoms.setdefault(slack, None)
@@ -364,7 +380,3 @@ def _test(lo, hi, op: str) -> bool:
     """Whether ``x op 0`` for every x in [lo, hi]."""
     return {">=": lo >= 0, ">": lo > 0, "<=": hi <= 0, "<": hi < 0, "==": lo == hi == 0,
             "!=": lo > 0 or hi < 0}[op]
-
-
-def _is_tiling_call(node) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("tile_")

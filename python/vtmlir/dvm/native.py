@@ -1,7 +1,7 @@
 """The DVM virtual machine compiled once to native CPU code through vtmlir's MLIR pipeline (Fang et
 al., DVM, §4.3: "the VM ... is compiled once"; Alg. 2).
 
-`native_vm()` parses the MLIR of `native_mlir.vm_module_text()`, lowers it with the CPU backend's
+`native_vm()` builds the MLIR of `native_mlir.build_vm_module()`, lowers it with the CPU backend's
 stages (`backend.cpu.lower.CPU_STAGES`) and JIT-compiles it with the MLIR ExecutionEngine -- once
 per process (the engine is cached). Running a program afterwards costs only the call: a new shape
 is tiling + encoding (`codegen.compile_graph`) and then `run(bytecode, args)`.
@@ -22,7 +22,7 @@ import numpy as np
 
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
-from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, handled_opcodes, vm_module_text
+from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_opcodes
 
 #: instructions whose element type must be one of `ARITH_TYPES` (Cmp, Select, Cast and the data
 #: movement take every dtype)
@@ -92,11 +92,11 @@ class NativeVM:
         from ..backend.cpu.lower import lower_to_llvm
         from ..errors import VtmlirError
 
-        self.source = vm_module_text()
-        self.stages: dict[str, str] = {"vm": self.source}
         self._ctx = ir.Context()
         with self._ctx, ir.Location.unknown():
-            module = ir.Module.parse(self.source)
+            module = build_vm_module()
+            self.source = str(module)
+            self.stages: dict[str, str] = {"vm": self.source}
 
             def record(stage, mod):
                 self.stages[stage] = str(mod)

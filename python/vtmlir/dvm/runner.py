@@ -22,16 +22,18 @@ Anything else raises `VtmlirError` naming the op (at construction).
 from __future__ import annotations
 
 import math
-import re
 import time
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import linalg
 
 from ..errors import VtmlirError
 from ..frontend.torch_import import ShapeSymbols, shape_symbols
+from ..ir_constants import elements_array
 from ..ir_utils import nested_operands
 from .codegen import compile_graph
+from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import _GLUE, _owner, _tensor_dtype, _where, element_dtype
 from .graph import Graph
@@ -54,32 +56,17 @@ _IDENTITY = {Opcode.SUM: 0.0, Opcode.REDUCE_MAX: -math.inf, Opcode.REDUCE_MIN: m
 
 
 # ----------------------------------------------------------------------------- constants
-def _resource_blobs(module_op) -> dict[str, bytes]:
-    text = str(module_op)
-    blobs = {}
-    m = re.search(r"dialect_resources:\s*\{\s*builtin:\s*\{(.*?)\}\s*\}\s*#-\}", text, re.S)
-    if m:
-        for name, hexdata in re.findall(r'([\w.\-]+):\s*"0x([0-9A-Fa-f]*)"', m.group(1)):
-            blobs[name] = bytes.fromhex(hexdata)[4:]  # first word: the blob's alignment
-    return blobs
-
-
-def _constant_value(op, blobs):
+def _constant_value(op):
     attr = op.attributes["value"]
     t = op.results[0].type.maybe_downcast()
     if isinstance(t, ir.RankedTensorType):
-        dt = element_dtype(t.element_type).numpy
-        shape = tuple(t.shape)
-        a = attr.maybe_downcast() if hasattr(attr, "maybe_downcast") else attr
-        if isinstance(a, ir.DenseResourceElementsAttr) or str(attr).startswith("dense_resource<"):
-            name = re.match(r"dense_resource<([^>]+)>", str(attr)).group(1)
-            if name not in blobs:
-                raise VtmlirError(f"dvm: resource '{name}' of {_where(op)} has no data")
-            return np.frombuffer(blobs[name], dtype=dt, count=math.prod(shape)).reshape(shape)
-        dense = ir.DenseElementsAttr(attr)
-        if dense.is_splat:
-            return np.full(shape, _scalar(dense.get_splat_value()), dtype=dt)
-        return np.array(dense, dtype=dt).reshape(shape)
+        try:
+            array = elements_array(attr)
+        except VtmlirError as err:
+            raise VtmlirError(f"dvm: {_where(op)}: {err}") from None
+        if array is None:
+            raise VtmlirError(f"dvm: {_where(op)} holds no elements attribute")
+        return array.astype(element_dtype(t.element_type).numpy, copy=False)
     return _scalar(attr)
 
 
@@ -171,7 +158,8 @@ class _GroupKernel:
         for arg, v, m in zip(list(block.arguments)[:n_in], list(op.operands)[:n_in], maps[:n_in]):
             local[arg] = self.env[v] if v in self.env else self._external(v, m)
         outs = list(block.arguments)[n_in:]
-        iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        reduction = ir.AttrBuilder.get("linalg.IteratorTypeEnum")(linalg.IteratorType.reduction, op.context)
+        iters = [a == reduction for a in ir.ArrayAttr(op.attributes["iterator_types"])]
         red_axes = [d for d, r in enumerate(iters) if r]
         body = list(block.operations)
         yield_op = body[-1].operation
@@ -424,11 +412,10 @@ class DvmFunction:
         with mop.context:
             self.fusion = analyze_function(fn, stacking=stacking)
             self.args = list(fn.regions[0].blocks[0].arguments)
-            blobs = _resource_blobs(mop)
             self.constants: dict = {}
             for op in self.fusion.ops:
                 if op.name == "arith.constant":
-                    self.constants[op.results[0]] = _constant_value(op, blobs)
+                    self.constants[op.results[0]] = _constant_value(op)
             scalars = {v: c for v, c in self.constants.items() if not isinstance(c, np.ndarray)}
             self.kernels = [_GroupKernel(self.fusion, g.id, scalars) for g in self.fusion.groups]
             self.plan = self._schedule()
@@ -535,10 +522,17 @@ class DvmFunction:
             raise VtmlirError(f"dvm: @{self.fusion.name} has no recorded shape symbols for every argument "
                               "(import with dynamic_shapes=..., or pass space= and shapes_of=)")
         space = {name: range(lo, hi + 1) for name, (lo, hi, _) in self.symbols.symbols.items()}
-        exprs = [tuple(compile(d, "<symbolic shape>", "eval") for d in arg) for arg in self.symbols.args]
+        names = sorted(space)
+        slots = {name: i for i, name in enumerate(names)}
+        try:  # the importer's size expressions (`vtmlir.symbolic_shape`), e.g. "s27 * s77"
+            exprs = [[parse(d) for d in arg] for arg in self.symbols.args]
+            sizes = [[evaluator(e, slots) for e in arg] for arg in exprs]
+        except (ParseError, KeyError) as err:
+            raise VtmlirError(f"dvm: @{self.fusion.name}: cannot use a recorded shape symbol: {err}") from None
 
         def shapes_of(**point):
-            return [tuple(int(eval(e, {"__builtins__": {}}, point)) for e in arg) for arg in exprs]
+            env = [point[n] for n in names]
+            return [tuple(int(f(env)) for f in arg) for arg in sizes]
 
         return space, shapes_of
 

@@ -1,24 +1,26 @@
 """Symbolic sizes for tracing the DVM lowering once per kernel structure (see `template.py`).
 
-A `Sym` is an integer (or float) that carries its concrete value and a Python expression over the
-kernel's parameters (input sizes and strides, tiling results). Arithmetic builds expressions;
-every *decision* taken on a value -- a comparison, a truth test, an ``int()``/``index``/``hash``
-conversion -- returns the concrete answer and records it as a guard with the `Tracer`. Replaying
-the recorded guards on another shape tells whether the lowering would take exactly the same
-decisions there; if so, every recorded expression evaluates to what the lowering would compute.
+A `Sym` is an integer (or float) that carries its concrete value and an expression (`expr.Expr`)
+over the kernel's parameters (input sizes and strides, tiling results). Arithmetic builds
+expressions; every *decision* taken on a value -- a comparison, a truth test, an
+``int()``/``index``/``hash`` conversion -- returns the concrete answer and records it as a guard
+with the `Tracer`. Replaying the recorded guards on another shape tells whether the lowering would
+take exactly the same decisions there; if so, every recorded expression evaluates to what the
+lowering would compute.
 
-The module depends on nothing else in vtmlir so that `isa` and `bytecode` can let `Sym` values pass
-through unconverted.
+The module depends on nothing else in vtmlir but `expr` so that `isa` and `bytecode` can let
+`Sym` values pass through unconverted.
 """
 
 from __future__ import annotations
 
 import operator
-import struct
 
-# the negation of each comparison: a guard records the condition that held
-_NEGATE = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_AUTO_BIND = 16  # expressions longer than this become a local variable (common subexpressions)
+from .expr import NEGATE, BinOp, Compare, Const, Expr, F64Bits, Field, Name, Neg, TilingCall, TARGET, f64bits
+
+__all__ = ["Sym", "Tracer", "f64bits", "src", "traced_call", "tracer_of", "value"]
+
+_AUTO_BIND = 16  # expressions rendered longer than this become a local variable (common subexpressions)
 
 
 class Tracer:
@@ -26,47 +28,42 @@ class Tracer:
     assignments (`bind`ed subexpressions, calls such as Alg. 1 made on concrete values)."""
 
     def __init__(self):
-        self.stmts: list[tuple[str, str, str | None]] = []  # ("guard", cond, None) | ("set", var, expr)
-        self._guards: set[str] = set()
+        # ("guard", Compare, None) | ("set", variable name, Expr)
+        self.stmts: list[tuple[str, Expr | str, Expr | None]] = []
+        self._guards: set[Expr] = set()
         self.calls: list[str] = []  # variables holding `traced_call` results, in order
-        self._bound: dict[str, str] = {}  # expression -> the variable `bind` assigned it to
+        self._bound: dict[Expr, str] = {}  # expression -> the variable `bind` assigned it to
         self._n = 0
 
     def param(self, name: str, value) -> "Sym":
-        return Sym(value, name, self)
+        return Sym(value, Name(name), self)
 
-    def guard(self, cond: str) -> None:
+    def guard(self, cond: Compare) -> None:
         if cond not in self._guards:
             self._guards.add(cond)
             self.stmts.append(("guard", cond, None))
 
-    def assign(self, expr: str) -> str:
+    def assign(self, expr: Expr) -> str:
         var = f"_v{self._n}"
         self._n += 1
         self.stmts.append(("set", var, expr))
         return var
 
     def bind(self, s: "Sym") -> "Sym":
-        """`s` as a local variable (evaluated once in the generated code; the same expression bound
-        again reuses it: variables are assigned once and in order, so it holds the same value)."""
+        """`s` as a local variable (evaluated once; the same expression bound again reuses it:
+        variables are assigned once and in order, so it holds the same value)."""
         var = self._bound.get(s.e)
         if var is None:
             var = self._bound[s.e] = self.assign(s.e)
-        return Sym(s.v, var, self)
+        return Sym(s.v, Name(var), self)
 
 
-def src(x) -> str:
-    """The Python source of a traced value: a `Sym`'s expression or a literal."""
+def src(x) -> Expr:
+    """The expression of a traced value: a `Sym`'s, or a literal's."""
     if type(x) is Sym:
         return x.e
-    if isinstance(x, bool):
-        return repr(bool(x))
-    if isinstance(x, int):
-        return repr(int(x))
-    if isinstance(x, float):
-        return repr(x)
-    if isinstance(x, tuple):
-        return "(" + "".join(src(v) + ", " for v in x) + ")"
+    if isinstance(x, (bool, int, float)):
+        return Const(x)
     raise TypeError(f"cannot trace a value of type {type(x).__name__}")
 
 
@@ -88,11 +85,6 @@ def tracer_of(*xs) -> Tracer | None:
             if t is not None:
                 return t
     return None
-
-
-def f64bits(x: float) -> int:
-    """The IEEE-754 bit pattern of a float64 as a signed int64 word (the bytecode's f64 field)."""
-    return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
 def _arith(op: str, fn):
@@ -124,8 +116,8 @@ def _make(a, b, op, fn):
             return b
         if op == "*" and a == 0:
             return 0
-    s = Sym(fn(av, bv), f"({src(a)}{op}{src(b)})", tr)
-    return tr.bind(s) if len(s.e) > _AUTO_BIND else s
+    s = Sym(fn(av, bv), BinOp(op, src(a), src(b)), tr)
+    return tr.bind(s) if s.e.size > _AUTO_BIND else s
 
 
 def _compare(op: str, fn):
@@ -136,7 +128,7 @@ def _compare(op: str, fn):
         r = fn(a.v, bv)
         ea, eb = a.e, src(b)
         if ea != eb:  # the same expression decides the same way on every shape
-            a.tr.guard(f"{ea}{op if r else _NEGATE[op]}{eb}")
+            a.tr.guard(Compare(op if r else NEGATE[op], ea, eb))
         return r
 
     return cmp
@@ -147,7 +139,7 @@ class Sym:
 
     __slots__ = ("v", "e", "tr")
 
-    def __init__(self, v, e: str, tr: Tracer):
+    def __init__(self, v, e: Expr, tr: Tracer):
         self.v, self.e, self.tr = v, e, tr
 
     __add__, __radd__ = _arith("+", operator.add)
@@ -164,14 +156,14 @@ class Sym:
     __ge__ = _compare(">=", operator.ge)
 
     def __neg__(self):
-        return Sym(-self.v, f"(-{self.e})", self.tr)
+        return Sym(-self.v, Neg(self.e), self.tr)
 
     def __bool__(self):
         return self != 0
 
     def _pin(self):
         """Using the value as a plain integer: the trace holds only for this value."""
-        self.tr.guard(f"{self.e}=={self.v!r}")
+        self.tr.guard(Compare("==", self.e, Const(self.v)))
         return self.v
 
     def __index__(self):
@@ -197,31 +189,32 @@ class _Fields:
         self.__dict__.update(kw)
 
 
-def traced_call(fn, args: tuple, results: tuple[str, ...], pinned: tuple[str, ...] = (), names=None):
+def traced_call(fn, args: tuple, results: tuple[str, ...], pinned: tuple[str, ...] = (), target: int | None = None):
     """``fn(*args)`` on the concrete values, returned as ``(result, view)``. Untraced, ``view`` is
-    the result itself. While tracing, the call is recorded as ``_vN = fn(...)`` (the arguments by
-    `src`; ``names`` maps argument positions to names bound in the generated code, e.g. the
-    target), the `pinned` result fields are guarded to their values and ``view`` carries the
-    `results` fields as `Sym`s (``_vN.field``). Alg. 1 and the MatMul template run this way: per
-    shape, concretely, inside the replayed trace."""
+    the result itself. While tracing, the call is recorded as ``_vN = fn(...)`` (an
+    `expr.TilingCall`: the arguments by `src`, a set as a frozenset, argument `target` as the
+    template set's `tiling.Target`), the `pinned` result fields are guarded to their values and
+    ``view`` carries the `results` fields as `Sym`s (``_vN.field``). Alg. 1 and the MatMul template
+    run this way: per shape, concretely, inside the replayed trace."""
     tr = tracer_of(args)
     res = fn(*(value(a) for a in args))
     if tr is None:
         return res, res
-    names = names or {}
     parts = []
     for i, a in enumerate(args):
-        if i in names:
-            parts.append(names[i])
+        if i == target:
+            parts.append(TARGET)
         elif isinstance(a, (set, frozenset)):
-            parts.append("{" + "".join(f"{int(x)}, " for x in sorted(a)) + "}" if a else "set()")
+            parts.append(frozenset(int(x) for x in a))
+        elif isinstance(a, tuple):
+            parts.append(tuple(src(x) for x in a))
         else:
             parts.append(src(a))
-    var = tr.assign(f"{fn.__name__}({', '.join(parts)})")
+    var = tr.assign(TilingCall(fn.__name__, tuple(parts)))
     tr.calls.append(var)
     for f in pinned:
-        tr.guard(f"{var}.{f}=={getattr(res, f)!r}")
-    # result fields as locals of the generated code: one attribute load each, however often used
+        tr.guard(Compare("==", Field(var, f), Const(getattr(res, f))))
+    # result fields as variables: one attribute load each, however often used
     view = _Fields(**{f: getattr(res, f) for f in pinned},
-                   **{f: Sym(getattr(res, f), tr.assign(f"{var}.{f}"), tr) for f in results})
+                   **{f: Sym(getattr(res, f), Name(tr.assign(Field(var, f))), tr) for f in results})
     return res, view

@@ -4,19 +4,19 @@
 Everything the lowering (`codegen.lower`) does that does not depend on the sizes is done once per
 graph and *structure*: the schedule, the instruction sequence, the slot assignment, the record
 layouts, the constant words. The first compile of a structure runs the lowering on traced sizes
-(`symbolic.Sym`): every size carries a Python expression over the kernel's parameters (input sizes
-``s<i>_<d>`` and element strides ``t<i>_<d>``); every decision taken on a size is recorded as a
-guard; Alg. 1 / the MatMul template are recorded as calls (`symbolic.traced_call`) whose result
-fields become parameters. From the trace one Python function is generated and compiled:
+(`symbolic.Sym`): every size carries an expression (`expr.Expr`) over the kernel's parameters
+(input sizes ``s<i>_<d>`` and element strides ``t<i>_<d>``); every decision taken on a size is
+recorded as a guard; Alg. 1 / the MatMul template are recorded as calls (`symbolic.traced_call`)
+whose result fields become variables. The trace is a straight-line program, which `fill` runs
+(closures over a list of slots, `expr.evaluator`; no source code is generated):
 
-    def fill(s0_0, s0_1, ..., t0_0, ...):
-        if not (<guards up to the tiling call>): return None
+    fill(s0_0, s0_1, ..., t0_0, ...):
+        <guards up to the tiling call>                 (one failing: None)
         _v3 = tile_vector((<coalesced dims>), {...}, n_max, itemsize, _target)   # Alg. 1, per shape
         _v4 = _v3.tile
-        if not (<guards after it>): return None
-        _c = _pre0.__copy__()          # the traced shape's words (array.array)
-        _c[5] = <expr>; ...            # the shape-dependent ones
-        return 0, _v3, _frombuffer(_c, _WORD), (<output shapes>)
+        <guards after it>
+        words = the traced shape's words (array.array), the shape-dependent ones overwritten
+        return 0, _v3, words, (<output shapes>)
 
 exactly the words the lowering would have encoded, because on that shape every decision the
 lowering takes is the same (tested bitwise against ``compile_graph(..., template=False)`` on random
@@ -30,23 +30,22 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 from __future__ import annotations
 
 import contextlib
-import re
-from itertools import chain
 from array import array
+from itertools import chain
 
 import numpy as np
 
 from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
 from .codegen import CompiledKernel, lower
+from .expr import Const, Expr, Name, evaluator
 from .graph import Graph
 from .implied_guards import prune
 from .native import unsupported_reason
-from .symbolic import Sym, Tracer, f64bits, value
+from .symbolic import Sym, Tracer, value
 from .tiling import Target, tile_matmul, tile_vector
 
 MAX_TEMPLATES = 64  # per graph, target and ranks: beyond this the set starts afresh
 PRUNE_IMPLIED_GUARDS = True  # False: every traced guard is kept (what the tests compare with)
-_VAR = re.compile(r"_v\d+")
 
 
 class KernelTemplate:
@@ -55,54 +54,81 @@ class KernelTemplate:
     ``pre + block * count + post`` (`block` only where a matmul's k loop has a run of full chunks,
     see `isa.Repeat`): each part the traced shape's words, whose shape-dependent positions receive
     the `holes` expressions; in the block, the words at the step positions advance by their step
-    per repetition. `ret` is the text of everything the code reads (for dead-statement removal)."""
+    per repetition. `reads` is every name the words, the tiling and the output shapes read (for
+    dead-statement removal)."""
 
-    __slots__ = ("graph", "params", "stmts", "ret", "tiling", "output_dtypes", "parts", "count", "steps",
+    __slots__ = ("graph", "params", "ranks", "stmts", "reads", "tiling", "output_dtypes", "parts", "count", "steps",
                  "out_shapes", "point", "native_reason", "traced_guards")
 
     def __init__(self, graph: Graph, params, tracer: Tracer, tiling: str, parts, count, steps, out_shapes,
                  point=None, native_reason=None):
         self.graph, self.params, self.tiling = graph, params, tiling
         self.point = point  # (shapes, strides) it was traced at
+        # the input ranks: `params` are the sizes of every input, then its strides, in order
+        self.ranks = tuple(len(s) for s in point[0]) if point is not None else ()
         # why the native VM cannot run this structure (None: it can), decided once from the
         # structure (`native.unsupported_reason` reads opcodes, dtypes and counts: constant words)
         self.native_reason = native_reason
         self.output_dtypes = tuple(graph.nodes[o].dtype for o in graph.outputs)
-        self.parts, self.count, self.steps = parts, _src(count), [_src(x) for x in steps]
-        self.out_shapes = "(" + "".join("(" + "".join(_src(d) + ", " for d in shp) + "), " for shp in out_shapes) + ")"
+        self.parts, self.count, self.steps = parts, _expr(count), [_expr(x) for x in steps]
+        self.out_shapes = tuple(tuple(_expr(d) for d in shp) for shp in out_shapes)
         (_, pre_holes), block, post = parts
         holes = pre_holes + (block[0][1] + post[1] if block is not None else [])
-        exprs = [e for _, e in holes]
-        self.ret = " ".join([tiling, self.count, *self.steps, self.out_shapes, *exprs])
+        self.reads = {tiling}.union(*(e.names() for e in [self.count, *self.steps, *chain(*self.out_shapes)]),
+                                    *(e.names() for _, e in holes))
         # the guards the ones before them imply are dropped (`implied_guards`: the same shapes
         # pass, the same words are written); `traced_guards` counts them all
         self.traced_guards = sum(1 for st in tracer.stmts if st[0] == "guard")
-        self.stmts = _live(prune(tracer.stmts) if PRUNE_IMPLIED_GUARDS else tracer.stmts, self.ret)
+        self.stmts = _live(prune(tracer.stmts) if PRUNE_IMPLIED_GUARDS else tracer.stmts, self.reads)
 
-    def code(self, i: int) -> tuple[list[str], dict]:
-        """The statements that end template `i`'s branch of the generated `fill`: copy the traced
-        words (array.array: copies and the block's repetition run in C), write the holes, return
-        ``(i, tiling, bytecode, output shapes)``; and the word arrays they read by name."""
+    def writer(self, i: int, compile_expr):
+        """The closure that ends template `i`'s branch of `fill`: copy the traced words
+        (array.array: copies and the block's repetition run in C), write the holes, return
+        ``(i, tiling, bytecode, output shapes)``. `compile_expr` turns an `Expr` into its closure."""
         (pre, pre_holes), block, post = self.parts
-        consts = {f"_pre{i}": pre}
-        lines = [f"    _c = _pre{i}.__copy__()"] + [f"    _c[{j}] = {e}" for j, e in pre_holes]
-        if block is not None:
-            (blk, blk_holes), step_pos = block
-            start, nb = len(pre), len(blk)
-            consts[f"_blk{i}"], consts[f"_post{i}"] = blk, post[0]
-            lines += [f"    _n = {self.count}", f"    _b = _blk{i}.__copy__()"]
-            lines += [f"    _b[{j}] = {e}" for j, e in blk_holes]
-            lines.append("    _c.extend(_b * _n)")
-            for p, step in zip(step_pos, self.steps):
-                if step != "0":  # word p of repetition r is its first value + r * step
-                    lines += [f"    _s = {step}", "    if _n > 1 and _s:", f"        _x = _b[{p}]",
-                              f"        _c[{start + p}::{nb}] = _array('q', range(_x, _x + _n * _s, _s))"]
-            if post[1]:
-                lines.append(f"    _e = {start} + _n * {nb}")
-            lines.append(f"    _c.extend(_post{i})")
-            lines += [f"    _c[_e + {j}] = {e}" for j, e in post[1]]
-        lines.append(f"    return {i}, {self.tiling}, _frombuffer(_c, _WORD), {self.out_shapes}")
-        return lines, consts
+        pre_fs = [(j, compile_expr(e)) for j, e in pre_holes]
+        tiling = compile_expr(Name(self.tiling))
+        shapes = [[compile_expr(d) for d in shp] for shp in self.out_shapes]
+
+        def finish(env, c):
+            return i, tiling(env), np.frombuffer(c, WORD), tuple(tuple(f(env) for f in shp) for shp in shapes)
+
+        if block is None:
+            def write(env):
+                c = pre.__copy__()
+                for j, f in pre_fs:
+                    c[j] = f(env)
+                return finish(env, c)
+            return write
+        (blk, blk_holes), step_pos = block
+        start, nb = len(pre), len(blk)
+        count = compile_expr(self.count)
+        blk_fs = [(j, compile_expr(e)) for j, e in blk_holes]
+        # word p of repetition r is its first value + r * step
+        step_fs = [(p, compile_expr(st)) for p, st in zip(step_pos, self.steps) if st != Const(0)]
+        (post_words, post_holes) = post
+        post_fs = [(j, compile_expr(e)) for j, e in post_holes]
+
+        def write(env):
+            c = pre.__copy__()
+            for j, f in pre_fs:
+                c[j] = f(env)
+            n = count(env)
+            b = blk.__copy__()
+            for j, f in blk_fs:
+                b[j] = f(env)
+            c.extend(b * n)
+            for p, f in step_fs:
+                s = f(env)
+                if n > 1 and s:
+                    x = b[p]
+                    c[start + p::nb] = array("q", range(x, x + n * s, s))
+            e = start + n * nb
+            c.extend(post_words)
+            for j, f in post_fs:
+                c[e + j] = f(env)
+            return finish(env, c)
+        return write
 
 
 def _part(words):
@@ -173,43 +199,42 @@ def forget_last_tiling() -> None:
     _TILE_VECTOR.last = _TILE_MATMUL.last = (None, None)
 
 
-def _src(x) -> str:
-    return x.e if type(x) is Sym else repr(int(x))
+def _expr(x) -> Expr:
+    return x.e if type(x) is Sym else Const(int(x))
 
 
-def _live(stmts, ret: str):
+def _live(stmts, reads: set[str]):
     """`stmts` without the assignments nothing reads."""
-    needed = set(_VAR.findall(ret))
+    needed = set(reads)
     kept = []
     for st in reversed(stmts):
         kind, a, b = st
         if kind == "set":
             if a not in needed:
                 continue
-            needed.update(_VAR.findall(b))
+            needed |= b.names()
         else:
-            needed.update(_VAR.findall(a))
+            needed |= a.names()
         kept.append(st)
     kept.reverse()
     return kept
 
 
 class TemplateSet:
-    """The templates of one (graph, target, input ranks), and `fill`: ONE generated function that
-    tries all of them. Their statement sequences are merged into a trie, so what they share (in
-    practice everything up to and including the tiling call) runs once; where they diverge each
-    branch is a function of its own returning None when a guard fails, so the next branch is
-    tried. Returns ``(template index, tiling, bytecode, output_shapes)`` or None.
+    """The templates of one (graph, target, input ranks), and `fill`: ONE function that tries all
+    of them. Their statement sequences are merged into a trie, so what they share (in practice
+    everything up to and including the tiling call) runs once; where they diverge each branch
+    returns None when a guard fails, so the next branch is tried. Returns ``(template index,
+    tiling, bytecode, output_shapes)`` or None.
 
-    Branches never clobber what a later branch reads: statements are shared only when textually
-    equal, and a trace numbers its variables in order, so a branch assigns only variables
-    numbered after its shared prefix (and assigns each before reading it)."""
+    Branches never clobber what a later branch reads: statements are shared only when equal, and
+    a trace numbers its variables in order, so a branch assigns only variables numbered after its
+    shared prefix (and assigns each before reading it)."""
 
     def __init__(self, target: Target, graph: Graph | None = None):
         self.target, self.graph = target, graph
         self.templates: list[KernelTemplate] = []
         self.fill = lambda *params: None
-        self.source = ""
         self.native = None  # `native_fill.NativeFill` of the current templates (`compile_native`)
         self.native_error: str | None = None  # why the last `compile_native` kept Python
         # the most words a compile through this set has written (the native word buffer starts at
@@ -297,53 +322,81 @@ class TemplateSet:
 
     def _generate(self) -> None:
         self._unregister()  # stale: recompiled by the next `compile_native`
-        tmpl = self.templates[-1]
         root: dict = {}
-        namespace = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL, "_target": self.target,
-                     "_f64bits": f64bits, "_array": array, "_frombuffer": np.frombuffer, "_WORD": WORD}
         for i, t in enumerate(self.templates):
-            lines, consts = t.code(i)
-            namespace.update(consts)
             node = root
-            for st in t.stmts + [("ret", "\n".join(lines), None)]:
+            for st in t.stmts + [("ret", i, None)]:
                 node = node.setdefault(st, {})
-        params = ", ".join(tmpl.params)
-        funcs: list[list[str]] = []
-        self._function("fill", params, root, [], funcs)
-        self.source = "\n\n".join("\n".join(f) for f in reversed(funcs)) + "\n"
-        exec(compile(self.source, f"<dvm templates {tmpl.graph.name}>", "exec"), namespace)
-        self.fill = namespace["fill"]
+        # one slot per parameter, then one per variable: a branch assigns a variable before it
+        # reads it, so branches that diverged may reuse a slot (see the class docstring)
+        params = self.templates[-1].params
+        slots = {p: i for i, p in enumerate(params)}
+        for t in self.templates:
+            for kind, a, _ in t.stmts:
+                if kind == "set":
+                    slots.setdefault(a, len(slots))
+        calls = {"tile_vector": _TILE_VECTOR, "tile_matmul": _TILE_MATMUL}
 
-    def _function(self, name: str, params: str, node: dict, defined: list, funcs: list) -> None:
-        lines = [f"def {name}({', '.join([params] + defined) if defined else params}):"]
-        funcs.append(lines)
-        guards: list[str] = []
+        def compile_expr(e):
+            return evaluator(e, slots, calls, self.target)
 
-        def flush():
-            if guards:
-                lines.append(f"    if not ({' and '.join(guards)}):\n        return None")
-                guards.clear()
+        run = _branch(root, compile_expr, slots, self.templates)
+        n_params, n_slots = len(params), len(slots)
 
-        while len(node) == 1:
-            ((kind, a, b), child), = node.items()
-            if kind == "guard":
-                guards.append(a)
-            elif kind == "set":
-                flush()
-                lines.append(f"    {a} = {b}")
-                defined = defined + [a]
-            else:  # the template's code, ending in its return
-                flush()
-                lines.append(a)
-                return
-            node = child
-        flush()
-        for st, child in node.items():
-            sub = f"_b{len(funcs)}"
-            self._function(sub, params, {st: child}, defined, funcs)
-            args = ", ".join([params] + defined) if defined else params
-            lines.append(f"    r = {sub}({args})\n    if r is not None:\n        return r")
-        lines.append("    return None")
+        def fill(*args):
+            if len(args) != n_params:
+                raise TypeError(f"fill() takes {n_params} arguments ({len(args)} given)")
+            return run(list(args) + [None] * (n_slots - n_params))
+
+        self.fill = fill
+
+
+def _branch(node: dict, compile_expr, slots: dict, templates):
+    """The closure running one subtrie of a set's statements on the slot list: its straight-line
+    part (a failing guard: None), then its template's words, or else each branch in turn."""
+    steps = []
+    while len(node) == 1:
+        ((kind, a, b), child), = node.items()
+        if kind == "ret":
+            return _sequence(steps, templates[a].writer(a, compile_expr))
+        steps.append((None, compile_expr(a)) if kind == "guard" else (slots[a], compile_expr(b)))
+        node = child
+    branches = [_branch({st: child}, compile_expr, slots, templates) for st, child in node.items()]
+
+    def first(env):
+        for br in branches:
+            r = br(env)
+            if r is not None:
+                return r
+        return None
+    return _sequence(steps, first)
+
+
+def _sequence(steps, then):
+    """Run `steps` ((None, guard) or (slot, value)), then `then`; None as soon as a guard fails.
+    Grouped as (guards, assignments) segments: the loop costs per step about what a step costs."""
+    if not steps:
+        return then
+    segments: list[tuple[list, list]] = []
+    for slot, f in steps:
+        if slot is None:
+            if not segments or segments[-1][1]:
+                segments.append(([], []))
+            segments[-1][0].append(f)
+        else:
+            if not segments:
+                segments.append(([], []))
+            segments[-1][1].append((slot, f))
+
+    def run(env):
+        for guards, sets in segments:
+            for g in guards:
+                if not g(env):
+                    return None
+            for slot, f in sets:
+                env[slot] = f(env)
+        return then(env)
+    return run
 
 
 def templates_of(graph: Graph) -> dict:

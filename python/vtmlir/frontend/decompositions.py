@@ -1,6 +1,6 @@
 """FX decompositions that replace aten ops torch-mlir lowers wrongly (issue 18).
 
-`import_torch` runs torch.export's decompositions with torch-mlir's table plus these, so the graph
+`torch_import._decomposition_table` adds these to torch-mlir's table, so the graph
 torch-mlir imports holds only ops it lowers correctly. Each one is exact (same values, bit for bit):
 
 - `aten.roll`: torch-mlir decomposes it (`DecomposeAtenRollOp` in
@@ -27,13 +27,11 @@ Symbolic (dynamic) sizes are left to torch-mlir: the rewrite needs the size as a
 from __future__ import annotations
 
 
-def vtmlir_decompositions() -> dict:
-    """torch-mlir's FX decomposition table with vtmlir's corrections on top."""
+def add_corrections(table: dict) -> dict:
+    """`table` (torch-mlir's FX decomposition table) with vtmlir's corrections on top."""
     import torch
-    from torch_mlir import fx
 
     aten = torch.ops.aten
-    table = dict(fx.get_decomposition_table())
     table[aten.roll.default] = roll
     table[aten.constant_pad_nd.default] = constant_pad_nd
     for op in (aten._softmax.default, aten._log_softmax.default, aten.amax.default, aten.amin.default,

@@ -36,6 +36,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, bufferization, memref, scf, tensor, vector
 
+from ..dialects.lowbit import is_code_conversion
 from ..temco.weights import constant_array, make_constant
 from .convert import emit_code_to_f32
 from .evaluate import affine_eval
@@ -75,7 +76,7 @@ class NotVectorizable(Exception):
 def check(matmul, dequant, cast) -> None:
     """Raise `NotVectorizable` unless `vectorize` applies (see the module docstring)."""
     x, w, acc = (ir.RankedTensorType(v.type) for v in matmul.operands[:3])
-    if any(str(t.element_type) != "f32" for t in (x, w, acc)) or not all(t.has_static_shape for t in (x, w)):
+    if not all(isinstance(t.element_type, ir.F32Type) for t in (x, w, acc)) or not all(t.has_static_shape for t in (x, w)):
         raise NotVectorizable("the matmul is not f32 with static shapes")
     k, n = w.shape
     if k % LANES:
@@ -84,7 +85,7 @@ def check(matmul, dequant, cast) -> None:
     if isinstance(packed, ir.Block) or constant_array(packed) is None:
         raise NotVectorizable("the packed weight is not a constant")
     grid = list(np.indices((k, n), dtype=np.int64))
-    position = ir.AffineMapAttr(cast.attributes["lowbit.position"]).value
+    position = cast.position_map
     if not np.array_equal(np.broadcast_to(affine_eval(position.results[0], grid), (k, n)), grid[1] * k + grid[0]):
         raise NotVectorizable("the weight is not in the default stream order (tile-layout local(K, 1))")
     maps = _maps(dequant)
@@ -100,7 +101,7 @@ def check(matmul, dequant, cast) -> None:
     for op in dequant.regions[0].blocks[0].operations:
         op = op.operation
         if not started:
-            started = "lowbit.value" in op.attributes
+            started = is_code_conversion(op)
             continue
         if op.name == "linalg.yield":
             break
@@ -110,8 +111,7 @@ def check(matmul, dequant, cast) -> None:
 
 def vectorize(matmul, dequant, cast) -> None:
     """Replace `matmul` (and its dequantisation) by the vector loop nest; `check` must have passed."""
-    bits = ir.IntegerAttr(cast.attributes["lowbit.bits"]).value
-    name = ir.StringAttr(cast.attributes["lowbit.type"]).value
+    bits, name = cast.bits, cast.dtype_name
     dtype = None if name.startswith("table") else parse_dtype(name)
     x, acc = matmul.operands[0], matmul.operands[2]
     m_size, k_size = ir.RankedTensorType(x.type).shape
@@ -163,7 +163,7 @@ def vectorize(matmul, dequant, cast) -> None:
                 out = m_loop.inner_iter_args[0]
                 for r in range(rows):
                     row = arith.addi(m0, _index(r))
-                    total = vector.ReductionOp(f32, ir.Attribute.parse("#vector.kind<add>"), k_loop.results[r]).result
+                    total = vector.ReductionOp(f32, vector.CombiningKind.ADD, k_loop.results[r]).result
                     old = tensor.extract(out, [row, col])
                     out = tensor.insert(arith.addf(old, total), out, [row, col])
                 scf.YieldOp([out])
@@ -197,7 +197,7 @@ def _erase_if_unused(op) -> None:
     op.erase()
     for producer in operands:
         producer = producer.operation
-        if producer.name in ("tensor.empty", "arith.constant", "builtin.unrealized_conversion_cast") \
+        if producer.name in ("tensor.empty", "arith.constant", "lowbit.unpack") \
                 and all(not list(r.uses) for r in producer.results):
             _erase_if_unused(producer)
 
@@ -234,7 +234,7 @@ def _vector_body(body, weight: ir.Value, side_values: list, n_in: int) -> ir.Val
     for op in body.operations:
         op = op.operation
         if not started:
-            if "lowbit.value" in op.attributes:
+            if is_code_conversion(op):
                 mapping[op.results[0]] = weight
                 started = True
             continue

@@ -7,7 +7,7 @@ tensor cores (`mma.sync.m16n8k16`) where the types allow and on CUDA cores (f32 
     kernel.ptx("sm_80"); kernel.assemble("sm_90")            # PTX through ptxas
     y = kernel.run(x_f16)                                    # where a GPU exists (cuda-python)
 
-The kernels (MLIR text in gpu_kernels.py) share the weight path: the codes are packed ahead of time
+The kernels (built in gpu_kernels.py) share the weight path: the codes are packed ahead of time
 in the Fig. 8 order of the kernel's B-tile register layout, each thread loads its 4 codes with one
 8-byte vector load, reinterprets them as an i64, extracts and casts them in registers.
 
@@ -34,14 +34,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from torch_mlir import ir
-from torch_mlir.dialects import func
 
 from ..errors import VtmlirError
-from .convert import emit_code_to_f32
 from .evaluate import affine_eval
-from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout,
-                          fma_kernel_text, mma_kernel_text)
-from .pack import position_map_text
+from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout, fma_kernel,
+                          mma_kernel)
+from .pack import position_map
 from .quantize import QuantizedWeight
 from .storage import pack_bits
 from .types import LowBitType
@@ -97,7 +95,7 @@ def pack_for_layout(qweight: QuantizedWeight, tile_layout: str) -> np.ndarray:
     codes = qweight.codes.T  # [K, N]
     k, n = codes.shape
     with ir.Context():
-        pos_map = ir.AffineMapAttr(ir.Attribute.parse(position_map_text(k, n, tile_layout))).value
+        pos_map = position_map(k, n, tile_layout)
         pos = np.broadcast_to(affine_eval(pos_map.results[0], list(np.indices((k, n), dtype=np.int64))), (k, n))
     stream = np.zeros(k * n, dtype=np.uint8)
     stream[pos.reshape(-1)] = codes.reshape(-1)
@@ -148,16 +146,16 @@ class QuantizedMatmulKernel:
                 raise VtmlirError(f"error: warps {wm} x {wn} do not tile the {m // MMA_TILE_M} x {n // MMA_TILE_N} "
                                   "mma tiles (or exceed 32 warps per block)")
             packed = pack_for_layout(qweight, MMA_B_LAYOUT)
-            text = mma_kernel_text(name, t.bits, m, n, k, qweight.group_size, packed.size, zeros is not None, wm, wn)
+            build = lambda: mma_kernel(name, t, m, n, k, qweight.group_size, packed.size, zeros is not None, wm, wn)
             grid, block = (n // (MMA_TILE_N * wn), m // (MMA_TILE_M * wm), 1), (32 * wm * wn, 1, 1)
         else:
             if k % FMA_TILE_K:
                 raise VtmlirError(f"error: the FMA kernel needs K % {FMA_TILE_K} == 0; got K={k}")
             tm, tn = _largest_divisor(m, 16), _largest_divisor(n, 128)
             packed = pack_for_layout(qweight, fma_b_layout(tn))
-            text = fma_kernel_text(name, t.bits, m, n, k, qweight.group_size, packed.size, zeros is not None, tm, tn)
+            build = lambda: fma_kernel(name, t, m, n, k, qweight.group_size, packed.size, zeros is not None, tm, tn)
             grid, block = (n // tn, m // tm, 1), (tn, 1, 1)
-        return cls(name, chosen, _with_conversion(text, t), grid, block, packed,
+        return cls(name, chosen, _printed(build), grid, block, packed,
                    qweight.scales.astype(np.float32), zeros, (m, n, k), reason)
 
     def nvvm(self, chip: str = "sm_80") -> str:
@@ -216,22 +214,13 @@ class QuantizedMatmulKernel:
         return y
 
 
-def _with_conversion(text: str, dtype: LowBitType) -> str:
-    """Parse the kernel text and define its `@convert` (code -> f32) with convert.emit_code_to_f32."""
+def _printed(build) -> str:
+    """The kernel module `build()` makes in a fresh context, verified and printed (the kernel's
+    `mlir` artifact, which `nvvm` lowers)."""
     from ..context import make_context
 
     with make_context(), ir.Location.unknown():
-        module = ir.Module.parse(text)
-        gpu_module = module.body.operations[0]
-        decl = next(op for op in gpu_module.regions[0].blocks[0].operations if op.operation.name == "func.func")
-        decl.operation.erase()
-        with ir.InsertionPoint.at_block_begin(gpu_module.regions[0].blocks[0]):
-            i32, f32 = ir.IntegerType.get_signless(32), ir.F32Type.get()
-            fn = func.FuncOp("convert", ir.FunctionType.get([i32], [f32]))
-            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
-            block = fn.add_entry_block()
-            with ir.InsertionPoint(block):
-                func.ReturnOp([emit_code_to_f32(block.arguments[0], dtype)])
+        module = build()
         module.operation.verify()
         return str(module)
 

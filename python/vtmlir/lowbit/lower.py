@@ -1,13 +1,13 @@
 """`subbyte-lower`: sub-byte tensors → packed byte loads, shift/mask/or and conversion, fused into the
 matmul (Tilus §6.1 Fig. 7(b), §6.2 casting, the "no dequantised weight in memory" of §3).
 
-Input: what `subbyte-pack` writes — a sub-byte tensor `builtin.unrealized_conversion_cast %packed :
-tensor<Bxi8> to tensor<KxNxiN>` with `lowbit.type` / `lowbit.bits` / `lowbit.position`, read by
-`linalg.generic`s whose body starts with its conversion (the op marked `lowbit.value`).
+Input: what `subbyte-pack` writes — a sub-byte tensor `lowbit.unpack %packed : tensor<Bxi8> ->
+tensor<KxNxiN>` (its `dtype` and `position`, dialects/lowbit.py), read by `linalg.generic`s whose body
+starts with its conversion (the op marked `lowbit.value`).
 
 1. Every generic reading the sub-byte tensor through map M reads `%packed` instead, once or twice:
    byte `(pos · n) floordiv 8` and, when a code can span two bytes (8 mod n ≠ 0), the next byte, with
-   pos = lowbit.position ∘ M; the shift `(pos · n) mod 8` is computed in the body from `linalg.index`
+   pos = position ∘ M; the shift `(pos · n) mod 8` is computed in the body from `linalg.index`
    (`affine.apply`). The body becomes: word = zext(lo) | zext(hi) << 8, code = (word >> shift) &
    (2^n - 1) — convert.emit_unpack —, then the conversion of convert.emit_code_to_f32 (sign
    extension, `uitofp`, exponent/mantissa rebuild, or the table) replaces the old one, and the rest of
@@ -30,14 +30,13 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, linalg
 
+from ..dialects.lowbit import DEQUANTIZE_ATTR, FUSED_ATTR, dequantized_type, is_code_conversion, unpack_op
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
 from . import cpu_matmul
 from .convert import emit_code_to_f32, emit_unpack
+from .pack import iterator_type
 from .types import parse_dtype
-
-REDUCTION = "#linalg.iterator_type<reduction>"
-PARALLEL = "#linalg.iterator_type<parallel>"
 
 
 def _clone_remapped(op, mapping: dict) -> None:
@@ -79,7 +78,7 @@ class SubbyteLower(Pass):
     )
 
     def run(self, module):
-        casts = [op for op in walk_ops(module, "builtin.unrealized_conversion_cast") if "lowbit.type" in op.attributes]
+        casts = [unpack_op(op) for op in walk_ops(module, "lowbit.unpack")]
         lines = []
         if self.cpu_vectorize:
             casts = [cast for cast in casts if not self._vectorize(cast, lines)]
@@ -94,10 +93,10 @@ class SubbyteLower(Pass):
             cast.erase()
         for matmul in walk_ops(module, "linalg.matmul"):
             producer = matmul.operands[1].owner
-            if isinstance(producer, ir.Block) or "lowbit.dequantize" not in producer.operation.attributes:
+            name = None if isinstance(producer, ir.Block) else dequantized_type(producer)
+            if name is None:
                 continue
             if len(list(producer.results[0].uses)) == 1:
-                name = ir.StringAttr(producer.attributes["lowbit.dequantize"]).value
                 self._fuse(matmul, producer.operation)
                 lines.append(f"subbyte-lower: {name} matmul: fused linalg.generic\n")
         self.write_report(module, self.report, "".join(lines))
@@ -106,10 +105,10 @@ class SubbyteLower(Pass):
     def _vectorize(self, cast, lines: list) -> bool:
         """Lower the quantised matmul reading `cast` to cpu_matmul's vector loops; False (and a
         report line) where it does not apply."""
-        name = ir.StringAttr(cast.attributes["lowbit.type"]).value
+        name = cast.dtype_name
         uses = list(cast.results[0].uses)
         dequant = uses[0].owner.operation if len(uses) == 1 else None
-        if dequant is None or "lowbit.dequantize" not in dequant.attributes \
+        if dequant is None or dequantized_type(dequant) is None \
                 or len(list(dequant.results[0].uses)) != 1:
             lines.append(f"subbyte-lower: {name} weight: not vectorized: not one dequantisation feeding one matmul\n")
             return False
@@ -127,9 +126,7 @@ class SubbyteLower(Pass):
 
     # -- 1. packed loads ------------------------------------------------------------------------
     def _lower_consumer(self, cast, generic) -> None:
-        bits = ir.IntegerAttr(cast.attributes["lowbit.bits"]).value
-        name = ir.StringAttr(cast.attributes["lowbit.type"]).value
-        position = ir.AffineMapAttr(cast.attributes["lowbit.position"]).value
+        bits, name, position = cast.bits, cast.dtype_name, cast.position_map
         dtype = None if name.startswith("table") else parse_dtype(name)
         packed = cast.operands[0]
         n_out = len(generic.results)
@@ -155,9 +152,8 @@ class SubbyteLower(Pass):
         with ir.InsertionPoint(generic), generic.location:
             new = linalg.GenericOp([r.type for r in generic.results], new_inputs, operands[n_in:],
                                    ir.ArrayAttr.get(new_maps), generic.attributes["iterator_types"])
-            for key in ("lowbit.dequantize",):
-                if key in generic.attributes:
-                    new.attributes[key] = generic.attributes[key]
+            if DEQUANTIZE_ATTR in generic.attributes:
+                new.attributes[DEQUANTIZE_ATTR] = generic.attributes[DEQUANTIZE_ATTR]
             block = new.regions[0].blocks.append(*arg_types)
             args = list(block.arguments)
             lo = args[idx]
@@ -176,7 +172,7 @@ class SubbyteLower(Pass):
                     if not converted:
                         if inner.name == "tensor.extract":
                             table = inner.operands[0]
-                        if "lowbit.value" in inner.attributes:
+                        if is_code_conversion(inner):
                             mapping[inner.results[0]] = emit_code_to_f32(code, dtype, table)
                             converted = True
                         continue
@@ -191,8 +187,8 @@ class SubbyteLower(Pass):
     def _fuse(self, matmul, dequant) -> None:
         x, w = matmul.operands[0], matmul.operands[1]
         acc = matmul.operands[2]
-        f32s = {str(ir.RankedTensorType(v.type).element_type) for v in (x, w, acc)}
-        if len(f32s) != 1:
+        element_types = {ir.RankedTensorType(v.type).element_type for v in (x, w, acc)}
+        if len(element_types) != 1:
             return  # mixed precision matmul: left unfused (still correct)
         d = [ir.AffineExpr.get_dim(i) for i in range(3)]  # (m, n, k)
         to_mnk = ir.AffineMap.get(3, 0, [d[2], d[1]])      # dequant (k, n) in the matmul's loops
@@ -205,8 +201,8 @@ class SubbyteLower(Pass):
         with ir.InsertionPoint(matmul), matmul.location:
             fused = linalg.GenericOp([matmul.results[0].type], [x] + list(dequant.operands[:n_in]), [acc],
                                      ir.ArrayAttr.get(maps),
-                                     ir.ArrayAttr.get([ir.Attribute.parse(PARALLEL)] * 2 + [ir.Attribute.parse(REDUCTION)]))
-            fused.attributes["lowbit.fused"] = dequant.attributes["lowbit.dequantize"]
+                                     ir.ArrayAttr.get([iterator_type("parallel")] * 2 + [iterator_type("reduction")]))
+            fused.attributes[FUSED_ATTR] = dequant.attributes[DEQUANTIZE_ATTR]
             etype = ir.RankedTensorType(x.type).element_type
             block = fused.regions[0].blocks.append(etype, *[a.type for a in list(old_block.arguments)[:n_in]], etype)
             args = list(block.arguments)

@@ -6,9 +6,8 @@ an n-bit type held in a packed `i8` constant, a conversion, per-group scales / z
 elementwise generics, slices, a concat, a transpose) is replaced by
 
     %packed = arith.constant dense<...> : tensor<Bxi8>          // compact, no bit gaps (§6.1)
-    %codes  = builtin.unrealized_conversion_cast %packed
-                {lowbit.type = "i3", lowbit.position = affine_map<(d0, d1) -> (...)>, ...}
-                : tensor<Bxi8> to tensor<KxNxi3>                // the sub-byte tensor
+    %codes  = "lowbit.unpack"(%packed) {dtype = "i3", position = affine_map<(d0, d1) -> (...)>,
+                tile_layout = ""} : (tensor<Bxi8>) -> tensor<KxNxi3>   // the sub-byte tensor
     %w = linalg.generic ins(%codes, %scales, ...) {lowbit.dequantize = "i3"}  // one generic
            ^bb0(%c: i3, %s: f32, %o: f32):
              %v = arith.sitofp %c : i3 to f32 {lowbit.value}   // conversion (extf for f4E2M1FN...)
@@ -16,8 +15,9 @@ elementwise generics, slices, a concat, a transpose) is replaced by
     linalg.matmul ins(%x, %w)
 
 `%codes` is the logical sub-byte tensor (builtin element type where MLIR has one: `iN`, `f8E4M3FN`,
-`f6E3M2FN`, `f4E2M1FN`, ...; `iN` codes plus a lookup table for the `vt` float splits); the cast
-records where element (k, n) lives: stream position `lowbit.position(k, n)` (code at stream bits
+`f6E3M2FN`, `f4E2M1FN`, ...; `iN` codes for the float splits MLIR has no type for; the
+`lowbit` dialect, dialects/lowbit.py); `lowbit.unpack` records where element (k, n) lives: stream
+position `position(k, n)` (code at stream bits
 [pos·n, pos·n + n), storage.py). Scales / zero points are compacted to [N, K / G] and read through
 `(k, n) -> (n, k floordiv G)`.
 
@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 from torch_mlir import ir
-from torch_mlir.dialects import arith, builtin, linalg, tensor
+from torch_mlir.dialects import arith, linalg, tensor
 
+from ..dialects.lowbit import DEQUANTIZE_ATTR, VALUE_ATTR, UnpackOp
 from ..dialects.register_layout import local, parse_register_layout
 from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass
@@ -49,11 +50,11 @@ from .evaluate import ConstantEvaluator, EvaluationError, affine_eval
 from .recognize import NotQuantized, QuantizedOperand, backward_slice, recognize_weight
 from .storage import pack_bits
 
-PARALLEL = "#linalg.iterator_type<parallel>"
 
 
-def position_map_text(k: int, n: int, tile_layout: str = "") -> str:
-    """The weight re-layout `(d0 = k, d1 = n) -> stream position` derived from a tile layout."""
+def position_map(k: int, n: int, tile_layout: str = "") -> ir.AffineMap:
+    """The weight re-layout `(d0 = k, d1 = n) -> stream position` derived from a tile layout (built
+    in the current context)."""
     layout = parse_register_layout(tile_layout) if tile_layout else local(k, 1)
     if layout.rank != 2:
         raise PassFailure(f"subbyte-pack: tile-layout {tile_layout!r} has rank {layout.rank}, expected 2 (k, n)")
@@ -61,11 +62,15 @@ def position_map_text(k: int, n: int, tile_layout: str = "") -> str:
     if k % kt or n % nt:
         raise PassFailure(f"subbyte-pack: the {k}x{n} weight is not a whole number of {kt}x{nt} tiles "
                           f"of tile-layout {tile_layout!r}")
-    t, i = layout.locate_affine(["d0" if kt == k else f"d0 mod {kt}", "d1" if nt == n else f"d1 mod {nt}"])
+    d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
+    t, i = layout.locate_affine([d0 if kt == k else d0 % kt, d1 if nt == n else d1 % nt])
     size = kt * nt
-    tiles = [f"(d1 floordiv {nt}) * {(k // kt) * size}" if nt != n else "",
-             f"(d0 floordiv {kt}) * {size}" if kt != k else ""]
-    return f"affine_map<(d0, d1) -> ({' + '.join(x for x in tiles if x) or '0'} + ({t}) * {layout.local_size} + ({i}))>"
+    pos = ir.AffineConstantExpr.get(0)
+    if nt != n:  # tiles n-tile-major
+        pos = pos + ir.AffineExpr.get_floor_div(d1, nt) * ((k // kt) * size)
+    if kt != k:
+        pos = pos + ir.AffineExpr.get_floor_div(d0, kt) * size
+    return ir.AffineMap.get(2, 0, [pos + t * layout.local_size + i])
 
 
 def element_type(q: QuantizedOperand) -> ir.Type:
@@ -113,8 +118,7 @@ class SubbytePack(Pass):
     def _rewrite(self, q: QuantizedOperand) -> None:
         matmul = q.matmul
         k, n = q.codes.shape
-        pos_text = position_map_text(k, n, self.tile_layout)
-        pos_map = ir.AffineMapAttr(ir.Attribute.parse(pos_text)).value
+        pos_map = position_map(k, n, self.tile_layout)
         grid = list(np.indices((k, n), dtype=np.int64))
         pos = np.broadcast_to(affine_eval(pos_map.results[0], grid), (k, n))
         if not np.array_equal(np.sort(pos.reshape(-1)), np.arange(k * n)):
@@ -130,33 +134,28 @@ class SubbytePack(Pass):
         with ir.InsertionPoint(matmul), matmul.location:
             packed_v = make_constant(packed.view(np.int8), i8)
             etype = element_type(q)
-            cast = builtin.UnrealizedConversionCastOp([ir.RankedTensorType.get([k, n], etype)], [packed_v])
-            cast.attributes["lowbit.type"] = ir.StringAttr.get(q.type_name)
-            cast.attributes["lowbit.bits"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), q.bits)
-            cast.attributes["lowbit.position"] = ir.AffineMapAttr.get(pos_map)
-            if self.tile_layout:
-                cast.attributes["lowbit.tile_layout"] = ir.StringAttr.get(self.tile_layout)
+            cast = UnpackOp(packed_v, ir.StringAttr.get(q.type_name), ir.AffineMapAttr.get(pos_map),
+                            ir.StringAttr.get(self.tile_layout), result=ir.RankedTensorType.get([k, n], etype))
             table = make_constant(q.table, f32) if q.kind in ("table", "float") and etype == ir.IntegerType.get_signless(q.bits) else None
-            if table is not None:
-                cast.attributes["lowbit.table"] = ir.UnitAttr.get()
-            inputs, maps, types = [cast.results[0]], [_map("(d0, d1) -> (d0, d1)")], [etype]
+            d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
+            inputs, maps, types = [cast.results[0]], [_map(d0, d1)], [etype]
             side_args = []
             for step in q.steps:
                 for i, side in sorted(step.sides.items()):
                     inputs.append(make_constant(side.array, side.element_type))
-                    maps.append(_map(f"(d0, d1) -> (d1, d0 floordiv {side.group})"))
+                    maps.append(_map(d1, ir.AffineExpr.get_floor_div(d0, side.group)))
                     types.append(side.element_type)
                     side_args.append((id(step), i))
             out_type = ir.RankedTensorType.get([k, n], q.value_type)
             empty = tensor.EmptyOp([k, n], q.value_type)
             generic = linalg.GenericOp([out_type], inputs, [empty.result],
-                                       ir.ArrayAttr.get(maps + [_map("(d0, d1) -> (d0, d1)")]),
-                                       ir.ArrayAttr.get([ir.Attribute.parse(PARALLEL)] * 2))
-            generic.attributes["lowbit.dequantize"] = ir.StringAttr.get(q.type_name)
+                                       ir.ArrayAttr.get(maps + [_map(d0, d1)]),
+                                       ir.ArrayAttr.get([iterator_type("parallel")] * 2))
+            generic.attributes[DEQUANTIZE_ATTR] = ir.StringAttr.get(q.type_name)
             block = generic.regions[0].blocks.append(*types, q.value_type)
             with ir.InsertionPoint(block):
                 value = _emit_conversion(q, block.arguments[0], etype, table)
-                value.owner.attributes["lowbit.value"] = ir.UnitAttr.get()
+                value.owner.attributes[VALUE_ATTR] = ir.UnitAttr.get()
                 arg_of = {key: block.arguments[1 + j] for j, key in enumerate(side_args)}
                 for step in q.steps:
                     value = _clone_body(step, value, arg_of)
@@ -164,8 +163,14 @@ class SubbytePack(Pass):
         matmul.operands[1] = generic.results[0]
 
 
-def _map(text: str) -> ir.AffineMapAttr:
-    return ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>"))
+def _map(*results: ir.AffineExpr) -> ir.AffineMapAttr:
+    """``(d0, d1) -> (results)``."""
+    return ir.AffineMapAttr.get(ir.AffineMap.get(2, 0, list(results)))
+
+
+def iterator_type(kind: str) -> ir.Attribute:
+    """``#linalg.iterator_type<kind>`` ("parallel" or "reduction") through its attribute builder."""
+    return ir.AttrBuilder.get("linalg.IteratorTypeEnum")(getattr(linalg.IteratorType, kind), ir.Context.current)
 
 
 def _emit_conversion(q: QuantizedOperand, code: ir.Value, etype: ir.Type, table) -> ir.Value:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import linalg
 
 from .evaluate import ConstantEvaluator, EvaluationError, affine_eval, int_width, unsigned, wrap
 from .storage import unpack_bits
@@ -130,7 +131,8 @@ def _maps(op):
 
 
 def _all_parallel(op) -> bool:
-    return all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+    parallel = ir.AttrBuilder.get("linalg.IteratorTypeEnum")(linalg.IteratorType.parallel, op.context)
+    return all(a == parallel for a in ir.ArrayAttr(op.attributes["iterator_types"]))
 
 
 def _is_conversion(op) -> bool:

@@ -1,6 +1,6 @@
 """Textual pass pipelines that mix vtmlir passes with upstream MLIR passes and pipelines.
 
-Syntax (MLIR's, DESIGN.md §5)::
+Syntax (MLIR's, docs/design.md §5)::
 
     builtin.module(vt-stats{json=true}, func.func(canonicalize, cse), canonicalize)
     vt-stats,canonicalize                       # bare list: runs on the builtin.module

@@ -1,6 +1,6 @@
 """vtmlir passes: the `Pass` base class, typed pass options, and the registry of pass names.
 
-Writing a pass (one module per pass or tight family, DESIGN.md §5)::
+Writing a pass (one module per pass or tight family, docs/design.md §5)::
 
     from vtmlir.passes.registry import Option, Pass, register_pass
 
@@ -56,6 +56,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "drop-donated-results": "vtmlir.passes.argument_updates",
     "memref-distinct-returned-buffers": "vtmlir.passes.distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
+    "convert-tm-tensor-to-scf": "vtmlir.passes.convert_tm_tensor_to_scf",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
     # TeMCO (python/vtmlir/temco, docs/temco.md).
@@ -73,6 +74,12 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-gather-to-affine": "vtmlir.temco.gather_to_affine",
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
+    # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
+    "codegen-split-checks": "vtmlir.codegen.split_checks",
+    "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
+    "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
+    "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
+    "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

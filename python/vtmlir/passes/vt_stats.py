@@ -3,7 +3,7 @@
 This is vtmlir's measure of data movement: later passes (virtual tensors, layout resolution) are
 judged by how much they shrink its numbers, and benchmarks call `collect_stats` directly.
 
-Classification (graph level = linalg-on-tensors + tensor + vt + layout, DESIGN.md §3):
+Classification (graph level = linalg-on-tensors + tensor + vt + layout, docs/design.md §3):
 
 - **data-movement** — ops whose only job is to move elements: `linalg.transpose`, `linalg.broadcast`,
   `linalg.copy`, a `linalg.generic` whose body only yields inputs through permutation / projection /

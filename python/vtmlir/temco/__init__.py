@@ -1,7 +1,7 @@
 """TeMCO in vtmlir: tensor-decomposed models and the memory of their internal tensors.
 
 Song et al., "TeMCO: Tensor Memory Compiler Optimization across Tensor Decompositions in Deep Learning
-Inference", ICPP'24 (../shared/papers/temco-decomposition-memory.txt). Docs: docs/temco.md.
+Inference", ICPP'24. Docs: docs/temco.md.
 
 - `temco-decompose` (`decompose.decompose_convs`): Tucker-2 (HOSVD) decomposition of constant-weight
   convs into fconv (1x1) -> core -> lconv (1x1), §2.1; math in `tucker`, weight I/O in `weights`.

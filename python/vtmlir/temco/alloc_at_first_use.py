@@ -217,14 +217,30 @@ def split_reused_buffers(root) -> int:
         if cut is None:
             continue
         start = body[cut]
-        remake = _views_to_remake(body[:cut], buffer, start, owner)
-        if remake is None:
-            continue
+        # Views made before the cut whose value is read after it -- directly, or through views of
+        # them made before the cut too (`cse` shares one collapse/subview chain between layers):
+        # the same views of the fresh buffer. A chain is remade whole, from the buffer down, so a
+        # view with no late use of its own is remade where a view of it has one; otherwise the
+        # late reader would keep reading the old buffer, freed below (use after free).
+        early_views = [u for u in body[:cut] if u.name in VIEW_OPS]
+        remade_views = set()
+        for view in reversed(early_views):
+            if any(not _top_level(use.owner.operation, owner).is_before_in_block(start)
+                   or hash(use.owner.operation) in remade_views for r in view.results for use in r.uses):
+                remade_views.add(hash(view))
+        reachable = {buffer}
+        for view in early_views:
+            if hash(view) in remade_views and view.operands[0] in reachable:
+                reachable.add(view.results[0])
+        if any(hash(v) in remade_views and v.results[0] not in reachable for v in early_views):
+            continue  # a view chain not rooted in the buffer: keep the buffer whole
         fresh = alloc.clone(ip=ir.InsertionPoint(start))
-        # views made before the cut and used after it (directly, or through a view of them made
-        # before the cut too: collapse_shape then expand_shape): the same views of the fresh buffer
         remade = {buffer: fresh.results[0]}
-        for view, late in remake:
+        for view in early_views:
+            if hash(view) not in remade_views:
+                continue
+            late = [use for r in view.results for use in r.uses
+                    if not _top_level(use.owner.operation, owner).is_before_in_block(start)]
             clone = view.clone(ip=ir.InsertionPoint(start))
             clone.operands[0] = remade[view.operands[0]]
             remade[view.results[0]] = clone.results[0]
@@ -241,36 +257,6 @@ def split_reused_buffers(root) -> int:
         splits += 1
         work.append(fresh)
     return splits
-
-
-def _views_to_remake(before, buffer, start, owner):
-    """The views among the ops `before` the cut `start` that ops after the cut read -- directly, or
-    through a chain of such views -- each with its uses after the cut, in program order; None when one
-    of them is not a view of `buffer` through that chain (the split would leave it reading the old
-    buffer: not done)."""
-    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
-
-    views = [u for u in before if u.name in VIEW_OPS]
-    late = {}
-    for view in views:
-        late[hash(view)] = [use for r in view.results for use in r.uses
-                            if not _top_level(use.owner.operation, owner).is_before_in_block(start)]
-    needed = set()
-    for view in reversed(views):  # a needed view needs the view it is made from
-        if late[hash(view)] or hash(view) in needed:
-            needed.add(hash(view))
-            source = view.operands[0].owner
-            if not isinstance(source, ir.Block) and source.operation.name in VIEW_OPS:
-                needed.add(hash(source.operation))
-    chosen, made = [], {buffer}
-    for view in views:
-        if hash(view) not in needed:
-            continue
-        if view.operands[0] not in made:
-            return None
-        made.add(view.results[0])
-        chosen.append((view, late[hash(view)]))
-    return chosen
 
 
 _VIEWS = {"memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
@@ -297,13 +283,12 @@ def reuse_dead_inputs(root) -> int:
 
     A top-level all-parallel `linalg.generic` whose one init is a fresh static allocation (this op is
     its first user; the payload ignores the init's old value) and whose input `x` is another static
-    allocation of the same type, read with the same indexing map as the init and used by nothing after
-    this op but its `memref.dealloc`, writes each element of `x` after reading it: the result goes into
+    allocation of the same type, read with the same (permutation) indexing map as the init, read nowhere
+    else by the op (no other operand, no load of a view of it in the payload -- a flip or a gather of
+    `x`'s own elements would read elements already overwritten) and used by nothing after this op but
+    its `memref.dealloc`, writes each element of `x` after reading it: the result goes into
     `x`'s buffer and the fresh allocation disappears (ReLU, BatchNorm and residual adds in place, what
-    one-shot bufferization already does when both come from one `tensor.empty`). Element i of the
-    result may overwrite element i of `x` only if nothing else reads `x`: no other operand is `x` or a
-    view of it, and the payload loads nothing from it (a flip or roll of `x` read through a view
-    from above, `t[i] = t[j]`, would read elements already overwritten; issue 18).
+    one-shot bufferization already does when both come from one `tensor.empty`).
     `temco-analyze-peak-memory` models the same rule. Returns how many allocations were removed."""
     from ..passes.memref_elide_temporary_copies import accesses
 
@@ -328,14 +313,13 @@ def reuse_dead_inputs(root) -> int:
         for i in range(n_in):
             x = operands[i]
             x_alloc = _alloc_of(x, owner)
-            if (x_alloc is None or x.type != out.type or str(maps[i]) != str(maps[n_in])
-                    or sum(1 for v in operands[:n_in] if v == x) != 1):
-                continue
+            if (x_alloc is None or x.type != out.type or maps[i] != maps[n_in]
+                    or not ir.AffineMapAttr(maps[n_in]).value.is_permutation
+                    or sum(1 for _, r in accesses(op) if r.root == x) != 1):
+                continue  # in place only if each element is read once, by this operand, before it is written
             later = [u for u in _users_in_block(x, owner) if u != op and op.is_before_in_block(u)]
             if any(u.name != "memref.dealloc" for u in later) or len(later) != 1:
                 continue
-            if any(r.root == x and j != i for j, r in accesses(op)):
-                continue  # x is read elsewhere too (another operand's view, a load in the payload)
             later[0].erase()  # x now lives as long as the result did
             for use in list(out.uses):
                 if use.owner.operation != out_alloc:

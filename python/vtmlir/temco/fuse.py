@@ -1,6 +1,6 @@
 """`temco-fuse-activation`: lconv → activation (→ pooling) → fconv as one tiled loop (TeMCO §3.2, §3.3).
 
-Song et al., ICPP'24 (../shared/papers/temco-decomposition-memory.txt). In a decomposed model the
+Song et al., ICPP'24 (TeMCO). In a decomposed model the
 full-size tensors live between an lconv (1×1, R2 → F channels) and the next fconv (1×1, F → R1): the
 lconv's output, the activation's output, the pooling's output (Fig. 3b Output1/Input2). §3.2 fuses
 the sequence into one kernel that computes, per spatial tile, the lconv over all F channels, the

@@ -1,6 +1,6 @@
 """`temco-merge-lconvs`: lconvs concatenated along channels become one block-diagonal lconv (TeMCO Fig. 9a).
 
-Song et al., ICPP'24 (../shared/papers/temco-decomposition-memory.txt), §3.3: "the
+Song et al., ICPP'24 (TeMCO), §3.3: "the
 concatenation-convolution sequence can be transformed into Figure 9a by merging lconvs and applying
 concatenation on input reduced tensors. To generate weights of merged lconv, the compiler locates
 the weights in the diagonal positions and adds zero padding on the rest of the weight tensor." The

@@ -1,6 +1,6 @@
 """`temco-push-through-concat`: elementwise ops move from a concatenation to its parts (TeMCO §3.3).
 
-Song et al., ICPP'24 (../shared/papers/temco-decomposition-memory.txt). The concat split of Fig. 9
+Song et al., ICPP'24 (TeMCO). The concat split of Fig. 9
 (b → c: `fconv(concat(a, b)) = fconv_a(a) + fconv_b(b)`, `fuse.split_concat_fconvs`) needs the
 concatenation directly before the 1×1 conv. A DenseNet-BC layer is `conv1x1(relu(bn(concat(x, f1,
 ..., fk))))`: the concatenation comes *before* the BatchNorm and the ReLU, so the split never applies

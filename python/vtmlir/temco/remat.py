@@ -1,6 +1,6 @@
 """`temco-remat-skip`: skip-connection optimisation of decomposed models (TeMCO §3.1, Algs. 1–2).
 
-Song et al., ICPP'24 (../shared/papers/temco-decomposition-memory.txt). A *skip connection* is an
+Song et al., ICPP'24 (TeMCO). A *skip connection* is an
 internal tensor whose liveness spans many layers (Alg. 1 l. 17–19); in a decomposed model it is
 usually computed from a *reduced* tensor (an lconv's input, R2 channels) by a few *restore layers*
 (the lconv, then elementwise layers such as ReLU or BatchNorm). The pass keeps the reduced tensor

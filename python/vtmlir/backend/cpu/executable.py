@@ -10,7 +10,8 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
-from ...signature import Signature, to_numpy, to_torch
+from ...frontend.torch_calls import call_compiled
+from ...signature import Signature, to_numpy
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
 
@@ -19,14 +20,18 @@ class CpuExecutable:
     """A function compiled for the host CPU.
 
     `stages` maps stage name → IR text (graph, kernels, loops, llvm); `signature` is the calling
-    convention. Calling it returns a torch tensor (one result) or a tuple of them.
+    convention. Calling it returns what the module returns (`Signature.deliver`): a torch tensor or
+    a Python number (one result), or a tuple of them.
     """
 
     target = "cpu"
 
     def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str], allocator=None,
-                 weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = ()):
+                 weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = (),
+                 kernel_report=None, threads: int = 0):
         self._engine = engine
+        self._kernel_report = kernel_report
+        self.threads = threads
         self.signature = signature
         self.stages = stages
         # Per result, the donated argument that holds it (updated in place), or -1 (an out-parameter).
@@ -36,6 +41,9 @@ class CpuExecutable:
         self._allocator = allocator
         self._weight_bytes = weight_bytes
         self._last_stats = None
+        # Set by `vtmlir.compile` for a module compiled from an nn.Module: its Python calling
+        # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
+        self.call_spec = None
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -43,7 +51,14 @@ class CpuExecutable:
         memory (updated in place, `compile(..., donate=...)`)."""
         return {r: a for r, a in enumerate(self.result_arguments) if a >= 0}
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        """Call with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`), take
+        and return what the module does; otherwise return a torch tensor (one result) or a tuple."""
+        return call_compiled(self, args, kwargs)
+
+    def run(self, *args) -> tuple:
+        """Run the compiled function on its flat tensor arguments; what it returns as a tuple (tensors,
+        Python numbers for scalar results; inputs it writes are written, `Signature.deliver`)."""
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         for i in self.donate:
@@ -59,8 +74,12 @@ class CpuExecutable:
         if self._allocator is not None:
             self._last_stats = self._stats(arrays, out_params)
         fresh = iter(out_params)
-        tensors = tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
-        return tensors[0] if len(tensors) == 1 else tensors
+        return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
+
+    def report(self):
+        """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept
+        scalar loops with the reason (`print(compiled.report())`)."""
+        return self._kernel_report
 
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
@@ -87,13 +106,15 @@ class CpuExecutable:
 
 
 def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
-                track_memory: bool = False, donate: tuple[int, ...] = ()) -> CpuExecutable:
+                track_memory: bool = False, donate: tuple[int, ...] = (), threads: int = 0,
+                schedules=None) -> CpuExecutable:
     """Bufferize, lower and JIT `module` (graph level, modified in place).
 
     `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
     `CpuExecutable.memory_stats()` then reports them (`memory_tracking`). `donate`: argument indices
     the function may overwrite; a result that is such an argument updated is returned in its memory
-    (`passes/argument_updates.py`).
+    (`passes/argument_updates.py`). `threads`: 0 (all cores), 1 (no OpenMP) or N; `schedules`: overrides
+    of the code generation schedules per kernel kind (`vtmlir.codegen.resolve_schedules`).
     """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
@@ -112,7 +133,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
         from .memory_tracking import CountingAllocator, weight_bytes_of
 
         weight_bytes = weight_bytes_of(module)
-    lower_to_llvm(module, record, track_memory=track_memory)
+    report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules)
     engine = _create_engine(module, opt_level)
     if track_memory:
         allocator = CountingAllocator()
@@ -124,11 +145,16 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
         detail = " ".join(m for m in jit_messages if m) or "no symbol was produced"
         raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
     return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes,
-                         result_arguments=result_arguments, donate=tuple(donate))
+                         result_arguments=result_arguments, donate=tuple(donate), kernel_report=report,
+                         threads=threads)
 
 
 def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
-    """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr."""
+    """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr.
+    A module with parallel loops gets LLVM's OpenMP runtime (`codegen.openmp`)."""
+    from ...codegen.openmp import calls_openmp, openmp_library
+
+    shared_libs = [openmp_library()] if calls_openmp(module) else []
     diagnostics: list[str] = []
 
     def handler(diag):
@@ -137,7 +163,7 @@ def _create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
 
     handle = module.context.attach_diagnostic_handler(handler)
     try:
-        return ExecutionEngine(module, opt_level=opt_level)
+        return ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
     except Exception as err:  # the engine reports LLVM errors as RuntimeError
         detail = "\n".join(diagnostics) or str(err)
         raise VtmlirError(f"{detail}\nnote: while creating the LLVM JIT for the CPU") from None

@@ -1,8 +1,15 @@
 """Kernel level → LLVM dialect for the host CPU.
 
-The lowering is a list of named stages, each a textual pipeline, so later work (tiling,
-vectorisation, the VM of DVM) inserts a stage instead of rewriting the lowering. Each stage's IR is
-recorded for inspection. The stages are mirrored in `passes/cpu.pipeline`.
+The lowering is a list of named stages, each a textual pipeline whose IR is recorded for
+inspection; they are mirrored in `passes/cpu.pipeline` (with the default, all-cores threading).
+
+1. "schedule": `codegen-attach-schedule` classifies every kernel and appends its schedule as
+   transform IR (`vtmlir.codegen`); replay the stage with `vt-opt --transform-interpreter`.
+2. "vectors": the upstream `transform-interpreter` applies it (tiles, packed panels, vectors; the
+   parallel tiles are `scf.forall`s). `codegen.report` reads which kernels kept their loops here.
+3. "loops": the script is erased, stack buffers hoisted out of loops, and every linalg op no schedule
+   vectorised becomes loops (`convert-linalg-to-loops`).
+4. "llvm": `scf.forall` → OpenMP (`threads` ≠ 1) or sequential loops, vectors and the rest → LLVM.
 """
 
 from __future__ import annotations
@@ -11,37 +18,97 @@ from torch_mlir import ir
 
 from ...passes import run_pipeline
 
-# (stage name, pipeline). Loops are naive scf loops for now: correct, structured for later tiling.
-CPU_STAGES: tuple[tuple[str, str], ...] = (
-    # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
-    # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
-    # `scf-forall-to-for`: tiled loops (temco-fuse-activation's fused groups) run sequentially here.
-    ("loops", "builtin.module(memref-alloc-at-first-use, func.func(convert-linalg-to-loops, scf-forall-to-for), "
-              "canonicalize)"),
-    (
-        "llvm",
-        # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
-        # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls,
-        # which the JIT resolves in the host process. bf16 conversions are expanded to integer ops:
-        # LLVM would call compiler-rt's __truncsfbf2, which the process does not have.
-        "builtin.module(func.func(llvm-request-c-wrappers), expand-strided-metadata, lower-affine, "
-        "convert-scf-to-cf, func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, "
-        "convert-to-llvm, reconcile-unrealized-casts)",
-    ),
+# `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
+# shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, temco/alloc_at_first_use.py).
+# `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
+# so they run in order; only the foralls the schedules make are parallel. `codegen-split-checks`: the
+# importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check
+# kernels over the dimensions they read. `codegen-decompose-convolutions`:
+# a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
+SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
+                  "codegen-split-checks, codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
+VECTORS_STAGE = "builtin.module(transform-interpreter)"
+# `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
+# `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
+# exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
+# becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
+LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, func.func(convert-linalg-to-loops), canonicalize, cse, "
+               "codegen-hoist-static-allocas%s, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
+# `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
+# `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
+# `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
+# math ops are lowered before `convert-openmp-to-llvm`, which refuses a math op inside a parallel region.
+# math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
+# resolves in the host process. bf16 conversions are expanded to integer ops: LLVM would call
+# compiler-rt's __truncsfbf2, which the process does not have. Both before `convert-openmp-to-llvm`,
+# which makes every func.func an llvm.func that `func.func(...)` passes no longer visit (a scalar
+# math.absi then failed `convert-math-to-libm`). `reassociate-fp-reductions`: a row reduction's
+# vector is summed as a tree (the row-reduction schedule's documented reassociation).
+LLVM_STAGE = (
+    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), %s, convert-vector-to-scf{full-unroll=true}, "
+    "expand-strided-metadata, lower-affine, "
+    "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
+    "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
 )
+FINALIZE_MEMREF = "finalize-memref-to-llvm"
 
 
-def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False) -> None:
+def _threads_passes(threads: int) -> str:
+    if threads == 1:
+        return "func.func(scf-forall-to-for)"
+    options = f"{{num-threads={threads}}}" if threads > 1 else ""
+    return f"func.func(scf-forall-to-parallel), convert-scf-to-openmp{options}, convert-openmp-to-llvm"
+
+
+def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tuple[tuple[str, str], ...]:
+    """(stage name, pipeline) for `threads` (0: OpenMP's default, all cores; 1: no OpenMP) and schedule
+    overrides (`codegen-attach-schedule`'s `schedules` items)."""
+    overrides = f" schedules={','.join(schedules)}" if schedules else ""
+    finalize = FINALIZE_MEMREF
+    if track_memory:
+        from .memory_tracking import GENERIC_ALLOCATION_PASS
+
+        finalize = GENERIC_ALLOCATION_PASS
+    threads_text = _threads_passes(threads)
+    finalize = f"{finalize}, convert-scf-to-cf"
+    if threads != 1:  # after the memref and scf lowerings (else it lowers cf.assert inside scf.for bodies)
+        threads_text = threads_text.replace(", convert-openmp-to-llvm", "")
+        finalize = f"{finalize}, convert-openmp-to-llvm"
+    return (
+        ("schedule", SCHEDULE_STAGE % (max(threads, 0), overrides)),
+        ("vectors", VECTORS_STAGE),
+        ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "")),
+        ("llvm", LLVM_STAGE % (threads_text, finalize)),
+    )
+
+
+CPU_STAGES = cpu_stages()
+
+
+def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, threads: int = 0,
+                  schedules=None):
     """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage.
+    Returns the `codegen.KernelReport` (which kernels were vectorised, which kept loops and why).
 
     `track_memory`: allocations call MLIR's generic `_mlir_memref_to_llvm_alloc`/`_free` (bound to a
     counting allocator by the executable, see `memory_tracking`) instead of `malloc`/`free`.
+    `threads`: 0 (all cores), 1 (single-threaded code, no OpenMP), or N. `schedules`: overrides of the
+    per-kind schedules (`codegen.schedules.resolve_schedules`).
     """
-    for stage, pipeline in CPU_STAGES:
-        if track_memory and stage == "llvm":
-            from .memory_tracking import generic_allocation_stage
+    from ...codegen import attach_schedules, kernel_report, override_items
 
-            pipeline = generic_allocation_stage(pipeline)
-        run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
+    items = override_items(schedules)
+    plans = None
+    for stage, pipeline in cpu_stages(threads, items, track_memory):
+        if stage == "schedule":
+            # The attach pass as a function: its plan (a return value) feeds the report.
+            head = pipeline.rsplit(", codegen-attach-schedule", 1)[0] + ")"
+            run_pipeline(module, head, what="lowering for the CPU (stage 'schedule')")
+            plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
+        else:
+            run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
+        if stage == "vectors":
+            report = kernel_report(plans, module.operation)
         if record is not None:
             record(stage, module)
+    return report

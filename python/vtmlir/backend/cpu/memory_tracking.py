@@ -164,11 +164,3 @@ def weight_bytes_of(kernel_module) -> int:
 
     return sum(shaped_bytes(ir.TypeAttr(op.attributes["type"]).value) or 0
                for op in walk_ops(kernel_module) if op.name == "memref.global")
-
-
-def generic_allocation_stage(pipeline: str) -> str:
-    """The "llvm" stage's pipeline with allocations lowered to the generic (countable) functions."""
-    marker = "convert-to-llvm"
-    if marker not in pipeline:
-        raise ValueError(f"no '{marker}' in the CPU lowering stage: {pipeline}")
-    return pipeline.replace(marker, f"{GENERIC_ALLOCATION_PASS}, {marker}", 1)

@@ -2,7 +2,7 @@
 
 Run as `python -m vtmlir.backend.cuda._translate`. It reads one JSON request on stdin and writes one
 JSON reply on stdout. It exists because `translate_module_to_llvmir` segfaults on some invalid input
-(DESIGN.md §2): a crash here ends this process only, and the parent (`vtmlir.backend.cuda.ptx`) turns
+(docs/design.md §6): a crash here ends this process only, and the parent (`vtmlir.backend.cuda.ptx`) turns
 it into a `VtmlirError` naming the kernel.
 
 Request:  {"chip": "sm_80", "features": "+ptx80", "libdevice": path or null,

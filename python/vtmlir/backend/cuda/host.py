@@ -17,13 +17,13 @@ Kernel arguments follow the calling convention of `convert-gpu-to-nvvm`: a memre
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 from torch_mlir import ir
 
 from ...errors import VtmlirError, format_location
+from ...ir_constants import elements_array
 
 _DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": None,
            "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
@@ -189,7 +189,6 @@ class _HostReader:
                 self.globals[ir.StringAttr(op.attributes["sym_name"]).value] = op
             elif name == "gpu.module":
                 self.kernels[ir.StringAttr(op.attributes["sym_name"]).value] = op
-        self._resources = None
 
     def read(self) -> HostProgram:
         func_op = next((op for op in self.module.body.operations if op.operation.name == "func.func"
@@ -245,13 +244,7 @@ class _HostReader:
     def _step(self, op) -> None:
         name = op.name
         if name == "arith.constant":
-            attr = op.attributes["value"]
-            if isinstance(attr, ir.IntegerAttr):
-                self.values[op.results[0]] = attr.value
-            elif isinstance(attr, ir.FloatAttr):
-                self.values[op.results[0]] = attr.value
-            else:
-                raise VtmlirError(f"{format_location(op.location)}: error: host constant {attr} is not a scalar")
+            self.values[op.results[0]] = self._constant_value(op)
         elif name in ("memref.alloc", "memref.alloca"):
             if len(op.operands):
                 raise VtmlirError(f"{format_location(op.location)}: error: dynamic '{name}' is not supported")
@@ -278,6 +271,23 @@ class _HostReader:
         else:
             raise VtmlirError(f"{format_location(op.location)}: error: op '{name}' in the host function "
                               "is not supported by the CUDA backend (the GPU lowering left it on the host)")
+
+    def _constant_value(self, op):
+        """An `arith.constant` on the host: a Python int (integers, `index`, i1 `true`/`false`), a
+        float, or a numpy array for a shaped constant (splat or dense), read through its attribute."""
+        attr = op.attributes["value"]
+        if isinstance(attr, ir.BoolAttr):
+            return int(attr.value)
+        if isinstance(attr, (ir.IntegerAttr, ir.FloatAttr)):
+            return attr.value
+        if isinstance(attr, ir.DenseElementsAttr):
+            shaped = ir.ShapedType(attr.type)
+            dtype = numpy_dtype(str(shaped.element_type))
+            if attr.is_splat:
+                return np.full(tuple(shaped.shape), attr.get_splat_value().value, dtype=dtype)
+            return np.array(attr, dtype=dtype).reshape(tuple(shaped.shape))
+        raise VtmlirError(f"{format_location(op.location)}: error: host constant of type {op.results[0].type} "
+                          f"({type(attr).__name__}) is not supported by the CUDA backend")
 
     def _view(self, op, source: MemrefView) -> MemrefView:
         mtype = op.results[0].type
@@ -314,6 +324,10 @@ class _HostReader:
             v = self._value(value, op)
             if isinstance(v, MemrefView):
                 args.append(v)
+            elif isinstance(v, np.ndarray):
+                raise VtmlirError(f"{format_location(op.location)}: error: kernel {module_name} takes the "
+                                  f"shaped host constant {value.type} by value; the CUDA backend passes "
+                                  "buffers and scalars only")
             else:
                 args.append(Scalar(_llvm_scalar_type(value.type), v))
         step = Launch(module_name, function, grid, block, args, self._kernel_param_types(module_name, function))
@@ -339,38 +353,16 @@ class _HostReader:
         glob = self.globals.get(symbol)
         if glob is None or "initial_value" not in glob.attributes:
             raise VtmlirError(f"error: memref.global @{symbol} has no initial value")
-        attr = glob.attributes["initial_value"]
-        dtype = numpy_dtype(buf.dtype)
-        if isinstance(attr, ir.DenseElementsAttr):
-            if attr.is_splat:
-                return np.full(buf.shape, attr.get_splat_value().value, dtype=dtype)
-            return np.array(attr, dtype=dtype).reshape(buf.shape)
-        match = re.match(r'dense_resource<"?([^">]+)"?>', str(attr))
-        if match:
-            key = match.group(1)
-            blob = self._resource_blobs().get(key)
-            if blob is None:
-                raise VtmlirError(f"error: memref.global @{symbol}: resource '{key}' has no data")
-            data = np.frombuffer(blob, dtype=dtype)
-            if data.size != int(np.prod(buf.shape, dtype=np.int64)):
-                raise VtmlirError(f"error: memref.global @{symbol}: resource holds {data.size} elements, "
-                                  f"the type needs {int(np.prod(buf.shape))}")
-            return data.reshape(buf.shape).copy()
-        raise VtmlirError(f"error: memref.global @{symbol}: initial value {str(attr)[:80]} is not dense data")
-
-    def _resource_blobs(self) -> dict[str, bytes]:
-        """Blobs of `dense_resource` weights, read from the module's printed resource section.
-
-        The bindings cannot read a resource blob back, so the module is printed once. Each blob is hex:
-        4 bytes of alignment, then the raw little-endian data.
-        """
-        if self._resources is None:
-            text = self.module.operation.get_asm()
-            self._resources = {}
-            section = text[text.find("{-#"):] if "{-#" in text else ""
-            for key, hexdata in re.findall(r'^\s*("[^"]+"|[\w.$-]+)\s*:\s*"0x([0-9A-Fa-f]*)"', section, re.M):
-                self._resources[key.strip('"')] = bytes.fromhex(hexdata)[4:]
-        return self._resources
+        try:  # dense or dense_resource, read through the bindings (vtmlir.ir_constants)
+            data = elements_array(glob.attributes["initial_value"])
+        except VtmlirError as err:
+            raise VtmlirError(f"error: memref.global @{symbol}: {err}") from None
+        if data is None:
+            raise VtmlirError(f"error: memref.global @{symbol}: its initial value is not dense data")
+        if data.size != int(np.prod(buf.shape, dtype=np.int64)):
+            raise VtmlirError(f"error: memref.global @{symbol}: initial value holds {data.size} elements, "
+                              f"the type needs {int(np.prod(buf.shape))}")
+        return np.ascontiguousarray(data.reshape(buf.shape), dtype=numpy_dtype(buf.dtype))
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ passes (mirrored in `passes/cuda.pipeline`, so `vt-opt` can replay it); the IR a
 recorded so users (and tests) can see what each step did. New stages — tiling the parallel loops onto thread blocks, vectorisation, shared
 memory promotion — slot in between `parallel-loops` and `map-to-gpu` without touching the rest.
 
-The default stages (DESIGN.md §9, verified on conv and attention blocks):
+The default stages (docs/design.md §6, verified on conv and attention blocks):
 
 1. `strip-runtime-asserts` — `gpu-strip-runtime-asserts` erases `cf.assert` (see
    `vtmlir.passes.gpu_kernel_prep` for why); the CPU path keeps them.
@@ -24,7 +24,9 @@ The default stages (DESIGN.md §9, verified on conv and attention blocks):
    `gpu.module` with one `gpu.func` and a `gpu.launch_func` in the host function; launch sizes fold to
    constants for static shapes.
 5. `to-nvvm` — `nvvm-attach-target{chip=...}` and inside each `gpu.module`: `convert-scf-to-cf`,
-   `convert-gpu-to-nvvm`, `canonicalize`, `reconcile-unrealized-casts`. Afterwards each kernel is an
+   `convert-gpu-to-nvvm`, `convert-math-to-llvm` (the integer math ops NVVM's patterns leave, e.g.
+   `math.absi` of T5's relative-position buckets, become LLVM intrinsics NVPTX lowers; the float ones
+   are libdevice calls by then), `canonicalize`, `reconcile-unrealized-casts`. Afterwards each kernel is an
    `llvm.func` whose memref parameters are expanded into (allocated ptr, aligned ptr, offset,
    sizes..., strides...).
 """
@@ -100,7 +102,8 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="lower-affine, gpu-kernel-outlining, canonicalize"),
     GpuStage("to-nvvm", "kernels → llvm/nvvm dialects",
              pipeline="nvvm-attach-target{{chip={chip}}}, "
-                      "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, canonicalize, reconcile-unrealized-casts)"),
+                      "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, convert-math-to-llvm, canonicalize, "
+                      "reconcile-unrealized-casts)"),
 )
 
 

@@ -1,7 +1,7 @@
 """GPU target level → PTX: each `gpu.module` (NVVM/LLVM dialect) to LLVM IR and PTX text.
 
 The torch-mlir wheel's LLVM has no NVPTX backend, so `gpu-module-to-binary` cannot be used
-(DESIGN.md §2). Instead each `gpu.module`'s body is re-parsed as a standalone module with the NVPTX
+(docs/design.md §6). Instead each `gpu.module`'s body is re-parsed as a standalone module with the NVPTX
 triple, checked to hold only llvm/nvvm ops, translated with `translate_module_to_llvmir`, and turned
 into PTX by llvmlite's NVPTX target (libdevice linked when the kernel calls `__nv_*` functions).
 

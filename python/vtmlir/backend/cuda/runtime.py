@@ -20,6 +20,20 @@ _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16, 
            "i1": ctypes.c_bool, "f32": ctypes.c_float, "f64": ctypes.c_double}
 
 
+def scalar_parameter(ptype: str, value):
+    """A kernel's scalar parameter as the ctypes value cuLaunchKernel reads: integers and f32/f64 as
+    themselves, f16 and bf16 as their 16 bits (ctypes has no half types)."""
+    if ptype in ("f16", "bf16"):
+        import ml_dtypes
+
+        dtype = np.float16 if ptype == "f16" else ml_dtypes.bfloat16
+        return ctypes.c_uint16(int(np.array(value, dtype=dtype).view(np.uint16)))
+    ctype = _CTYPES.get(ptype)
+    if ctype is None:
+        raise VtmlirError(f"error: kernel parameter type {ptype} is not supported")
+    return ctype(value)
+
+
 def _driver():
     from cuda.bindings import driver
 
@@ -102,7 +116,7 @@ class CudaRuntime:
         try:
             for index, (buffer_id, array) in enumerate(zip(program.inputs, inputs)):
                 buf = program.buffers[buffer_id]
-                array = np.ascontiguousarray(array, dtype=numpy_dtype(buf.dtype))
+                array = np.asarray(array, dtype=numpy_dtype(buf.dtype), order="C")  # keeps 0-d arrays 0-d
                 if tuple(array.shape) != buf.shape:
                     raise VtmlirError(f"error: input {index} has shape {tuple(array.shape)}, "
                                       f"the compiled module expects {buf.shape}")
@@ -148,10 +162,10 @@ class CudaRuntime:
             if isinstance(param, BufferPointer):
                 storage.append(ctypes.c_void_p(int(device_ptrs[param.buffer])))
             elif isinstance(param, Scalar):
-                ctype = _CTYPES.get(ptype)
-                if ctype is None:
-                    raise VtmlirError(f"error: kernel {step.kernel}: parameter type {ptype} is not supported")
-                storage.append(ctype(param.value))
+                try:
+                    storage.append(scalar_parameter(ptype, param.value))
+                except VtmlirError as err:
+                    raise VtmlirError(f"{err} (kernel {step.kernel})") from None
         pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
         _check(_driver().cuLaunchKernel(self.functions[step.kernel], *step.grid, *step.block, 0, 0,
                                         ctypes.addressof(pointers), 0),

@@ -1,0 +1,289 @@
+"""CPU code generation (issue 21): vtmlir's scheduled kernels against torch eager, torch.compile and IREE.
+
+Prints JSON lines (benchmarks/README.md). Every contender runs in this one process, interleaved call by
+call (round robin over the contenders, `--repeat` rounds), at each thread count of `--threads`; the
+medians of wall time and of the process's CPU time per call are reported (the machine is shared: CPU
+time is the steadier figure). Contenders:
+
+- `vtmlir`: `compiled(*args)` of `vtmlir.compile(..., threads=N)` (includes the Python call path);
+- `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once (the
+  generated code alone, without the per-call overhead that issue 21 point 3 removes);
+- `eager`: the torch module (`torch.set_num_threads(N)`); `inductor`: `torch.compile(module)`;
+- `iree`: IREE 3.13 llvm-cpu on the same linalg-on-tensors MLIR (`--iree-llvmcpu-target-cpu=host`;
+  `local-sync` for 1 thread, `local-task` with N worker groups otherwise).
+
+Kernels report GFLOP/s (matmul, conv) or GB/s (bytes read + written; elementwise, transpose, concat, with
+numpy's `copyto` bandwidth measured in the same run as `numpy_copy`) and the time ratio to eager;
+models report the time ratio to eager per contender. Compile times are per contender (CPU seconds).
+
+    python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
+        [--kernels matmul,conv,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import vtmlir
+from jsonl import Reporter
+
+SUITE = "codegen"
+emit = Reporter(SUITE).emit
+
+
+# -- contenders ----------------------------------------------------------------------------------
+
+class Contender:
+    """A callable with its compile time ((wall, CPU) seconds) and a name; `call()` runs it once."""
+
+    def __init__(self, name: str, call, compile_s=None):
+        self.name, self.call, self.compile_s = name, call, compile_s
+
+
+def _timed(build):
+    """(result, (wall s, CPU s of this process)) -- IREE's compiler runs in a child process, so its
+    compile time is wall time."""
+    w0, p0 = time.perf_counter(), time.process_time()
+    result = build()
+    return result, (time.perf_counter() - w0, time.process_time() - p0)
+
+
+def vtmlir_contenders(module, inputs, threads: int) -> list[Contender]:
+    compiled, seconds = _timed(lambda: vtmlir.compile(module, *inputs, threads=threads))
+    out = [Contender("vtmlir", lambda: compiled(*inputs), seconds)]
+    kernel = _kernel_call(compiled, inputs)
+    if kernel is not None:
+        out.append(Contender("vtmlir_kernel", kernel, seconds))
+    return out
+
+
+def _kernel_call(compiled, inputs):
+    """`compiled`'s JIT function with descriptors built once (results as out-parameters)."""
+    from torch_mlir.runtime import get_ranked_memref_descriptor
+
+    if any(a >= 0 for a in compiled.result_arguments) or any(x.dim() == 0 for x in inputs):
+        return None
+    arrays = [x.numpy() for x in inputs] + [np.zeros(r.shape, r.numpy_dtype) for r in compiled.signature.results]
+    if any(a.ndim == 0 for a in arrays):
+        return None
+    pointers = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+    engine, name = compiled._engine, compiled.signature.name  # the benchmark looks inside on purpose
+
+    def call(keep=arrays):  # `keep`: the descriptors point into these arrays
+        engine.invoke(name, *pointers)
+
+    return call
+
+
+def eager_contender(module, inputs) -> Contender:
+    def call():
+        with torch.no_grad():
+            return module(*inputs)
+    return Contender("eager", call)
+
+
+def inductor_contender(module, inputs) -> Contender | None:
+    try:
+        compiled = torch.compile(module)
+
+        def call():
+            with torch.no_grad():
+                return compiled(*inputs)
+
+        _, seconds = _timed(call)  # the first call compiles
+        return Contender("inductor", call, seconds)
+    except Exception as err:  # noqa: BLE001 - a contender that cannot run is a null line, not a crash
+        return _failed("inductor", err)
+
+
+_FAILURES: list[tuple[str, str]] = []
+
+
+def _failed(name, err):
+    _FAILURES.append((name, f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"))
+    return None
+
+
+def iree_contender(module, inputs, threads: int) -> Contender | None:
+    try:
+        import iree.compiler as ireec
+        import iree.runtime as ireert
+    except ImportError as err:
+        return _failed("iree", err)
+    try:
+        text = str(vtmlir.import_torch(module, *inputs))
+        flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+                 "--iree-llvmcpu-target-cpu=host"]
+        vmfb, seconds = _timed(lambda: ireec.compile_str(text, extra_args=flags))
+        if threads == 1:
+            config = ireert.Config("local-sync")
+        else:
+            ireert.flags.parse_flags(f"--task_topology_max_group_count={threads}")
+            config = ireert.Config("local-task")
+        context = ireert.SystemContext(config=config)
+        context.add_vm_module(ireert.VmModule.copy_buffer(context.instance, vmfb))
+        function = context.modules.module["main"]
+        arrays = [x.numpy() for x in inputs]
+
+        def call():
+            result = function(*arrays)
+            return [r.to_host() for r in result] if isinstance(result, (list, tuple)) else result.to_host()
+
+        return Contender("iree", call, seconds)
+    except Exception as err:  # noqa: BLE001
+        return _failed("iree", err)
+
+
+def measure(contenders: list[Contender], repeat: int) -> dict[str, tuple[float, float]]:
+    """name -> (median wall s, median CPU s) per call, round robin over the contenders."""
+    for c in contenders:
+        c.call()  # warm-up (JIT materialisation, caches)
+    wall = {c.name: [] for c in contenders}
+    cpu = {c.name: [] for c in contenders}
+    for _ in range(repeat):
+        for c in contenders:
+            w0, p0 = time.perf_counter(), time.process_time()
+            c.call()
+            wall[c.name].append(time.perf_counter() - w0)
+            cpu[c.name].append(time.process_time() - p0)
+    return {n: (statistics.median(wall[n]), statistics.median(cpu[n])) for n in wall}
+
+
+def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None, extra=None) -> dict:
+    """Measure every contender on `module(*inputs)`; emit times, ratios to eager and `work`/s."""
+    torch.set_num_threads(threads)
+    contenders = [eager_contender(module, inputs)]
+    _FAILURES.clear()
+    try:
+        contenders += vtmlir_contenders(module, inputs, threads)
+    except vtmlir.VtmlirError as err:
+        _failed("vtmlir", err)
+    if not args.no_inductor:
+        contenders.append(inductor_contender(module, inputs))
+    if not args.no_iree:
+        contenders.append(iree_contender(module, inputs, threads))
+    contenders += list(extra or [])
+    contenders = [c for c in contenders if c is not None]
+    for name, reason in _FAILURES:
+        emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
+    times = measure(contenders, args.repeat)
+    eager_wall, eager_cpu = times["eager"]
+    for c in contenders:
+        w, p = times[c.name]
+        common = dict(contender=c.name, threads=threads)
+        emit(case, "time_wall", round(w * 1e3, 4), "ms", **common)
+        emit(case, "time_cpu", round(p * 1e3, 4), "ms", **common)
+        if c.name != "eager":
+            emit(case, "ratio_wall", round(w / eager_wall, 3), "x", baseline="eager", **common)
+            emit(case, "ratio_cpu", round(p / eager_cpu, 3) if eager_cpu else None, "x", baseline="eager", **common)
+        if c.compile_s and c.name != "vtmlir_kernel":
+            emit(case, "compile_time_wall", round(c.compile_s[0], 3), "s", **common)
+            emit(case, "compile_time_cpu", round(c.compile_s[1], 3), "s", **common)
+        if work:
+            emit(case, f"{unit}_wall", round(work / w / 1e9, 2), unit, **common)
+            emit(case, f"{unit}_cpu", round(work / p / 1e9, 2) if p else None, unit, **common)
+    return times
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def kernel_cases(which: set[str]):
+    """(case, module, inputs, work, unit) per kernel benchmark."""
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    if "matmul" in which:
+        for n in (512, 1024, 2048):
+            yield f"matmul_f32_{n}", Fn(torch.matmul), (rand(n, n), rand(n, n)), 2 * n ** 3, "GFLOP/s"
+    if "conv" in which:
+        for c, hw in ((64, 56), (128, 28), (256, 14)):
+            conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).eval()
+            yield f"conv3x3_nchw_1x{c}x{hw}x{hw}", conv, (rand(1, c, hw, hw),), 2 * c * c * 9 * hw * hw, "GFLOP/s"
+    if "norm" in which:
+        for rows, cols in ((64, 1024), (256, 4096)):
+            x = rand(rows, cols)
+            yield f"layernorm_{rows}x{cols}", torch.nn.LayerNorm(cols).eval(), (x,), 8 * rows * cols, "GB/s"
+            yield f"rmsnorm_{rows}x{cols}", torch.nn.RMSNorm(cols, eps=1e-6).eval(), (x,), 8 * rows * cols, "GB/s"
+            yield f"softmax_{rows}x{cols}", torch.nn.Softmax(-1), (x,), 8 * rows * cols, "GB/s"
+    if "memory" in which:
+        n = 1 << 22
+        a, b = rand(n), rand(n)
+        yield "add_4M", Fn(torch.add), (a, b), 12 * n, "GB/s"
+        yield "relu_4M", Fn(torch.relu), (a,), 8 * n, "GB/s"
+        m = rand(2048, 2048)
+        yield "transpose_2048", Fn(lambda x: x.t().contiguous()), (m,), 8 * 2048 * 2048, "GB/s"
+        p, q = rand(1024, 2048), rand(1024, 2048)
+        yield "concat_2x1024x2048", Fn(lambda x, y: torch.cat([x, y], 0)), (p, q), 16 * 1024 * 2048, "GB/s"
+
+
+def numpy_copy_contender(nbytes: int) -> Contender:
+    src = np.ones(nbytes // 8, np.float32)
+    dst = np.empty_like(src)
+    return Contender("numpy_copy", lambda: np.copyto(dst, src))
+
+
+def model_cases(names: list[str], batches: list[int]):
+    from vtmlir import models
+
+    for name in names:
+        spec = models.get(name)
+        for batch in batches:
+            model, inputs = spec.build(batch=batch, seed=0)
+            yield f"{name}_b{batch}", model.eval(), tuple(inputs)
+
+
+def default_models() -> list[str]:
+    from vtmlir import models
+
+    return list(models.ZOO) + list(models.VTC_ZOO) + list(models.TEMCO_ZOO)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--only", default="kernels,models")
+    parser.add_argument("--kernels", default="matmul,conv,norm,memory")
+    parser.add_argument("--models", default=None, help="comma-separated model names (default: zoo, VTC, TeMCO)")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--no-iree", action="store_true")
+    parser.add_argument("--no-inductor", action="store_true")
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    only = set(args.only.split(","))
+    from vtmlir.codegen import host_target
+
+    target = host_target()
+    emit("host", "vector_bits", target.vector_bits, "bit", cores=target.cores, features=sorted(target.features))
+    if "kernels" in only:
+        for case, module, inputs, work, unit in kernel_cases(set(args.kernels.split(","))):
+            for n in threads:
+                extra = [numpy_copy_contender(work)] if unit == "GB/s" else []
+                run_case(case, module, inputs, n, args, work=work, unit=unit, extra=extra)
+    if "models" in only:
+        names = args.models.split(",") if args.models else default_models()
+        batches = [int(b) for b in args.batches.split(",")]
+        for case, module, inputs in model_cases(names, batches):
+            for n in threads:
+                run_case(case, module, inputs, n, args)
+
+
+if __name__ == "__main__":
+    main()

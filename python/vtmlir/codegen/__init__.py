@@ -1,0 +1,54 @@
+"""vtmlir's code-generation strategy layer for the CPU (kernel level → vectorised, threaded kernels).
+
+Where it sits: after bufferization (`backend.bufferize`: every kernel a linalg op over memrefs) and
+before the lowering to LLVM (`backend.cpu.lower`). It imports only the IR layer and the pass registry.
+
+- `kernels`: classification (contraction, convolution, pooling, reduction, elementwise, data movement).
+- `schedules`: per-kind schedule parameters and the transform IR each builds; `DEFAULT_SCHEDULES`.
+- `transform_ir`: thin builders over the upstream transform ops.
+- passes (one per file): `codegen-transpose-b-operands` (`transpose_b_operands`),
+  `codegen-attach-schedule` (`attach_schedule`), `codegen-erase-schedule` (`erase_schedule`),
+  `codegen-hoist-static-allocas` (`hoist_static_allocas`); the upstream `transform-interpreter` runs the script.
+- `report`: which kernels were vectorised and which kept loops, and why.
+- `target`: the host's vector width and cores; `openmp`: the OpenMP runtime for threads.
+"""
+
+from __future__ import annotations
+
+from .attach_schedule import KernelPlan, attach_schedules
+from .kernels import KERNEL_ATTR, Kernel, KernelKind, classify
+from .report import KernelReport, kernel_report
+from .schedules import (DEFAULT_SCHEDULES, EXACT_SCHEDULES, ContractionSchedule, RowReductionSchedule, Schedule, VectorSchedule,
+                        resolve_schedules)
+from .target import HostTarget, host_target
+
+
+def override_items(schedules) -> list[str]:
+    """`schedules=` of `vtmlir.compile` as the text items of `codegen-attach-schedule{schedules=...}`
+    (validated: an unknown kind or parameter is a VtmlirError)."""
+    if not schedules:
+        return []
+    if isinstance(schedules, dict):
+        items = []
+        for kind, value in schedules.items():
+            if value is None:
+                items.append(f"{kind}:none")
+            elif isinstance(value, Schedule):
+                items += [f"{kind}.{name}:{getattr(value, name)}" for name in value.__dataclass_fields__]
+            elif isinstance(value, dict):
+                items += [f"{kind}.{k}:{v}" for k, v in value.items()]
+            else:
+                from ..errors import VtmlirError
+
+                raise VtmlirError(f"error: schedules[{kind!r}] must be None, a Schedule or a dict of parameters")
+    else:
+        items = list(schedules)
+    resolve_schedules(items)
+    return items
+
+
+__all__ = [
+    "DEFAULT_SCHEDULES", "EXACT_SCHEDULES", "KERNEL_ATTR", "ContractionSchedule", "HostTarget", "Kernel", "KernelKind",
+    "KernelPlan", "KernelReport", "RowReductionSchedule", "Schedule", "VectorSchedule", "attach_schedules",
+    "classify", "host_target", "kernel_report", "override_items", "resolve_schedules",
+]

@@ -1,0 +1,74 @@
+"""`codegen-hoist-static-allocas`: move fixed-size stack buffers out of loops.
+
+`transform.structured.promote {use_alloca}` puts the packed B panel's `memref.alloca` inside the
+loop nest that uses it; each iteration would then grow the stack (a 1024x1024 matmul overflowed it).
+A statically shaped alloca has no operands, so it moves to the top of the nearest enclosing
+`scf.forall` body (one buffer per parallel tile, so per thread on OpenMP) or of the function. A
+forall body that receives one is wrapped in a `memref.alloca_scope` (OpenMP's loop body: its stack
+is released after each tile). With `sequential` (threads=1: the foralls become plain loops, whose
+single-block bodies cannot hold a lowered scope) every such buffer goes to the function entry.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import memref
+
+from ..passes.registry import Option, Pass, register_pass
+
+_SCOPES = ("func.func", "scf.forall", "memref.alloca_scope")
+
+
+def hoist_static_allocas(module_op, sequential: bool = False) -> int:
+    """Hoist every operand-less `memref.alloca` nested in loops; returns how many moved.
+    `sequential`: the foralls will run as plain loops (one thread), so one buffer at the function
+    entry serves every tile."""
+    allocas = []
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner.operation)
+        if op.name == "memref.alloca" and not list(op.operands) and op.parent.name not in _SCOPES[::2]:
+            allocas.append(op)  # (directly in a forall body too: it needs the forall's alloca scope)
+
+    visit(module_op)
+    scopes = _SCOPES[::2] if sequential else _SCOPES
+    for alloca in allocas:
+        scope = alloca.parent
+        while scope is not None and scope.name not in scopes:
+            scope = scope.parent
+        if scope is None:
+            continue
+        if scope.name == "scf.forall":
+            scope = _alloca_scope(scope)
+        entry = scope.regions[0].blocks[0]
+        alloca.move_before(entry.operations[0])
+    return len(allocas)
+
+
+def _alloca_scope(forall):
+    """The `memref.alloca_scope` holding the forall's body (made on first use)."""
+    body = forall.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) == 2 and ops[0].operation.name == "memref.alloca_scope":
+        return ops[0].operation
+    with forall.location, ir.InsertionPoint.at_block_begin(body):
+        scope = memref.AllocaScopeOp([])
+        block = scope.bodyRegion.blocks.append()
+        with ir.InsertionPoint(block):
+            end = memref.AllocaScopeReturnOp([])
+    for op in ops[:-1]:  # all but the forall's terminator
+        op.operation.move_before(end.operation)
+    return scope.operation
+
+
+@register_pass
+class HoistStaticAllocas(Pass):
+    name = "codegen-hoist-static-allocas"
+    summary = "Move statically shaped memref.alloca ops out of loops to the enclosing forall or function entry"
+    options = (Option("sequential", bool, False, "foralls run as loops (threads=1): hoist to the function entry"),)
+
+    def run(self, module):
+        hoist_static_allocas(module, sequential=self.sequential)

@@ -1,0 +1,49 @@
+"""The OpenMP runtime the JIT-compiled code calls when it runs on several threads.
+
+`convert-scf-to-openmp` + `convert-openmp-to-llvm` emit calls to LLVM's OpenMP runtime ABI
+(`__kmpc_fork_call`, `__kmpc_for_static_init_8u`, ...). torch's libgomp does not define them, so
+LLVM's libomp comes from the pinned `cmeel-libomp` wheel and is handed to MLIR's ExecutionEngine
+(`shared_libs`) for modules that need it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from torch_mlir import ir
+
+from ..errors import VtmlirError
+
+OPENMP_WHEEL = "cmeel-libomp"
+
+
+@lru_cache(maxsize=1)
+def openmp_library() -> str:
+    """Path of libomp.so from the `cmeel-libomp` wheel."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(OPENMP_WHEEL)
+    except metadata.PackageNotFoundError:
+        raise VtmlirError(f"error: multi-threaded CPU code needs LLVM's OpenMP runtime: pip install {OPENMP_WHEEL} "
+                          "(or compile with threads=1)") from None
+    for f in dist.files or ():
+        if f.name == "libomp.so":
+            return str(dist.locate_file(f))
+    raise VtmlirError(f"error: the {OPENMP_WHEEL} wheel holds no libomp.so")
+
+
+def calls_openmp(module) -> bool:
+    """Whether the LLVM-dialect `module` holds OpenMP ops (`omp.parallel`, ...): their translation to
+    LLVM IR calls the runtime, so the JIT must load it."""
+    found = False
+
+    def visit(op):
+        nonlocal found
+        if op.name.startswith("omp."):
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found

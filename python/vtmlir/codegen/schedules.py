@@ -1,0 +1,309 @@
+"""Schedules per kernel kind: parameters (dataclasses, overridable) and the transform IR they build.
+
+A schedule receives the kernel's handle (the op tagged `codegen.kernel = id`, consumed) inside its
+own `transform.named_sequence` and tiles, packs and vectorises it. Three schedules cover the kinds:
+
+- `ContractionSchedule` (matmul, batch matmul, Linear after `codegen-transpose-b-operands`): the
+  outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
+  B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
+  stride otherwise thrashes L1 and the TLB); M tiled to `mr` rows and peeled; K tiled to 1;
+  vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
+  keeps in registers and which lowers to outer products (an FMA per vector register). Each output
+  element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
+  scalar loops: the results are bitwise those of the loops.
+- `VectorSchedule` (elementwise, data movement, reductions over an outer dimension): the innermost
+  dimension of the output in vectors of `vectors` registers (peeled), every other dimension by 1
+  (reduction dimensions in order: exact), the outer dimension split for the threads.
+- `RowReductionSchedule` (reductions over the innermost dimension: softmax's max and sum, LayerNorm's
+  and RMSNorm's means): chunks of `vectors` registers reduced as one vector, chunk sums added in order.
+  This reassociates (a tree within each chunk): results differ from the loops by a few ulp of the
+  sum, the same for any thread count (docs/codegen.md has the tolerance and its test).
+
+The thread split never changes values: it splits parallel dimensions only, in tiles that divide
+them exactly (a partial tile would make the inner tiles dynamic and the vectoriser refuse them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar
+
+from torch_mlir import ir
+
+from . import transform_ir as t
+from .kernels import Kernel, KernelKind, element_bits_of
+from .target import HostTarget
+
+# Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
+PARALLEL_MIN_ITERATIONS = 1 << 15
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def chunk(extent: int, parts: int, multiple: int = 1, largest: int | None = None) -> int:
+    """A tile size that divides `extent` into at least `parts` tiles (the fewest such), a multiple of
+    `multiple` where one exists and at most `largest`; `extent` itself when no split fits."""
+    candidates = [d for d in _divisors(extent) if d % multiple == 0 and (largest is None or d <= largest)]
+    if not candidates:
+        candidates = [d for d in _divisors(extent) if largest is None or d <= largest] or [extent]
+    good = [d for d in candidates if extent // d >= parts]
+    return max(good) if good else min(candidates)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Base of the schedules: a `name` for reports and overrides, parameters as dataclass fields."""
+
+    name: ClassVar[str] = ""
+
+    def build(self, kernel_id: int, kernel: Kernel, target: HostTarget, parts: int, op: ir.Value) -> None:
+        raise NotImplementedError
+
+    def with_overrides(self, values: dict[str, str]) -> Schedule:
+        """A copy with fields set from text (`register_m` or `register-m` = "4")."""
+        known = {f.name: f for f in fields(self)}
+        typed = {}
+        for key, text in values.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                from ..errors import VtmlirError
+
+                raise VtmlirError(f"error: schedule '{self.name}' has no parameter '{key}' "
+                                  f"(parameters: {', '.join(known) or 'none'})")
+            typed[name] = _parse_value(text, type(getattr(self, name)), self.name, key)
+        return replace(self, **typed)
+
+
+def _parse_value(text: str, kind: type, schedule: str, key: str):
+    from ..errors import VtmlirError
+
+    try:
+        if kind is bool:
+            if text.lower() in ("1", "true", "on", "yes"):
+                return True
+            if text.lower() in ("0", "false", "off", "no"):
+                return False
+            raise ValueError(text)
+        return kind(text)
+    except ValueError:
+        raise VtmlirError(f"error: invalid value '{text}' for parameter '{key}' of schedule '{schedule}'") from None
+
+
+def _parallel_parts(kernel: Kernel, parts: int) -> int:
+    return parts if kernel.iterations >= PARALLEL_MIN_ITERATIONS else 1
+
+
+@dataclass(frozen=True)
+class ContractionSchedule(Schedule):
+    name: ClassVar[str] = "contraction"
+    register_m: int = 0          # rows of the register tile (0: by target, see `register_tile`)
+    register_n_vectors: int = 0  # vector registers per row of the register tile (nr = this x lanes; 0: by target)
+    cache_n: int = 128           # columns of C per parallel tile (the B panels of one tile stay in L2)
+    cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
+    promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
+    promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
+                                 # a power-of-two K puts all mr of them in one L1 set
+
+    def register_tile(self, target: HostTarget) -> tuple[int, int]:
+        """(rows, vector registers per row) of the accumulator tile. Measured here (AVX-512, 32
+        registers): 12 x 1 beat 6 x 2 and 8 x 2 on 512^3 (84 against 57 GF/s); with AVX2's 16
+        registers 6 x 2 (notes §10: 60-78 GF/s, torch 70-74)."""
+        default = (12, 1) if target.vector_bits >= 512 else (6, 2)
+        return self.register_m or default[0], self.register_n_vectors or default[1]
+
+    def build(self, kernel_id, kernel, target, parts, op):
+        rank, ranges = kernel.rank, kernel.loop_ranges
+        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
+        lanes = target.lanes(kernel.element_bits)
+        mr, vectors = self.register_tile(target)
+        nr = vectors * lanes
+        parts = _parallel_parts(kernel, parts)
+        n_extent, m_extent = ranges[ni], ranges[mi]
+        if n_extent % nr % lanes and nr > lanes:
+            # The remainder would be an odd-sized vector (24 of 32 lanes: slow in LLVM's legalisation):
+            # one register per row instead, and as many more rows (same accumulator count).
+            mr, nr = mr * (nr // lanes), lanes
+        outer = [d for d in kernel.batch + kernel.m[:-1] + kernel.n[:-1]]
+        outer_tiles = 1
+        for d in outer:
+            outer_tiles *= ranges[d]
+        forall_sizes = [0] * rank
+        for d in outer:
+            forall_sizes[d] = 1
+        nc = chunk(n_extent, -(-parts // outer_tiles), multiple=nr, largest=max(self.cache_n, nr))
+        forall_sizes[ni] = nc
+        tiles = outer_tiles * (n_extent // nc)
+        if tiles < parts and m_extent >= 2 * mr * parts:
+            forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
+        _, forall = t.tile_forall(op, forall_sizes)
+        if kernel.k[:-1]:
+            # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
+            # all but the innermost one by one, outermost first -- the loops' order of the sum.
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
+        k_extent = ranges[ki]
+        if self.cache_k and k_extent > self.cache_k:
+            # K in panels, in order (the sums stay in order: C is read back between panels).
+            _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
+            if k_extent % self.cache_k:
+                t.peel(k_loops[0])
+        if self.promote_b:
+            # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
+            t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
+        _, m_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mr}))
+        t.peel(m_loops[0])
+        if self.promote_a:  # (B's copies are vector code by now: the copies left are A's)
+            t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
+        _, n_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nr}))
+        if nc % nr:
+            t.peel(n_loops[0])
+        t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
+        t.canonicalize(forall)
+        t.vectorize(t.match_kernel(forall, kernel_id))
+
+
+def _vectorize_copies(scope, rank: int) -> None:
+    """Vectorise the packing copies under `scope` (all of one operand, so of one rank) row by row: a
+    vector per packed row, not the whole panel as one vector."""
+    t.tile(t.match_names(scope, ["linalg.copy"]), [1] * (rank - 1) + [0])
+    t.canonicalize(scope)
+    t.vectorize(t.match_names(scope, ["linalg.copy"]))
+
+
+def _sizes(rank: int, given: dict[int, int]) -> list[int]:
+    return [given.get(d, 0) for d in range(rank)]
+
+
+def _vector_dim(kernel: Kernel) -> int:
+    """The loop dimension the vectors run along: the innermost of the output (contiguous stores)."""
+    out_map = kernel.maps[-1]
+    for e in reversed(list(out_map.results)):
+        if isinstance(e, ir.AffineDimExpr):
+            return e.position
+    return kernel.rank - 1
+
+
+def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: int, width: int) -> None:
+    """Shared by the vector schedules: thread split on the outermost other dimension, every other
+    dimension by 1, `vector_dim` by `width` (peeled), then vectorise the pieces."""
+    rank, ranges = kernel.rank, kernel.loop_ranges
+    parts = _parallel_parts(kernel, parts)
+    forall_sizes = [0] * rank
+    split = next((d for d in range(rank) if d != vector_dim and d not in kernel.reduction_dims and ranges[d] > 1), None)
+    if split is not None:
+        forall_sizes[split] = chunk(ranges[split], parts)
+    elif vector_dim not in kernel.reduction_dims:
+        forall_sizes[vector_dim] = chunk(ranges[vector_dim], parts, multiple=width)
+    else:
+        forall_sizes[vector_dim] = ranges[vector_dim]  # one tile: a reduction is not split
+    _, forall = t.tile_forall(op, forall_sizes)
+    inner = {d: 1 for d in range(rank) if d != vector_dim and not (d == split and forall_sizes[d] == 1)}
+    extent = forall_sizes[vector_dim] or ranges[vector_dim]
+    if extent > width:
+        inner[vector_dim] = width
+    if any(inner.values()):
+        _, loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, inner))
+        if vector_dim in inner and extent % width:
+            t.peel(loops[sorted(inner).index(vector_dim)])
+    t.canonicalize(forall)
+    t.vectorize(t.match_kernel(forall, kernel_id))
+
+
+@dataclass(frozen=True)
+class VectorSchedule(Schedule):
+    name: ClassVar[str] = "vector"
+    vectors: int = 4  # vector registers per tile of the innermost dimension
+
+    def build(self, kernel_id, kernel, target, parts, op):
+        width = self.vectors * target.lanes(kernel.element_bits)
+        _tile_vectors(kernel_id, kernel, parts, op, _vector_dim(kernel), width)
+
+
+@dataclass(frozen=True)
+class RowReductionSchedule(Schedule):
+    name: ClassVar[str] = "row-reduction"
+    vectors: int = 8  # vector registers reduced as one chunk (the reassociation's tree width)
+
+    def build(self, kernel_id, kernel, target, parts, op):
+        bits = max(kernel.element_bits, _input_bits(kernel))
+        width = self.vectors * target.lanes(bits)
+        _tile_vectors(kernel_id, kernel, parts, op, kernel.rank - 1, width)
+
+
+def _input_bits(kernel: Kernel) -> int:
+    return max((element_bits_of(v) for v in kernel.op.operands[:-1]), default=kernel.element_bits)
+
+
+# The default schedule per kernel kind; a kind mapped to None keeps its loops (and is reported).
+DEFAULT_SCHEDULES: dict[str, Schedule | None] = {
+    KernelKind.CONTRACTION.value: ContractionSchedule(),
+    KernelKind.ELEMENTWISE.value: VectorSchedule(),
+    KernelKind.DATA_MOVEMENT.value: VectorSchedule(),
+    "outer-reduction": VectorSchedule(),
+    "row-reduction": RowReductionSchedule(),
+    KernelKind.CONVOLUTION.value: None,
+    KernelKind.POOLING.value: None,
+}
+
+
+# The override that leaves only schedules that never reassociate: every kernel then computes each
+# element with the scalar loops' operations in their order (convolutions aside: taps outer). VTC's
+# and VTensor's bitwise comparisons of two pipelines hold under it -- a view or a layout can change
+# which loop of a reduction is innermost, and with it whether it is summed as a tree.
+EXACT_SCHEDULES: dict[str, None] = {"row-reduction": None}
+
+
+def schedule_key(kernel: Kernel) -> str:
+    """The key of `DEFAULT_SCHEDULES` (and of `schedules=` overrides) for a kernel."""
+    if kernel.kind is KernelKind.REDUCTION:
+        return "row-reduction" if kernel.innermost_is_reduction else "outer-reduction"
+    return kernel.kind.value
+
+
+def resolve_schedules(overrides: list[str] | dict | None) -> dict[str, Schedule | None]:
+    """DEFAULT_SCHEDULES with overrides applied. Text form (the pass option), one item per setting:
+    `kind:none` (keep loops), `kind:default`, or `kind.parameter:value`; the dict form maps a kind to
+    None, a `Schedule`, or a dict of parameter values."""
+    from ..errors import VtmlirError
+
+    table = dict(DEFAULT_SCHEDULES)
+    if not overrides:
+        return table
+    if isinstance(overrides, dict):
+        items = []
+        for kind, value in overrides.items():
+            if value is None or isinstance(value, Schedule):
+                _check_kind(kind)
+                table[kind] = value
+            elif isinstance(value, dict):
+                items += [f"{kind}.{k}:{v}" for k, v in value.items()]
+            else:
+                raise VtmlirError(f"error: schedules[{kind!r}] must be None, a Schedule or a dict of parameters")
+        overrides = items
+    for item in overrides:
+        key, sep, value = item.partition(":")
+        if not sep:
+            raise VtmlirError(f"error: schedule override '{item}' is not 'kind:none', 'kind:default' or "
+                              "'kind.parameter:value'")
+        kind, dot, param = key.partition(".")
+        _check_kind(kind)
+        if not dot:
+            if value.lower() not in ("none", "default"):
+                raise VtmlirError(f"error: schedule override '{item}': expected 'none' or 'default'")
+            table[kind] = None if value.lower() == "none" else DEFAULT_SCHEDULES[kind]
+            continue
+        base = table[kind] or DEFAULT_SCHEDULES[kind]
+        if base is None:
+            raise VtmlirError(f"error: kernel kind '{kind}' has no schedule to set '{param}' of")
+        table[kind] = base.with_overrides({param: value})
+    return table
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in DEFAULT_SCHEDULES:
+        from ..errors import VtmlirError
+
+        raise VtmlirError(f"error: unknown kernel kind '{kind}' in schedules (kinds: {', '.join(DEFAULT_SCHEDULES)})")

@@ -1,0 +1,150 @@
+"""Building transform-dialect IR through the bindings: small wrappers over the generated op builders
+so a schedule reads like the transform IR it makes (`tile`, `peel`, `promote`, `vectorize`, ...).
+
+Every op here is an upstream transform op built with its Python builder; none is printed text.
+Handles are `!transform.any_op` except where an op demands a narrower type (`loop.peel` takes an
+`scf.for` handle, so the loop is cast first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch_mlir import ir
+from torch_mlir.dialects import transform
+from torch_mlir.dialects import _structured_transform_ops_gen as structured_gen
+from torch_mlir.dialects.transform import loop, structured
+from torch_mlir.dialects.transform import memref as transform_memref
+from torch_mlir.dialects.transform import vector as transform_vector
+
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR
+
+
+def any_op() -> ir.Type:
+    return transform.AnyOpType.get()
+
+
+def kernel_id_attr(kernel_id: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), kernel_id)
+
+
+def match_kernel(scope: ir.Value, kernel_id: int) -> ir.Value:
+    """All ops under `scope` tagged `codegen.kernel = kernel_id` (the kernel and its tiled pieces)."""
+    return structured.MatchOp(any_op(), scope, op_attrs={KERNEL_ATTR: kernel_id_attr(kernel_id)}).result
+
+
+def match_scheduled(scope: ir.Value, count: int) -> list[ir.Value]:
+    """One handle per kernel marked `codegen.scheduled`, in program order: one walk of the module
+    (a match per kernel would walk it once per kernel: quadratic on a DenseNet)."""
+    every = structured.MatchOp(any_op(), scope, op_attrs={SCHEDULED_ATTR: ir.UnitAttr.get()}).result
+    if count == 1:
+        return [every]
+    return list(transform.SplitHandleOp([any_op()] * count, every).results)
+
+
+def match_names(scope: ir.Value, names: Sequence[str]) -> ir.Value:
+    return structured.MatchOp.match_op_names(scope, list(names)).result
+
+
+def tile_forall(target: ir.Value, tile_sizes: Sequence[int]) -> tuple[ir.Value, ir.Value]:
+    """Tile into an `scf.forall` (the parallel loop); returns (tiled op, forall)."""
+    op = structured.TileUsingForallOp(target, tile_sizes=list(tile_sizes))
+    return op.tiled_op, op.forall_op
+
+
+def tile(target: ir.Value, sizes: Sequence[int]) -> tuple[ir.Value, list[ir.Value]]:
+    """Tile into `scf.for` loops (one per non-zero size, outermost first); returns (tiled op, loops)."""
+    op = structured.TileUsingForOp(target, sizes=list(sizes))
+    return op.tiled_linalg_op, list(op.loops)
+
+
+def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Split the loop into full tiles and one remainder iteration (static once canonicalised);
+    returns (full-tile loop, remainder loop) handles."""
+    for_type = transform.OperationType.get("scf.for")
+    casted = transform.CastOp(for_type, loop_handle).result
+    peeled = loop.LoopPeelOp(any_op(), any_op(), casted, fail_if_already_divisible=False)
+    return peeled.peeled_loop, peeled.remainder_loop
+
+
+
+def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
+    """Copy the named operands' tiles into 64-byte aligned stack buffers (packing, §10 of the notes)."""
+    return structured_gen.PromoteOp(any_op(), target, operands_to_promote=list(operands), use_alloca=True,
+                                    alignment=64).result
+
+
+def vectorize(target: ir.Value, sizes: Sequence[int] | None = None) -> None:
+    """Vectorise the structured ops of the handle (contractions as `vector.contract`). With `sizes`
+    (one per loop) every op gets vectors of those sizes, masked where the op is smaller: a peeled
+    remainder tile then runs on the same registers as the full tiles instead of odd-sized vectors."""
+    sizes = list(sizes or [])
+    structured_gen.VectorizeOp(target, [], static_vector_sizes=sizes, scalable_sizes=[False] * len(sizes),
+                               create_named_contraction=True)
+
+
+def canonicalize(scope: ir.Value, fold_memref_aliases: bool = False) -> None:
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        if fold_memref_aliases:
+            transform_memref.ApplyFoldMemrefAliasOpsPatternsOp()
+        transform.ApplyCanonicalizationPatternsOp()
+
+
+def drop_leading_unit_dims(scope: ir.Value) -> None:
+    """vector<1x1x32xf32> → vector<32xf32>: tiles of 1 leave leading unit dimensions, and LLVM's
+    lowering of math ops takes 1-D vectors only."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyCastAwayVectorLeadingOneDimPatternsOp()
+        transform.ApplyCanonicalizationPatternsOp()
+
+
+def cse(scope: ir.Value) -> None:
+    transform.ApplyCommonSubexpressionEliminationOp(scope)
+
+
+def hoist_vector_transfers(func_handle: ir.Value) -> ir.Value:
+    """Keep loop-carried vectors (the register tile's accumulators) in registers; returns the new handle."""
+    return structured.HoistRedundantVectorTransfersOp(any_op(), func_handle).result
+
+
+def lower_contractions(scope: ir.Value) -> None:
+    """vector.contract → elementwise multiplies and adds (`parallelarith`): a separate multiply and
+    add per step as in the scalar loops, not the fused multiply-add the outer-product lowering makes
+    (a different rounding). A register tile's k step of 1 vectorises to multiplies and adds already;
+    a contraction over several unit k dimensions (blocked channels) arrives as vector.contract."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyLowerContractionPatternsOp(
+            lowering_strategy=transform_vector.VectorContractLowering.ParallelArith)
+
+
+def lower_multi_reductions(scope: ir.Value) -> None:
+    """vector.multi_reduction → vector.reduction per row (innermost reduction) or elementwise ops."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyReorderMultiReductionPatternsOp(
+            lowering_strategy=transform_vector.VectorMultiReductionLowering.InnerReduction)
+        transform_vector.ApplyMultiReductionFlatteningPatternsOp(
+            lowering_strategy=transform_vector.VectorMultiReductionLowering.InnerReduction)
+        transform_vector.ApplyMultiReductionUnrollingPatternsOp(
+            lowering_strategy=transform_vector.VectorMultiReductionLowering.InnerReduction)
+
+
+def named_sequence(parent_block: ir.Block, name: str, consumed: bool) -> transform.NamedSequenceOp:
+    """`transform.named_sequence @name(%arg: !transform.any_op {transform.consumed|readonly})`."""
+    effect = "transform.consumed" if consumed else "transform.readonly"
+    with ir.InsertionPoint(parent_block):
+        return transform.NamedSequenceOp(name, [any_op()], [], arg_attrs=[{effect: ir.UnitAttr.get()}])
+
+
+def include(name: str, operand: ir.Value, suppress_failures: bool = True) -> None:
+    """Call a named sequence; with `suppress_failures` a schedule that cannot apply leaves its kernel as
+    it is (correct loops, named in the report) instead of failing the compilation."""
+    mode = transform.FailurePropagationMode.Suppress if suppress_failures else transform.FailurePropagationMode.Propagate
+    transform.IncludeOp([], ir.FlatSymbolRefAttr.get(name), mode, [operand])
+
+
+def yield_() -> None:
+    transform.YieldOp([])

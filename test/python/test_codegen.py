@@ -1,0 +1,247 @@
+"""The CPU code generation strategy layer (vtmlir.codegen): classification, schedules, threads,
+the kernel report, and the numerics each schedule promises (docs/codegen.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch_mlir import ir
+
+import vtmlir
+from vtmlir.codegen import KernelKind, classify, resolve_schedules
+from vtmlir.codegen.kernels import structured_ops
+from vtmlir.context import make_context
+from vtmlir.errors import VtmlirError
+from vtmlir.models import ZOO
+
+_KERNELS = """
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#bt = affine_map<(d0, d1, d2) -> (d1, d2)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#t = affine_map<(d0, d1) -> (d1, d0)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+#in = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
+#wt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
+#out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
+func.func @k(%A: memref<8x32xf32>, %W: memref<16x32xf32>, %C: memref<8x16xf32>, %T: memref<16x8xf32>,
+             %R: memref<8xf32>, %K: memref<16xf32>, %X: memref<1x4x10x10xf32>, %F: memref<8x4x3x3xf32>,
+             %Y: memref<1x8x8x8xf32>) {
+  linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %W : memref<8x32xf32>, memref<16x32xf32>) outs(%C : memref<8x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%C : memref<8x16xf32>) outs(%T : memref<16x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%C : memref<8x16xf32>) outs(%C : memref<8x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %e = math.exp %x : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%C : memref<8x16xf32>) outs(%R : memref<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.maximumf %x, %o : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%C : memref<8x16xf32>) outs(%K : memref<16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.addf %x, %o : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#in, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%X, %F : memref<1x4x10x10xf32>, memref<8x4x3x3xf32>) outs(%Y : memref<1x8x8x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+"""
+
+
+def _kernels():
+    module = ir.Module.parse(_KERNELS, context=make_context())
+    return [classify(op) for op in structured_ops(module.operation)]
+
+
+def test_classification_reads_the_generics_the_bufferizer_leaves():
+    linear, transpose, exp, row_max, col_sum, conv = _kernels()
+    assert linear.kind is KernelKind.CONTRACTION and linear.b_transposed  # x @ W^T, as nn.Linear imports
+    assert (linear.m, linear.n, linear.k, linear.loop_ranges) == ((0,), (1,), (2,), (8, 16, 32))
+    assert transpose.kind is KernelKind.DATA_MOVEMENT
+    assert exp.kind is KernelKind.ELEMENTWISE
+    assert row_max.kind is KernelKind.REDUCTION and row_max.innermost_is_reduction
+    assert col_sum.kind is KernelKind.REDUCTION and not col_sum.innermost_is_reduction
+    assert conv.kind is KernelKind.CONVOLUTION and conv.n == (1,) and set(conv.k) == {4, 5, 6}
+
+
+def _compile(model, *inputs, **options):
+    return vtmlir.compile(model, *inputs, **options)
+
+
+class _MatMul(torch.nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 40), (37, 50, 29)])  # divisible, and ragged edges everywhere
+def test_matmul_schedule_is_bitwise_the_scalar_loops(shape):
+    m, n, k = shape
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    vectorised = _compile(_MatMul(), a, b, threads=1)
+    loops = _compile(_MatMul(), a, b, threads=1, schedules={"contraction": None})
+    assert [p.kind for p in vectorised.report().kernels if p.id in vectorised.report().vectorized] \
+        == ["data-movement", "contraction"]
+    assert "contraction" in [p.kind for p in loops.report().fallbacks]
+    got, want = vectorised(a, b), loops(a, b)
+    assert torch.equal(got, want)  # same sum order per element: a register tile only reorders elements
+    torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_threads_do_not_change_results():
+    model, inputs = ZOO["resnet_basic_block"].build(batch=2, seed=3)
+    one = _compile(model, *inputs, threads=1)
+    two = _compile(model, *inputs, threads=2)
+    assert "omp.parallel" not in one.stages["llvm"] and "omp.parallel" in two.stages["llvm"]
+    assert torch.equal(one(*inputs), two(*inputs))
+
+
+def test_convolutions_are_contractions_per_tap_and_match_pytorch():
+    conv = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.Conv2d(16, 8, 3, stride=2)).eval()
+    x = torch.randn(2, 8, 13, 13)
+    compiled = _compile(conv, x)
+    report = compiled.report()
+    assert not report.fallbacks, str(report)
+    assert sum(p.kind == "contraction" for p in report.kernels) == 2
+    with torch.no_grad():
+        # taps outer, channels inner: a reordered f32 sum (docs/codegen.md)
+        torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "softmax", "rmsnorm"])
+def test_row_reductions_stay_within_the_documented_tolerance(norm):
+    torch.manual_seed(1)
+    rows = torch.randn(64, 1000) * 3 + 1
+    module = {"layernorm": torch.nn.LayerNorm(1000), "softmax": torch.nn.Softmax(-1),
+              "rmsnorm": torch.nn.RMSNorm(1000, eps=1e-6)}[norm].eval()
+    compiled = _compile(module, rows)
+    loops = _compile(module, rows, schedules={"row-reduction": None})
+    assert any(p.kind == "row-reduction" for p in compiled.report().kernels if p.id in compiled.report().vectorized)
+    with torch.no_grad():
+        want = module(rows)
+    got = compiled(rows)
+    # Reassociated sums: a few ulp of the row sum (documented bound: 1e-5 relative, 1e-6 absolute).
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got, loops(rows), rtol=1e-5, atol=1e-6)
+
+
+def test_report_names_kernels_left_as_loops():
+    embedding = torch.nn.Embedding(10, 16).eval()  # a gather (its bounds check moves to a check kernel)
+    compiled = _compile(embedding, torch.tensor([[1, 2, 3]]))
+    fallbacks = compiled.report().fallbacks
+    assert [(p.kind, p.reason) for p in fallbacks] == [("unknown", "body holds 'memref.load'")]
+    assert "-> loops (body holds 'memref.load') at " in str(compiled.report())
+    assert any(p.kind == "check" for p in compiled.report().kernels)
+    assert "sparse.py" in fallbacks[0].location  # the source line the kernel came from
+
+
+def test_schedule_stage_replays_with_the_transform_interpreter():
+    from vtmlir.passes import run_pipeline
+
+    model, inputs = ZOO["mlp"].build(batch=1, seed=0)
+    compiled = _compile(model, *inputs)
+    module = ir.Module.parse(compiled.stages["schedule"], context=make_context())
+    run_pipeline(module, "builtin.module(transform-interpreter, codegen-erase-schedule, canonicalize)")
+    text = str(module)
+    assert "linalg.generic" not in text and "vector.transfer_read" in text
+
+
+def test_schedule_overrides_are_checked():
+    assert resolve_schedules({"contraction": {"register_m": 4}})["contraction"].register_m == 4
+    assert resolve_schedules(["elementwise:none"])["elementwise"] is None
+    with pytest.raises(VtmlirError, match="unknown kernel kind 'matmul'"):
+        resolve_schedules({"matmul": None})
+    with pytest.raises(VtmlirError, match="no parameter 'tile'"):
+        resolve_schedules({"contraction": {"tile": 4}})
+    with pytest.raises(VtmlirError, match="threads must be"):
+        vtmlir.compile(_MatMul(), torch.randn(2, 2), torch.randn(2, 2), threads=-1)
+
+
+def test_openmp_runtime_is_found():
+    from vtmlir.codegen.openmp import openmp_library
+
+    assert openmp_library().endswith("libomp.so")
+
+
+def test_numpy_reference_for_a_ragged_elementwise_kernel():
+    class Gelu(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.nn.functional.gelu(x) * y.t()
+
+    x, y = torch.randn(37, 45), torch.randn(45, 37)
+    compiled = _compile(Gelu(), x, y)
+    loops = _compile(Gelu(), x, y, schedules={"elementwise": None, "data-movement": None})
+    assert torch.equal(compiled(x, y), loops(x, y))  # elementwise vector code: the same operations per element
+    np.testing.assert_allclose(compiled(x, y).numpy(), Gelu()(x, y).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_buffers_do_not_grow_the_stack(threads):
+    # 9 taps x 56 rows x 18 KiB of packed panels: 9 MB if each tile kept its stack buffers (the
+    # 8 MB stack overflowed); one set per tile (OpenMP) or per function (one thread) instead.
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
+    x = torch.randn(1, 64, 56, 56)
+    compiled = _compile(conv, x, threads=threads)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+class _Masks(torch.nn.Module):
+    """A bool output, a select by a bool per element and one by a bool per row (attention's)."""
+
+    def forward(self, x, a, mask, row_mask):
+        return x != 0, torch.where(mask, a, -a), torch.where(row_mask[:, None], a, 0.0)
+
+
+def test_bool_buffers_are_never_vectors_of_several_i1():
+    # LLVM lays out a vector<8xi1> bit-packed; a memref (and torch) keeps a byte per bool. A vectorised
+    # `x != 0` stored 8 flags into one byte and left the other 7 uninitialised (GPT-2's attention mask:
+    # wrong logits, different per compile). Such kernels keep loops; a mask read once per row does not.
+    torch.manual_seed(0)
+    x = torch.randint(-2, 3, (5, 77))
+    a, mask, row_mask = torch.randn(5, 77), torch.rand(5, 77) > 0.5, torch.rand(5) > 0.5
+    inputs = (x, a, mask, row_mask)
+    compiled = _compile(_Masks(), *inputs, threads=1)
+    loops = _compile(_Masks(), *inputs, threads=1, schedules={"elementwise": None})
+    report = compiled.report()
+    assert sorted(p.reason.split(" ", 1)[0] for p in report.fallbacks) == ["i1", "i1"]  # x != 0, where(mask)
+    assert any(p.kind == "elementwise" for p in report.kernels if p.id in report.vectorized)  # where(row_mask)
+    for got, same, want in zip(compiled(*inputs), loops(*inputs), _Masks()(*inputs)):
+        assert torch.equal(got, want) and torch.equal(got, same)
+
+
+class _IntAbs(torch.nn.Module):
+    def forward(self, x):
+        return torch.abs(x) * 2
+
+
+@pytest.mark.parametrize("schedules", [None, {"elementwise": None}])
+def test_integer_abs_lowers_with_threads(schedules):
+    # convert-openmp-to-llvm makes every function an llvm.func: the math lowering must come first
+    # (math.absi, scalar or vector, failed to legalise with threads != 1; T5's position buckets).
+    x = torch.randint(-50, 50, (8, 37))
+    compiled = _compile(_IntAbs(), x, threads=2, schedules=schedules)
+    assert torch.equal(compiled(x), torch.abs(x) * 2)
