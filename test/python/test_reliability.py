@@ -406,3 +406,52 @@ def test_chained_dequantized_linears(dtype):
         ref = q(x)
     for lowbit in (None, "vector"):
         assert torch.allclose(vtmlir.compile(q, x, lowbit=lowbit)(x), ref, atol=1e-5, rtol=1e-5)
+
+
+# -- a pass that fails without a diagnostic ---------------------------------------------------------
+
+SILENT_PASS = """\
+import sys
+sys.path.insert(0, {python!r})
+from vtmlir.passes.registry import Pass, register_pass
+
+
+@register_pass
+class Silent(Pass):
+    name = "test-fail-silently"
+    summary = "fails without emitting a diagnostic"
+
+    def run(self, module):
+        self._failed = True
+
+
+if sys.argv[1] == "api":
+    import vtmlir
+    from vtmlir.passes import run_pipeline
+
+    module = vtmlir.parse_mlir(sys.stdin.read(), "in.mlir")
+    try:
+        run_pipeline(module, "test-fail-silently")
+    except vtmlir.VtmlirError as err:
+        print(err)
+        sys.exit(1)
+else:
+    from vtmlir.cli.vt_opt import main
+
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_pass_failing_without_a_diagnostic_is_named(tmp_path):
+    """MLIR's "pass pipeline failed without a diagnostic" (10 runs of the issue's fuzzer) left the user
+    guessing: now an error naming the pipeline, at the input (vt-opt) or the module (run_pipeline)."""
+    script = tmp_path / "silent.py"
+    script.write_text(SILENT_PASS.format(python=str(REPO / "python")))
+    text = b"func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+    proc = subprocess.run([sys.executable, str(script), "--test-fail-silently"], input=text, capture_output=True,
+                          timeout=300)
+    assert_clean_error(proc, "<stdin>: error: a pass of 'builtin.module(test-fail-silently)' failed without reporting why")
+    api = subprocess.run([sys.executable, str(script), "api"], input=text, capture_output=True, timeout=300)
+    assert api.returncode == 1, api.stderr.decode()[-2000:]
+    assert "in.mlir:1:1: error: a pass of 'builtin.module(test-fail-silently)' failed without reporting why" \
+        in api.stdout.decode(), api.stdout.decode() + api.stderr.decode()
