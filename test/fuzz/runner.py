@@ -111,15 +111,16 @@ def warm_up(tools=("vt-opt", "vtmlir")) -> None:
 
 def run_tool(tool: str, argv: list[str], stdin: bytes = b"", timeout: float = 60.0,
              mode: str = "fork") -> Outcome:
-    """Run `tool` (vt-opt or vtmlir) with `argv` and `stdin` in a child; classify the result."""
+    """Run `tool` (vt-opt or vtmlir) with `argv` and `stdin` in a child, in a temporary working
+    directory (random pass options write report files); classify the result."""
     with tempfile.TemporaryDirectory(prefix="vtfuzz-") as tmp:
         paths = [os.path.join(tmp, n) for n in ("stdin", "stdout", "stderr")]
         Path(paths[0]).write_bytes(stdin)
         start = time.monotonic()
         if mode == "subprocess":
-            rc, sig, timed_out = _run_subprocess(tool, argv, paths, timeout)
+            rc, sig, timed_out = _run_subprocess(tool, argv, paths, timeout, tmp)
         else:
-            rc, sig, timed_out = _run_forked(tool, argv, paths, timeout)
+            rc, sig, timed_out = _run_forked(tool, argv, paths, timeout, tmp)
         seconds = time.monotonic() - start
         stderr = Path(paths[2]).read_bytes().decode(errors="replace")
     return classify(rc, sig, stderr, seconds, timed_out)
@@ -130,12 +131,12 @@ def _limit_child() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _run_subprocess(tool, argv, paths, timeout):
+def _run_subprocess(tool, argv, paths, timeout, cwd):
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     env.pop("VTMLIR_DEBUG", None)
     with open(paths[0], "rb") as fin, open(paths[1], "wb") as fout, open(paths[2], "wb") as ferr:
         proc = subprocess.Popen([sys.executable, str(TOOLS[tool]), *argv], stdin=fin, stdout=fout,
-                                stderr=ferr, env=env, preexec_fn=_limit_child, start_new_session=True)
+                                stderr=ferr, env=env, preexec_fn=_limit_child, start_new_session=True, cwd=cwd)
         try:
             rc = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -147,7 +148,7 @@ def _run_subprocess(tool, argv, paths, timeout):
     return rc, None, False
 
 
-def _run_forked(tool, argv, paths, timeout):
+def _run_forked(tool, argv, paths, timeout, cwd):
     main = _tool_main(tool)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -159,6 +160,7 @@ def _run_forked(tool, argv, paths, timeout):
 
             gc.disable()  # see vtmlir.crash_guard: never collect a context of the parent's here
             os.setsid()  # the tool's own children (crash guard) die with it on a timeout
+            os.chdir(cwd)  # report files of random pass options (`report=bogus`) land in the temporary directory
             _limit_child()
             created = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
             for fd, path, flags in ((0, paths[0], os.O_RDONLY), (1, paths[1], created), (2, paths[2], created)):
