@@ -13,7 +13,7 @@ import lit.formats
 config.name = "vtmlir"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
-config.excludes = ["lit.cfg.py", "Inputs", "python", "Output"]
+config.excludes = ["lit.cfg.py", "Inputs", "python", "Output", "fuzz"]
 config.test_source_root = os.path.dirname(__file__)
 _repo = os.path.dirname(config.test_source_root)
 config.test_exec_root = os.environ.get("VTMLIR_LIT_EXEC_ROOT", os.path.join(_repo, "build", "lit"))

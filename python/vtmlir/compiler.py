@@ -72,6 +72,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     from .backend.lowerable import check_lowerable
     from .errors import VtmlirError
     from .frontend import as_module
+    from .frontend.limits import check_module
     from .frontend.torch_import import export_torch, import_exported
     from .signature import box_scalars, find_entry, signature_of
 
@@ -107,10 +108,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
             stages["lowbit"] = text
     from .vtc.lower_views import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
-    if any(lower_views(graph)):
+    if any(_pass_failure_as_error(lower_views, graph)):
         stages["vt-lowered"] = print_ir(graph)
     check_lowerable(graph)
     entry_func = find_entry(graph, entry)
+    check_module(graph, entry_func)
     signature = signature_of(entry_func)
     _check_written_inputs(signature, donated)
     box_scalars(entry_func)  # scalars cross the boundary as 0-d tensors (signature.py)
@@ -130,6 +132,20 @@ def compile(  # noqa: A001 - mirrors torch.compile
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     return executable
+
+
+def _pass_failure_as_error(function, module):
+    """Run a pass's entry point outside a pass manager: its `PassFailure` becomes the error the pass
+    would have reported (`file:line:col: error: ...`)."""
+    from .errors import VtmlirError, format_location
+    from .passes.registry import PassFailure
+
+    try:
+        return function(module)
+    except PassFailure as failure:
+        where = failure.location if failure.location is not None else module.operation.location
+        where = getattr(where, "location", where)
+        raise VtmlirError(f"{format_location(where, '<module>')}: error: {failure}") from None
 
 
 def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:

@@ -20,6 +20,15 @@ class VtmlirError(Exception):
     """A user-facing error: its message is what the user should read."""
 
 
+class LocatedError(VtmlirError):
+    """Bad input found at a place in the IR (`location`: an `ir.Location` or an op); a pass reports
+    it there as an error diagnostic (`file:line:col: error: ...`)."""
+
+    def __init__(self, message: str, location=None):
+        super().__init__(message)
+        self.location = location
+
+
 class UnsupportedOpError(VtmlirError):
     """An op that a stage of vtmlir (or torch-mlir beneath it) cannot handle."""
 

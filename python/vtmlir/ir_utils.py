@@ -24,13 +24,34 @@ def symbol_name(op) -> str:
     return ir.StringAttr(op.operation.attributes["sym_name"]).value
 
 
-def nested_operands(op) -> list:
-    """Operands of `op` and of every op nested in its regions (values defined inside appear too)."""
-    values = list(op.operands)
+def child_ops(op):
+    """The ops directly inside `op`'s regions, in order."""
     for region in op.regions:
         for block in region.blocks:
             for inner in block.operations:
-                values.extend(nested_operands(inner.operation))
+                yield inner.operation
+
+
+def nested_ops(op, descend=None):
+    """Every op nested in `op`'s regions (`op` excluded), pre-order in program order. An op for which
+    `descend(op)` is false is yielded but its regions are not entered. Iterative: IR may nest deeper
+    than Python's recursion limit."""
+    stack = [child_ops(op)]
+    while stack:
+        inner = next(stack[-1], None)
+        if inner is None:
+            stack.pop()
+            continue
+        yield inner
+        if len(inner.regions) and (descend is None or descend(inner)):
+            stack.append(child_ops(inner))
+
+
+def nested_operands(op) -> list:
+    """Operands of `op` and of every op nested in its regions (values defined inside appear too)."""
+    values = list(op.operands)
+    for inner in nested_ops(op):
+        values.extend(inner.operands)
     return values
 
 

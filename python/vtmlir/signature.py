@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 
-from .errors import VtmlirError
+from .errors import VtmlirError, format_location
 
 _NUMPY_DTYPES = {
     "f64": np.float64,
@@ -76,7 +76,10 @@ class TensorSpec:
         return f"tensor<{dims + 'x' if dims else ''}{self.element_type}>"
 
     @staticmethod
-    def from_type(t: ir.Type, what: str, attrs: dict | None = None) -> "TensorSpec":
+    def from_type(t: ir.Type, what: str, attrs: dict | None = None, where: str = "") -> "TensorSpec":
+        """The spec of type `t` of `what` (e.g. "input 0 of @main") with its argument or result
+        attributes `attrs`; errors start with `where` (`file:line:col`, the function's location) when given."""
+        prefix = f"{where}: error:" if where else "error:"
         t = t.maybe_downcast()
         attrs = attrs or {}
         if isinstance(t, (ir.IntegerType, ir.F64Type, ir.F32Type)):
@@ -85,12 +88,12 @@ class TensorSpec:
             scalar, elt = False, str(t.element_type)
             shape = tuple(None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank))
         else:
-            raise VtmlirError(f"error: {what} has type {t}; only ranked tensors and scalars are supported "
+            raise VtmlirError(f"{prefix} {what} has type {t}; only ranked tensors and scalars are supported "
                               "at function boundaries")
         if ELEMENT_TYPE in attrs:
             elt = str(ir.TypeAttr(attrs[ELEMENT_TYPE]).value)
         if elt not in _NUMPY_DTYPES:
-            raise VtmlirError(f"error: {what} has element type {elt}, which vtmlir cannot pass to or from Python yet")
+            raise VtmlirError(f"{prefix} {what} has element type {elt}, which vtmlir cannot pass to or from Python yet")
         return TensorSpec(shape, elt, scalar)
 
 
@@ -149,6 +152,7 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
     """The entry `func.func`: `entry` by name, else `@main`, else the only public function."""
     funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
     defined = [f for f in funcs if len(f.regions[0].blocks) > 0]
+    where = format_location(module.operation.location, "<module>")
 
     def name_of(f):
         return ir.StringAttr(f.attributes["sym_name"]).value
@@ -158,14 +162,14 @@ def find_entry(module: ir.Module, entry: str | None = None) -> ir.Operation:
             if name_of(f) == entry:
                 return f
         names = ", ".join("@" + name_of(f) for f in defined) or "none"
-        raise VtmlirError(f"error: no function @{entry} in the module (functions: {names})")
+        raise VtmlirError(f"{where}: error: no function @{entry} in the module (functions: {names})")
     for f in defined:
         if name_of(f) == "main":
             return f
     public = [f for f in defined if "sym_visibility" not in f.attributes]
     if len(public) == 1:
         return public[0]
-    raise VtmlirError("error: cannot tell the entry function: the module has no @main and "
+    raise VtmlirError(f"{where}: error: cannot tell the entry function: the module has no @main and "
                       f"{len(public)} public functions; pass entry=...")
 
 
@@ -179,17 +183,19 @@ def attr_dicts(func_op: ir.Operation, key: str, n: int) -> list[dict]:
 def signature_of(func_op: ir.Operation) -> Signature:
     name = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
+    where = format_location(func_op.location, "<module>")
     arg_attrs = attr_dicts(func_op, "arg_attrs", len(ftype.inputs))
     res_attrs = attr_dicts(func_op, "res_attrs", len(ftype.results))
-    inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}", a)
+    inputs = tuple(TensorSpec.from_type(t, f"input {i} of @{name}", a, where)
                    for i, (t, a) in enumerate(zip(ftype.inputs, arg_attrs)))
-    results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}", a)
+    results = tuple(TensorSpec.from_type(t, f"result {i} of @{name}", a, where)
                     for i, (t, a) in enumerate(zip(ftype.results, res_attrs)))
     writes = ()
     if INPUT_MUTATIONS in func_op.attributes:
         writes = tuple(ir.DenseI64ArrayAttr(func_op.attributes[INPUT_MUTATIONS]))
         if len(writes) != len(results):
-            raise VtmlirError(f"error: @{name}: {INPUT_MUTATIONS} has {len(writes)} entries for {len(results)} results")
+            raise VtmlirError(f"{where}: error: @{name}: {INPUT_MUTATIONS} has {len(writes)} entries for "
+                              f"{len(results)} results")
     return Signature(name, inputs, results, writes)
 
 

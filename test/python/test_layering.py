@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "vtmlir"
 #: Within a layer anything may import anything (acyclically), except across the subsystems.
 LAYERS = (
     ("ir", ("vtmlir.dialects", "vtmlir.errors", "vtmlir.ir_utils", "vtmlir.ir_types", "vtmlir.ir_constants",
-            "vtmlir.context", "vtmlir.signature", "vtmlir.passes.registry", "vtmlir.passes.pipeline")),
+            "vtmlir.context", "vtmlir.signature", "vtmlir.diagnostics", "vtmlir.crash_guard", "vtmlir.passes.registry", "vtmlir.passes.pipeline")),
     ("transforms", ("vtmlir.passes",)),
     ("frontend, codegen, backends", ("vtmlir.frontend", "vtmlir.codegen", "vtmlir.backend")),
     ("subsystems", ("vtmlir.vtc", "vtmlir.layouts", "vtmlir.temco", "vtmlir.lowbit", "vtmlir.dvm")),

@@ -1,7 +1,9 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
 torch-mlir's TMTensor ops (sort, scan, scatter, topk, attention) first become scf/tensor/linalg ops
-(`convert-tm-tensor-to-scf`), which bufferize like the rest.
+(`convert-tm-tensor-to-scf`), which bufferize like the rest. Elementwise `arith`/`math` ops on whole
+tensors (hand-written linalg-on-tensors IR has them; one-shot bufferization has no bufferization for
+them) become `linalg.generic`s (`convert-elementwise-to-linalg`).
 
 Results become out-parameters of the public functions (docs/design.md §6: otherwise outputs stay
 zero); every intermediate buffer is freed (`buffer-deallocation-pipeline`: without it each call
@@ -37,7 +39,8 @@ from ..passes import run_pipeline
 GRAPH_TO_KERNELS = (
     "builtin.module("
     "convert-tm-tensor-to-scf, "
-    "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
+    "func.func(convert-elementwise-to-linalg, linalg-generalize-named-ops, linalg-fuse-elementwise-ops, "
+    "canonicalize, cse), "
     "unshare-fill-inits, "
     "copy-updated-arguments, "
     "eliminate-empty-tensors, "

@@ -46,6 +46,19 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the one place every failure ends up: never a traceback
+        import os
+
+        if os.environ.get("VTMLIR_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"vtmlir: internal error: {type(exc).__name__}: {summary} -- this is a bug in vtmlir; "
+              "rerun with VTMLIR_DEBUG=1 for the Python traceback", file=sys.stderr)
+        return 2
 
 
 def _demo(args) -> int:
@@ -84,7 +97,12 @@ def _compile(args) -> int:
         model, inputs = get(args.input).build(batch=1, seed=0)
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
-        source = sys.stdin.read() if args.input == "-" else args.input
+        if args.input == "-":
+            from vtmlir.frontend.source import decode_source
+
+            source = decode_source(sys.stdin.buffer.read(), "<stdin>")
+        else:
+            source = args.input
         if args.input != "-" and not args.input.endswith(".mlir"):
             import os
 

@@ -27,7 +27,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .diagnostics import Diag, DirectiveError, Source, parse_expected, to_diag, verify_diagnostics
+from ..diagnostics import Diag, DirectiveError, Source, parse_expected, to_diag, verify_diagnostics
 
 PROG = "vt-opt"
 DEFAULT_SPLIT_MARKER = "// -----"
@@ -223,49 +223,6 @@ def split_chunks(text: str, marker: str | None) -> list[tuple[str, int]]:
     return [("\n" * s + "\n".join(lines[s:e]), s + 1) for s, e in chunks]
 
 
-def _parse_module(text: str, name: str, ctx):
-    """Parse like mlir-opt: one top-level builtin.module is the module, anything else gets wrapped."""
-    from torch_mlir import ir
-
-    op = ir.Operation.parse(text, source_name=name, context=ctx)
-    if op.operation.name == "builtin.module":
-        return op.operation
-    with ctx, ir.Location.unknown():
-        module = ir.Module.create()
-        module.body.append(op.operation)
-        return module.operation
-
-
-_TOP_LEVEL_DEF = re.compile(r"^\s*[#!][\w$.\-]+\s*=")
-
-
-def _wrap_in_module(text: str) -> str:
-    """Wrap several top-level ops in `module { ... }` like mlir-opt's implicit module, without moving
-    any line: `module {` goes on the blank or comment line just before the first op (after attribute
-    and type aliases, which must stay outside), else in front of that op's line; `}` goes at the end,
-    before a `{-# ... #-}` resource section if there is one."""
-    lines = text.split("\n")
-
-    def is_trivia(line: str) -> bool:
-        stripped = line.strip()
-        return not stripped or stripped.startswith("//")
-
-    first_op = next(
-        (i for i, line in enumerate(lines) if not is_trivia(line) and not _TOP_LEVEL_DEF.match(line)), len(lines)
-    )
-    if first_op > 0 and is_trivia(lines[first_op - 1]):
-        lines[first_op - 1] = "module {" + lines[first_op - 1]
-    elif first_op < len(lines):
-        lines[first_op] = "module {" + lines[first_op]
-    else:
-        lines.append("module {")
-    for i in range(first_op, len(lines)):
-        if lines[i].lstrip().startswith("{-#"):
-            lines[i] = "}" + lines[i]
-            return "\n".join(lines)
-    return "\n".join(lines) + "\n}"
-
-
 class Driver:
     def __init__(self, opts: Options):
         self.opts = opts
@@ -279,6 +236,7 @@ class Driver:
         from torch_mlir import ir
 
         from vtmlir.context import make_context
+        from vtmlir.frontend.source import parse_source
 
         self.pipeline = build_pipeline(opts) if (opts.pass_pipeline is not None or opts.pass_flags) else None
         if opts.dump_pass_pipeline and self.pipeline is not None:
@@ -292,7 +250,7 @@ class Driver:
                 ctx.allow_unregistered_dialects = True
             if opts.disable_threading or (opts.print_ir_after_all and opts.print_module_scope):
                 ctx.enable_multithreading(False)
-            chunk_ok, out = self._process_chunk(chunk, source, ctx, ir)
+            chunk_ok, out = self._process_chunk(chunk, source, ctx, ir, parse_source)
             ok &= chunk_ok
             if out is not None:
                 outputs.append(out)
@@ -301,16 +259,16 @@ class Driver:
         return 0 if ok else 1
 
     def _read_input(self) -> tuple[str, str]:
+        from vtmlir.frontend.source import decode_source
+
         path = self.opts.input
         if path == "-":
-            return "<stdin>", sys.stdin.read()
+            return "<stdin>", decode_source(sys.stdin.buffer.read(), "<stdin>")
         try:
-            with open(path, encoding="utf-8") as f:
-                return path, f.read()
+            with open(path, "rb") as f:
+                return path, decode_source(f.read(), path)
         except OSError as err:
             raise UsageError(f"could not open input file '{path}': {err.strerror}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"could not read input file '{path}': not UTF-8 text") from None
 
     def _write_output(self, text: str, ok: bool) -> None:
         path = self.opts.output
@@ -326,7 +284,7 @@ class Driver:
         except OSError as err:
             raise UsageError(f"could not open output file '{path}': {err.strerror}") from None
 
-    def _process_chunk(self, chunk: str, source: Source, ctx, ir) -> tuple[bool, str | None]:
+    def _process_chunk(self, chunk: str, source: Source, ctx, ir, parse_source) -> tuple[bool, str | None]:
         opts = self.opts
         diags: list[Diag] = []
 
@@ -342,16 +300,10 @@ class Driver:
         ctx.emit_error_diagnostics = True
         handle = ctx.attach_diagnostic_handler(handler)
         try:
-            module = None
-            try:
-                module = _parse_module(chunk, source.name, ctx)
-            except ir.MLIRError:
-                if len(diags) == 1 and "source must contain a single top-level operation" in diags[0].message:
-                    diags.clear()
-                    try:
-                        module = _parse_module(_wrap_in_module(chunk), source.name, ctx)
-                    except ir.MLIRError:
-                        module = None
+            # Parsing cannot crash the process: see vtmlir.frontend.source.parse_source.
+            parsed, parse_diags = parse_source(chunk, source.name, ctx, allow_unregistered=opts.allow_unregistered)
+            diags.extend(parse_diags)
+            module = parsed.operation if parsed is not None else None
             buffering = False
             if not opts.verify_diagnostics:
                 for d in diags:
@@ -383,7 +335,8 @@ class Driver:
                 sys.stderr.flush()
                 return not problems, output
             if failed and not any(d.severity == "error" for d in diags):
-                sys.stderr.write(f"{source.name}: error: pass pipeline failed without a diagnostic\n")
+                what = f"a pass of '{self.pipeline.text()}'" if module is not None and self.pipeline else "parsing"
+                sys.stderr.write(f"{source.name}: error: {what} failed without reporting why\n")
             return not failed, output
         finally:
             handle.detach()

@@ -51,6 +51,8 @@ def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
 def decompose_convolution(op) -> bool:
     """Rewrite one convolution generic in place (moved into its tap loops); False if it does not fit."""
     op = op.operation
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False  # a convolution on tensors (before bufferization) is not the kernel level
     maps = indexing_maps_of(op)
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:

@@ -44,6 +44,21 @@ def fail(op, message: str) -> bool:
     return False
 
 
+def guarded_verifier(verify):
+    """Make a Python `verify_invariants` report any exception it raises as a verification error at the
+    op (a malformed attribute can surprise a decoder; MLIR must get `false`, not a Python exception
+    through its parser)."""
+
+    def wrapper(op) -> bool:
+        try:
+            return verify(op)
+        except Exception as exc:  # noqa: BLE001 - whatever the decoder raised, the op is invalid
+            return fail(op, f"'{op.operation.name}' op is malformed: {type(exc).__name__}: {exc}")
+
+    wrapper.__doc__ = verify.__doc__
+    return staticmethod(wrapper)
+
+
 def missing_attribute(op, *names: str) -> bool:
     """Report the first of `names` absent from `op` (the Python verifier can run before IRDL's own
     structural check); True when one is missing."""

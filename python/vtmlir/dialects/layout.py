@@ -32,7 +32,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
-from ._ext_support import fail, missing_attribute, ranked_shape
+from ..errors import LocatedError
+from ._ext_support import fail, guarded_verifier, missing_attribute, ranked_shape
 from .memory_layout import Layout, LayoutFormatError, layout_from_attr
 from .register_layout import RegisterLayout, reinterpret_error
 from .vt import element_bits
@@ -74,7 +75,7 @@ class ConvertOp(LayoutDialect.Operation, name="convert", traits=[ext.Pure]):
     def dst(self) -> Layout:
         return Layout.from_attr(self.dst_layout)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, "src_layout", "dst_layout"):
             return False
@@ -140,7 +141,7 @@ class ReinterpretOp(LayoutDialect.Operation, name="reinterpret", traits=[ext.Pur
     def dst(self) -> RegisterLayout:
         return RegisterLayout.from_attr(self.dst_layout)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, "src_layout", "dst_layout"):
             return False
@@ -222,11 +223,14 @@ def _read(op, name: str) -> list | None:
     if name not in op.attributes:
         return None
     out = []
-    for a in ir.ArrayAttr(op.attributes[name]):
-        if isinstance(a, ir.StringAttr) and a.value == ANY_LAYOUT:
-            out.append(ANY_LAYOUT)
-        else:
-            out.append(layout_from_attr(a))
+    try:
+        for a in ir.ArrayAttr(op.attributes[name]):
+            if isinstance(a, ir.StringAttr) and a.value == ANY_LAYOUT:
+                out.append(ANY_LAYOUT)
+            else:
+                out.append(layout_from_attr(a))
+    except (LayoutFormatError, ValueError, TypeError) as err:  # a discardable attribute: nothing verified it
+        raise LocatedError(f"malformed '{name}' attribute of '{op.name}': {err}", op.location) from None
     return out
 
 

@@ -126,7 +126,7 @@ class Layout:
         def array(key):
             try:
                 return list(ir.DenseI64ArrayAttr(d[key]))
-            except ValueError:
+            except (ValueError, TypeError):  # TypeError: an array of another element type
                 raise LayoutFormatError(f"'{key}' must be an array<i64>") from None
 
         perm = array("perm")

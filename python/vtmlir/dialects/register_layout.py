@@ -312,7 +312,7 @@ class RegisterLayout:
                 raise LayoutFormatError(f"unknown register layout key '{named.name}'")
             try:
                 fields[named.name] = [int(v) for v in ir.DenseI64ArrayAttr(named.attr)]
-            except ValueError:
+            except (ValueError, TypeError):  # TypeError: an array of another element type
                 raise LayoutFormatError(f"'{named.name}' must be array<i64: ...>") from None
         missing = [k for k in _KEYS if k not in fields]
         if missing:

@@ -26,7 +26,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
-from ._ext_support import fail, missing_attribute, ranked_shape, type_groups
+from ._ext_support import fail, guarded_verifier, missing_attribute, ranked_shape, type_groups
 from .lowbit_types import BUILTIN_FLOATS, LowBitType
 from .vt_mapping import MappingFormatError, MappingFunction
 
@@ -172,7 +172,7 @@ class ViewOp(VTDialect.Operation, name="view", traits=[ext.Pure]):
     def mapping_function(self) -> MappingFunction:
         return MappingFunction.from_attr(self.mapping)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, MAPPING_ATTR):
             return False
@@ -229,7 +229,7 @@ class StoreIntoOp(VTDialect.Operation, name="store_into", traits=[ext.Pure]):
     def mapping_function(self) -> MappingFunction:
         return MappingFunction.from_attr(self.mapping)
 
-    @staticmethod
+    @guarded_verifier
     def verify_invariants(op) -> bool:
         if missing_attribute(op, MAPPING_ATTR):
             return False

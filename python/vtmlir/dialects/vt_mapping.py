@@ -138,7 +138,7 @@ class Piece:
             for key in ("dims", "lo", "hi"):
                 try:
                     arrays.append(list(ir.DenseI64ArrayAttr(attr[key])))
-                except ValueError:
+                except (ValueError, TypeError):  # TypeError: an array of another element type
                     raise MappingFormatError(f"{where}: '{key}' must be an array<i64>") from None
             dims, lo, hi = arrays
             if not (len(dims) == len(lo) == len(hi)):

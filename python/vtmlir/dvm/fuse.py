@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
+from ..ir_utils import nested_ops
 from ..passes.registry import Option, Pass, register_pass
 from .symbols import SymbolTable
 
@@ -296,14 +297,11 @@ def _placement(shape_symbols, amap):
 
 def _walk_nested_uses(op, index_of_result, out: set) -> None:
     """Values of the function body used inside op's regions (linalg bodies capture constants)."""
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                for v in inner.operands:
-                    j = index_of_result.get(v)
-                    if j is not None:
-                        out.add(j)
-                _walk_nested_uses(inner.operation, index_of_result, out)
+    for inner in nested_ops(op):
+        for v in inner.operands:
+            j = index_of_result.get(v)
+            if j is not None:
+                out.add(j)
 
 
 def _fusion_label(g: FusionGroup) -> str:

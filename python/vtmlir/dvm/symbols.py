@@ -113,6 +113,8 @@ class SymbolTable:
 
     def _visit(self, op):
         name = op.name
+        if name.startswith("linalg.") and not len(op.results):
+            return  # on memrefs (bufferized IR): no tensor dims to relate
         for r in op.results:
             if _is_tensor(r):
                 for d in range(ir.RankedTensorType(r.type).rank):

@@ -30,6 +30,7 @@ from torch_mlir import ir
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
 from ..passes import run_pipeline
+from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
 from .transformers_export import is_transformers_model, register_cache_pytrees
 
@@ -121,6 +122,10 @@ def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tenso
                                            import_symbolic_shape_expressions=dynamic_shapes is not None)
         except NotImplementedError as err:
             raise _unimported_node(program, err) from None
+        except Exception as err:  # noqa: BLE001 - the importer's own failures: a VtmlirError, never a traceback
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VtmlirError(f"error: torch-mlir's FX importer cannot import the exported program: "
+                              f"{type(err).__name__}: {first}") from None
     mod = importer.module
 
     try:
@@ -273,13 +278,9 @@ def _export(module, args, kwargs, dynamic_shapes):
     from torch_mlir import fx
 
     errors = []
-    # torch logs and prints (to stderr) the graph of a failed trace; the error says what matters
-    quiet = logging.getLogger("torch.fx.experimental.symbolic_shapes")
     for strict in (False, True):
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _quiet_torch_logs():
                 warnings.simplefilter("ignore")
                 with contextlib.redirect_stderr(io.StringIO()):
                     program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes,
@@ -287,8 +288,6 @@ def _export(module, args, kwargs, dynamic_shapes):
                 return program.run_decompositions(_decomposition_table())
         except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
             errors.append(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
-        finally:
-            quiet.setLevel(level)
     raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {errors[0]}")
 
 
@@ -327,7 +326,9 @@ def shape_symbols(module: ir.Module, func_name: str = "main") -> ShapeSymbols:
 
 
 def _decomposition_table() -> dict:
-    """torch-mlir's decompositions, with two more:
+    """torch-mlir's decompositions, with vtmlir's corrections for ops torch-mlir lowers wrongly
+    (`decompositions.add_corrections`: roll, negative pads, ops along the dimension of a 0-d
+    tensor) and two more:
     - PyTorch's own for `aten.gelu`: torch-mlir lowers `gelu(approximate="tanh")` (GPT-2's and Gemma's
       activation) with sqrt(2/pi) as 0.797724 (pi as 22/7; the true value is 0.7978846), an error of
       5e-5 on activations of size 3 that grows through the layers; PyTorch's decomposition uses the
@@ -345,7 +346,7 @@ def _decomposition_table() -> dict:
     table = dict(fx.get_decomposition_table())
     table.update(get_decompositions([torch.ops.aten.gelu]))
     table[torch.ops.aten.sort.stable] = stable_sort
-    return table
+    return add_corrections(table)
 
 
 def _check_input_leaves(args: tuple, kwargs: dict) -> None:
@@ -537,6 +538,22 @@ def _erase_symbolic_shape_ops(module: ir.Module) -> None:
     module.operation.walk(visit)
     for op in binds + ints:
         op.erase()
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs():
+    """torch logs and prints (to stderr) the graph of a failed trace, and torch.export a Python
+    traceback (at ERROR, through its own handlers) before it raises; the raise becomes a VtmlirError
+    that says what matters, so the logs are noise: muted meanwhile."""
+    loggers = [logging.getLogger(name) for name in ("torch", "torch.fx.experimental.symbolic_shapes")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _as_torch(value):

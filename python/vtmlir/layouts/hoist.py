@@ -118,7 +118,11 @@ def share_conversions(func) -> int:
     definition; returns how many units were removed."""
     groups: dict = {}
     order = []
-    for u in conversion_units(func):
+    units = conversion_units(func)
+    outputs = _unit_of_output(units)
+    for u in units:
+        if u.base in outputs:
+            continue  # a chain fold_chains left (mismatched layouts): erasing the inner unit would free its base
         key = (u.base, u.src, u.dst)
         if key not in groups:
             groups[key] = []

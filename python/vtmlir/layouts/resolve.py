@@ -65,7 +65,10 @@ def _rank(value) -> int | None:
 
 
 def top_level_ops(func) -> list:
+    """The ops of `func`'s body (none for a declaration)."""
     func = getattr(func, "operation", func)
+    if not func.regions or not len(func.regions[0].blocks):
+        return []
     return [op.operation for op in func.regions[0].blocks[0].operations]
 
 
@@ -403,7 +406,13 @@ def strip_conversions(func) -> int:
     unconverted value, and drop `layout.produced`/`layout.required` attributes. Returns the number of
     units removed. Units compute the identity, so this never changes what the function computes."""
     removed = 0
-    for unit in conversion_units(func):
+    # One unit at a time, in program order: a unit's base may be an earlier unit's output, which
+    # erasing that unit replaces, so each unit is only identified once the units before it are gone
+    # (a list computed up front would hold erased values). Only its own unit erases a convert.
+    for convert in [op for op in top_level_ops(func) if op.name == "layout.convert"]:
+        unit = conversion_unit(convert)
+        if unit is None:
+            continue
         for o in unit.outputs:
             o.replace_all_uses_with(unit.base)
         unit.erase()

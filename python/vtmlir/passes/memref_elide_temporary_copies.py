@@ -47,7 +47,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import memref
 
 from ..dialects.affine_eval import bounds
-from ..ir_utils import walk_ops
+from ..ir_utils import nested_ops, walk_ops
 from .memref_dealloc_at_last_use import VIEW_OPS
 from .registry import Pass, register_pass
 
@@ -149,10 +149,10 @@ def _loop_bounds(op, maps) -> list[tuple[int, int]] | None:
     return [(0, extents[k] - 1) for k in range(maps[0].n_dims)]
 
 
-def accesses(op) -> list[tuple[int, Region]]:
-    """(operand number, region) for every memref operand of `op` and of the ops nested in it. A linalg
-    op with indexing maps touches each operand where its map sends the loop ranges; anything else
-    may touch its operands whole; a view touches no memory."""
+def accesses(op, nested: bool = True) -> list[tuple[int, Region]]:
+    """(operand number, region) for every memref operand of `op` and (with `nested`) of the ops nested
+    in it, numbered -1. A linalg op with indexing maps touches each operand where its map sends the
+    loop ranges; anything else may touch its operands whole; a view touches no memory."""
     if op.name in VIEW_OPS:
         return []
     found = []
@@ -172,10 +172,9 @@ def accesses(op) -> list[tuple[int, Region]]:
             except (ValueError, TypeError):
                 index_bounds = None
         found.append((i, region(v, index_bounds)))
-    for r in op.regions:
-        for block in r.blocks:
-            for inner in block.operations:
-                found.extend((-1, reg) for _, reg in accesses(inner.operation))
+    if nested:
+        for inner in nested_ops(op, descend=lambda o: o.name not in VIEW_OPS):
+            found.extend((-1, reg) for _, reg in accesses(inner, nested=False))
     return found
 
 

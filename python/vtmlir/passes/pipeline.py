@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir, passmanager
 
-from ..errors import VtmlirError, capture_native_stderr, format_diagnostic
+from ..errors import VtmlirError, capture_native_stderr, format_diagnostic, format_location
 from . import registry
 
 ROOT_ANCHOR = "builtin.module"
@@ -360,7 +360,9 @@ def run_pipeline(
         try:
             pm.run(op)
         except ir.MLIRError as err:
-            lines = [format_diagnostic(d) for d in err.error_diagnostics] or [f"error: {err.message}"]
+            where = format_location(op.location, "<module>")
+            lines = [format_diagnostic(d) for d in err.error_diagnostics] or [
+                f"{where}: error: a pass of '{pipeline.text()}' failed without reporting why ({err.message})"]
             if what:
                 lines.append(f"note: while {what}")
             raise VtmlirError("\n".join(lines)) from None

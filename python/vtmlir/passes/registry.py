@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import VtmlirError
+from ..errors import LocatedError, VtmlirError
 
 # Pass name -> module that defines (and registers) it. The one place passes are listed; imported lazily.
 _BUILTIN_PASSES: dict[str, str] = {
@@ -87,12 +87,8 @@ _REGISTRY: dict[str, type[Pass]] = {}
 OPTION_TYPES = (bool, int, float, str, list[int], list[str])
 
 
-class PassFailure(VtmlirError):
+class PassFailure(LocatedError):
     """Raised inside `Pass.run` to fail the pass with an error diagnostic at `location` (or the module)."""
-
-    def __init__(self, message: str, location=None):
-        super().__init__(message)
-        self.location = location
 
 
 @dataclass(frozen=True)
@@ -298,18 +294,58 @@ class Pass:
         try:
             with op.context:  # passes build attributes and types: give them the module's context
                 self.run(op)
-        except PassFailure as failure:
+        except LocatedError as failure:  # PassFailure, or bad input a helper found at an op
             loc = failure.location if failure.location is not None else op.location
-            getattr(loc, "location", loc).emit_error(str(failure))
+            message = str(failure) if isinstance(failure, PassFailure) else f"{self.name}: {failure}"
+            getattr(loc, "location", loc).emit_error(message)
             self._failed = True
         except VtmlirError as err:
             op.location.emit_error(f"{self.name}: {err}")
             self._failed = True
-        except Exception as exc:  # a bug in the pass: propagates out of PassManager.run
-            exc.add_note(f"in vtmlir pass '{self.name}'")
-            raise
+        except Exception as exc:  # noqa: BLE001 - a bug in the pass: still an MLIR diagnostic, never a traceback
+            self._report_internal_error(op, exc)
+            self._failed = True
         if self._failed:
             external_pass.signal_pass_failure()
+
+
+    def _report_internal_error(self, module, exc: Exception) -> None:
+        """An exception escaping `run` is a bug in the pass; the user still gets an MLIR-style error
+        naming the pass and the op it was working on (the innermost `op` of the traceback, which is
+        where `file:line:col` comes from), and `VTMLIR_DEBUG=1` prints the Python traceback."""
+        import os
+        import traceback
+
+        culprit = _op_in_traceback(exc.__traceback__)
+        target = culprit if culprit is not None else module
+        summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if os.environ.get("VTMLIR_DEBUG"):
+            traceback.print_exception(exc)
+        target.location.emit_error(
+            f"vtmlir pass '{self.name}' failed on this '{target.name}' op: internal error: "
+            f"{type(exc).__name__}{': ' + summary if summary else ''} (a bug in vtmlir; rerun with "
+            "VTMLIR_DEBUG=1 for the Python traceback)"
+        )
+
+
+def _op_in_traceback(tb):
+    """The op held in a variable named `op` by the innermost traceback frame that has one (an op a
+    pass erased is skipped: the bindings refuse to read its location)."""
+    from torch_mlir import ir
+
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        value = frame.f_locals.get("op")
+        if isinstance(value, (ir.Operation, ir.OpView)):
+            try:
+                value.location  # noqa: B018 - raises for an op the pass erased
+                return value.operation
+            except (RuntimeError, ValueError):
+                continue
+    return None
 
 
 # -- registry ------------------------------------------------------------------------------------

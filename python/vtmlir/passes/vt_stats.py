@@ -36,7 +36,7 @@ from torch_mlir import ir
 
 from ..errors import format_location
 from ..ir_types import shaped_bytes
-from ..ir_utils import iterator_kinds, symbol_name
+from ..ir_utils import iterator_kinds, nested_ops, symbol_name
 from .registry import Option, Pass, register_pass
 
 COMPUTE = "compute"
@@ -328,25 +328,19 @@ def _functions(root) -> list:
 
 
 def _visit_regions(parent, stats: FunctionStats, annotate: bool) -> None:
-    for region in parent.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                op = child.operation
-                result = classify(op)
-                if result is not None:
-                    kind, category = result
-                    size = op_bytes(op, kind)
-                    stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_location(op.location)))
-                    if annotate:
-                        with op.context:
-                            op.attributes["vt.stats.kind"] = ir.StringAttr.get(kind)
-                            if size is not None and kind != COMPUTE:
-                                op.attributes["vt.stats.bytes"] = ir.IntegerAttr.get(
-                                    ir.IntegerType.get_signless(64), size
-                                )
-                # Linalg payloads are scalar bodies, not graph-level ops.
-                if not op.name.startswith("linalg."):
-                    _visit_regions(op, stats, annotate)
+    # Linalg payloads are scalar bodies, not graph-level ops: not entered.
+    for op in nested_ops(parent, descend=lambda o: not o.name.startswith("linalg.")):
+        result = classify(op)
+        if result is None:
+            continue
+        kind, category = result
+        size = op_bytes(op, kind)
+        stats.ops.append(OpStat(stats.name, op.name, kind, category, size, format_location(op.location)))
+        if annotate:
+            with op.context:
+                op.attributes["vt.stats.kind"] = ir.StringAttr.get(kind)
+                if size is not None and kind != COMPUTE:
+                    op.attributes["vt.stats.bytes"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size)
 
 
 # -- the pass --------------------------------------------------------------------------------------

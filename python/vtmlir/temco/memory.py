@@ -44,7 +44,7 @@ from torch_mlir import ir
 from ..passes.registry import Option, Pass, register_pass
 from ..errors import format_location
 from ..ir_types import shaped_bytes
-from ..ir_utils import all_parallel, destination_indices, nested_operands, walk_ops
+from ..ir_utils import all_parallel, destination_indices, nested_operands, nested_ops, walk_ops
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -381,18 +381,15 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
 def _tile_bytes(loop) -> int:
     """Bytes of the tensors a tiled loop's body computes per iteration (its tile buffers): the
     results of the nested tensor ops that are not views, constants or empties (TeMCO §3.2's tiles)."""
-    total = 0
-    for region in loop.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                op = op.operation
-                if op.name in _NO_STEP or op.name in _VIEW_OPS or op.name.startswith("tensor.parallel"):
-                    continue
-                if op.name == "linalg.fill" or _is_generic_fill(op):
-                    continue  # an init: the op accumulating into it writes into the same tile buffer
-                total += sum(shaped_bytes(r.type) or 0 for r in op.results if _is_tensor(r))
-                total += _tile_bytes(op)
-    return total
+    def counted(op) -> bool:
+        if op.name in _NO_STEP or op.name in _VIEW_OPS or op.name.startswith("tensor.parallel"):
+            return False
+        # A fill is an init: the op accumulating into it writes into the same tile buffer.
+        return not (op.name == "linalg.fill" or _is_generic_fill(op))
+
+    return sum(shaped_bytes(r.type) or 0
+               for op in nested_ops(loop, descend=counted) if counted(op)
+               for r in op.results if _is_tensor(r))
 
 
 def _is_init_only_fill(op) -> bool:
@@ -435,6 +432,9 @@ def _dead_elementwise_input(op, index, lookup, buffers, later_use, at):
         ids, alias_values = lookup(x)
         if len(ids) != 1 or buffers[ids[0]].kind != INTERNAL or alias_values[ids[0]][-1] != x:
             continue
+        read = nested_operands(op)  # operands first, then what the payload reads from above
+        if any(ids[0] in lookup(v)[0] for k, v in enumerate(read) if k != i and _is_tensor(v)):
+            continue  # x is also read elsewhere (a view as another input, an extract in the payload)
         producer = x.owner
         if isinstance(producer, ir.Block) or producer.name in _VIEW_OPS:
             continue

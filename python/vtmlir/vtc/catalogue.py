@@ -225,8 +225,8 @@ def generic_parts(op):
         return None
     arg = ir.BlockArgument(value)
     n_inputs = len(op.operands) - 1
-    if arg.arg_number >= n_inputs:
-        return None
+    if arg.arg_number >= n_inputs or not isinstance(op.operands[arg.arg_number].type, ir.RankedTensorType):
+        return None  # yields the init, or a scalar input (a generalized fill): no data movement
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     in_map, out_map = maps[arg.arg_number], maps[n_inputs]
     if not out_map.is_permutation:
@@ -334,8 +334,9 @@ def _linearise(groups, fine_shape, n_fine) -> ir.AffineMap:
 
 
 def _delinearise(groups, fine_shape, n_coarse) -> ir.AffineMap:
-    """coarse index -> fine index: floordiv/mod by the group's suffix products (VTC Eq. 2 style)."""
-    results: list = [None] * len(fine_shape)
+    """coarse index -> fine index: floordiv/mod by the group's suffix products (VTC Eq. 2 style). A
+    fine dim in no group is a unit dim (a 0-d tensor expanded to tensor<1xf32> has no groups): index 0."""
+    results: list = [_cst(0)] * len(fine_shape)
     for c, g in enumerate(groups):
         for pos, k in enumerate(g):
             stride = 1
@@ -646,6 +647,8 @@ for _entry in CATALOGUE:
 def entry_for(op) -> DataMovementKind | None:
     """The catalogue entry describing `op`, or None when it is not a (known) data-movement op."""
     op = op.operation
+    if not len(op.results) or not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
+        return None  # memref forms (bufferized IR) and unranked values are not graph-level data movement
     for entry in _BY_NAME.get(op.name, ()):
         if entry.matches(op):
             return entry

@@ -210,9 +210,28 @@ class GreedyState:
         self.anchored: set[int] = set()
         self.chosen: dict[int, list[Edge]] = {}
         self.virtual: dict[int, bool] = {}
+        self.out_edges: dict[int, list[Edge]] = {}
+        for e in edges:
+            self.out_edges.setdefault(e.src, []).append(e)
+        # An anchored node's mapping never changes (its edges are chosen once, into nodes anchored
+        # before it): computed once, when it is anchored, a chain of views costs one composition per
+        # link instead of recomposing (recursively) the whole chain below at every query.
+        self._mappings: dict[int, tuple[MappingFunction | None, list[int]]] = {}
+
+    def anchor(self, node: int, picked: list[Edge]) -> None:
+        """Anchor `node` with its chosen edges (Alg. 2 line 16) and record its composed mapping."""
+        self.anchored.add(node)
+        self.chosen[node] = picked
+        self.virtual[node] = bool(picked)
+        self._mappings[node] = self._compute_mapping(node)
 
     def mapping_of(self, node: int) -> tuple[MappingFunction | None, list[int]]:
         """The composed mapping of an anchored node down to physical nodes (identity if physical)."""
+        if node in self._mappings:
+            return self._mappings[node]
+        return self._compute_mapping(node)
+
+    def _compute_mapping(self, node: int) -> tuple[MappingFunction | None, list[int]]:
         if not self.virtual.get(node):
             rank = len(ir.RankedTensorType(self.graph.nodes[node].value.type).shape)
             return MappingFunction.identity(rank), [node]
@@ -256,7 +275,7 @@ def max_edges(state: GreedyState, node: int, weights: dict[int, Weight],
     for a partly virtual tensor); the empty set (v stays physical) always counts, with saving 0.
     Also returns the usable edges left out because they conflict with the chosen ones."""
     g = state.graph
-    usable = [e for e in state.edges if e.src == node and e.dst in state.anchored]
+    usable = [e for e in state.out_edges.get(node, ()) if e.dst in state.anchored]
     shape = list(ir.RankedTensorType(g.nodes[node].value.type).shape)
     best: tuple[list[Edge], float] = ([], 0.0)
     if len(usable) <= MAX_EXACT_EDGES:
@@ -341,26 +360,35 @@ def _build_points_to_graph(graph, cost_model, edge_filter, require_cover) -> Poi
     total = 0.0
     all_nodes = {n.id for n in graph.nodes}
     weights = {e.id: model.weight(state, e) for e in edges}   # line 6
+    into: dict[int, list[Edge]] = {}
+    for e in edges:
+        into.setdefault(e.dst, []).append(e)
+    # MAXEDGES(v) depends only on v's edges into anchored nodes and their weights: it is computed
+    # again only for the sources of edges into the node just anchored (each step then costs the
+    # nodes it touches, not every node: a chain of 1000 slices is quadratic otherwise).
+    best_of = {n.id: max_edges(state, n.id, weights, require_cover) for n in graph.nodes
+               if n.id not in state.anchored}
     while state.anchored != all_nodes:          # line 8
         best = None
         for n in graph.nodes:                    # line 10
             if n.id in state.anchored:
                 continue
-            p, s, conflicting = max_edges(state, n.id, weights, require_cover)
+            p, s, conflicting = best_of[n.id]
             if best is None or s > best[2]:
                 best = (n.id, p, s, conflicting)
         if best is None or best[2] < 0:         # line 14
             break
         node, picked, saving, conflicting = best
-        state.anchored.add(node)                 # line 16
-        state.chosen[node] = picked
-        state.virtual[node] = bool(picked)
+        state.anchor(node, picked)               # line 16
+        del best_of[node]
         total += saving
         choices.append(Choice(node, [e.id for e in picked], saving,
                               {e.id: weights[e.id] for e in picked}, conflicting))
         # Lines 18-19: re-weigh the edges into the newly anchored node (their composed mapping,
         # and so contiguity, and the gather/unblocked terms depend on whether it is virtual).
-        for e in edges:
-            if e.dst == node:
-                weights[e.id] = model.weight(state, e)
+        for e in into.get(node, ()):
+            weights[e.id] = model.weight(state, e)
+        for src in {e.src for e in into.get(node, ())}:
+            if src not in state.anchored:
+                best_of[src] = max_edges(state, src, weights, require_cover)
     return PointsToGraph(graph, choices, state.chosen, total, model.name, model.weight_unit)

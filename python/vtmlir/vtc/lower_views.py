@@ -46,7 +46,7 @@ from ..dialects.affine_eval import compose_maps
 from ..dialects import vt as vt_dialect
 from ..dialects.vt_mapping import MappingFunction, Piece
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass
 from .reindex import (
     clone_generic,
     dim_plus_const,
@@ -61,6 +61,17 @@ from .reindex import (
 MAX_SPLIT_PIECES = 16
 #: Largest multi-piece view checked element by element for a periodic (one-piece `mod`) form.
 MAX_PERIODIC_CHECK = 1 << 14
+
+
+def _require_static_shapes(module) -> None:
+    """Virtual tensors are lowered for static shapes only (their pieces' boxes are constants): a
+    view or store with a dynamic dimension fails the pass at that op."""
+    for op in walk_ops(module, "vt.view") + walk_ops(module, "vt.store_into"):
+        for value in [*op.operands, *op.results]:
+            t = value.type
+            if isinstance(t, ir.ShapedType) and (not t.has_rank or not t.has_static_shape):
+                raise PassFailure(f"cannot lower '{op.name}': it has the dynamic type {t}; virtual "
+                                  "tensors are lowered for static shapes only", op.location)
 
 
 def _views(module) -> list:
@@ -358,6 +369,7 @@ def lower_views(module, min_piece: int = 0) -> tuple[int, int, int, int]:
 
     if not _views(module) and not walk_ops(module, "vt.store_into"):
         return 0, 0, 0, 0
+    _require_static_shapes(module)
     run_pipeline(module, "func.func(linalg-generalize-named-ops)")
     with module.context:
         written, _copied = lower_stores(module)

@@ -46,6 +46,7 @@ from torch_mlir.dialects import func as func_d
 
 from ..dialects import vt as vt_dialect
 from ..errors import VtmlirError
+from ..ir_utils import nested_ops
 from . import catalogue as cat
 from .contiguity import CPU_CACHE_LINE, CUDA_COALESCING, TransferUnit
 from .greedy import (
@@ -359,27 +360,19 @@ def _clone_captured_constants(op, block) -> list[tuple]:
     """Values the op's regions use from above (linalg bodies may read outer scalar constants):
     each must be an `arith.constant`, cloned into `block`; returns (old value, new value) pairs."""
     pairs: list[tuple] = []
-
-    def visit(o):
-        for region in o.regions:
-            for b in region.blocks:
-                for inner in b.operations:
-                    inner = inner.operation
-                    for value in inner.operands:
-                        owner = value.owner
-                        if isinstance(owner, ir.Block):
-                            if _defined_inside(owner, op):
-                                continue
-                            raise NotTimeable(f"{op.name} reads a block argument from above")
-                        owner = owner.operation if hasattr(owner, "operation") else owner
-                        if _defined_inside(owner.block, op) or any(value == a for a, _ in pairs):
-                            continue
-                        if owner.name != "arith.constant":
-                            raise NotTimeable(f"{op.name} reads {owner.name} from above")
-                        pairs.append((value, owner.clone(ip=ir.InsertionPoint(block)).results[0]))
-                    visit(inner)
-
-    visit(op)
+    for inner in nested_ops(op):
+        for value in inner.operands:
+            owner = value.owner
+            if isinstance(owner, ir.Block):
+                if _defined_inside(owner, op):
+                    continue
+                raise NotTimeable(f"{op.name} reads a block argument from above")
+            owner = owner.operation if hasattr(owner, "operation") else owner
+            if _defined_inside(owner.block, op) or any(value == a for a, _ in pairs):
+                continue
+            if owner.name != "arith.constant":
+                raise NotTimeable(f"{op.name} reads {owner.name} from above")
+            pairs.append((value, owner.clone(ip=ir.InsertionPoint(block)).results[0]))
     return pairs
 
 
@@ -398,15 +391,11 @@ def _defined_inside(block, op) -> bool:
 def _remap_inside(op, pairs) -> None:
     if not pairs:
         return
-    for region in op.regions:
-        for b in region.blocks:
-            for inner in b.operations:
-                inner = inner.operation
-                for i, value in enumerate(inner.operands):
-                    for old, new in pairs:
-                        if value == old:
-                            inner.operands[i] = new
-                _remap_inside(inner, pairs)
+    for inner in nested_ops(op):
+        for i, value in enumerate(inner.operands):
+            for old, new in pairs:
+                if value == old:
+                    inner.operands[i] = new
 
 
 class NotTimeable(Exception):

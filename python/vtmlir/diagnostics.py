@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 _FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 _SEVERITY_NAMES = ("error", "warning", "note", "remark")
+_SHOWN_LINE = 160  # longest source line a diagnostic quotes whole
 
 
 @dataclass
@@ -25,13 +26,20 @@ class Diag:
 
 
 def to_diag(d) -> Diag:
-    from ..errors import severity_name  # imports MLIR: only once diagnostics exist
+    from .errors import severity_name  # imports MLIR: only once diagnostics exist
 
     severity = severity_name(d)
     loc = str(d.location)
     m = _FILE_LOC.search(loc)
     file, line, col = (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
     return Diag(severity, str(d.message), loc, file, line, col, [to_diag(n) for n in d.notes])
+
+
+def format_plain(d: Diag, default_file: str) -> str:
+    """`file:line:col: severity: message` (or `file: severity: message` without a location), notes
+    indented below: a diagnostic as a `VtmlirError` message carries it."""
+    where = f"{d.file}:{d.line}:{d.col}" if d.file else default_file
+    return "\n".join([f"{where}: {d.severity}: {d.message}", *(format_plain(n, default_file) for n in d.notes)])
 
 
 class Source:
@@ -49,7 +57,11 @@ class Source:
         head = f"{file}:{line}:{col}: {severity}: {message}"
         if file == self.name and 1 <= line <= len(self.lines) and col >= 1:
             src = self.lines[line - 1].rstrip("\r")
-            return f"{head}\n{src}\n{' ' * (col - 1)}^"
+            start = 0
+            if len(src) > _SHOWN_LINE:  # a window of a very long line around the column
+                start = max(0, min(col - 1 - _SHOWN_LINE // 2, len(src) - _SHOWN_LINE))
+                src = src[start : start + _SHOWN_LINE]
+            return f"{head}\n{src}\n{' ' * (col - 1 - start)}^"
         return head
 
     def render_diag(self, d: Diag) -> str:

@@ -1,0 +1,314 @@
+"""The differential tester: random PyTorch programs compiled by vtmlir, against eager PyTorch.
+
+Program `i` of seed `s` in a family (programs.py) is imported once and compiled with every pipeline
+of its family; each compiled function runs on the same inputs as eager PyTorch. A pipeline's
+outcome is:
+- `match`: equal to eager -- bit for bit when the program only moves data, else within the dtype's
+  tolerance (f32 1e-4, f16 2e-2 relative and absolute, integers exact) -- and, for the pipelines that
+  only change data movement or the LLVM level (`BITWISE`), bit for bit equal to `default`;
+- `wrong`: a different answer, or an input the compiled function wrote;
+- `error`: a clean `VtmlirError` (the program is valid PyTorch, so each is a refusal to explain);
+- `exception`: any other exception (a bug).
+The whole program runs in a forked child (`vtmlir.crash_guard`), so a crash or hang is an outcome too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import programs
+
+# Pipelines per family: name -> vtmlir.compile keywords (or a DVM run for "dvm").
+PIPELINES = {
+    "dm": {
+        "default": {},  # opt_level 2
+        "O0": {"opt_level": 0},
+        "O1": {"opt_level": 1},
+        "O3": {"opt_level": 3},
+        "vtc": {"pipeline": "vt-eliminate-data-movement"},  # compile runs vt-lower-views after it
+        "layout": {"pipeline": "layout-resolve, layout-hoist, layout-materialize"},
+    },
+    "layout": {
+        "default": {},
+        "O0": {"opt_level": 0},
+        "layout-resolve": {"pipeline": "layout-resolve, layout-materialize"},
+        "layout-ilp": {"pipeline": "layout-select-ilp, layout-hoist, layout-materialize"},
+        "layout-views": {"pipeline": "layout-resolve, layout-materialize{views=always}"},
+        "vtc": {"pipeline": "vt-eliminate-data-movement"},
+        "temco-fuse": {"pipeline": "temco-fuse-activation"},
+    },
+    "lowbit": {
+        "default": {},
+        "portable": {"lowbit": "portable"},
+        "dequantized": {"lowbit": None},
+        "O0": {"opt_level": 0},
+    },
+    "dynamic": {
+        "dvm": {"dvm": True},
+        "static": {},
+    },
+}
+# Pipelines that must give the bits `default` gives (they change data movement or LLVM codegen only).
+BITWISE = {"O0", "O1", "O3", "vtc", "layout", "layout-resolve", "layout-ilp", "layout-views"}
+DYNAMIC_BATCHES = (1, 3, 7)
+
+
+def _compare(got, want, exact: bool) -> str | None:
+    """None when `got` matches `want`, else what differs."""
+    import torch
+
+    if not isinstance(got, torch.Tensor):
+        got = torch.as_tensor(got)
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} != {want.dtype}"
+    if exact or not want.is_floating_point():
+        same = (got == want) | (torch.isnan(got) & torch.isnan(want)) if want.is_floating_point() else got == want
+        if bool(same.all()):
+            return None
+        bad = (~same).nonzero()[0].tolist()
+        return f"differs at {bad}: {got[tuple(bad)].item()} != {want[tuple(bad)].item()} ({int((~same).sum())} elements)"
+    tol = 2e-2 if want.dtype in (torch.float16, torch.bfloat16) else 1e-4
+    g, w = got.double(), want.double()
+    scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
+    close = torch.isclose(g, w, rtol=tol, atol=tol * scale, equal_nan=True)
+    if bool(close.all()):
+        return None
+    bad = (~close).nonzero()[0].tolist()
+    return f"differs at {bad}: {got[tuple(bad)].item()} != {want[tuple(bad)].item()} (tolerance {tol})"
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _error_signature(err: BaseException) -> str:
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    first = re.sub(r"^\S*:\d+:\d+: ", "", first)
+    return f"{type(err).__name__}: " + re.sub(r"\d+", "N", first)[:200]
+
+
+def _exception_detail(err: BaseException) -> str:
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f"{Path(frames[-1].filename).name}:{frames[-1].name}" if frames else ""
+    return f"{_error_signature(err)} @ {where}"
+
+
+def evaluate(program: dict, pipelines: list[str] | None = None, input_seed: int = 0) -> dict:
+    """Import `program` once, compile it with each pipeline, run, compare. (In the caller's process.)"""
+    import torch
+
+    import vtmlir
+    from vtmlir.errors import VtmlirError
+
+    torch.manual_seed(0)
+    family = program.get("family", "dm")
+    table = PIPELINES[family]
+    names = [n for n in (pipelines or table) if n in table]
+    module = programs.ProgramModule(program).eval()
+    if "quantize" in program:
+        module = vtmlir.quantize(module, program["quantize"]["dtype"],
+                                 group_size=program["quantize"]["group_size"]).eval()
+    inputs = programs.make_inputs(program, input_seed)
+    with torch.no_grad():
+        expected = [t.clone() for t in _as_list(module(*inputs))]
+    exact = programs.is_data_movement_only(program)
+    result = {"family": family, "exact": exact, "import": "ok", "pipelines": {}}
+    try:
+        graph = vtmlir.import_torch(module, *inputs)
+    except VtmlirError as err:
+        result["import"] = "error: " + _error_signature(err)
+        return result
+    except Exception as err:  # noqa: BLE001 - recorded as a bug
+        result["import"] = "exception: " + _exception_detail(err)
+        return result
+    default_out = None
+    for name in names:
+        options = dict(table[name])
+        try:
+            if options.pop("dvm", False):
+                outcome = _run_dvm(module, program, input_seed)
+            else:
+                compiled = vtmlir.compile(graph, **options)
+                saved = [t.clone() for t in inputs]
+                got = _as_list(compiled(*inputs))
+                outcome = _judge(got, expected, exact)
+                if outcome is None and any(not torch.equal(a, b) for a, b in zip(inputs, saved)):
+                    outcome = "wrong: an input was written"
+                if name == "default":
+                    default_out = got
+                elif outcome is None and name in BITWISE and default_out is not None:
+                    differs = _judge(got, default_out, True)
+                    if differs:
+                        outcome = f"wrong: differs from default: {differs}"
+        except VtmlirError as err:
+            outcome = "error: " + _error_signature(err)
+        except Exception as err:  # noqa: BLE001 - recorded as a bug
+            outcome = "exception: " + _exception_detail(err)
+        result["pipelines"][name] = outcome or "match"
+    return result
+
+
+def _judge(got: list, want: list, exact: bool) -> str | None:
+    if len(got) != len(want):
+        return f"wrong: {len(got)} results, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        d = _compare(g, w, exact)
+        if d:
+            return f"wrong: result {i} {d}"
+    return None
+
+
+def _run_dvm(module, program: dict, input_seed: int) -> str | None:
+    """Import with a dynamic batch dimension and run the DVM function at several batch sizes."""
+    import numpy as np
+    import torch
+    from torch.export import Dim
+
+    import vtmlir
+    from vtmlir.dvm.runner import DvmFunction
+
+    batch = Dim("batch", min=1, max=64)
+    inputs = programs.make_inputs(program, input_seed)
+    spec = {"inputs": tuple({0: batch} for _ in inputs)}
+    graph = vtmlir.import_torch(module, *inputs, dynamic_shapes=spec)
+    fn = DvmFunction(graph)
+    for b in DYNAMIC_BATCHES:
+        xs = programs.make_inputs(program, input_seed + b, batch=b)
+        with torch.no_grad():
+            want = _as_list(module(*xs))
+        got = [torch.from_numpy(np.asarray(o)) for o in _as_list(fn(*[x.numpy() for x in xs]))]
+        verdict = _judge(got, want, programs.is_data_movement_only(program))
+        if verdict:
+            return f"{verdict} (batch {b})"
+    return None
+
+
+def warm_up() -> None:
+    """Import, export and compile one program here, so each forked child starts warm (the first
+    torch.export of a process takes seconds). One thread: no OpenMP pool exists when the children
+    fork; the warm-up's MLIR contexts are collected before any fork."""
+    import gc
+
+    import torch
+
+    torch.set_num_threads(1)
+    for family in ("dm", "lowbit"):
+        evaluate(programs.generate(0, 0, family), ["default"])
+    gc.collect()
+
+
+def run_program(seed: int, index: int, pipelines=None, family: str | None = None, timeout: float = 300.0,
+                verbose: bool = False, program: dict | None = None) -> dict:
+    """Generate (or take) one program and evaluate it in a crash-guarded child."""
+    from vtmlir.crash_guard import Crashed, Raised, TimedOut, run_guarded
+
+    family = family or family_of(index)
+    program = program or programs.generate(seed, index, family)
+    reply = run_guarded(evaluate, program, pipelines, timeout=timeout)
+    if isinstance(reply, Crashed):
+        reply = {"family": family, "crash": reply.describe()}
+    elif isinstance(reply, TimedOut):
+        reply = {"family": family, "hang": reply.seconds}
+    elif isinstance(reply, Raised):
+        reply = {"family": family, "exception": f"{reply.type_name}: {reply.message}"}
+    reply.update(seed=seed, case=index)
+    if verbose:
+        reply["program"] = programs.format_program(program)
+        reply["json"] = program
+    return reply
+
+
+def family_of(index: int) -> str:
+    """Round robin weighted toward data movement: dm dm layout dm lowbit dm dynamic dm."""
+    return ("dm", "dm", "layout", "dm", "lowbit", "dm", "dynamic", "dm")[index % 8]
+
+
+def failures_of(reply: dict) -> list[tuple[str, str]]:
+    """(pipeline or stage, what) for every outcome that is a bug: crash, hang, exception, wrong."""
+    out = []
+    for key in ("crash", "hang", "exception"):
+        if key in reply:
+            out.append((key, str(reply[key])))
+    if str(reply.get("import", "")).startswith("exception"):
+        out.append(("import", reply["import"]))
+    for name, outcome in reply.get("pipelines", {}).items():
+        if outcome.startswith(("wrong", "exception")):
+            out.append((name, outcome))
+    return out
+
+
+@dataclass
+class Stats:
+    programs: int = 0
+    per_pipeline: dict = field(default_factory=dict)  # "family/pipeline" -> Counter(match/wrong/error/exception)
+    imports: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)  # clean refusals by signature
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(self, reply: dict) -> None:
+        self.programs += 1
+        family = reply.get("family", "?")
+        imp = str(reply.get("import", "ok" if "pipelines" in reply else "child failed"))
+        self.imports[f"{family}: {imp.split(':')[0]}"] += 1
+        if imp.startswith("error"):
+            self.errors[f"{family}/import: {imp[7:]}"] += 1
+        for name, outcome in reply.get("pipelines", {}).items():
+            kind = outcome.split(":")[0]
+            self.per_pipeline.setdefault(f"{family}/{name}", Counter())[kind] += 1
+            if kind == "error":
+                self.errors[f"{family}/{name}: {outcome[7:]}"] += 1
+        for what in failures_of(reply):
+            self.failures.append({"seed": reply["seed"], "case": reply["case"], "family": family,
+                                  "where": what[0], "what": what[1][:300]})
+
+    def summary(self) -> dict:
+        return {"programs": self.programs, "seconds": round(self.seconds, 1),
+                "imports": dict(self.imports),
+                "per_pipeline": {k: dict(v) for k, v in sorted(self.per_pipeline.items())},
+                "refusals": dict(self.errors.most_common()),
+                "failures": len(self.failures)}
+
+
+def fuzz(seed: int, count: int | None = None, seconds: float | None = None, *, start: int = 0,
+         pipelines=None, family: str | None = None, timeout: float = 300.0, out: Path | None = None,
+         log=None) -> Stats:
+    """Evaluate programs start, start+1, ... of `seed` until `count` programs or `seconds` passed."""
+    import torch
+
+    warm_up()
+    stats = Stats()
+    began = time.monotonic()
+    index = start
+    while (count is None or stats.programs < count) and (seconds is None or time.monotonic() - began < seconds):
+        reply = run_program(seed, index, pipelines, family=family, timeout=timeout)
+        before = len(stats.failures)
+        stats.add(reply)
+        if len(stats.failures) > before:
+            if log:
+                log(json.dumps({"failure": stats.failures[before:]}))
+            if out is not None:
+                save_program(out, seed, index, family or family_of(index), reply)
+        index += 1
+        if log and stats.programs % 100 == 0:
+            log(json.dumps({"progress": stats.programs, "failures": len(stats.failures),
+                            "seconds": round(time.monotonic() - began)}))
+    stats.seconds = time.monotonic() - began
+    return stats
+
+
+def save_program(out: Path, seed: int, index: int, family: str, reply: dict) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    program = programs.generate(seed, index, family)
+    path = out / f"s{seed}-p{index}-{family}.json"
+    path.write_text(json.dumps({"program": program, "reply": reply, "source": programs.format_program(program)},
+                               indent=1) + "\n")
+    return path
