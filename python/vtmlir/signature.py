@@ -41,6 +41,7 @@ _NUMPY_DTYPES = {
     "complex<f32>": np.complex64,
     "complex<f64>": np.complex128,
 }
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 # Argument/result attributes and the function attribute `import_torch` writes (module docstring).
 ELEMENT_TYPE = "vtmlir.element_type"
 INPUT_MUTATIONS = "vtmlir.input_mutations"
@@ -241,11 +242,11 @@ def box_scalars(func_op: ir.Operation) -> None:
 
 def to_torch(array: np.ndarray):
     """A torch tensor sharing `array`'s memory (bf16 through its bits: torch has no numpy bf16)."""
-    import torch
+    from torch import bfloat16, from_numpy
 
-    if array.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
+    if array.dtype is _BF16:  # numpy dtypes are singletons (and this is on every call's path)
+        return from_numpy(array.view(np.int16)).view(bfloat16)
+    return from_numpy(array)
 
 
 def to_numpy(value, index: int) -> np.ndarray:

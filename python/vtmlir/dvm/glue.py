@@ -52,10 +52,16 @@ def _g_dim(op, values, fn=None):
 
 
 def _g_empty(op, values, fn=None):
-    t = ir.RankedTensorType(op.results[0].type)
-    dyn = iter(_index(values, v) for v in op.operands)
-    shape = [next(dyn) if s < 0 else s for s in t.shape]
-    values[op.results[0]] = np.empty(shape, dtype=tensor_dtype(op.results[0]).numpy)
+    result = op.results[0]
+    # (static sizes, -1 dynamic; numpy dtype) read from the IR once per op of a DvmFunction `fn`,
+    # as every call runs the op
+    cache = {} if fn is None else fn.__dict__.setdefault("_empty_types", {})
+    entry = cache.get(result)
+    if entry is None:
+        entry = cache[result] = (list(ir.RankedTensorType(result.type).shape), tensor_dtype(result).numpy)
+    sizes, dtype = entry
+    dyn = iter([_index(values, v) for v in op.operands])
+    values[result] = np.empty([next(dyn) if s < 0 else s for s in sizes], dtype=dtype)
 
 
 def _g_fill(op, values, fn=None):

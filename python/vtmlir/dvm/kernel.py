@@ -45,7 +45,7 @@ class CompiledKernel:
     kernel (``template=False``) is decoded -- validated -- at its first native run."""
 
     __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
-                 "output_dtypes", "_tiling_of", "info", "_program", "_native")
+                 "output_dtypes", "_tiling_of", "info", "_program", "_native", "_header")
 
     def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
                  output_dtypes, tiling_of=None, info=None, native_reason=UNCHECKED):
@@ -54,6 +54,7 @@ class CompiledKernel:
         self.output_shapes, self.output_dtypes = output_shapes, output_dtypes
         self._tiling_of, self.info, self._program = tiling_of, info, None
         self._native = native_reason
+        self._header = None  # `native.launch_header` of the bytecode, read at the first native run
 
     @property
     def tiling(self) -> VectorTiling | MatmulTiling:
@@ -113,15 +114,19 @@ class CompiledKernel:
             if a.shape != shp or not (a.flags.c_contiguous if dense else _element_strides(a) == self.input_strides[i]):
                 raise GraphError(f"{self.graph.name}: input {i} has shape {list(a.shape)} and strides "
                                  f"{list(_element_strides(a))}, compiled for {list(shp)} / {list(self.input_strides[i])}")
-            flat.append(_flat_span(a))
+            # a C-contiguous array's span is all of it: a reshape is a view, cheaper than as_strided
+            flat.append(a.reshape(-1) if a.flags.c_contiguous and a.size else _flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
-            from .native import BytecodeError, run_valid
+            from .native import BytecodeError, launch_header, native_vm
 
             reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
             if reason is not None:
                 raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
-            run_valid(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores or 1)
+            header = self._header
+            if header is None:  # the words never change: read their header once
+                header = self._header = launch_header(self.bytecode)
+            native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *header)
         else:
             execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
         return outs

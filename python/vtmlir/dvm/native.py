@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..backend.cpu.calling import data_pointer
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
 from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_opcodes
@@ -62,17 +63,6 @@ def _unsupported_reason(program: Program) -> str | None:
     return None
 
 
-class _Desc1D(ctypes.Structure):
-    """The descriptor of a memref<?xT>: allocated, aligned, offset, size, stride."""
-
-    _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
-                ("size", ctypes.c_int64), ("stride", ctypes.c_int64)]
-
-
-def _desc(ptr: int, nbytes_or_words: int):
-    return _Desc1D(ptr, ptr, 0, nbytes_or_words, 1)
-
-
 # `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
 # args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64):
 # code, local, the argument table, t0, t1.
@@ -80,6 +70,35 @@ _PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
 _NUMPY = {int(d): d.numpy for d in DType}
 _NPARAMS = 5
+_WORD = 8
+# words of a `_Frame`: three memref<?xT> descriptors (allocated, aligned, offset, size, stride), t0, t1
+_CODE, _LOCAL, _ARGS, _T0, _T1 = 0, 5, 10, 15, 16
+
+
+class _Frame:
+    """One thread's arguments of @dvm_vm, built once (`backend/cpu/calling.py` does the same for
+    compiled functions): the code, local-memory and argument-table descriptors and t0, t1 in one
+    int64 buffer, the descriptor pointers and the packed argument array pointing at them, and the
+    growable argument table (one memref descriptor of five words per program argument). A call
+    writes words; no ctypes object is created."""
+
+    def __init__(self):
+        self.words = (ctypes.c_int64 * 17)()
+        base = ctypes.addressof(self.words)
+        self.words[_CODE + 4] = self.words[_LOCAL + 4] = self.words[_ARGS + 4] = 1  # unit strides
+        self._pointers = (ctypes.c_void_p * 3)(base + _WORD * _CODE, base + _WORD * _LOCAL, base + _WORD * _ARGS)
+        p = ctypes.addressof(self._pointers)
+        self._packed = (ctypes.c_void_p * _NPARAMS)(p, p + _WORD, p + 2 * _WORD, base + _WORD * _T0, base + _WORD * _T1)
+        self.address = ctypes.addressof(self._packed)
+        self.table = (ctypes.c_int64 * 0)()
+
+    def table_for(self, nargs: int):
+        """The argument table with room for `nargs` descriptors (offsets and strides written)."""
+        if len(self.table) < 5 * nargs:
+            self.table = (ctypes.c_int64 * (5 * max(nargs, 8)))()
+            for i in range(len(self.table) // 5):
+                self.table[5 * i + 4] = 1
+        return self.table
 
 
 class NativeVM:
@@ -116,7 +135,15 @@ class NativeVM:
         if buf is None or buf.size < nbytes:
             buf = np.zeros(max(nbytes, 4096), dtype=np.uint8)
             self._local.buf = buf
+            self._local.buf_address = data_pointer(buf)
         return buf
+
+    def _frame(self) -> _Frame:
+        try:
+            return self._local.frame
+        except AttributeError:
+            frame = self._local.frame = _Frame()
+            return frame
 
     def run(self, bytecode, args, cores: int | None = 1, program: Program | None = None) -> None:
         """Run a bytecode program on 1-d dense argument arrays (inputs then outputs, header order),
@@ -130,61 +157,80 @@ class NativeVM:
         if reason is not None:
             raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
         self._launch(code, args, cores, program.tile_count, program.local_bytes,
-                     [(d.dtype.numpy, d.numel) for d in program.args])
+                     [(d.dtype.numpy, d.numel) for d in program.args], data_pointer(code))
 
     def run_valid(self, code: np.ndarray, args, cores: int | None = 1) -> None:
         """`run` for bytecode known to be valid and natively supported without decoding it: a
         template's words (`CompiledKernel.native_reason`; the template's guards hold `decode`'s
         checks, `bytecode.check_traced`). The header is read from the words as they stand; the
         arguments are checked against it (count, dtype, length, density) as in `run`."""
-        if code.dtype != np.int64 or not code.flags.c_contiguous or code.size < _HEADER:
-            raise BytecodeError("dvm native vm: error: bytecode must be a contiguous int64 array")
-        nargs = int(code[7])
-        if not 0 <= nargs <= (code.size - _HEADER) // 2:
-            raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header of {code.size} words")
-        head = code[:_HEADER + 2 * nargs].tolist()
-        descs = [(_NUMPY[head[_HEADER + 2 * i]], head[_HEADER + 2 * i + 1]) for i in range(nargs)]
-        self._launch(code, args, cores, head[5], head[6], descs)
+        self._launch(code, args, cores, *launch_header(code))
 
-    def _launch(self, code, args, cores, M, local_bytes, arg_descs) -> None:
-        """Alg. 2 on `code`: `M` tiles over N cores; `arg_descs` is (numpy dtype, element count)
-        per argument, from the header."""
+    def _launch(self, code, args, cores, M, local_bytes, arg_descs, code_address) -> None:
+        """Alg. 2 on `code` (its first word at `code_address`): `M` tiles over N cores; `arg_descs`
+        is (numpy dtype, element count) per argument, from the header (`launch_header`)."""
         if len(args) != len(arg_descs):
             raise BytecodeError(f"dvm native vm: error: program takes {len(arg_descs)} arguments, got {len(args)}")
-        # the argument table of @dvm_vm: one memref<?xi8> descriptor (`_Desc1D`'s five words) per
-        # argument, in header order, so that a record's argument number indexes it
-        table = []
+        frame = self._frame()
+        words = frame.words
+        # the argument table of @dvm_vm: one memref<?xi8> descriptor (five words) per argument, in
+        # header order, so that a record's argument number indexes it
+        table = frame.table_for(len(arg_descs))
+        j = 0
         for i, (a, (dt, numel)) in enumerate(zip(args, arg_descs)):
             if (not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != dt or a.size < numel
                     or (a.size > 1 and a.strides[0] != a.itemsize)):
                 raise BytecodeError(f"dvm native vm: error: argument {i} must be a dense 1-d "
                                     f"{dt} array of at least {numel} elements")
-            ptr = a.ctypes.data
-            table += (ptr, ptr, 0, a.size * a.itemsize, 1)
-        table = np.array(table, dtype=np.int64)
-        code_desc = ctypes.pointer(_desc(code.ctypes.data, code.size))
-        args_desc = ctypes.pointer(_desc(table.ctypes.data, len(arg_descs)))
+            table[j] = table[j + 1] = data_pointer(a)
+            table[j + 3] = a.nbytes
+            j += 5
+        words[_CODE] = words[_CODE + 1] = code_address
+        words[_CODE + 3] = code.size
+        words[_ARGS] = words[_ARGS + 1] = ctypes.addressof(table)
+        words[_ARGS + 3] = len(arg_descs)
         # M: Alg. 2 line 3
         N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
         m = -(-M // N)  # line 4
         nbytes = max(local_bytes, 1)
+        if N == 1:
+            self._core(frame, nbytes, 0, M)
+            return
 
         def core(c):
-            local = self._scratch(nbytes)
-            local_desc = ctypes.pointer(_desc(local.ctypes.data, local.size))
-            t0, t1 = ctypes.c_int64(m * c), ctypes.c_int64(min(M, m * (c + 1)))  # line 5
-            packed = (ctypes.c_void_p * _NPARAMS)(
-                *[ctypes.addressof(x) for x in (code_desc, local_desc, args_desc, t0, t1)])
-            self._entry(packed)
+            own = self._frame()
+            if own is not frame:  # the launching thread's code and argument table
+                own.words[_CODE:_ARGS + 5] = words[_CODE:_ARGS + 5]
+            self._core(own, nbytes, m * c, min(M, m * (c + 1)))  # line 5
 
-        if N == 1:
-            core(0)
-            return
         if self._pool is None or self._pool._max_workers < N:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
             self._pool = ThreadPoolExecutor(max_workers=N)
         list(self._pool.map(core, range(N)))
+
+    def _core(self, frame: _Frame, nbytes: int, t0: int, t1: int) -> None:
+        """Run tiles [t0, t1) on this thread's local memory (`frame` is this thread's)."""
+        local = self._scratch(nbytes)
+        words = frame.words
+        words[_LOCAL] = words[_LOCAL + 1] = self._local.buf_address
+        words[_LOCAL + 3] = local.size
+        words[_T0], words[_T1] = t0, t1
+        self._entry(frame.address)
+
+
+def launch_header(code: np.ndarray) -> tuple:
+    """(tile count M, local bytes, (numpy dtype, element count) per argument, the address of the
+    first word) from the header of bytecode `code`, with the checks `run_valid` needs of the words
+    themselves. Valid while `code` lives (`CompiledKernel` keeps both)."""
+    if code.dtype != np.int64 or not code.flags.c_contiguous or code.size < _HEADER:
+        raise BytecodeError("dvm native vm: error: bytecode must be a contiguous int64 array")
+    nargs = int(code[7])
+    if not 0 <= nargs <= (code.size - _HEADER) // 2:
+        raise BytecodeError(f"dvm native vm: error: {nargs} arguments in the header of {code.size} words")
+    head = code[:_HEADER + 2 * nargs].tolist()
+    descs = [(_NUMPY[head[_HEADER + 2 * i]], head[_HEADER + 2 * i + 1]) for i in range(nargs)]
+    return head[5], head[6], descs, data_pointer(code)
 
 
 _VM: NativeVM | None = None
@@ -194,6 +240,8 @@ _LOCK = threading.Lock()
 def native_vm() -> NativeVM:
     """The process-wide native VM, compiled at the first call (≈ a second) and cached."""
     global _VM
+    if _VM is not None:  # every native run asks: no lock once it exists
+        return _VM
     with _LOCK:
         if _VM is None:
             _VM = NativeVM()

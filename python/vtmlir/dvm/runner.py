@@ -282,7 +282,7 @@ class _GroupKernel:
             if record is not None:
                 record.append((self, key, shapes, strides))
             for r, shape, dt in zip(self.results, k.output_shapes, k.output_dtypes):
-                values[r] = _from_domain(np.zeros(shape, dt.numpy), r, self)
+                values[r] = self.from_domain(r)(np.zeros(shape, dt.numpy))
             return
         kernel = self.cache.get(key)
         if kernel is None:
@@ -290,7 +290,15 @@ class _GroupKernel:
         k, use_native = kernel
         outs = k(*arrays, native=use_native, cores=target.cores if use_native else None)
         for r, o in zip(self.results, outs):
-            values[r] = _from_domain(o, r, self)
+            values[r] = self.from_domain(r)(o)
+
+    def from_domain(self, value):
+        """`_from_domain` for result `value`, its IR read once (every call converts every result)."""
+        plans = self.__dict__.setdefault("_from_domain", {})
+        f = plans.get(value)
+        if f is None:
+            f = plans[value] = _from_domain(value, self)
+        return f
 
     def compile(self, shapes, strides, target: Target):
         """Compile for one input layout (timed: `compile_seconds`)."""
@@ -336,7 +344,11 @@ def _domain_view(positions, rank):
     order = [j for _, j in sorted(dims)]
     placed = sorted(p for p, _ in dims)
 
+    identity = not drop and order == list(range(rank)) and placed == list(range(rank))
+
     def view(arr):
+        if identity and arr.ndim == rank:  # the operand is in domain layout already
+            return arr
         a = arr
         if drop:
             a = a[tuple(0 if j in drop else slice(None) for j in range(a.ndim))]
@@ -355,8 +367,9 @@ def _domain_view(positions, rank):
     return view
 
 
-def _from_domain(out, value, kernel):
-    """A kernel output (domain layout) as the tensor the IR expects."""
+def _from_domain(value, kernel):
+    """How a kernel output (domain layout) becomes the tensor the IR expects for `value`: a
+    function of the output array, the IR read here once."""
     t = ir.RankedTensorType(value.type)
     owner = defining_op(value)
     if owner.name == "linalg.generic":
@@ -366,11 +379,17 @@ def _from_domain(out, value, kernel):
         positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
         dims = [p for p in positions if p is not None]
         keep = sorted(dims)
-        a = out.reshape([out.shape[p] for p in keep]) if out.ndim == kernel.rank else out
-        a = a.transpose([keep.index(p) for p in dims])
-        shape = [a.shape[dims.index(p)] if p is not None else 1 for p in positions]
-        return np.ascontiguousarray(a).reshape(shape)
-    return out.reshape(tuple(out.shape[-t.rank:]) if out.ndim >= t.rank else out.shape)
+        perm = [keep.index(p) for p in dims]
+
+        def generic(out):
+            a = out.reshape([out.shape[p] for p in keep]) if out.ndim == kernel.rank else out
+            a = a.transpose(perm)
+            shape = [a.shape[dims.index(p)] if p is not None else 1 for p in positions]
+            return np.ascontiguousarray(a).reshape(shape)
+
+        return generic
+    rank = t.rank
+    return lambda out: out.reshape(tuple(out.shape[-rank:]) if out.ndim >= rank else out.shape)
 
 
 def _fold(name, args):
@@ -543,11 +562,13 @@ class DvmFunction:
         if len(arrays) != len(self.args):
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
         values = dict(self.constants)
-        for v, a in zip(self.args, arrays):
+        types = self.__dict__.get("_arg_types")
+        if types is None:  # (type, rank, static sizes (-1 dynamic), numpy dtype) per argument, read once
+            types = self._arg_types = [(t, t.rank, list(t.shape), tensor_dtype(v).numpy)
+                                       for v in self.args for t in [ir.RankedTensorType(v.type)]]
+        for v, a, (t, rank, sizes, dtype) in zip(self.args, arrays, types):
             a = np.asarray(a)
-            t = ir.RankedTensorType(v.type)
-            if a.ndim != t.rank or any(s >= 0 and s != n for s, n in zip(t.shape, a.shape)) \
-                    or a.dtype != tensor_dtype(v).numpy:
+            if a.ndim != rank or any([s >= 0 and s != n for s, n in zip(sizes, a.shape)]) or a.dtype != dtype:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
         self.dry = dry

@@ -41,6 +41,32 @@ class TorchCallSpec:
         """How many leaves of the result come from the compiled function (the rest are constants)."""
         return self.out_spec.num_leaves - len(self.output_constants)
 
+    def __post_init__(self):
+        import torch
+
+        self._positional = self._plain_positional()
+        self._tensor = torch.Tensor
+        # returned as it is (one tensor), else how many trailing results form the returned tuple
+        self._returns = None if self.out_spec.is_leaf() else self.out_spec.num_leaves
+
+    def _plain_positional(self) -> int | None:
+        """n when the export took n positional tensors and nothing else, and returned one tensor or
+        a tuple of them (the common module): then `call_compiled` passes and returns them as they
+        are, without flattening the trees (None otherwise)."""
+        import torch
+        from torch.utils import _pytree as pytree
+
+        if self.input_constants or self.output_constants:
+            return None
+        n = self.in_spec.num_leaves
+        leaves = [torch.empty(0) for _ in range(n)]
+        if pytree.tree_structure((tuple(leaves), {})) != self.in_spec:
+            return None
+        out = self.out_spec
+        if not (out.is_leaf() or pytree.tree_structure(tuple(leaves[:out.num_leaves])) == out):
+            return None
+        return n
+
     def flatten(self, args: tuple, kwargs: dict) -> list:
         """The compiled function's arguments for a call with `args` and `kwargs`; a VtmlirError when
         the call's structure or a specialised value differs from the export's."""
@@ -83,8 +109,16 @@ def call_compiled(executable, args: tuple, kwargs: dict):
     """`executable(*args, **kwargs)` for both backends: with a `call_spec` (compiled from an
     `nn.Module`) the module's own structure in and out; otherwise flat tensors in, and one tensor or
     a tuple of them out. `executable.run(*tensors)` runs the compiled function."""
-    if executable.call_spec is not None:
-        spec = executable.call_spec
+    spec = executable.call_spec
+    if spec is not None:
+        n = spec._positional
+        # n tensors, not containers or constants (`_plain_positional`): the trees need no walk
+        if n is not None and not kwargs and len(args) == n and all([type(a) is spec._tensor for a in args]):
+            results = executable.run(*args)
+            k = spec._returns
+            if len(results) >= (k or 1):
+                return results[-1] if k is None else results[len(results) - k:]
+            return spec.unflatten(results)  # its error
         return spec.unflatten(executable.run(*spec.flatten(args, kwargs)))
     if kwargs:
         raise VtmlirError("error: keyword inputs are only taken by a function compiled from an nn.Module")

@@ -7,12 +7,12 @@ import ctypes
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
-from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
 from ...frontend.torch_calls import call_compiled
-from ...signature import Signature, to_numpy
+from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
+from .calling import DescriptorTable, descriptor_type
 from .lower import lower_to_llvm
 
 
@@ -44,6 +44,9 @@ class CpuExecutable:
         # Set by `vtmlir.compile` for a module compiled from an nn.Module: its Python calling
         # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
         self.call_spec = None
+        self._descriptors: DescriptorTable | None = None
+        self._dynamic_inputs = {i for i, spec in enumerate(signature.inputs) if not spec.is_static}
+        self._fast: _FastCall | None = None  # built at the first call (imports torch)
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -59,6 +62,18 @@ class CpuExecutable:
     def run(self, *args) -> tuple:
         """Run the compiled function on its flat tensor arguments; what it returns as a tuple (tensors,
         Python numbers for scalar results; inputs it writes are written, `Signature.deliver`)."""
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = _FastCall(self)
+        if fast.enabled:
+            results = fast(args)
+            if results is not None:
+                return results
+        return self._run_general(args)
+
+    def _run_general(self, args) -> tuple:
+        """Every case: inputs converted to C-contiguous numpy arrays and checked (`check_inputs`'s
+        errors), donated inputs, memory tracking, dynamic input dimensions."""
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         for i in self.donate:
@@ -67,14 +82,30 @@ class CpuExecutable:
                 arrays[i] = arrays[i].copy()
         out_params = [np.zeros(spec.shape, spec.numpy_dtype)
                       for spec, a in zip(self.signature.results, self.result_arguments) if a < 0]
-        pointers = [memref_pointer(a) for a in arrays + out_params]
+        table = self._table()
+        words = table.words()
+        for i, (a, o) in enumerate(zip(arrays + out_params, table.offsets)):
+            words[o] = words[o + 1] = a.__array_interface__["data"][0]
+            if i in self._dynamic_inputs:
+                table.set_shape(words, i, a.shape)
         if self._allocator is not None:
             self._allocator.reset()
-        self._engine.invoke(self.signature.name, *pointers)
+        table.call()
         if self._allocator is not None:
             self._last_stats = self._stats(arrays, out_params)
         fresh = iter(out_params)
         return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
+
+    def _table(self) -> DescriptorTable:
+        """The descriptors of every call (inputs, then the results' out-parameters), built once."""
+        if self._descriptors is None:
+            sig = self.signature
+            shapes = [s.shape for s in sig.inputs]
+            shapes += [s.shape for s, a in zip(sig.results, self.result_arguments) if a < 0]
+            # the packed wrapper; `compile_cpu` looked it up once already (the JIT materialised it)
+            address = self._engine.raw_lookup("_mlir_ciface_" + sig.name)
+            self._descriptors = DescriptorTable(address, shapes)
+        return self._descriptors
 
     def report(self):
         """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept
@@ -177,13 +208,80 @@ def print_ir(module: ir.Module) -> str:
 
 
 def memref_pointer(array: np.ndarray):
-    if array.ndim == 0:
-        # get_ranked_memref_descriptor wants rank ≥ 1; a 0-d memref is {allocated, aligned, offset}.
-        class _ZeroD(ctypes.Structure):
-            _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
-
-        desc = _ZeroD(array.ctypes.data, array.ctypes.data, 0)
-        desc._keepalive = array
-    else:
-        desc = get_ranked_memref_descriptor(array)
+    """`ExecutionEngine.invoke`'s argument for a C-contiguous `array`: a pointer to a pointer to its
+    descriptor (of the cached type for its rank; the descriptor keeps `array` alive)."""
+    desc = descriptor_type(array.ndim)()
+    desc.allocated = desc.aligned = array.__array_interface__["data"][0]
+    if array.ndim:
+        desc.shape[:] = list(array.shape)
+        desc.strides[:] = [s // array.itemsize for s in array.strides]
+    desc._keepalive = array
     return ctypes.pointer(ctypes.pointer(desc))
+
+
+class _FastCall:
+    """The common call, checked and run without conversions: CPU torch tensors (or numpy arrays)
+    that are contiguous and of exactly the signature's dtypes and static shapes, no donation, no
+    memory tracking. Results are allocated once per call (numpy allocates a small buffer and torch
+    wraps it faster than `torch.empty(shape, dtype=...)`) and returned as torch tensors; scalar
+    results become Python numbers. Anything else (a strided or conjugated view, another dtype or
+    shape, a Python number, a wrong count) returns None and takes `CpuExecutable._run_general`,
+    which converts or raises the usual errors."""
+
+    def __init__(self, exe: CpuExecutable):
+        import torch
+
+        sig = exe.signature
+        self.enabled = (not exe.donate and exe._allocator is None and not exe._dynamic_inputs
+                        and all(a < 0 for a in exe.result_arguments)
+                        and all(w < 0 for w in sig.writes))
+        self._table = table = exe._table()
+        self._tensor = torch.Tensor
+        self._function = table.function
+        # per input: descriptor offset, torch dtype, the other torch dtype it takes (signless i8
+        # takes uint8), shape, spec, complex (only a complex tensor can be a conjugated view)
+        self._inputs = []
+        for spec, o in zip(sig.inputs, table.offsets):
+            dt = to_torch(np.zeros(0, spec.numpy_dtype)).dtype
+            self._inputs.append((o, dt, torch.uint8 if spec.element_type == "i8" else dt, spec.shape, spec,
+                                 dt.is_complex))
+        self._count = len(sig.inputs)
+        # per out-parameter in result order: descriptor offset, numpy dtype, shape, how torch wraps
+        # it (bf16 through its bits); per returned
+        # result its index and whether it is a scalar (`Signature.deliver`)
+        self._outputs = [(o, spec.numpy_dtype, spec.shape,
+                          to_torch if spec.element_type == "bf16" else torch.from_numpy)
+                         for o, spec in zip(table.offsets[self._count:], sig.results)]
+        self._returned = [(r, spec.scalar) for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
+        self._single = self._returned[0][0] if len(self._returned) == 1 and not self._returned[0][1] else None
+
+    def __call__(self, args):
+        if len(args) != self._count:
+            return None
+        words, packed = self._table.state()
+        tensor = self._tensor
+        for a, (o, dt, alt, shape, spec, cplx) in zip(args, self._inputs):
+            if isinstance(a, tensor):
+                d = a.dtype
+                if not ((d is dt or d is alt) and a.shape == shape and a.is_cpu and a.is_contiguous()
+                        and not a.is_neg() and not (cplx and a.is_conj())):
+                    return None
+                words[o] = words[o + 1] = a.data_ptr()
+            elif type(a) is np.ndarray:
+                if not (a.shape == shape and spec.accepts(a.dtype) and a.flags.c_contiguous):
+                    return None
+                words[o] = words[o + 1] = a.__array_interface__["data"][0]
+            else:
+                return None
+        arrays, tensors = [], []
+        for o, dt, shape, wrap in self._outputs:
+            a = np.empty(shape, dt)
+            t = wrap(a)
+            words[o] = words[o + 1] = t.data_ptr()
+            arrays.append(a)
+            tensors.append(t)
+        self._function(packed)
+        # the arguments stay referenced by the caller for the whole call, the results here
+        if self._single is not None:
+            return (tensors[self._single],)
+        return tuple([arrays[r].item() if scalar else tensors[r] for r, scalar in self._returned])

@@ -1,0 +1,117 @@
+"""The per-call path of a JIT-compiled function: memref descriptors in buffers built once.
+
+The C interface of a bufferized `func.func` (`llvm.emit_c_interface`) takes one pointer per memref
+to its descriptor ``{allocated, aligned, offset, sizes[rank], strides[rank]}`` (all 64-bit words);
+`ExecutionEngine.raw_lookup("_mlir_ciface_f")` gives its packed wrapper, ``void f(void **args)``,
+where ``args[i]`` points at the i-th descriptor pointer. Everything in that chain depends only on
+the signature, so a `DescriptorTable` builds it once per thread: one int64 buffer holding every
+descriptor (static sizes and dense strides already written), the descriptor pointers and the packed
+argument array. A call then writes two words per buffer (its data pointer) and calls the wrapper
+through a ctypes function built once -- no ctypes class, structure or pointer object per call
+(torch_mlir's `get_ranked_memref_descriptor` builds a Structure class per array, ~100 µs a call).
+The threads that call one executable concurrently each get their own table (ctypes releases the
+GIL during the call).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+_PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_WORD = 8  # bytes per descriptor word (pointer or i64) on the 64-bit hosts the JIT targets
+
+_DESCRIPTOR_TYPES: dict[int, type] = {}
+
+
+def descriptor_type(rank: int) -> type:
+    """The ctypes Structure of a rank-`rank` memref descriptor, one class per rank per process."""
+    t = _DESCRIPTOR_TYPES.get(rank)
+    if t is None:
+        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
+        if rank:
+            fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
+        t = _DESCRIPTOR_TYPES[rank] = type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
+    return t
+
+
+def data_pointer(array) -> int:
+    """The address of a numpy array's first element. Through the buffer protocol for a writable
+    C-contiguous array of at least one byte (several times faster than `array.ctypes.data` and
+    `__array_interface__`, which build objects); the array interface otherwise."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(array))
+    except (TypeError, ValueError, BufferError):
+        return array.__array_interface__["data"][0]
+
+
+_BYTE = ctypes.c_char
+
+
+def dense_strides(shape) -> list[int]:
+    """Element strides of a C-contiguous array of `shape`."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    strides.reverse()
+    return strides
+
+
+class DescriptorTable:
+    """The descriptors of one packed call with buffers of the given ranks (`shapes`: a shape per
+    buffer, None for a dimension known only per call), built once per thread.
+
+    `words()` is the thread's int64 buffer: buffer i's data pointer goes to words `offsets[i]` and
+    `offsets[i] + 1` (allocated and aligned); `set_shape` writes sizes and dense strides of a buffer
+    whose shape is known only at the call. `call(words)` runs the function on them."""
+
+    def __init__(self, address: int, shapes: list[tuple]):
+        self.function = _PACKED(address)  # takes the packed argument array's address
+        self.offsets: list[int] = []
+        self._static: list[tuple[int, list[int]]] = []  # (first size word, sizes + strides) known now
+        self.ranks = [len(s) for s in shapes]
+        total = 0
+        for shape in shapes:
+            self.offsets.append(total)
+            if all(d is not None for d in shape):
+                self._static.append((total + 3, list(shape) + dense_strides(shape)))
+            total += 3 + 2 * len(shape)
+        self._total = total
+        self._local = threading.local()
+
+    def words(self):
+        """This thread's descriptor words (see the class doc)."""
+        try:
+            return self._local.words
+        except AttributeError:
+            return self._build()[0]
+
+    def state(self):
+        """(words, the address of the packed argument array) of this thread."""
+        try:
+            return self._local.state
+        except AttributeError:
+            return self._build()
+
+    def _build(self):
+        words = (ctypes.c_int64 * max(self._total, 1))()
+        for first, values in self._static:
+            words[first:first + len(values)] = values
+        base = ctypes.addressof(words)
+        pointers = (ctypes.c_void_p * max(len(self.offsets), 1))(*[base + _WORD * o for o in self.offsets])
+        packed = (ctypes.c_void_p * max(len(self.offsets), 1))(
+            *[ctypes.addressof(pointers) + _WORD * i for i in range(len(self.offsets))])
+        local = self._local
+        local.keep = (pointers, packed)
+        local.words = words
+        local.state = (words, ctypes.addressof(packed))
+        return local.state
+
+    def set_shape(self, words, index: int, shape) -> None:
+        o, r = self.offsets[index] + 3, self.ranks[index]
+        words[o:o + 2 * r] = list(shape) + dense_strides(shape)
+
+    def call(self) -> None:
+        """Run the function on this thread's descriptors (filled by the caller)."""
+        self.function(self._local.state[1])

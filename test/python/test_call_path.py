@@ -1,0 +1,243 @@
+"""The per-call path of compiled functions (issue 21 point 3; docs/codegen.md "Calling a compiled
+function"): descriptors built once per signature, the fast path for contiguous tensors of the exact
+dtypes and shapes, and the general path for everything else -- same results, same errors. The DVM's
+native entry points likewise. No timing here: `benchmarks/call_overhead.py` measures."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import vtmlir
+from vtmlir.backend.cpu.calling import data_pointer
+from vtmlir.errors import VtmlirError
+
+ADD = """func.func @main(%a: tensor<3x4xf32>, %b: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %e = tensor.empty() : tensor<3x4xf32>
+  %r = linalg.add ins(%a, %b : tensor<3x4xf32>, tensor<3x4xf32>) outs(%e : tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r : tensor<3x4xf32>
+}"""
+
+
+class MulAdd(torch.nn.Module):
+    def forward(self, a, b):
+        return a * b + a
+
+
+class Mul(torch.nn.Module):
+    def forward(self, a, b):
+        return a * b
+
+
+@pytest.fixture(scope="module")
+def add():
+    return vtmlir.compile(ADD, threads=1)
+
+
+class _Counting:
+    """Counts classes built (`class` statements and 3-argument `type`) while active."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        build = builtins.__build_class__
+
+        def counted(*args, **kwargs):
+            self.count += 1
+            return build(*args, **kwargs)
+
+        monkeypatch.setattr(builtins, "__build_class__", counted)
+
+
+def test_fast_path_builds_no_class_and_reuses_descriptors(add, monkeypatch):
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    add(x, y)  # the first call builds the descriptor table and the fast path
+    words = add._table().words()
+    counting = _Counting(monkeypatch)
+    monkeypatch.setattr(type(add), "_run_general", lambda self, args: pytest.fail("general path taken"))
+    outs = [add(x, y) for _ in range(5)]
+    built = counting.count
+    monkeypatch.undo()
+    assert built == 0
+    assert all(torch.equal(out, x + y) for out in outs)
+    assert add._table().words() is words  # one buffer per thread, reused
+
+
+def test_general_path_builds_no_class_per_call(add, monkeypatch):
+    x = torch.randn(4, 3).t()  # strided: the general path copies it
+    y = np.random.rand(3, 4).astype(np.float32)
+    add(x, y)
+    counting = _Counting(monkeypatch)
+    outs = [add(x, y) for _ in range(3)]
+    built = counting.count
+    monkeypatch.undo()
+    assert built == 0
+    assert all(torch.equal(out, x + torch.from_numpy(y)) for out in outs)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(4, 3).t(),                      # transposed
+    lambda: torch.randn(3, 8)[:, ::2],                  # every other column
+    lambda: torch.randn(6, 4)[::2],                     # every other row
+    lambda: torch.randn(3, 4, dtype=torch.complex64).real,  # a view of half the bytes
+    lambda: torch.randn(1, 4).expand(3, 4),             # stride 0
+    lambda: torch.randn(3, 4).requires_grad_(),         # needs no detach to be read
+    lambda: np.asfortranarray(np.random.rand(3, 4).astype(np.float32)),
+    lambda: np.random.rand(3, 4).astype(np.float32)[::-1],  # negative strides
+])
+def test_strided_and_other_inputs_give_the_eager_result(add, make):
+    x, y = make(), torch.randn(3, 4)
+    tx = x if isinstance(x, torch.Tensor) else torch.from_numpy(x.copy())
+    out = add(x, y)
+    assert isinstance(out, torch.Tensor) and out.is_contiguous()
+    assert torch.equal(out, (tx + y).detach())
+
+
+def test_negated_view_is_resolved(add):
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    neg = z.conj().imag  # a view with torch's negative bit set
+    assert neg.is_neg()
+    y = torch.zeros(3, 4)
+    assert torch.equal(add(neg, y), neg.resolve_neg())
+
+
+def test_results_are_fresh_and_outlive_the_inputs(add):
+    x, y = torch.ones(3, 4), torch.ones(3, 4)
+    first = add(x, y)
+    second = add(x, y)
+    assert first.data_ptr() != second.data_ptr()
+    del x, y
+    assert torch.equal(first, torch.full((3, 4), 2.0)) and torch.equal(second, first)
+
+
+def test_errors_are_unchanged(add):
+    with pytest.raises(VtmlirError, match=r"input 0 of @main must have dtype float32, got float64"):
+        add(torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4))
+    with pytest.raises(VtmlirError, match=r"input 1 of @main must have shape tensor<3x4xf32>, got \(4, 3\)"):
+        add(torch.randn(3, 4), torch.randn(4, 3))
+    with pytest.raises(VtmlirError, match=r"takes 2 inputs, got 1"):
+        add(torch.randn(3, 4))
+    with pytest.raises(VtmlirError, match=r"input 1 is a str"):
+        add(torch.randn(3, 4), "x")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.uint8, torch.bfloat16, torch.complex64])
+def test_dtypes_through_the_fast_and_general_paths(dtype):
+    a = (torch.rand(2, 5) * 10).to(dtype)
+    b = (torch.rand(2, 5) * 10).to(dtype)
+    compiled = vtmlir.compile(Mul(), a, b, threads=1)
+    expected = a * b
+    fast = compiled(a, b)
+    column_major = compiled(a.t().contiguous().t(), b.t().contiguous().t())  # the general path
+    strided = compiled(torch.stack([a, a], -1)[..., 0], b)  # every other element: the general path
+    for out in (fast, column_major, strided):
+        assert out.dtype == dtype and torch.equal(out, expected)
+    if dtype.is_complex:  # a conjugated view is resolved (the general path)
+        assert torch.equal(compiled(a.conj(), b), a.conj() * b)
+
+
+def test_zero_d_input_and_scalar_result():
+    text = """func.func @main(%a: tensor<f32>, %b: tensor<2xf32>) -> (f32, tensor<2xf32>) {
+      %v = tensor.extract %a[] : tensor<f32>
+      %e = tensor.empty() : tensor<2xf32>
+      %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                           iterator_types = ["parallel"]} ins(%b : tensor<2xf32>) outs(%e : tensor<2xf32>) {
+      ^bb0(%x: f32, %o: f32):
+        %s = arith.mulf %x, %v : f32
+        linalg.yield %s : f32
+      } -> tensor<2xf32>
+      %w = arith.addf %v, %v : f32
+      return %w, %r : f32, tensor<2xf32>
+    }"""
+    compiled = vtmlir.compile(text, threads=1)
+    for a in (torch.tensor(3.0), np.float32(3.0), np.array(3.0, np.float32)):
+        w, r = compiled(a, torch.tensor([1.0, 2.0]))
+        assert type(w) is float and w == 6.0
+        assert torch.equal(r, torch.tensor([3.0, 6.0]))
+
+
+def test_concurrent_calls_from_threads(add):
+    """Each thread fills its own descriptors (ctypes releases the GIL during the call)."""
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(200):
+            x, y = torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)
+            if not torch.equal(add(x, y), x + y):
+                errors.append(seed)
+                return
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_module_calling_convention_fast_and_structured():
+    class Pair(torch.nn.Module):
+        def forward(self, a, b):
+            return a + b, a - b
+
+    a, b = torch.randn(4), torch.randn(4)
+    compiled = vtmlir.compile(Pair(), a, b, threads=1)
+    s, d = compiled(a, b)  # plain positional tensors: no tree walk
+    assert torch.equal(s, a + b) and torch.equal(d, a - b)
+    with pytest.raises(VtmlirError, match=r"of the form \(\(\*, \*\), \{\}\), got \(\(\*,\), \{b: \*\}\)"):
+        compiled(a, b=b)  # a keyword: the pytree path and its error
+    with pytest.raises(VtmlirError, match="takes inputs of the form"):
+        compiled(a, b, a)
+
+
+def test_data_pointer_of_read_only_empty_and_views():
+    a = np.arange(12, dtype=np.float32)
+    assert data_pointer(a) == a.ctypes.data
+    assert data_pointer(a[3:]) == a.ctypes.data + 12
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert data_pointer(ro) == ro.ctypes.data
+    empty = np.empty(0, np.float32)
+    assert data_pointer(empty) == empty.ctypes.data
+
+
+def test_dvm_native_kernel_builds_nothing_per_call(monkeypatch):
+    from vtmlir.dvm import Graph, compile_graph
+    from vtmlir.dvm.native import native_vm
+
+    g = Graph("addmul")
+    x, y = g.input(2), g.input(2)
+    g.output(x * y + x)
+    k = compile_graph(g, [(5, 7), (5, 7)])
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    (first,) = k(a, b, native=True)
+    k(a, b, native=True, cores=3)  # the thread pool exists
+    counting = _Counting(monkeypatch)
+    outs = [k(a, b, native=True, cores=cores)[0] for cores in (1, 1, 3)]
+    # run_valid on the kernel's words and caller-provided outputs
+    dst = np.empty(35, np.float32)
+    native_vm().run_valid(k.bytecode, [a.reshape(-1), b.reshape(-1), dst])
+    built = counting.count
+    monkeypatch.undo()
+    assert built == 0
+    for out in outs + [dst.reshape(5, 7)]:
+        np.testing.assert_array_equal(out, first)
+    np.testing.assert_array_equal(first, k(a, b)[0])  # the numpy reference VM
+
+
+def test_dvm_function_repeated_calls():
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.dvm.tiling import Target
+
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    fn = DvmFunction(vtmlir.import_torch(MulAdd(), a, b), native=True, target=Target(cores=1))
+    for _ in range(3):
+        (out,) = fn(a.numpy(), b.numpy())
+        np.testing.assert_allclose(out, (a * b + a).numpy(), rtol=1e-6)
+    with pytest.raises(VtmlirError, match="cannot take an array"):
+        fn(a.numpy().astype(np.float64), b.numpy())
