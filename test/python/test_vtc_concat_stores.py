@@ -64,8 +64,8 @@ def test_c3k2_bitwise_fewer_copies_producers_write_the_concat_buffer(c3k2):
     one-shot bufferization gives it a temporary and a copy, `memref-elide-temporary-copies`
     removes them. Without the pass the concat copies all three parts in."""
     model, inputs, graph = c3k2
-    plain = vtmlir.compile(graph, opt_level=0)
-    optimised = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    plain = vtmlir.compile(graph, opt_level=0, llvm_opt_level=0)
+    optimised = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     assert torch.equal(plain(*inputs), optimised(*inputs))
     with torch.no_grad():
         torch.testing.assert_close(optimised(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
@@ -82,10 +82,10 @@ def test_c3k2_without_elision_the_residual_add_is_copied(c3k2, monkeypatch):
     from vtmlir.backend import bufferize
 
     _, inputs, graph = c3k2
-    with_elision = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    with_elision = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     monkeypatch.setattr(bufferize, "GRAPH_TO_KERNELS",
                         bufferize.GRAPH_TO_KERNELS.replace("memref-elide-temporary-copies, ", ""))
-    without = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    without = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     assert _copies_into(without.stages["kernels"], "memref<1x12x8x8xf32>") == 1
     assert torch.equal(with_elision(*inputs), without(*inputs))
 

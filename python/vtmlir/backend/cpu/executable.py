@@ -44,6 +44,8 @@ class CpuExecutable:
         # Set by `vtmlir.compile` for a module compiled from an nn.Module: its Python calling
         # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
         self.call_spec = None
+        # Set by `vtmlir.compile`: what the default pipeline did (`optimize.OptimizationReport`).
+        self.optimization = None
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -77,9 +79,12 @@ class CpuExecutable:
         return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
 
     def report(self):
-        """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept
-        scalar loops with the reason (`print(compiled.report())`)."""
-        return self._kernel_report
+        """`optimize.CompileReport`: per step of the default pipeline what changed and its time, then
+        each kernel's class and schedule and the kernels that kept scalar loops with the reason
+        (`print(compiled.report())`; the `codegen.KernelReport`'s attributes read through it)."""
+        from ...optimize import CompileReport
+
+        return CompileReport(self.optimization, self._kernel_report)
 
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
