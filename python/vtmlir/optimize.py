@@ -145,16 +145,22 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         # Nothing is on by default where it has not been measured: no pass has run on a GPU here.
         return steps, {"all": f"no default pass is measured on '{target}' yet (pipeline= runs any)"}
 
+    convs = walk_ops(module, "linalg.conv_2d_nchw_fchw")
+    decomposed = _decomposed_convs(module)
+    wants_temco = opt_level >= 2 and bool(decomposed) or memory_budget is not None
+
     moved = _data_movement_ops(module)
-    if moved:
+    if wants_temco:
+        # VTC's pad stores (convolutions writing into the padded tensor) hide TeMCO's lconv ->
+        # activation -> fconv groups and skip connections; temco-pad-in-place builds the same pads
+        # in place, so TeMCO's step takes the data movement of these networks (docs/pipeline.md).
+        skipped["vtc"] = "TeMCO applies (temco-pad-in-place builds the pads in place)"
+    elif moved:
         steps.append(Step("vtc", "vt-eliminate-data-movement{quiet=true target=cpu}",
                           f"{moved} data-movement op(s)", then="vt-lower-views"))
     else:
         skipped["vtc"] = "no data-movement op"
 
-    convs = walk_ops(module, "linalg.conv_2d_nchw_fchw")
-    decomposed = _decomposed_convs(module)
-    wants_temco = opt_level >= 2 and bool(decomposed) or memory_budget is not None
     if opt_level < 2:
         skipped["layouts"] = "opt level < 2"
     elif not convs:

@@ -111,12 +111,13 @@ def test_opt_levels_agree_with_level_0_every_model(name):
 
 
 def test_plan_by_level_and_graph():
-    graph = vtmlir.import_torch(*get("resnet_basic_block").build())
+    model, inputs = get("resnet_basic_block").build()
+    graph = vtmlir.import_torch(model, *inputs)
     assert plan(graph, opt_level=0)[0] == []
     level1, skipped1 = plan(graph, opt_level=1)
     assert "layouts" not in [s.system for s in level1] and skipped1["layouts"] == "opt level < 2"
     level2, _ = plan(graph, opt_level=2)
-    assert [s.system for s in level2] == ["layouts"]
+    assert [s.system for s in level2] == ["vtc", "layouts"]  # the pads are data movement
     budget, _ = plan(graph, opt_level=1, memory_budget=1 << 20)
     assert [s.system for s in budget] == ["temco"]
     assert plan(graph, target="cuda")[0] == []
@@ -154,3 +155,34 @@ def test_bad_options_are_clear_errors():
         vtmlir.compile(model, *inputs, opt_level=5)
     with pytest.raises(vtmlir.VtmlirError, match="memory_budget must be a positive number"):
         vtmlir.compile(model, *inputs, memory_budget=-1)
+
+
+SCALAR_BROADCAST = """
+#map = affine_map<(d0, d1) -> ()>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<2x3xf32>, %s: f32) -> tensor<2x3xf32> {
+  %e = tensor.empty() : tensor<2x3xf32>
+  %b = linalg.generic {indexing_maps = [#map, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : f32) outs(%e : tensor<2x3xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x3xf32>
+  %t = tensor.empty() : tensor<3x2xf32>
+  %tr = linalg.transpose ins(%x : tensor<2x3xf32>) outs(%t : tensor<3x2xf32>) permutation = [1, 0]
+  %r = tensor.empty() : tensor<2x3xf32>
+  %back = linalg.transpose ins(%tr : tensor<3x2xf32>) outs(%r : tensor<2x3xf32>) permutation = [1, 0]
+  %o = linalg.add ins(%back, %b : tensor<2x3xf32>, tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %o : tensor<2x3xf32>
+}
+"""
+
+
+def test_default_pipeline_takes_a_broadcast_scalar():
+    """A generic yielding a scalar operand (a fill by a scalar) is no view for VTC's catalogue; the
+    default pipeline crashed on it (test_layout_hoist's graphs)."""
+    x = torch.randn(2, 3)
+    s = torch.tensor(1.5)
+    want = vtmlir.compile(SCALAR_BROADCAST, opt_level=0, llvm_opt_level=0)(x, s)
+    compiled = vtmlir.compile(SCALAR_BROADCAST, llvm_opt_level=0)
+    assert [d.step.system for d in compiled.report().optimization.steps] == ["vtc"]
+    assert torch.equal(compiled(x, s), want)

@@ -227,6 +227,8 @@ def _generic_parts(op):
     n_inputs = len(op.operands) - 1
     if arg.arg_number >= n_inputs:
         return None
+    if not isinstance(op.operands[arg.arg_number].type.maybe_downcast(), ir.RankedTensorType):
+        return None  # a scalar operand broadcast (a fill): nothing to view
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     in_map, out_map = maps[arg.arg_number], maps[n_inputs]
     if not out_map.is_permutation:
