@@ -149,18 +149,9 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
     decomposed = _decomposed_convs(module)
     wants_temco = opt_level >= 2 and bool(decomposed) or memory_budget is not None
 
-    moved = _data_movement_ops(module)
-    if wants_temco:
-        # VTC's pad stores (convolutions writing into the padded tensor) hide TeMCO's lconv ->
-        # activation -> fconv groups and skip connections; temco-pad-in-place builds the same pads
-        # in place, so TeMCO's step takes the data movement of these networks (docs/pipeline.md).
-        skipped["vtc"] = "TeMCO applies (temco-pad-in-place builds the pads in place)"
-    elif moved:
-        steps.append(Step("vtc", "vt-eliminate-data-movement{quiet=true target=cpu}",
-                          f"{moved} data-movement op(s)", then="vt-lower-views"))
-    else:
-        skipped["vtc"] = "no data-movement op"
-
+    # Layouts before VTC: vt-lower-views generalises the named convolutions the layout conventions
+    # match (a layout step after it chose nothing); VTC then works on the materialised kernels,
+    # the layout conversions that remain included.
     if opt_level < 2:
         skipped["layouts"] = "opt level < 2"
     elif not convs:
@@ -173,6 +164,18 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         layout_target = LAYOUT_TARGETS[target]
         steps.append(Step("layouts", f"layout-select-ilp{{target={layout_target}}}, layout-materialize",
                           f"{len(convs)} convolution(s)"))
+
+    moved = _data_movement_ops(module)
+    if wants_temco:
+        # VTC's pad stores (convolutions writing into the padded tensor) hide TeMCO's lconv ->
+        # activation -> fconv groups and skip connections; temco-pad-in-place builds the same pads
+        # in place, so TeMCO's step takes the data movement of these networks (docs/pipeline.md).
+        skipped["vtc"] = "TeMCO applies (temco-pad-in-place builds the pads in place)"
+    elif moved or steps:
+        why = f"{moved} data-movement op(s)" + (" and the layout conversions" if steps else "")
+        steps.append(Step("vtc", "vt-eliminate-data-movement{quiet=true target=cpu}", why, then="vt-lower-views"))
+    else:
+        skipped["vtc"] = "no data-movement op"
 
     if wants_temco:
         why = (f"memory budget {memory_budget} bytes" if memory_budget is not None

@@ -117,7 +117,7 @@ def test_plan_by_level_and_graph():
     level1, skipped1 = plan(graph, opt_level=1)
     assert "layouts" not in [s.system for s in level1] and skipped1["layouts"] == "opt level < 2"
     level2, _ = plan(graph, opt_level=2)
-    assert [s.system for s in level2] == ["vtc", "layouts"]  # the pads are data movement
+    assert [s.system for s in level2] == ["layouts", "vtc"]  # layouts first (docs/pipeline.md)
     budget, _ = plan(graph, opt_level=1, memory_budget=1 << 20)
     assert [s.system for s in budget] == ["temco"]
     assert plan(graph, target="cuda")[0] == []
