@@ -29,6 +29,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     donate=(),
     threads: int | None = None,
     schedules=None,
+    prebuild: bool | None = None,
 ):
     """Compile `module` for `target`.
 
@@ -69,6 +70,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
       which results that is. The values are those of the non-donated function; on the CPU the
       donated input's old values are gone after the call (pass the returned tensor to the next
       call); on CUDA the donated input's device buffer is updated and read back as the result.
+    - `dynamic_shapes` (an `nn.Module`, torch.export's `Dim` spelling, e.g. `{"x": {0: Dim("batch",
+      min=1, max=64)}}`): where a dim stays dynamic, the result is one `dynamic.DynamicExecutable`
+      that runs every shape in the declared ranges through DVM's native VM on the CPU without
+      recompiling (docs/dvm.md); `prebuild` (default: when the ranges span at most
+      `dynamic.PREBUILD_POINTS` shapes) builds every shape's templates at compile time. Static
+      shapes take the path above.
     - `threads` (CPU): threads the kernels run on: None or 0 (all cores, OpenMP), 1 (single-threaded
       code, no OpenMP), or N. Results are identical for any count (parallel tiles split only parallel
       dimensions). `schedules` (CPU): overrides of the code generation schedule per kernel kind, e.g.
@@ -107,6 +114,19 @@ def compile(  # noqa: A001 - mirrors torch.compile
         graph = as_module(module, context=_fresh_context()) if _is_ir_module(module) else as_module(module)
 
     stages: dict[str, str] = {"graph": print_ir(graph)}
+    if dynamic_shapes is not None:
+        from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
+
+        if has_dynamic_dims(graph, entry):
+            check_target(target)
+            from torch_mlir import ir
+
+            name = ir.StringAttr(find_entry(graph, entry).attributes["sym_name"]).value
+            example = call.flatten(example_args, kwargs or {}) if call is not None else None
+            executable = DynamicExecutable(graph, name, prebuild=prebuild, example=example)
+            executable.stages = stages
+            executable.call_spec = call
+            return executable
     optimization = _optimize_graph(graph, stages, pipeline, target=target, opt_level=opt_level,
                                    memory_budget=memory_budget, lowbit=lowbit, report=report)
     from .vtc.lower import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)

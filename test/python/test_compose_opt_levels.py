@@ -186,3 +186,28 @@ def test_default_pipeline_takes_a_broadcast_scalar():
     compiled = vtmlir.compile(SCALAR_BROADCAST, llvm_opt_level=0)
     assert [d.step.system for d in compiled.report().optimization.steps] == ["vtc"]
     assert torch.equal(compiled(x, s), want)
+
+
+@pytest.mark.slow
+def test_dynamic_shapes_run_every_shape_in_the_range_without_recompiling():
+    """`compile(..., dynamic_shapes=...)`: one callable through DVM for every batch in [1, 8] (prebuilt:
+    8 shapes), the static path where no dim is dynamic. ~1-2 min (the native VM's JIT)."""
+    from torch.export import Dim
+
+    from vtmlir.dynamic import DynamicExecutable
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    x = torch.randn(4, 16)
+    compiled = vtmlir.compile(model, x, dynamic_shapes={"input": {0: Dim("batch", min=1, max=8)}})
+    assert isinstance(compiled, DynamicExecutable) and compiled.prebuilt["points"] == 8
+    for batch in (1, 3, 8, 3):
+        xb = torch.randn(batch, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(xb), model(xb), rtol=1e-5, atol=1e-6)
+    text = str(compiled.report())
+    assert "dvm (dynamic shapes)" in text and "batch in [1, 8]" in text
+    static = vtmlir.compile(model, x, dynamic_shapes={"input": {0: Dim.STATIC}}, llvm_opt_level=0)
+    assert not isinstance(static, DynamicExecutable)
+    with pytest.raises(vtmlir.VtmlirError, match="dynamic shapes through vtmlir.compile run on the CPU"):
+        vtmlir.compile(model, x, target="cuda", dynamic_shapes={"input": {0: Dim("batch", min=1, max=8)}})
