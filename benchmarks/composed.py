@@ -54,13 +54,9 @@ def workload(name: str, batch: int):
 
 
 def _flat(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in _flat(o)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _flat(o)]
-    return [t for o in getattr(out, "to_tuple", lambda: ())() for t in _flat(o)]
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def _compile(subject, inputs, level, threads, **kw):
