@@ -72,11 +72,14 @@ class StepResult:
     seconds: float
     reports: dict[str, str] = field(default_factory=dict)   # pass name -> its text report
     measures: dict[str, tuple] = field(default_factory=dict)  # measure -> (before, after)
+    failed: str = ""      # why the step failed (the graph was left as it was)
 
     def to_text(self) -> str:
         then = f", then {self.step.then}" if self.step.then else ""
         lines = [f"{self.step.system}: {self.step.pipeline}{then}  ({self.seconds * 1e3:.1f} ms)",
                  f"  why: {self.step.reason}"]
+        if self.failed:
+            lines.append(f"  failed, graph left as it was: {self.failed}")
         for name, (before, after) in self.measures.items():
             lines.append(f"  {name}: {before} -> {after}")
         for name, text in self.reports.items():
@@ -221,6 +224,34 @@ def optimize(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: 
 
 
 def run_step(module, step: Step) -> StepResult:
+    """Run one step on a copy of `module` and, if it succeeds, put the result in its place; a step
+    that fails (a pass refusing what an earlier step made of the graph, e.g. a VTC store through a
+    blocked layout) leaves the graph as it was and says why (`StepResult.failed`)."""
+    from torch_mlir import ir
+
+    op = module.operation if isinstance(module, ir.Module) else module
+    work = _copy_module(op)
+    start = time.perf_counter()
+    try:
+        result = _run_step(work, step)
+    except VtmlirError as err:
+        return StepResult(step, time.perf_counter() - start, failed=str(err).splitlines()[0])
+    body = op.regions[0].blocks[0]
+    for old in list(body.operations):
+        old.operation.erase()
+    with op.context:
+        for new in work.body.operations:
+            new.operation.clone(ip=ir.InsertionPoint(body))
+    return result
+
+
+def _copy_module(op):
+    from .vtc.memory_check import _copy_module as copy_of_parent
+
+    return copy_of_parent(next(iter(op.regions[0].blocks[0].operations)))
+
+
+def _run_step(module, step: Step) -> StepResult:
     """Run one step, its passes writing their reports to temporary files that are read back."""
     from .passes.pipeline import parse_pipeline, run_pipeline
 
@@ -287,11 +318,10 @@ def _peak(module) -> int:
     from torch_mlir import ir
 
     from .signature import find_entry
-    from .vtc.memory_check import _copy_module, backend_peak
+    from .vtc.memory_check import backend_peak
 
     op = module.operation if isinstance(module, ir.Module) else module
-    with op.context, op.location:
-        copy = _copy_module(next(o for o in op.regions[0].blocks[0].operations if o.operation.name == "func.func"))
+    copy = _copy_module(op)
     entry = find_entry(copy, None)
     return backend_peak(copy, ir.StringAttr(entry.attributes["sym_name"]).value)
 

@@ -211,3 +211,18 @@ def test_dynamic_shapes_run_every_shape_in_the_range_without_recompiling():
     assert not isinstance(static, DynamicExecutable)
     with pytest.raises(vtmlir.VtmlirError, match="dynamic shapes through vtmlir.compile run on the CPU"):
         vtmlir.compile(model, x, target="cuda", dynamic_shapes={"input": {0: Dim("batch", min=1, max=8)}})
+
+
+def test_a_failing_step_leaves_the_graph_as_it_was():
+    """A step runs on a copy: a pass that refuses the graph (here a bad option, as a pass refusing
+    what an earlier step made would) leaves it untouched and the report says why."""
+    from vtmlir.optimize import Step, run_step
+
+    module = vtmlir.as_module(SCALAR_BROADCAST)
+    before = str(module)
+    result = run_step(module, Step("vtc", "vt-eliminate-data-movement{cost-model=guess}", "test"))
+    assert "cost-model" in result.failed or "guess" in result.failed
+    assert str(module) == before
+    done = run_step(module, Step("vtc", "vt-eliminate-data-movement{quiet=true}", "test", then="vt-lower-views"))
+    assert not done.failed and done.measures["data-movement ops"] == (3, 1)  # the broadcast stays
+    assert "linalg.transpose" not in str(module)
