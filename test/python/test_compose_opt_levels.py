@@ -226,3 +226,16 @@ def test_a_failing_step_leaves_the_graph_as_it_was():
     done = run_step(module, Step("vtc", "vt-eliminate-data-movement{quiet=true}", "test", then="vt-lower-views"))
     assert not done.failed and done.measures["data-movement ops"] == (3, 1)  # the broadcast stays
     assert "linalg.transpose" not in str(module)
+
+
+def test_cli_opt_level_and_report(tmp_path, capsys):
+    from vtmlir.cli.main import main
+
+    path = tmp_path / "t.mlir"
+    path.write_text(SCALAR_BROADCAST)
+    assert main(["compile", str(path), "-O", "0", "--report", "--llvm-opt-level", "0", "--emit", "stages"]) == 0
+    out, err = capsys.readouterr()
+    assert "vtc" not in out.split() and "opt level 0 (cpu): 0 step(s)" in err
+    assert main(["compile", str(path), "-O", "1", "--report", "--llvm-opt-level", "0", "--emit", "vtc"]) == 0
+    out, err = capsys.readouterr()
+    assert "linalg.transpose" not in out and "vtc: vt-eliminate-data-movement" in err and "codegen:" in err
