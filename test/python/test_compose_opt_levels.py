@@ -89,14 +89,16 @@ def check_levels_agree(name):
     return planned
 
 
-SAMPLE = ["llama_decoder_layer", "vtc_shufflenet_unit", "resnet_basic_block", "temco_vgg11", "quantized_mlp_u4"]
+# One model per system; the quantised layers (minutes per compile of the vector low-bit loops at
+# LLVM -O0) run in the slow test, test_lowbit_subbyte.py covers the default lowering's numerics.
+SAMPLE = ["llama_decoder_layer", "vtc_shufflenet_unit", "resnet_basic_block", "temco_vgg11"]
 
 
 @pytest.mark.parametrize("name", SAMPLE)
 def test_opt_levels_agree_with_level_0(name):
     planned = check_levels_agree(name)
     expected = {"llama_decoder_layer": "vtc", "vtc_shufflenet_unit": "vtc", "resnet_basic_block": "layouts",
-                "temco_vgg11": "temco", "quantized_mlp_u4": "lowbit"}[name]
+                "temco_vgg11": "temco"}[name]
     assert expected in planned[2], planned
 
 
