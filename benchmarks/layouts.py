@@ -92,7 +92,7 @@ def latency(model_name: str, text: str, inputs, target: str, repeat: int) -> Non
 
     case = f"{model_name}/{target}"
     t0 = time.perf_counter()
-    baseline = vtmlir.compile(as_module(text))
+    baseline = vtmlir.compile(as_module(text), opt_level=0)
     t1 = time.perf_counter()
     laid_out = vtmlir.compile(as_module(text), pipeline=f"layout-select-ilp{{target={target}}}, layout-materialize")
     t2 = time.perf_counter()

@@ -101,7 +101,7 @@ def main(argv=None):
             if reference is not None:
                 row["max_abs_diff"] = float(np.max(np.abs(out - reference)))
             if not args.no_time:
-                executable = vtmlir.compile(module)
+                executable = vtmlir.compile(module, opt_level=0)
                 row["time"] = median_time(lambda: executable(*inputs), args.repeat)
             rows[variant] = row
         for variant, row in rows.items():

@@ -194,7 +194,7 @@ def measure(name: str, batch: int, repeat: int, use_torch_compile: bool) -> None
     emit(case, "pass_time", round(pass_s, 3), "s")
     # -- compile, kernels, bitwise identity, latency ----------------------------------------------------
     start = time.perf_counter()
-    plain = vtmlir.compile(graph)
+    plain = vtmlir.compile(graph, opt_level=0)
     plain_s = time.perf_counter() - start
     start = time.perf_counter()
     optimised = vtmlir.compile(graph, pipeline=PASS)
@@ -235,7 +235,7 @@ def measure(name: str, batch: int, repeat: int, use_torch_compile: bool) -> None
     # -- peak memory (separate compiles: tracking changes the lowering) ---------------------------------
     mem = {}
     for label, pipeline in (("plain", None), ("vtc", PASS)):
-        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True)
+        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=0)
         exe(*inputs)
         mem[label] = exe.memory_stats()
     p, v = mem["plain"], mem["vtc"]
@@ -266,7 +266,7 @@ def _measure_donated(case, name, batch, graph, inputs, mem) -> None:
     caches = tuple(range(1, len(inputs)))   # decode builders take (x, caches...)
     donated, outputs = {}, {}
     for label, pipeline in (("plain", None), ("vtc", PASS)):
-        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, donate=caches)
+        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, donate=caches, opt_level=0)
         if set(exe.aliases) != set(caches):
             raise SystemExit(f"{case}: caches {caches} not updated in place (aliases {exe.aliases})")
         outputs[label] = _outputs(exe(*[t.clone() for t in inputs]))

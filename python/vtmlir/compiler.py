@@ -1,20 +1,15 @@
 """`vtmlir.compile`: any supported input → a runnable, inspectable compiled object.
 
-Stages (recorded as IR text in `.stages`): "graph" (linalg-on-tensors as imported or parsed),
-"optimized" (after the user's vtmlir/upstream `pipeline`, if any), then the backend's own stages.
+Stages (recorded as IR text in `.stages`): "graph" (linalg-on-tensors as imported or parsed), one
+stage per step of the default pipeline that ran ("vtc", "layouts", "temco", "lowbit"; `optimize.py`)
+or "optimized" (after the user's `pipeline`), then the backend's own stages.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 TARGETS = ("cpu", "cuda")
-
-# What `lowbit=` runs on the CPU when the graph holds quantised weights (Tilus §6): "vector" is the
-# word-at-a-time vector loops (the fast path, so the default), "portable" the fused scalar loop.
-LOWBIT_PIPELINES = {
-    "vector": "subbyte-pack, subbyte-lower{cpu-vectorize=1}",
-    "portable": "subbyte-pack, subbyte-lower",
-}
-
 
 def compile(  # noqa: A001 - mirrors torch.compile
     module,
@@ -25,12 +20,16 @@ def compile(  # noqa: A001 - mirrors torch.compile
     entry: str | None = None,
     dynamic_shapes=None,
     opt_level: int = 2,
+    memory_budget: int | None = None,
+    report: bool = False,
+    llvm_opt_level: int = 2,
     chip: str = "sm_80",
     track_memory: bool = False,
     lowbit: str | None = "vector",
     donate=(),
     threads: int | None = None,
     schedules=None,
+    prebuild: bool | None = None,
 ):
     """Compile `module` for `target`.
 
@@ -41,16 +40,26 @@ def compile(  # noqa: A001 - mirrors torch.compile
       `DynamicCache`) and returns what the module returns (a tensor, a tuple, a dict, a transformers
       `ModelOutput`; `frontend/torch_calls.py`). Non-tensor inputs (`use_cache=True`, `None`) are
       fixed at their example values. Otherwise it takes and returns flat tensors.
-    - `pipeline`: a textual pass pipeline run at graph level before code generation; vtmlir passes
-      and upstream MLIR passes mix freely (e.g. "vt-stats, canonicalize").
+    - `opt_level`: which of vtmlir's graph-level systems run (docs/pipeline.md, `vtmlir.optimize`):
+      0 none; 1 the bitwise-identical ones never measured slower (VTC data-movement elimination,
+      Tilus low-bit lowering); 2 (default) also VTensor layout selection on convolution networks
+      and TeMCO rematerialisation + fusion where lconv groups exist or `memory_budget` is given.
+      Each pass's cost model decides where it rewrites; `compiled.report()` says what each did.
+    - `memory_budget` (bytes): run TeMCO's rematerialisation and fusion whatever the graph (at
+      opt level >= 1) and report the internal peak before/after against the budget.
+    - `report`: also evaluate the internal peak the backend allocates before and after the
+      default pipeline (two extra bufferizations) for `compiled.report()`.
+    - `pipeline`: a textual pass pipeline run at graph level before code generation *instead of*
+      the opt-level pipeline; vtmlir passes and upstream MLIR passes mix freely (e.g. "vt-stats,
+      canonicalize", or "vtmlir-default{opt-level=1}, cse").
     - `entry`: the function to compile (default `@main`, else the only public function).
-    - `opt_level`: LLVM optimisation level of the CPU JIT; `chip`: the sm_XX the PTX targets.
+    - `llvm_opt_level`: LLVM optimisation level of the CPU JIT; `chip`: the sm_XX the PTX targets.
     - `track_memory` (CPU): count the bytes each call allocates; `compiled.memory_stats()` reports
       the last call's peak (see `vtmlir.backend.cpu.memory_tracking`).
-    - `lowbit` (CPU): how weights quantised with `vtmlir.quantize` are lowered when the graph holds
-      any and `pipeline` names no `subbyte-` pass: "vector" (default; `subbyte-pack,
-      subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
-      low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
+    - `lowbit` (CPU, opt level >= 1): how weights quantised with `vtmlir.quantize` are lowered when
+      the graph holds any: "vector" (default; `subbyte-pack, subbyte-lower{cpu-vectorize=1}`),
+      "portable" (`subbyte-pack, subbyte-lower`), or None (no low-bit passes: the weights are
+      dequantised in full, then multiplied). Recorded as stage "lowbit".
     - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`;
       for an `nn.Module`, indices among its tensor inputs in order). A module that writes an
       argument in place (`x.add_(1)`, `copy_`, `out=`) needs it donated (else `InputMutationError`);
@@ -61,6 +70,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
       which results that is. The values are those of the non-donated function; on the CPU the
       donated input's old values are gone after the call (pass the returned tensor to the next
       call); on CUDA the donated input's device buffer is updated and read back as the result.
+    - `dynamic_shapes` (an `nn.Module`, torch.export's `Dim` spelling, e.g. `{"x": {0: Dim("batch",
+      min=1, max=64)}}`): where a dim stays dynamic, the result is one `dynamic.DynamicExecutable`
+      that runs every shape in the declared ranges through DVM's native VM on the CPU without
+      recompiling (docs/dvm.md); `prebuild` (default: when the ranges span at most
+      `dynamic.PREBUILD_POINTS` shapes) builds every shape's templates at compile time. Static
+      shapes take the path above.
     - `threads` (CPU): threads the kernels run on: None or 0 (all cores, OpenMP), 1 (single-threaded
       code, no OpenMP), or N. Results are identical for any count (parallel tiles split only parallel
       dimensions). `schedules` (CPU): overrides of the code generation schedule per kernel kind, e.g.
@@ -76,13 +91,19 @@ def compile(  # noqa: A001 - mirrors torch.compile
     from .frontend.torch_import import export_torch, import_exported
     from .signature import box_scalars, find_entry, signature_of
 
+    from .optimize import LOWBIT_PIPELINES, check_opt_level
+
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
     donated = _donated(donate)
     threads = _threads(threads)
+    check_opt_level(opt_level)
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
+    if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
+                                      or memory_budget <= 0):
+        raise VtmlirError(f"error: memory_budget must be a positive number of bytes, got {memory_budget!r}")
     call = None
     if _is_torch_module(module):
         exported = export_torch(module, *example_args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
@@ -95,17 +116,21 @@ def compile(  # noqa: A001 - mirrors torch.compile
         graph = as_module(module, context=_fresh_context()) if _is_ir_module(module) else as_module(module)
 
     stages: dict[str, str] = {"graph": print_ir(graph)}
-    if pipeline:
-        from .passes import run_pipeline
+    if dynamic_shapes is not None:
+        from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
 
-        run_pipeline(graph, pipeline)
-        stages["optimized"] = print_ir(graph)
-    if target == "cpu" and lowbit and "subbyte-" not in (pipeline or "") and _has_byte_constants(graph):
-        from .passes import run_pipeline
+        if has_dynamic_dims(graph, entry):
+            check_target(target)
+            from .ir_utils import symbol_name
 
-        run_pipeline(graph, LOWBIT_PIPELINES[lowbit])
-        if (text := print_ir(graph)) != stages.get("optimized", stages["graph"]):
-            stages["lowbit"] = text
+            name = symbol_name(find_entry(graph, entry))
+            example = call.flatten(example_args, kwargs or {}) if call is not None else None
+            executable = DynamicExecutable(graph, name, prebuild=prebuild, example=example)
+            executable.stages = stages
+            executable.call_spec = call
+            return executable
+    optimization = _optimize_graph(graph, stages, pipeline, target=target, opt_level=opt_level,
+                                   memory_budget=memory_budget, lowbit=lowbit, report=report)
     from .vtc.lower_views import lower_views  # vt.view / vt.store_into -> kernels (vt-lower-views)
 
     if any(_pass_failure_as_error(lower_views, graph)):
@@ -120,9 +145,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if target == "cpu":
         from .backend.cpu import compile_cpu
 
-        executable = compile_cpu(graph, signature, stages, opt_level=opt_level, track_memory=track_memory,
+        executable = compile_cpu(graph, signature, stages, opt_level=llvm_opt_level, track_memory=track_memory,
                                  donate=donated, threads=threads, schedules=schedules)
         executable.call_spec = call
+        executable.optimization = optimization
         return executable
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
@@ -131,7 +157,48 @@ def compile(  # noqa: A001 - mirrors torch.compile
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, signature=signature)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
+    executable.optimization = optimization
     return executable
+
+
+def _optimize_graph(graph, stages: dict, pipeline: str | None, *, target, opt_level, memory_budget, lowbit,
+                    report):
+    """Run the opt-level pipeline (`optimize.py`), or the user's `pipeline` in place of its graph
+    steps (the Tilus lowering still runs unless `pipeline` names a subbyte pass), with a progress
+    display on a terminal; record each step's IR as a stage. Returns the `OptimizationReport`."""
+    from .backend.cpu.executable import print_ir
+    from .optimize import optimize
+    from .passes import parse_pipeline, run_pipeline
+
+    only = None
+    if pipeline:
+        parsed = parse_pipeline(pipeline)
+        run_pipeline(graph, parsed)
+        stages["optimized"] = print_ir(graph)
+        names = {p.name for p in parsed.vtmlir_passes}
+        only = () if any(n.startswith("subbyte-") for n in names) else ("lowbit",)
+
+    def record(done):
+        stages[done.step.system] = print_ir(graph)
+
+    with _progress() as on_step:
+        return optimize(graph, target=target, opt_level=opt_level, memory_budget=memory_budget, lowbit=lowbit,
+                        measure_peak=report, on_step=on_step, after_step=record, only=only)
+
+
+@contextlib.contextmanager
+def _progress():
+    """A rich status line naming the running step, on a terminal only (else: nothing)."""
+    import sys
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status("optimising") as status:
+        yield lambda step: status.update(f"optimising: {step.system} ({step.pipeline})")
 
 
 def _pass_failure_as_error(function, module):
@@ -189,24 +256,6 @@ def _threads(threads) -> int:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise VtmlirError(f"error: threads must be None or an integer >= 0, got {threads!r}")
     return threads
-
-
-def _has_byte_constants(module) -> bool:
-    """Whether the graph holds a matmul and a tensor constant of bytes (i8): the cheap sign of packed
-    quantised weights, which `vtmlir.quantize` stores as uint8 whatever their width (subbyte-pack
-    then decides for real, by evaluating each matmul's weight)."""
-    from torch_mlir import ir
-
-    from .ir_utils import walk_ops
-
-    if not walk_ops(module, "linalg.matmul"):
-        return False
-    for op in walk_ops(module, "arith.constant"):
-        t = op.results[0].type.maybe_downcast()
-        if isinstance(t, ir.RankedTensorType) and isinstance(t.element_type, ir.IntegerType) \
-                and ir.IntegerType(t.element_type).width == 8:
-            return True
-    return False
 
 
 def _is_torch_module(obj) -> bool:

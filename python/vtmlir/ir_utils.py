@@ -24,6 +24,24 @@ def symbol_name(op) -> str:
     return ir.StringAttr(op.operation.attributes["sym_name"]).value
 
 
+def copy_module(op) -> ir.Module | None:
+    """A new module in the same context holding copies of every top-level op of the module that is
+    or encloses `op` (dense resources live in the context and are shared); None outside a module."""
+    module_op = op.operation
+    while module_op is not None and module_op.name != "builtin.module":
+        module_op = module_op.parent
+    if module_op is None:
+        return None
+    module_op = module_op.operation
+    with module_op.context, module_op.location:
+        copy = ir.Module.create()
+        for attr in module_op.attributes:
+            copy.operation.attributes[attr.name] = attr.attr
+        for inner in module_op.regions[0].blocks[0].operations:
+            inner.operation.clone(ip=ir.InsertionPoint(copy.body))
+    return copy
+
+
 def child_ops(op):
     """The ops directly inside `op`'s regions, in order."""
     for region in op.regions:

@@ -140,9 +140,8 @@ def test_torch_level_module_is_refused_with_advice():
 def test_dynamic_result_shapes_are_refused_clearly():
     batch = torch.export.Dim("batch", min=2, max=64)
     args = (torch.nn.Linear(4, 4), torch.randn(2, 4))
-    with pytest.raises(VtmlirError, match=r"result 0 of @main has dynamic shape tensor<\?x4xf32>"):
-        vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}})
-    with pytest.raises(VtmlirError, match="dynamic shape .* not supported by the CUDA backend"):
+    # On the CPU a dynamic graph runs through DVM (test_compose_opt_levels.py, slow).
+    with pytest.raises(VtmlirError, match="dynamic shapes through vtmlir.compile run on the CPU"):
         vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}}, target="cuda")
 
 

@@ -22,7 +22,7 @@ def blocks():
     for name in BLOCKS:
         model, inputs = get(name).build(batch=1, seed=0)
         text = str(vtmlir.import_torch(model, *inputs))
-        out[name] = (inputs, text, vtmlir.compile(as_module(text))(*inputs))
+        out[name] = (inputs, text, vtmlir.compile(as_module(text), opt_level=0)(*inputs))
     return out
 
 
@@ -58,7 +58,7 @@ def test_nhwc_blocks_are_bitwise_identical(blocks, name):
     # Convolutions now read NHWC activations: a generic over the conv's 7 loops, reordered to
     # (n, oh, ow | c, kh, kw | f), whose input map ends in c.
     assert "(d0, d1 + d4, d2 + d5, d3)" in str(module) or "(d0, d1 * 2 + d4, d2 * 2 + d5, d3)" in str(module)
-    got = vtmlir.compile(module)(*inputs)
+    got = vtmlir.compile(module, opt_level=0)(*inputs)
     assert torch.equal(got, expected)
 
 
@@ -67,7 +67,7 @@ def test_nchw_target_needs_no_transpose_and_is_bitwise(blocks):
     module = _materialized(text, "cuda")
     assert not list(walk_ops(module.operation, "linalg.transpose"))  # f32 convs stay NCHW on cuda
     assert "layout." not in str(module)
-    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+    assert torch.equal(vtmlir.compile(module, opt_level=0)(*inputs), expected)
 
 
 @pytest.mark.parametrize("name,target", [(name, "cpu") for name in BLOCKS]
@@ -86,7 +86,7 @@ def test_blocked_blocks_are_bitwise_identical(blocks, name, target):
     for t in walk_ops(module.operation, "linalg.transpose"):
         owner = t.operands[0].owner
         assert not hasattr(owner, "operation") or owner.operation.name != "arith.constant"
-    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+    assert torch.equal(vtmlir.compile(module, opt_level=0)(*inputs), expected)
 
 
 def test_logical_loop_order_is_bitwise_identical_too(blocks):
@@ -94,7 +94,7 @@ def test_logical_loop_order_is_bitwise_identical_too(blocks):
     inputs, text, expected = blocks["resnet_bottleneck_block"]
     module = as_module(text)
     run_pipeline(module, "builtin.module(layout-select-ilp{target=cpu}, layout-materialize{loop-order=logical})")
-    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+    assert torch.equal(vtmlir.compile(module, opt_level=0)(*inputs), expected)
 
 
 def test_blocked_pad_of_channels_is_refused_by_name():
@@ -119,7 +119,7 @@ def test_unresolved_module_is_left_alone(blocks):
     module = as_module(text)
     run_pipeline(module, "builtin.module(layout-materialize)")
     assert not list(walk_ops(module.operation, "linalg.transpose"))
-    assert torch.equal(vtmlir.compile(module)(*inputs), expected)
+    assert torch.equal(vtmlir.compile(module, opt_level=0)(*inputs), expected)
 
 
 def test_compile_takes_the_layout_pipeline(blocks):

@@ -39,7 +39,7 @@ def _compile(graph, pipeline, unshare: bool, monkeypatch):
     if not unshare:
         monkeypatch.setattr(bufferize, "GRAPH_TO_KERNELS",
                             bufferize.GRAPH_TO_KERNELS.replace("unshare-fill-inits, ", ""))
-    exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=0)
+    exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=0, llvm_opt_level=0)
     monkeypatch.undo()
     return exe
 

@@ -64,8 +64,8 @@ def test_c3k2_bitwise_fewer_copies_producers_write_the_concat_buffer(c3k2):
     one-shot bufferization gives it a temporary and a copy, `memref-elide-temporary-copies`
     removes them. Without the pass the concat copies all three parts in."""
     model, inputs, graph = c3k2
-    plain = vtmlir.compile(graph, opt_level=0)
-    optimised = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    plain = vtmlir.compile(graph, opt_level=0, llvm_opt_level=0)
+    optimised = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     assert torch.equal(plain(*inputs), optimised(*inputs))
     with torch.no_grad():
         torch.testing.assert_close(optimised(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
@@ -82,10 +82,10 @@ def test_c3k2_without_elision_the_residual_add_is_copied(c3k2, monkeypatch):
     from vtmlir.backend import bufferize
 
     _, inputs, graph = c3k2
-    with_elision = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    with_elision = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     monkeypatch.setattr(bufferize, "GRAPH_TO_KERNELS",
                         bufferize.GRAPH_TO_KERNELS.replace("memref-elide-temporary-copies, ", ""))
-    without = vtmlir.compile(graph, pipeline=PASS, opt_level=0)
+    without = vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=0)
     assert _copies_into(without.stages["kernels"], "memref<1x12x8x8xf32>") == 1
     assert torch.equal(with_elision(*inputs), without(*inputs))
 
@@ -113,7 +113,7 @@ def test_insert_slice_chain_concat_bitwise():
     argument is copied into the other."""
     x = torch.randn(2, 4)
     y = torch.randn(2, 3)
-    plain = vtmlir.compile(INSERT_CHAIN)(x, y)
+    plain = vtmlir.compile(INSERT_CHAIN, opt_level=0)(x, y)
     exe = vtmlir.compile(INSERT_CHAIN, pipeline=PASS)
     assert '"vt.store_into"' in exe.stages["optimized"]
     assert "tensor.insert_slice" not in exe.stages["optimized"]
@@ -184,7 +184,7 @@ def test_fan_out_and_partial_cover_bitwise(text, shapes):
     exe = vtmlir.compile(text, pipeline=PASS)
     assert "tensor.concat" not in exe.stages["optimized"]
     assert exe.stages["optimized"].count('"vt.store_into"') == 2
-    for a, b in zip(_outs(vtmlir.compile(text)(*args)), _outs(exe(*args))):
+    for a, b in zip(_outs(vtmlir.compile(text, opt_level=0)(*args)), _outs(exe(*args))):
         assert torch.equal(a, b)
 
 
@@ -213,7 +213,7 @@ def test_concat_returned_through_a_reshape_is_stored_into_the_out_parameter():
     module = as_module(RESHAPED_CONCAT)
     (ptg,) = eliminate(module.operation)
     assert "the concat buffer is needed: func.return reads it (through tensor.expand_shape)" in report_text(ptg)
-    plain = vtmlir.compile(RESHAPED_CONCAT)
+    plain = vtmlir.compile(RESHAPED_CONCAT, opt_level=0)
     exe = vtmlir.compile(RESHAPED_CONCAT, pipeline=PASS)
     x, w, y = torch.randn(4, 8), torch.randn(8, 6), torch.randn(4, 2)
     assert torch.equal(plain(x, w, y), exe(x, w, y))

@@ -77,7 +77,7 @@ def _generalized_stats(module):
 def test_zoo_bitwise_identical_and_fewer_bytes(name):
     model, inputs = get(name).build(batch=1)
     graph = vtmlir.import_torch(model, *inputs)
-    plain = _as_list(vtmlir.compile(graph, schedules=EXACT_SCHEDULES)(*inputs))
+    plain = _as_list(vtmlir.compile(graph, schedules=EXACT_SCHEDULES, opt_level=0)(*inputs))
     optimised_exe = vtmlir.compile(graph, pipeline=PASS, schedules=EXACT_SCHEDULES)
     optimised = _as_list(optimised_exe(*inputs))
     assert len(plain) == len(optimised)
@@ -147,7 +147,7 @@ def test_rewrite_composes_chains_and_runs():
     }
     """
     x, y = torch.randn(4, 8), torch.randn(4, 8)
-    ref = vtmlir.compile(text, schedules=EXACT_SCHEDULES)(x, y)
+    ref = vtmlir.compile(text, schedules=EXACT_SCHEDULES, opt_level=0)(x, y)
     m = as_module(text)
     (ptg,) = eliminate(m.operation, AnalyticCostModel())
     assert ptg.total_saving > 0
@@ -160,7 +160,7 @@ def test_rewrite_composes_chains_and_runs():
              if op.operation.name == "vt.view"]
     assert any(len(v.operation.operands) == 1 and str(v.operation.operands[0].type) == "tensor<4x8xf32>"
                and str(v.operation.results[0].type) == "tensor<2x8xf32>" for v in views)
-    got = vtmlir.compile(str(m), schedules=EXACT_SCHEDULES)(x, y)
+    got = vtmlir.compile(str(m), schedules=EXACT_SCHEDULES, opt_level=0)(x, y)
     assert torch.equal(ref, got)
     assert torch.equal(ref, torch.exp((x + y).T[2:6].reshape(2, 8)))
 
@@ -229,7 +229,7 @@ def test_llama_kv_cache_written_in_place_no_copy_before_attention():
     not read a fresh tensor.empty), which the backend's bufferize pipeline runs."""
     model, inputs = get("llama_decoder_layer").build(batch=1)
     graph = vtmlir.import_torch(model, *inputs)
-    plain = vtmlir.compile(graph, schedules=EXACT_SCHEDULES)
+    plain = vtmlir.compile(graph, schedules=EXACT_SCHEDULES, opt_level=0)
     optimised = vtmlir.compile(graph, pipeline=PASS, schedules=EXACT_SCHEDULES)
     assert "vt.store_into" in optimised.stages["optimized"]
     for a, b in zip(_as_list(plain(*inputs)), _as_list(optimised(*inputs))):
@@ -280,7 +280,7 @@ def test_concat_view_read_through_split_loops_bitwise():
     generic per piece writing a slice of the output), no gather, no copy; bitwise identical."""
     model, x = _C3k2Like().eval(), torch.randn(1, 4, 5, 5)
     graph = vtmlir.import_torch(model, x)
-    plain = vtmlir.compile(graph, schedules=EXACT_SCHEDULES)
+    plain = vtmlir.compile(graph, schedules=EXACT_SCHEDULES, opt_level=0)
     optimised = vtmlir.compile(graph, pipeline=PASS, schedules=EXACT_SCHEDULES)
     assert "tensor.concat" not in optimised.stages["optimized"]
     assert '"vt.view"' not in optimised.stages["vt-lowered"]

@@ -57,8 +57,8 @@ def test_vtc_workload_bitwise_numerics_and_fewer_data_movement_ops(name):
     dialects = {op.name.split(".", 1)[0] for op in walk_ops(graph)}
     assert not dialects & NON_LINALG_DIALECTS, f"{name} is not linalg-on-tensors: {dialects}"
 
-    plain = _as_list(vtmlir.compile(graph, opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
-    optimised = _as_list(vtmlir.compile(graph, pipeline=PASS, opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
+    plain = _as_list(vtmlir.compile(graph, opt_level=0, llvm_opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
+    optimised = _as_list(vtmlir.compile(graph, pipeline=PASS, opt_level=0, llvm_opt_level=OPT, schedules=EXACT_SCHEDULES)(*inputs))
     with torch.no_grad():
         eager = _as_list(model(*inputs))
     assert len(plain) == len(optimised) == len(eager)
@@ -87,7 +87,7 @@ def test_shufflenet_views_do_not_raise_the_measured_peak():
     peaks, outputs = {}, {}
     for label, pipeline in (("plain", None), ("aware", PASS),
                             ("unaware", "vt-eliminate-data-movement{quiet=true memory-aware=false}")):
-        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=OPT)
+        exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=0, llvm_opt_level=OPT)
         outputs[label] = _as_list(exe(*inputs))
         peaks[label] = exe.memory_stats().peak_internal_bytes
     assert peaks["aware"] <= peaks["plain"] < peaks["unaware"], peaks

@@ -28,7 +28,16 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("input", help="a .mlir file at linalg-on-tensors level, '-' for stdin, or a zoo model name")
     comp.add_argument("--target", default="cpu", choices=("cpu", "cuda"))
     comp.add_argument("--chip", default="sm_80", help="CUDA chip the PTX targets (default: sm_80)")
-    comp.add_argument("--pipeline", help="graph-level pipeline to run first (vtmlir and upstream passes)")
+    comp.add_argument("--pipeline", help="graph-level pipeline to run instead of the opt-level one (vtmlir and "
+                                         "upstream passes)")
+    comp.add_argument("-O", "--opt-level", dest="opt_level", type=int, default=2, choices=(0, 1, 2),
+                      help="vtmlir's optimisation level: 0 none, 1 bitwise-identical steps, 2 (default) "
+                           "everything that wins on the target (docs/pipeline.md)")
+    comp.add_argument("--memory-budget", type=int, help="bytes: run TeMCO's rematerialisation and fusion")
+    comp.add_argument("--llvm-opt-level", type=int, default=2, choices=(0, 1, 2, 3),
+                      help="LLVM optimisation level of the CPU JIT (default: 2)")
+    comp.add_argument("--report", action="store_true",
+                      help="print what each optimisation step did (and the kernels' schedules) to stderr")
     comp.add_argument("--emit", help="a stage name, 'ptx' or 'host' (cuda), or 'stages' to list them "
                                      "(default: llvm for cpu, ptx for cuda)")
     comp.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
@@ -92,7 +101,8 @@ def _compile(args) -> int:
     from vtmlir.errors import VtmlirError
     from vtmlir.models import REGISTRIES, get
 
-    options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip)
+    options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
+                   memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
         compiled = vtmlir.compile(model, *inputs, **options)
@@ -110,6 +120,8 @@ def _compile(args) -> int:
                 raise VtmlirError(f"error: '{args.input}' is neither a file nor a zoo model (see `vtmlir models`)")
         compiled = vtmlir.compile(source, **options)
 
+    if args.report:
+        sys.stderr.write(f"{compiled.report()}\n")
     emit = args.emit or ("ptx" if args.target == "cuda" else "llvm")
     if emit == "stages":
         text = "\n".join(compiled.stages) + "\n"

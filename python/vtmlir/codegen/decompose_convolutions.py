@@ -57,7 +57,8 @@ def decompose_convolution(op) -> bool:
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
         return False
-    window = sorted(linalg.infer_convolution_dimensions(op).filter_loop)
+    dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
+    window = sorted(dims.filter_loop) if dims is not None else []
     if not window:
         return False
     n_loops = len(ranges)

@@ -240,8 +240,11 @@ def classify(op: ir.Operation) -> Kernel:
     if problem := _memory_problem(op, maps, ranges):
         kernel.reason = problem
         return kernel
-    if op.name == "linalg.generic" and linalg.isa_convolution_op(op):
-        dims = linalg.infer_convolution_dimensions(op)
+    # infer_convolution_dimensions is None where isa_convolution_op's looser check held (a window
+    # read through a VTC view's folded map): such a kernel is classified by the rules below.
+    dims = linalg.infer_convolution_dimensions(op) if op.name == "linalg.generic" and linalg.isa_convolution_op(op) \
+        else None
+    if dims is not None:
         kernel.kind = KernelKind.CONVOLUTION
         kernel.batch = tuple(dims.batch) + tuple(dims.depth)
         kernel.m, kernel.n = tuple(dims.output_image), tuple(dims.output_channel)

@@ -80,6 +80,8 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
+    # The default optimisation pipeline (python/vtmlir/optimize.py, docs/pipeline.md).
+    "vtmlir-default": "vtmlir.vtmlir_default",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}

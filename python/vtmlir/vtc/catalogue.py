@@ -225,8 +225,10 @@ def generic_parts(op):
         return None
     arg = ir.BlockArgument(value)
     n_inputs = len(op.operands) - 1
-    if arg.arg_number >= n_inputs or not isinstance(op.operands[arg.arg_number].type, ir.RankedTensorType):
-        return None  # yields the init, or a scalar input (a generalized fill): no data movement
+    if arg.arg_number >= n_inputs:
+        return None
+    if not isinstance(op.operands[arg.arg_number].type.maybe_downcast(), ir.RankedTensorType):
+        return None  # a scalar operand broadcast (a fill): nothing to view
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
     in_map, out_map = maps[arg.arg_number], maps[n_inputs]
     if not out_map.is_permutation:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..errors import VtmlirError
-from ..ir_utils import symbol_name, walk_ops
+from ..ir_utils import copy_module, symbol_name, walk_ops
 from ..passes import run_pipeline
 from .greedy import PointsToGraph
 from .lower_views import lower_views
@@ -82,20 +82,9 @@ class MemoryDecision:
 
 
 def _copy_module(func) -> ir.Module:
-    """A new module in the same context holding copies of every top-level op of `func`'s module
-    (dense resources live in the context and are shared)."""
-    module_op = func.operation.parent
-    while module_op is not None and module_op.name != "builtin.module":
-        module_op = module_op.parent
-    if module_op is None:
+    copy = copy_module(func)
+    if copy is None:
         raise VtmlirError("the function is not inside a module")
-    module_op = module_op.operation
-    with module_op.context, module_op.location:
-        copy = ir.Module.create()
-        for attr in module_op.attributes:
-            copy.operation.attributes[attr.name] = attr.attr
-        for op in module_op.regions[0].blocks[0].operations:
-            op.operation.clone(ip=ir.InsertionPoint(copy.body))
     return copy
 
 

@@ -47,6 +47,8 @@ class CpuExecutable:
         self._descriptors: DescriptorTable | None = None
         self._dynamic_inputs = {i for i, spec in enumerate(signature.inputs) if not spec.is_static}
         self._fast: _FastCall | None = None  # built at the first call (imports torch)
+        # Set by `vtmlir.compile`: what the default pipeline did (`optimize.OptimizationReport`).
+        self.optimization = None
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -108,9 +110,12 @@ class CpuExecutable:
         return self._descriptors
 
     def report(self):
-        """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept
-        scalar loops with the reason (`print(compiled.report())`)."""
-        return self._kernel_report
+        """`backend.report.CompileReport`: per step of the default pipeline what changed and its time, then
+        each kernel's class and schedule and the kernels that kept scalar loops with the reason
+        (`print(compiled.report())`; the `codegen.KernelReport`'s attributes read through it)."""
+        from ..report import CompileReport
+
+        return CompileReport(self.optimization, self._kernel_report)
 
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""

@@ -72,6 +72,14 @@ class CudaExecutable:
         self._cubins: dict[str, dict[str, bytes]] = {}
         self._runtime = None
         self.call_spec = None  # as CpuExecutable.call_spec
+        self.optimization = None  # as CpuExecutable.optimization
+
+    def report(self):
+        """`backend.report.CompileReport`: what the default pipeline did, and the kernels' launches."""
+        from ..report import CompileReport
+
+        launches = "\n".join(f"  {k.name}: grid {k.grid}, block {k.block}" for k in self.kernels)
+        return CompileReport(self.optimization, extra=f"{len(self.kernels)} CUDA kernels\n{launches}")
 
     @property
     def ptx(self) -> dict[str, str]:

@@ -1,0 +1,97 @@
+"""`vtmlir.compile(..., dynamic_shapes=...)`: one callable for every shape in the declared ranges.
+
+The graph imported with torch.export `Dim`s keeps `?` dims and the symbol table of their ranges
+(docs/dvm.md, "Dynamic import"); `DynamicExecutable` runs it through DVM (`dvm.runner.DvmFunction`,
+the native VM compiled once through MLIR): a new shape costs the per-structure template fill, never a
+recompile. Where the ranges span at most `PREBUILD_POINTS` shapes, every template is built ahead of
+time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where no dim is dynamic.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .errors import VtmlirError
+
+# Shape spaces up to this many points are prebuilt at compile time (DVM's `prebuild`).
+PREBUILD_POINTS = 64
+
+
+class DynamicExecutable:
+    """A function compiled for dynamic shapes, run by DVM's native VM on the CPU."""
+
+    target = "cpu"
+
+    def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None):
+        import math
+
+        from .dvm.runner import DvmFunction
+
+        start = time.perf_counter()
+        self.graph = graph  # the function's values live in its context
+        self.function = DvmFunction(graph, entry, native=True)
+        self.call_spec = None
+        self.optimization = None
+        self.stages: dict[str, str] = {}
+        self.prebuilt = None
+        ranges = self.function.symbols.symbols
+        points = math.prod(hi - lo + 1 for lo, hi, _ in ranges.values()) if ranges else 0
+        if prebuild or (prebuild is None and 0 < points <= PREBUILD_POINTS):
+            self.prebuilt = self.function.prebuild(limit=max(points, 1))
+        if example is not None:
+            self.run(*example)  # the first call JIT-compiles the native VM: at compile time, not the user's
+        self.compile_seconds = time.perf_counter() - start
+
+    @property
+    def symbols(self) -> dict:
+        """Shape symbol -> (min, max, the user's Dim name)."""
+        return dict(self.function.symbols.symbols)
+
+    def __call__(self, *args, **kwargs):
+        from .frontend.torch_calls import call_compiled
+
+        return call_compiled(self, args, kwargs)
+
+    def run(self, *args) -> tuple:
+        import torch
+
+        arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        return tuple(torch.from_numpy(np.ascontiguousarray(r)) for r in self.function(*arrays))
+
+    def report(self):
+        """`backend.report.CompileReport` with DVM's part: symbols, kernels, templates, compile times."""
+        from .backend.report import CompileReport
+
+        f = self.function
+        lines = [f"dvm (dynamic shapes): {len(f.kernels)} kernel(s); symbols "
+                 + ", ".join(f"{name}{'=' + n if n else ''} in [{lo}, {hi}]" for name, (lo, hi, n) in self.symbols.items()),
+                 f"  templates {f.template_count()}, per-shape compile {f.compile_seconds * 1e3:.2f} ms so far, "
+                 f"setup {self.compile_seconds:.2f} s"]
+        if self.prebuilt is not None:
+            p = self.prebuilt
+            lines.append(f"  prebuilt: {p['points']} shape(s), {p['templates']} template(s) in {p['seconds']:.2f} s")
+        return CompileReport(self.optimization, extra="\n".join(lines))
+
+
+def has_dynamic_dims(graph, entry: str | None) -> bool:
+    """Whether the entry function takes or returns a tensor with a `?` dim."""
+    from torch_mlir import ir
+
+    from .signature import find_entry
+
+    func = find_entry(graph, entry)
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    for t in [*ftype.inputs, *ftype.results]:
+        t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
+        if isinstance(t, ir.RankedTensorType) and any(ir.ShapedType.is_dynamic_size(d) for d in t.shape):
+            return True
+    return False
+
+
+def check_target(target: str) -> None:
+    if target != "cpu":
+        raise VtmlirError(f"error: dynamic shapes through vtmlir.compile run on the CPU (DVM's native VM); "
+                          f"got target '{target}' (DVM's PTX VM is reached through vtmlir.dvm)")
