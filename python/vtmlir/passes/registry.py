@@ -75,10 +75,13 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
     "codegen-split-checks": "vtmlir.codegen.split_checks",
+    "codegen-split-prologues": "vtmlir.codegen.split_prologues",
+    "codegen-transpose-b-operands": "vtmlir.codegen.transpose_b_operands",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
+    "codegen-approximate-math": "vtmlir.codegen.approximate_math",
 }
 
 _REGISTRY: dict[str, type[Pass]] = {}
