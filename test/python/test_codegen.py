@@ -260,7 +260,7 @@ def test_fused_prologues_are_split_from_their_contractions():
         conv[0].running_mean.uniform_(-1, 1)
         conv[0].running_var.uniform_(0.5, 2)
     for model, x, product in ((linear, torch.randn(3, 5, 40), "contraction 3x5x24x40"),
-                              (conv, torch.randn(2, 8, 9, 9), "contraction 2x16x9x9x8")):
+                              (conv, torch.randn(2, 8, 9, 9), "contraction 2x16x81x8")):
         scheduled, loops = _exact_and_loops(model, x)
         report = scheduled.report()
         assert all(p.kind == "row-reduction" for p in report.fallbacks), str(report)  # (exact: loops)

@@ -17,70 +17,16 @@ the untransposed kernel.
 
 from __future__ import annotations
 
-import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
-from ..ir_constants import elements_array
 from ..passes.registry import Pass, register_pass
 from .bodies import iterator_attr
 from .kernels import KernelKind, classify, rewrite_generics
+from .weights import Globals
 
-_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
-
-
-def _is_identity_layout(t: ir.MemRefType) -> bool:
-    strides, offset = t.get_strides_and_offset()
-    expected, size = [], 1
-    for extent in reversed(list(t.shape)):
-        expected.insert(0, size)
-        size *= extent
-    return offset == 0 and list(strides) == expected
-
-
-def _constant_value(value, symbols) -> np.ndarray | None:
-    """The value of `value` when it is a constant global read whole (possibly reshaped), else None."""
-    t = value.type
-    if not isinstance(t, ir.MemRefType) or not t.has_static_shape or not _is_identity_layout(t):
-        return None
-    if isinstance(value, ir.BlockArgument):
-        return None
-    op = value.owner.operation  # (the op view of memref.get_global has a `name` attribute of its own)
-    if op.name in _RESHAPES:
-        source = _constant_value(op.operands[0], symbols)
-        return None if source is None else source.reshape(list(t.shape))
-    if op.name != "memref.get_global":
-        return None
-    name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
-    glob = symbols.get(name)
-    if glob is None or "constant" not in glob.attributes or "initial_value" not in glob.attributes:
-        return None
-    return elements_array(glob.attributes["initial_value"])
-
-
-def _symbol_table(module_op) -> dict[str, ir.Operation]:
-    return {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
-            for op in module_op.regions[0].blocks[0].operations if "sym_name" in op.attributes}
-
-
-def _new_global(module_op, symbols, base: str, data: np.ndarray, element_type) -> str:
-    name, i = f"{base}_transposed", 0
-    while name in symbols:
-        i += 1
-        name = f"{base}_transposed_{i}"
-    mtype = ir.MemRefType.get(list(data.shape), element_type)
-    ttype = ir.RankedTensorType.get(list(data.shape), element_type)
-    attr = ir.DenseResourceElementsAttr.get_from_buffer(np.ascontiguousarray(data), name, ttype)
-    with ir.InsertionPoint.at_block_begin(module_op.regions[0].blocks[0]):
-        glob = memref.GlobalOp(name, ir.TypeAttr.get(mtype), sym_visibility="private", initial_value=attr,
-                               constant=True, alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64))
-    symbols[name] = glob.operation
-    return name
-
-
-def transpose_b_operand(op, module_op, symbols, folded: set[str] | None = None) -> bool:
-    """Give one contraction (`op`, a linalg.generic on memrefs) a B with n innermost. The names of
-    the constant globals transposed at compile time are added to `folded`."""
+def transpose_b_operand(op, globals_: Globals) -> bool:
+    """Give one contraction (`op`, a linalg.generic on memrefs) a B with n innermost."""
     kernel = classify(op)
     if kernel.kind is not KernelKind.CONTRACTION or not kernel.b_transposed:
         return False
@@ -94,30 +40,17 @@ def transpose_b_operand(op, module_op, symbols, folded: set[str] | None = None) 
     source_type = ir.MemRefType(value.type)
     shape = [source_type.shape[i] for i in perm]
     with op.location:
-        data = _constant_value(value, symbols)
+        data = globals_.constant_value(value)
         if data is not None:
-            base = ir.FlatSymbolRefAttr(_root_global(value).attributes["name"]).value
-            if folded is not None:
-                folded.add(base)
-            name = _new_global(module_op, symbols, base, data.transpose(perm), source_type.element_type)
             with ir.InsertionPoint(op):
-                new_value = memref.GetGlobalOp(ir.MemRefType.get(shape, source_type.element_type), name).result
+                new_value = globals_.read_relaid(value, data.transpose(perm), "transposed")
         else:
             new_value = _transposed_copy(op, value, perm, shape, source_type.element_type)
     op.operands[b] = new_value
-    if data is not None:
-        _erase_if_unused(value)
     maps = list(kernel.maps)
     maps[b] = new_map
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
     return True
-
-
-def _root_global(value):
-    op = value.owner.operation
-    while op.name in _RESHAPES:
-        op = op.operands[0].owner.operation
-    return op
 
 
 def _transposed_copy(op, value, perm: list[int], shape: list[int], element_type) -> ir.Value:
@@ -140,36 +73,12 @@ def _transposed_copy(op, value, perm: list[int], shape: list[int], element_type)
     return buffer
 
 
-def _erase_if_unused(value) -> None:
-    """Erase the reads of a weight (get_global and reshapes) that nothing uses any more."""
-    while not isinstance(value, ir.BlockArgument) and not list(value.uses):
-        op = value.owner.operation
-        if op.name not in _RESHAPES and op.name != "memref.get_global":
-            return
-        source = op.operands[0] if op.name in _RESHAPES else None
-        op.erase()
-        if source is None:
-            return
-        value = source
-
-
 def transpose_b_operands(module_op) -> int:
     """Transpose the B operand of every contraction that reads it along k; returns how many. A
     weight global that nothing reads untransposed any more is erased (the JIT would keep it)."""
-    symbols = _symbol_table(module_op)
-    folded: set[str] = set()
-    count = rewrite_generics(module_op, lambda op: transpose_b_operand(op, module_op, symbols, folded))
-    read = set()
-
-    def visit(op):
-        if op.name == "memref.get_global":
-            read.add(ir.FlatSymbolRefAttr(op.attributes["name"]).value)
-        return ir.WalkResult.ADVANCE
-
-    if folded:
-        module_op.walk(visit)
-    for name in folded - read:
-        symbols.pop(name).erase()
+    globals_ = Globals(module_op)
+    count = rewrite_generics(module_op, lambda op: transpose_b_operand(op, globals_))
+    globals_.erase_unread()
     return count
 
 

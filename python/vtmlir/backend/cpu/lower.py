@@ -28,9 +28,9 @@ from ...passes import run_pipeline
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
-SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
-                  "codegen-split-checks, codegen-split-prologues, codegen-decompose-convolutions, codegen-transpose-b-operands, "
-                  "canonicalize, codegen-attach-schedule{threads=%d%s})")
+KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-split-checks, "
+                      "codegen-split-prologues, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
@@ -104,8 +104,7 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
     for stage, pipeline in cpu_stages(threads, items, track_memory):
         if stage == "schedule":
             # The attach pass as a function: its plan (a return value) feeds the report.
-            head = pipeline.rsplit(", codegen-attach-schedule", 1)[0] + ")"
-            run_pipeline(module, head, what="lowering for the CPU (stage 'schedule')")
+            run_pipeline(module, f"builtin.module({KERNEL_PREPARATION})", what="lowering for the CPU (stage 'schedule')")
             plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
         else:
             run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
