@@ -331,3 +331,27 @@ def test_integer_abs_lowers_with_threads(schedules):
     x = torch.randint(-50, 50, (8, 37))
     compiled = _compile(_IntAbs(), x, threads=2, schedules=schedules)
     assert torch.equal(compiled(x), torch.abs(x) * 2)
+
+
+class _Permute(torch.nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        return x.permute(*self.dims).contiguous()
+
+
+@pytest.mark.parametrize("shape, dims, threads", [
+    ((37, 53), (1, 0), 1),  # both dimensions peeled
+    ((256, 192), (1, 0), 2),  # blocked (64 x 64), split over threads
+    ((2, 24, 7, 9), (0, 2, 3, 1), 1),  # NCHW -> NHWC
+    ((1, 4, 29, 5, 5), (0, 2, 1, 3, 4), 2),  # shufflenet's channel shuffle (contiguous 5x5 rows)
+])
+def test_transposing_copies_are_exact(shape, dims, threads):
+    # Transposes are tiled into register-sized squares swapped with shuffles: data movement, bitwise.
+    x = torch.randn(*shape)
+    compiled = _compile(_Permute(dims), x, threads=threads)
+    report = compiled.report()
+    assert not report.fallbacks, str(report)
+    assert torch.equal(compiled(x), x.permute(*dims).contiguous())

@@ -120,6 +120,20 @@ def lower_contractions(scope: ir.Value) -> None:
             lowering_strategy=transform_vector.VectorContractLowering.ParallelArith)
 
 
+def lower_transposes(scope: ir.Value, vector_bits: int) -> None:
+    """A transfer_read with a permutation map (a transposing copy's tile) → a plain read and a
+    vector.transpose, lowered to shuffles: 16x16 blocks on AVX-512, 8x8 with AVX2's lowering."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyTransferPermutationPatternsOp()
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        strategy = (transform_vector.VectorTransposeLowering.Shuffle16x16 if vector_bits >= 512
+                    else transform_vector.VectorTransposeLowering.Shuffle1D)
+        transform_vector.ApplyLowerTransposePatternsOp(lowering_strategy=strategy,
+                                                       avx2_lowering_strategy=vector_bits == 256)
+
+
 def lower_multi_reductions(scope: ir.Value) -> None:
     """vector.multi_reduction → vector.reduction per row (innermost reduction) or elementwise ops."""
     patterns = transform.ApplyPatternsOp(scope)
