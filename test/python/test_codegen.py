@@ -355,3 +355,31 @@ def test_transposing_copies_are_exact(shape, dims, threads):
     report = compiled.report()
     assert not report.fallbacks, str(report)
     assert torch.equal(compiled(x), x.permute(*dims).contiguous())
+
+
+class _Pool(torch.nn.Module):
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+@pytest.mark.parametrize("pool, vectorized", [
+    (torch.nn.MaxPool2d(3, 1, 1), True),  # per tap: a vectorised max over shifted views
+    (torch.nn.AvgPool2d(3, 1, 1), True),
+    (torch.nn.MaxPool2d(3, 2, 1), False),  # a strided tap stays loops (gathered vectors are slower)
+    (torch.nn.AvgPool2d(2), False),
+])
+def test_pooling_runs_per_tap_in_the_loops_order(pool, vectorized):
+    # codegen-decompose-convolutions moves a pooling's window loops outside (one kernel per tap): each
+    # output still takes its taps in the loops' order, so max and average pooling stay bitwise.
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 13, 37)
+    compiled = _compile(_Pool(pool), x, threads=2)
+    report = compiled.report()
+    assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
+    strided = [p for p in report.fallbacks if "strided" in p.reason]
+    assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
+    assert torch.equal(compiled(x), pool(x))

@@ -29,7 +29,7 @@ from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Pass, register_pass
 from .bodies import clone_ops, iterator_attr
-from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
+from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
 from .weights import Globals
 
 # An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
@@ -62,14 +62,16 @@ def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def decompose_convolution(op) -> bool:
-    """Rewrite one convolution generic per tap, in place (moved into its tap loops); False if it does not fit."""
+def decompose_convolution(op, window: list[int] | None = None) -> bool:
+    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
+    place (moved into its tap loops); False if it does not fit."""
     op = op.operation
     maps = indexing_maps_of(op)
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
         return False
-    window = sorted(linalg.infer_convolution_dimensions(op).filter_loop)
+    if window is None:
+        window = sorted(linalg.infer_convolution_dimensions(op).filter_loop)
     if not window:
         return False
     n_loops = len(ranges)
@@ -450,12 +452,26 @@ def _collapse(value, groups: list[list[int]]):
     return memref.CollapseShapeOp(result, value, reassociation).result
 
 
+def _pooling_window(op) -> list[int] | None:
+    """A pooling generic's window dimensions (its reduction dimensions), or None for any other kernel
+    and for a body that reads its loop indices (max pooling's indices: the taps' loops would move them)."""
+    kernel = classify(op)
+    if kernel.kind is not KernelKind.POOLING or len(op.opview.outputs) != 1:
+        return None
+    if any(inner.name == "linalg.index" for inner in op.regions[0].blocks[0].operations):
+        return None
+    return list(kernel.reduction_dims)
+
+
 def decompose_convolutions(module_op) -> int:
     """Decompose every convolution generic of the kernel level; returns how many."""
     globals_ = Globals(module_op)
 
     def rewrite(op):
-        return linalg.isa_convolution_op(op) and (_im2col_convolution(op, globals_) or decompose_convolution(op))
+        if linalg.isa_convolution_op(op):
+            return _im2col_convolution(op, globals_) or decompose_convolution(op)
+        window = _pooling_window(op)
+        return bool(window) and decompose_convolution(op, window)
 
     count = rewrite_generics(module_op, rewrite)
     globals_.erase_unread()

@@ -196,6 +196,8 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
     input's contiguous dimension, not the output's: a transposition), that dimension is tiled by
     `width` too, so each tile reads `width` contiguous rows and transposes them in registers."""
     rank, ranges = kernel.rank, kernel.loop_ranges
+    if kernel.op.name == "linalg.map":  # (a padding's fill) its tiles would have dynamic shapes
+        op = t.generalize(op)
     parts = _parallel_parts(kernel, parts)
     forall_sizes = [0] * rank
     split = next((d for d in range(rank) if d != vector_dim and d not in kernel.reduction_dims and ranges[d] > 1), None)

@@ -68,6 +68,11 @@ def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 
 
+def generalize(target: ir.Value) -> ir.Value:
+    """A named structured op as the `linalg.generic` it stands for (attributes kept)."""
+    return structured.GeneralizeOp(target).transformed
+
+
 def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
     """Copy the named operands' tiles into 64-byte aligned stack buffers (packing, §10 of the notes)."""
     return structured_gen.PromoteOp(any_op(), target, operands_to_promote=list(operands), use_alloca=True,
