@@ -24,86 +24,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
 from ..passes.registry import Pass, register_pass
-from .bodies import backward_slice, clone_ops, iterator_attr
+from .bodies import clone_ops, make_prologue, owner_in, static_shape
 from .kernels import indexing_maps_of, rewrite_generics
-
-
-def _static_shape(value) -> list[int] | None:
-    t = value.type
-    if not isinstance(t, ir.MemRefType) or any(t.is_dynamic_dim(i) for i in range(t.rank)):
-        return None
-    return list(t.shape)
-
-
-def _owner_in(block: ir.Block, value, name: str):
-    """The op of `block` named `name` that defines `value`, or None."""
-    if isinstance(value, ir.BlockArgument):
-        return None
-    owner = value.owner.operation
-    return owner if owner.name == name and owner.parent == block.owner else None
-
-
-def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
-    """An input among `args` whose map names every dimension the others read as a plain result, and
-    the maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
-    for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
-        results = list(maps[anchor].results)
-        position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}
-        rank = len(results)
-        new_maps = []
-        for a in args:
-            if a == anchor:
-                new_maps.append(ir.AffineMap.get_identity(rank))
-                continue
-            exprs = []
-            for e in maps[a].results:
-                if isinstance(e, ir.AffineDimExpr) and e.position in position:
-                    exprs.append(ir.AffineDimExpr.get(position[e.position]))
-                elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
-                    exprs.append(e)
-                else:
-                    break
-            else:
-                new_maps.append(ir.AffineMap.get(rank, 0, exprs))
-                continue
-            break
-        else:
-            return anchor, new_maps
-    return None
-
-
-def _make_prologue(op, block, side, maps):
-    """Compute `side` (a value of `op`'s body) in a kernel of its own; returns (buffer, its map in
-    `op`, the new ops) or None."""
-    found = backward_slice(block, [side])
-    n_inputs = len(op.opview.inputs)
-    if found is None:
-        return None
-    ops, args = found
-    args = sorted(args)
-    if not args or any(a >= n_inputs for a in args):
-        return None  # reads the output (an accumulation, not a prologue) or no input at all
-    chosen = _anchor(args, maps)
-    if chosen is None:
-        return None
-    anchor, new_maps = chosen
-    shape = _static_shape(op.operands[anchor])
-    if shape is None:
-        return None
-    rank = len(shape)
-    with op.location, ir.InsertionPoint(op):
-        buffer_type = ir.MemRefType.get(shape, side.type)
-        identity = ir.AffineMap.get_identity(rank)
-        alloc = memref.AllocOp(buffer_type, [], [], alignment=64)
-        prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
-                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps + [identity]]),
-                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
-        body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
-        mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
-        with ir.InsertionPoint(body):
-            clone_ops(ops, mapping)
-            linalg.YieldOp([mapping[side]])
-    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
 
 
 def split_prologues(op) -> bool:
@@ -112,7 +34,7 @@ def split_prologues(op) -> bool:
     if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op):
         return False
     maps = indexing_maps_of(op)
-    if maps is None or len(op.opview.outputs) != 1 or _static_shape(op.operands[-1]) is None:
+    if maps is None or len(op.opview.outputs) != 1 or static_shape(op.operands[-1]) is None:
         return False
     block = op.regions[0].blocks[0]
     n_inputs = len(op.opview.inputs)
@@ -120,11 +42,11 @@ def split_prologues(op) -> bool:
     terminator = list(block.operations)[-1]
     if len(terminator.operands) != 1:
         return False
-    add = _owner_in(block, terminator.operands[0], "arith.addf")
+    add = owner_in(block, terminator.operands[0], "arith.addf")
     if add is None or out_arg not in list(add.operands):
         return False
     product = add.operands[1] if add.operands[0] == out_arg else add.operands[0]
-    mul = _owner_in(block, product, "arith.mulf")
+    mul = owner_in(block, product, "arith.mulf")
     if mul is None:
         return False
     sides = []  # per side: (operand, map, is_new)
@@ -133,7 +55,7 @@ def split_prologues(op) -> bool:
         if isinstance(side, ir.BlockArgument) and side.owner == block and side.arg_number < n_inputs:
             sides.append((op.operands[side.arg_number], maps[side.arg_number]))
             continue
-        made = _make_prologue(op, block, side, maps)
+        made = make_prologue(op, block, side, maps)
         if made is None:
             for new in reversed(new_ops):
                 new.erase()

@@ -77,6 +77,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
     "codegen-split-checks": "vtmlir.codegen.split_checks",
     "codegen-split-prologues": "vtmlir.codegen.split_prologues",
+    "codegen-split-row-invariants": "vtmlir.codegen.split_row_invariants",
     "codegen-transpose-b-operands": "vtmlir.codegen.transpose_b_operands",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
