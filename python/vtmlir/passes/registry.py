@@ -75,6 +75,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
+    "codegen-inline-casts": "vtmlir.codegen.inline_casts",
     "codegen-split-checks": "vtmlir.codegen.split_checks",
     "codegen-split-prologues": "vtmlir.codegen.split_prologues",
     "codegen-split-row-invariants": "vtmlir.codegen.split_row_invariants",

@@ -25,11 +25,12 @@ from ...passes import run_pipeline
 # importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check
 # kernels over the dimensions they read. `codegen-split-prologues`: an elementwise op fused into a
 # contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
+# `codegen-inline-casts`: a kernel that only casts a buffer (LayerNorm's f64 copy of x) folded into its readers.
 # `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
-KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-split-checks, "
+KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-split-checks, "
                       "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
 SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
