@@ -134,3 +134,11 @@ def make_prologue(op, block, side, maps):
             clone_ops(ops, mapping)
             linalg.YieldOp([mapping[side]])
     return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+
+
+def free_after(op, new_ops) -> None:
+    """Free the buffers that `make_prologue` allocated (among `new_ops`) right after `op`, their last reader."""
+    with op.location, ir.InsertionPoint.after(op):
+        for new in new_ops:
+            if new.name == "memref.alloc":
+                memref.DeallocOp(new.results[0])

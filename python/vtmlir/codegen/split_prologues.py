@@ -21,10 +21,10 @@ the same order: results are bitwise those of the fused kernel's loops.
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg, memref
+from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .bodies import clone_ops, make_prologue, owner_in, static_shape
+from .bodies import clone_ops, free_after, make_prologue, owner_in, static_shape
 from .kernels import indexing_maps_of, rewrite_generics
 
 
@@ -80,10 +80,7 @@ def split_prologues(op) -> bool:
         for new in reversed(new_ops):
             new.erase()
         return False
-    with op.location, ir.InsertionPoint.after(op):
-        for new in new_ops:
-            if new.name == "memref.alloc":
-                memref.DeallocOp(new.results[0])
+    free_after(op, new_ops)
     op.erase()
     return True
 

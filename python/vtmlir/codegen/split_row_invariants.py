@@ -20,10 +20,10 @@ of the unsplit kernel.
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg, memref
+from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .bodies import PURE_DIALECTS, backward_slice, clone_ops, iterator_attr, make_prologue, static_shape
+from .bodies import PURE_DIALECTS, backward_slice, clone_ops, iterator_attr, free_after, make_prologue, static_shape
 from .kernels import indexing_maps_of, rewrite_generics
 
 # Ops worth a kernel of their own when they are the row's: divisions and math functions (rsqrt,
@@ -107,10 +107,7 @@ def split_row_invariants(op) -> bool:
         with ir.InsertionPoint(new_block):
             clone_ops(keep, mapping)
             linalg.YieldOp([mapping.get(v, v) for v in body[-1].operands])
-    with op.location, ir.InsertionPoint.after(op):
-        for new in new_ops:
-            if new.name == "memref.alloc":
-                memref.DeallocOp(new.results[0])
+    free_after(op, new_ops)
     for name in list(op.attributes):  # discardable attributes (a fused group's marks) stay
         if name not in kernel.operation.attributes:
             kernel.operation.attributes[name] = op.attributes[name]
