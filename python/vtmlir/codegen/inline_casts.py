@@ -10,8 +10,8 @@ For a kernel whose body is one cast (`arith.extf`, `truncf`, `extsi`, `extui`, `
 it that only `linalg.generic` kernels read (and a dealloc frees): each reader reads the cast's
 source instead, with the same map, and casts the element in its body. The cast kernel and its
 buffer go. The source must not be written between the cast and its last reader: every op in
-between is a view, a constant, an alloc or dealloc, or a structured op writing only buffers
-allocated after the cast.
+between, and every reader, is a view, a constant, an alloc or dealloc, or a structured op writing
+only buffers allocated after the cast.
 
 A cast is exact and computed from the same element as before: results are bitwise unchanged.
 """
@@ -106,7 +106,8 @@ def inline_cast(op) -> bool:
         elif seen:
             between.append(inner)
         seen = seen or inner == op
-    if not all(_writes_only_new_buffers(inner, op) for inner in between):
+    # The readers themselves too: one writing the source would now read what it wrote.
+    if not all(_writes_only_new_buffers(inner, op) for inner in between + [r for r, _ in readers]):
         return False
     source = op.operands[0]
     for reader, number in readers:
