@@ -452,13 +452,25 @@ def _collapse(value, groups: list[list[int]]):
     return memref.CollapseShapeOp(result, value, reassociation).result
 
 
+_POOLING_OPS = ("arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.addf",
+                 "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi")
+
+
 def _pooling_window(op) -> list[int] | None:
-    """A pooling generic's window dimensions (its reduction dimensions), or None for any other kernel
-    and for a body that reads its loop indices (max pooling's indices: the taps' loops would move them)."""
+    """A pooling generic's window dimensions (its reduction dimensions), or None for any other kernel."""
     kernel = classify(op)
     if kernel.kind is not KernelKind.POOLING or len(op.opview.outputs) != 1:
         return None
-    if any(inner.name == "linalg.index" for inner in op.regions[0].blocks[0].operations):
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    # A pooling body combines the window's element with the output by one op (max, min, add): a
+    # product (a blocked convolution linalg does not recognise) is no pooling; a body reading its
+    # loop indices (max pooling's indices) would read them moved by the tap loops.
+    if len(body) != 2 or len(body[0].results) != 1 or body[1].operands[0] != body[0].results[0]:
+        return None
+    if block.arguments[len(block.arguments) - 1] not in list(body[0].operands):
+        return None
+    if body[0].name not in _POOLING_OPS:
         return None
     return list(kernel.reduction_dims)
 
