@@ -18,6 +18,11 @@ models report the time ratio to eager per contender. Compile times are per conte
 
     python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
         [--kernels matmul,conv,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
+    python benchmarks/codegen.py --profile --models a,b [--batches 1]
+
+`--profile`: where a model's time goes, kernel by kernel (one thread): the "schedule" stage of its
+compilation with a call to a timer before and after every kernel, lowered and run like the original;
+one JSON line per kernel (kind, shape, schedule, microseconds per call), slowest first.
 """
 
 from __future__ import annotations
@@ -255,6 +260,74 @@ def default_models() -> list[str]:
     return list(models.ZOO) + list(models.VTC_ZOO) + list(models.TEMCO_ZOO)
 
 
+# -- kernel profile --------------------------------------------------------------------------------
+
+def profile_kernels(case: str, module, inputs, repeat: int) -> None:
+    """Time every kernel of `module` compiled for one thread: `vt_tick(+id)` / `vt_tick(-id - 1)`
+    calls around each tagged kernel of the "schedule" stage (the timer is a Python callback, about a
+    microsecond per call, included in the figures)."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import arith, func
+    from torch_mlir.execution_engine import ExecutionEngine
+    from torch_mlir.runtime import get_ranked_memref_descriptor
+
+    from vtmlir.backend.bufferize import bufferize
+    from vtmlir.backend.cpu.lower import lower_to_llvm
+    from vtmlir.codegen.kernels import KERNEL_ATTR, tagged_ops
+    from vtmlir.signature import find_entry, signature_of
+
+    mod = vtmlir.import_torch(module, *inputs)
+    signature = signature_of(find_entry(mod))
+    bufferize(mod, function=signature.name)
+
+    def add_ticks(stage, mod):  # called after each stage of the lowering: the ticks go in after "schedule"
+        if stage != "schedule":
+            return
+        with mod.context, ir.Location.unknown():
+            i64 = ir.IntegerType.get_signless(64)
+            with ir.InsertionPoint.at_block_begin(mod.body):
+                tick = func.FuncOp("vt_tick", ir.FunctionType.get([i64], []), visibility="private")
+                tick.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            for op in tagged_ops(mod.operation):
+                kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+                for mark, point in ((kid, ir.InsertionPoint(op)), (-kid - 1, ir.InsertionPoint.after(op))):
+                    with point:
+                        func.CallOp([], "vt_tick", [arith.ConstantOp(i64, mark).result])
+
+    report = lower_to_llvm(mod, add_ticks, threads=1)
+    plans = {p.id: p for p in report.kernels}
+    engine = ExecutionEngine(mod, opt_level=2)
+    totals: dict[int, float] = {}
+    started: dict[int, float] = {}
+
+    def on_tick(mark):
+        now = time.perf_counter()
+        if mark >= 0:
+            started[mark] = now
+        else:
+            kid = -mark - 1
+            totals[kid] = totals.get(kid, 0.0) + now - started[kid]
+
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_int64)(on_tick)
+    engine.register_runtime("vt_tick", callback)
+    arrays = [x.numpy() for x in inputs] + [np.zeros(r.shape, r.numpy_dtype) for r in signature.results]
+    pointers = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+    name = signature.name
+    engine.invoke(name, *pointers)
+    totals.clear()
+    calls = 0
+    w0 = time.perf_counter()
+    for _ in range(repeat):
+        engine.invoke(name, *pointers)
+        calls += 1
+    whole = (time.perf_counter() - w0) / calls
+    emit(case, "profile_total", round(whole * 1e6, 1), "us", kernels_us=round(sum(totals.values()) / calls * 1e6, 1))
+    for kid, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        plan = plans[kid]
+        emit(case, "profile_kernel", round(seconds / calls * 1e6, 1), "us", kernel=kid, kind=plan.kind,
+             shape=plan.description, schedule=plan.schedule if kid in report.vectorized else "loops")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1,2")
@@ -265,9 +338,16 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--no-iree", action="store_true")
     parser.add_argument("--no-inductor", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="time each kernel of --models (1 thread)")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     only = set(args.only.split(","))
+    if args.profile:
+        torch.set_num_threads(1)
+        names = args.models.split(",") if args.models else default_models()
+        for case, module, inputs in model_cases(names, [int(b) for b in args.batches.split(",")]):
+            profile_kernels(case, module, inputs, args.repeat)
+        return
     from vtmlir.codegen import host_target
 
     target = host_target()

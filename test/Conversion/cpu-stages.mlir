@@ -18,14 +18,16 @@
 // KERNELS-NOT:     tensor<
 // KERNELS:         linalg.generic
 
-// The transpose and the erf are vector code along the output's rows (two lanes), over a loop of rows.
+// The transpose and the erf are one kernel: the input read as one 2x8 tile, transposed by a
+// shuffle, erf as a polynomial (codegen-approximate-math), not a libm call per element.
 // LOOPS-LABEL: func.func @main(
-// LOOPS:         scf.for
-// LOOPS:           math.erf {{.*}} : vector<2xf32>
+// LOOPS:         vector.transfer_read {{.*}} : memref<2x8xf32>, vector<2x8xf32>
+// LOOPS:         vector.shuffle
+// LOOPS:         math.fma {{.*}} : vector<8x2xf32>
+// LOOPS-NOT:     math.erf
 
-// LLVM: llvm.func @erff
+// LLVM-NOT: @erff
 // LLVM: llvm.func @main(
-// LLVM: llvm.call @erff
 // LLVM: llvm.func @_mlir_ciface_main(
 
 // BAD: error: nothing to emit called 'ptx'; choose one of: stages, graph, kernels, schedule, vectors, loops, llvm

@@ -30,7 +30,8 @@
 // APPLIED:         scf.for
 // APPLIED:           memref.load {{.*}} : memref<8x64xi1>
 // APPLIED:           arith.select {{.*}} : f32
-// APPLIED:         vector.transfer_read {{.*}} : memref<8x1xi1>, vector<32xi1>
+// APPLIED:         vector.transfer_read {{.*}} : memref<8x1xi1>, vector<i1>
+// APPLIED:         vector.broadcast {{.*}} : vector<i1> to vector<32xi1>
 // APPLIED:         arith.select {{.*}} : vector<32xi1>, vector<32xf32>
 // APPLIED:         vector.transfer_write {{.*}} : vector<1xi1>, memref<8x1xi1>
 

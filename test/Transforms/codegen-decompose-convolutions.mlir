@@ -3,7 +3,9 @@
 #in = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h * 2 + kh, w * 2 + kw)>
 #wt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
 #out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
+#in1 = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
 
+// A filter computed at run time (here: an argument) keeps the per-tap decomposition.
 // A 3x3 stride-2 convolution: one loop per filter dimension; inside, per tap, the same product over
 // (n, f, h, w, c) reading a strided subview of the input shifted by the tap and the tap's filter slice
 // (rank-reduced): a contraction with projected-permutation maps.
@@ -20,6 +22,62 @@ func.func @conv(%x: memref<1x4x9x9xf32>, %f: memref<8x4x3x3xf32>, %y: memref<1x8
   linalg.generic {indexing_maps = [#in, #wt, #out],
                   iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
       ins(%x, %f : memref<1x4x9x9xf32>, memref<8x4x3x3xf32>) outs(%y : memref<1x8x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// With a constant filter: im2col in panels of 4 output rows (4 x 32 = 128 pixels). The filter is
+// re-laid out [f, kh, kw, c] at compile time; per image and panel, a copy kernel per tap fills the
+// stack panel [kh, kw, c, rows, ow], and one contraction [8 x 36] x [36 x 128] writes the panel's rows.
+// CHECK-LABEL: func.func @im2col
+// CHECK:         memref.alloca_scope
+// CHECK:           %[[W:.*]] = memref.get_global @filter_im2col : memref<8x3x3x4xf32>
+// CHECK:           %[[A:.*]] = memref.collapse_shape %[[W]] {{\[\[}}0], [1, 2, 3]] : memref<8x3x3x4xf32> into memref<8x36xf32>
+// CHECK:           %[[P:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x3x4x4x32xf32>
+// CHECK:           %[[B:.*]] = memref.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4]] : memref<3x3x4x4x32xf32> into memref<36x128xf32>
+// CHECK:           scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:             scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:               scf.for %[[KH:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:                 scf.for %[[KW:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:                   %[[X:.*]] = memref.subview %{{.*}}[%[[N]], 0, %{{.*}}, %[[KW]]] [1, 4, 4, 32] [1, 1, 2, 2]
+// CHECK:                   %[[T:.*]] = memref.subview %[[P]][%[[KH]], %[[KW]], 0, 0, 0] [1, 1, 4, 4, 32] [1, 1, 1, 1, 1]
+// CHECK:                   linalg.generic {{.*}} ins(%[[X]] : {{.*}}) outs(%[[T]] : {{.*}})
+// CHECK:               %[[Y:.*]] = memref.subview %{{.*}}[%[[N]], 0, %{{.*}}, 0] [1, 8, 4, 32] [1, 1, 1, 1]
+// CHECK:               %[[C:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0], [1, 2]]
+// CHECK:               linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[B]], %[[A]] : memref<36x128xf32>, memref<8x36xf32>) outs(%[[C]] :
+// CHECK-NOT:   memref.global "private" constant @filter :
+memref.global "private" constant @filter : memref<8x4x3x3xf32> = dense<1.0>
+func.func @im2col(%x: memref<2x4x65x65xf32>, %y: memref<2x8x32x32xf32>) {
+  %f = memref.get_global @filter : memref<8x4x3x3xf32>
+  linalg.generic {indexing_maps = [#in, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x65x65xf32>, memref<8x4x3x3xf32>) outs(%y : memref<2x8x32x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A 1x1 stride-1 convolution reads its contiguous input as the matrix [c, h*w]: no copy.
+// CHECK-LABEL: func.func @pointwise
+// CHECK-NOT:     memref.alloca
+// CHECK:         %[[X:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : memref<2x4x6x6xf32> into memref<2x4x36xf32>
+// CHECK:         %[[W:.*]] = memref.get_global @pw_im2col : memref<8x4xf32>
+// CHECK:         %[[Y:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0], [1], [2, 3]] : memref<2x8x6x6xf32> into memref<2x8x36xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[X]], %[[W]] : memref<2x4x36xf32>, memref<8x4xf32>) outs(%[[Y]] : memref<2x8x36xf32>)
+// CHECK-NOT:     scf.for
+memref.global "private" constant @pw : memref<8x4x1x1xf32> = dense<2.0>
+func.func @pointwise(%x: memref<2x4x6x6xf32>, %y: memref<2x8x6x6xf32>) {
+  %f = memref.get_global @pw : memref<8x4x1x1xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x6x6xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x6x6xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.mulf %a, %b : f32
     %s = arith.addf %o, %m : f32

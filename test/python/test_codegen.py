@@ -210,6 +210,92 @@ def test_packed_buffers_do_not_grow_the_stack(threads):
         torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["exp", "erf", "tanh"])
+def test_polynomial_math_stays_within_its_ulp_bound(name):
+    # codegen-approximate-math (docs/codegen.md): exp within 2 ulp, erf and tanh within 3 ulp of the
+    # correctly rounded f32 result, over the range where the result is neither 0, ±1 nor inf.
+    fn, low, high, bound = {"exp": (torch.exp, -103.0, 88.7, 2), "erf": (torch.erf, -4.0, 4.0, 3),
+                            "tanh": (torch.tanh, -9.5, 9.5, 3)}[name]
+    x = torch.cat([torch.linspace(low, high, 1 << 18), torch.linspace(-1.5, 1.5, 1 << 16),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-40, float("inf"), -float("inf"), float("nan")])])
+    compiled = _compile(_Unary(fn), x)
+    got = compiled(x)
+    reference = fn(x.double())
+    exact = reference.float()
+    finite = torch.isfinite(exact) & (exact != 0)
+    ulp = torch.from_numpy(np.spacing(np.abs(exact[finite].numpy()))).double()
+    errors = (got[finite].double() - reference[finite]).abs() / ulp
+    assert errors.max() <= bound, f"{name}: {errors.max():.2f} ulp at x = {x[finite][errors.argmax()]}"
+    special = ~finite
+    assert torch.equal(got[special].isnan(), exact[special].isnan())
+    assert torch.equal(got[special].nan_to_num(), exact[special].nan_to_num())  # ±0, ±1, ±inf, exactly
+    assert torch.equal(got[special].signbit(), exact[special].signbit())
+    assert "math." + name not in compiled.stages["loops"]
+
+
+class _Unary(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _exact_and_loops(model, *inputs):
+    """`model` compiled with the exact schedules and with every kernel as scalar loops."""
+    from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
+
+    scheduled = _compile(model, *inputs, schedules=EXACT_SCHEDULES)
+    loops = _compile(model, *inputs, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    return scheduled, loops
+
+
+def test_fused_prologues_are_split_from_their_contractions():
+    # LayerNorm -> Linear and BatchNorm + ReLU -> 1x1 convolution: linalg-fuse-elementwise-ops puts the
+    # normalisation inside the product; codegen-split-prologues computes it once in its own kernel.
+    torch.manual_seed(0)
+    linear = torch.nn.Sequential(torch.nn.LayerNorm(40), torch.nn.Linear(40, 24)).eval()
+    conv = torch.nn.Sequential(torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 1)).eval()
+    with torch.no_grad():
+        conv[0].running_mean.uniform_(-1, 1)
+        conv[0].running_var.uniform_(0.5, 2)
+    for model, x, product in ((linear, torch.randn(3, 5, 40), "contraction 3x5x24x40"),
+                              (conv, torch.randn(2, 8, 9, 9), "contraction 2x16x81x8")):
+        scheduled, loops = _exact_and_loops(model, x)
+        report = scheduled.report()
+        assert all(p.kind == "row-reduction" for p in report.fallbacks), str(report)  # (exact: loops)
+        assert any(p.description == product and p.id in report.vectorized for p in report.kernels), str(report)
+        assert torch.equal(scheduled(x), loops(x))  # the same operations per element, in the same order
+        with torch.no_grad():
+            torch.testing.assert_close(scheduled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_transposed_b_operands_are_laid_out_for_the_contraction():
+    # A Linear's weight is transposed at compile time (a new constant global, the original gone);
+    # attention's K^T is copied transposed at run time. Bitwise the loops either way.
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(32, 48)
+
+        def forward(self, q, k):
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ self.proj(k)
+
+    torch.manual_seed(0)
+    model = Attention().eval()
+    q, k = torch.randn(2, 7, 32), torch.randn(2, 9, 32)
+    scheduled, loops = _exact_and_loops(model, q, k)
+    report = scheduled.report()
+    assert not any("B transposed" in p.description for p in report.kernels), str(report)
+    assert "_transposed : memref<32x48xf32>" in scheduled.stages["schedule"]
+    assert "memref<48x32xf32> = dense_resource" not in scheduled.stages["schedule"]
+    assert any(p.kind == "data-movement" and p.description.endswith("2x32x9") for p in report.kernels), str(report)
+    assert torch.equal(scheduled(q, k), loops(q, k))
+    with torch.no_grad():
+        torch.testing.assert_close(scheduled(q, k), model(q, k), rtol=1e-5, atol=1e-5)
+
+
 class _Masks(torch.nn.Module):
     """A bool output, a select by a bool per element and one by a bool per row (attention's)."""
 
@@ -246,3 +332,55 @@ def test_integer_abs_lowers_with_threads(schedules):
     x = torch.randint(-50, 50, (8, 37))
     compiled = _compile(_IntAbs(), x, threads=2, schedules=schedules)
     assert torch.equal(compiled(x), torch.abs(x) * 2)
+
+
+class _Permute(torch.nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        return x.permute(*self.dims).contiguous()
+
+
+@pytest.mark.parametrize("shape, dims, threads", [
+    ((37, 53), (1, 0), 1),  # both dimensions peeled
+    ((256, 192), (1, 0), 2),  # blocked (64 x 64), split over threads
+    ((2, 24, 7, 9), (0, 2, 3, 1), 1),  # NCHW -> NHWC
+    ((1, 4, 29, 5, 5), (0, 2, 1, 3, 4), 2),  # shufflenet's channel shuffle (contiguous 5x5 rows)
+])
+def test_transposing_copies_are_exact(shape, dims, threads):
+    # Transposes are tiled into register-sized squares swapped with shuffles: data movement, bitwise.
+    x = torch.randn(*shape)
+    compiled = _compile(_Permute(dims), x, threads=threads)
+    report = compiled.report()
+    assert not report.fallbacks, str(report)
+    assert torch.equal(compiled(x), x.permute(*dims).contiguous())
+
+
+class _Pool(torch.nn.Module):
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+@pytest.mark.parametrize("pool, vectorized", [
+    (torch.nn.MaxPool2d(3, 1, 1), True),  # per tap: a vectorised max over shifted views
+    (torch.nn.AvgPool2d(3, 1, 1), True),
+    (torch.nn.MaxPool2d(3, 2, 1), False),  # a strided tap stays loops (gathered vectors are slower)
+    (torch.nn.AvgPool2d(2), False),
+])
+def test_pooling_runs_per_tap_in_the_loops_order(pool, vectorized):
+    # codegen-decompose-convolutions moves a pooling's window loops outside (one kernel per tap): each
+    # output still takes its taps in the loops' order, so max and average pooling stay bitwise.
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 13, 37)
+    compiled = _compile(_Pool(pool), x, threads=2)
+    report = compiled.report()
+    assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
+    strided = [p for p in report.fallbacks if "strided" in p.reason]
+    assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
+    assert torch.equal(compiled(x), pool(x))

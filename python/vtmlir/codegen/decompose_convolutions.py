@@ -1,17 +1,25 @@
-"""`codegen-decompose-convolutions`: a convolution becomes one contraction per filter tap.
+"""`codegen-decompose-convolutions`: a convolution becomes contractions the schedules take.
 
 At the kernel level a convolution is a `linalg.generic` whose input map reads `s*oh + d*kh` (stride
-s, dilation d). The vectoriser takes only projected-permutation maps, so each tap (kh, kw) is made its
-own op: an `scf.for` nest over the filter window, and inside it the same generic over the other
-dimensions, reading the input through a strided subview shifted by the tap (`[kh*d, kw*d]`, strides
-`[s, s]`) and the filter through the tap's slice. For NCHW that is `out[f, p] += W_tap[f, c] · In_tap[c, p]`
-over the spatial positions p: a matmul whose contiguous dimension is p, which
-`codegen-attach-schedule` classifies as a contraction (a depthwise tap is elementwise).
+s, dilation d). The vectoriser takes only projected-permutation maps, so the convolution is
+rewritten into ops that have them, in one of two ways:
 
-The accumulation order changes: the loops sum each output over (c, kh, kw) with kw innermost; here
-the taps are outer and the channels inner. The result differs from the scalar loops by the rounding
-of a reordered f32 sum (docs/codegen.md has the tolerance), identically for any thread count and
-for every pipeline that runs this pass (VTC's and VTensor's bitwise comparisons hold).
+- **im2col in row panels** (a convolution whose output ends in its image dimensions, NCHW, with a
+  constant filter): for each image of the batch and each panel of R output rows (R·OW ≥ 128 pixels,
+  R dividing OH), a copy kernel per filter tap gathers the tap's input rows into a stack buffer
+  `P[kh, kw, c, r, ow]`, and one contraction `out[f, (r, ow)] += W[f, (kh, kw, c)] · P[(kh, kw, c), (r, ow)]`
+  reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
+  image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
+  A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix.
+- **per tap** (depthwise and grouped convolutions, blocked layouts, a filter computed at run time):
+  an `scf.for` per filter dimension, and inside it the same generic over the remaining dimensions
+  reading a strided, shifted subview of the input and the tap's slice of the filter: for NCHW
+  `out[f, p] += W_tap[f, c] · In_tap[c, p]` (a contraction), a depthwise tap is elementwise.
+
+Both sum each output over the taps outer and the channels inner (the loops: channels outer, taps
+inner): the result differs from the scalar loops by the rounding of a reordered f32 sum
+(docs/codegen.md has the tolerance), identically in both decompositions (an NCHW16c convolution is
+bitwise its NCHW original) and for any thread count.
 """
 
 from __future__ import annotations
@@ -20,7 +28,13 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Pass, register_pass
-from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
+from .bodies import clone_ops, iterator_attr
+from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
+from .weights import Globals
+
+# An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
+# the register tiles; whole output rows, so narrow images take several rows per panel).
+PANEL_PIXELS = 128
 
 
 def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
@@ -48,8 +62,9 @@ def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def decompose_convolution(op) -> bool:
-    """Rewrite one convolution generic in place (moved into its tap loops); False if it does not fit."""
+def decompose_convolution(op, window: list[int] | None = None) -> bool:
+    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
+    place (moved into its tap loops); False if it does not fit."""
     op = op.operation
     if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
         return False  # a convolution on tensors (before bufferization) is not the kernel level
@@ -57,8 +72,9 @@ def decompose_convolution(op) -> bool:
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
         return False
-    dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
-    window = sorted(dims.filter_loop) if dims is not None else []
+    if window is None:
+        dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
+        window = sorted(dims.filter_loop) if dims is not None else []
     if not window:
         return False
     n_loops = len(ranges)
@@ -153,9 +169,328 @@ def _offset(taps: dict[int, int], const: int, ivs: dict, index) -> ir.Value | in
     return value
 
 
+class _Im2col:
+    """The facts im2col needs about one convolution, or `ok = False`."""
+
+    def __init__(self, op, globals_: Globals):
+        self.ok = False
+        maps = indexing_maps_of(op)
+        ranges = loop_ranges_of(op, maps) if maps else None
+        if ranges is None or len(op.opview.outputs) != 1 or len(op.opview.inputs) != 2:
+            return
+        dims = linalg.infer_convolution_dimensions(op)
+        if list(dims.depth) or not list(dims.input_channel) or len(dims.output_image) != 2:
+            return
+        self.ranges, self.maps = ranges, maps
+        self.window, self.channels = sorted(dims.filter_loop), sorted(dims.input_channel)
+        self.batch, self.features = list(dims.batch), list(dims.output_channel)
+        out = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[2].results]
+        if None in out or set(out[-2:]) != set(dims.output_image) or not self.features:
+            return
+        if set(out[:-2]) != set(self.batch) | set(self.features):
+            return
+        self.oh, self.ow = out[-2], out[-1]
+        out_type = ir.MemRefType(op.operands[2].type)
+        strides, _ = out_type.get_strides_and_offset()
+        if strides[-1] != 1 or strides[-2] != out_type.shape[-1]:
+            return  # the output rows must be contiguous to be one matrix dimension
+        # Which input is the filter: the one that reads the filter dimensions as plain results.
+        plain = [{e.position for e in m.results if isinstance(e, ir.AffineDimExpr)} for m in maps[:2]]
+        self.filter = next((i for i in (0, 1) if set(self.window) <= plain[i]), None)
+        if self.filter is None:
+            return
+        self.input = 1 - self.filter
+        filt = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[self.filter].results]
+        if None in filt or set(filt) != set(self.features) | set(self.window) | set(self.channels):
+            return
+        weight = globals_.constant_value(op.operands[self.filter])
+        if weight is None:
+            return
+        # The filter re-laid out [features (its order), taps, channels (loop order)]: K = (taps, channels).
+        order = [d for d in filt if d in self.features] + self.window + self.channels
+        self.weight = weight.transpose([filt.index(d) for d in order])
+        self.input_plan = self._plan_input(maps[self.input])
+        self.ok = self.input_plan is not None
+
+    def _plan_input(self, amap):
+        """Per input result: ("batch", d) | ("channel", d) | ("image", image dim, stride, {tap: dilation}, const)."""
+        plan = []
+        for expr in amap.results:
+            lin = _linear_terms(expr)
+            if lin is None:
+                return None
+            terms, const = lin
+            image = [d for d in terms if d in (self.oh, self.ow)]
+            taps = {d: c for d, c in terms.items() if d in self.window}
+            if len(terms) == 1 and not const and not taps and not image:
+                (d, c), = terms.items()
+                if c != 1 or d not in self.batch + self.channels:
+                    return None
+                plan.append(("batch" if d in self.batch else "channel", d))
+            elif len(image) == 1 and len(terms) == 1 + len(taps) and terms[image[0]] > 0 and all(v > 0 for v in taps.values()):
+                plan.append(("image", image[0], terms[image[0]], taps, const))
+            else:
+                return None
+        images = [p[1] for p in plan if p[0] == "image"]
+        if sorted(images) != sorted([self.oh, self.ow]):
+            return None
+        return plan
+
+
+def _im2col_convolution(op, globals_: Globals) -> bool:
+    """Rewrite one convolution as im2col panels and contractions (see the module docstring)."""
+    op = op.operation
+    conv = _Im2col(op, globals_)
+    if not conv.ok:
+        return False
+    if _direct_product(op, conv, globals_):
+        return True
+    ranges = conv.ranges
+    OH, OW = ranges[conv.oh], ranges[conv.ow]
+    rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
+    index = ir.IndexType.get()
+    with op.location:
+        def const(v):
+            return arith.ConstantOp(index, v).result
+
+        def loop(extent):
+            for_op = scf.ForOp(const(0), const(extent), const(1))
+            with ir.InsertionPoint(for_op.body):
+                scf.YieldOp([])
+            return for_op
+
+        element = ir.MemRefType(op.operands[conv.input].type).element_type
+        taps = [ranges[d] for d in conv.window]
+        chans = [ranges[d] for d in conv.channels]
+        k_extent = 1
+        for e in taps + chans:
+            k_extent *= e
+        scoped = op.parent.name == "func.func"
+        ip = ir.InsertionPoint(op)
+        if scoped:  # the panel's stack space is released after this convolution
+            with ip:
+                scope = memref.AllocaScopeOp([])
+                block = scope.bodyRegion.blocks.append()
+                with ir.InsertionPoint(block):
+                    end = memref.AllocaScopeReturnOp([])
+            ip = ir.InsertionPoint(end)
+        with ip:
+            weight = globals_.read_relaid(op.operands[conv.filter], conv.weight, "im2col")
+            n_feat = len(conv.features)
+            weight2 = _collapse(weight, [[i] for i in range(n_feat)] + [list(range(n_feat, n_feat + len(taps) + len(chans)))])
+            panel = memref.AllocaOp(ir.MemRefType.get(taps + chans + [rows, OW], element), [], [],
+                                    alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
+            matrix = _collapse(panel, [list(range(len(taps) + len(chans))), [len(taps) + len(chans), len(taps) + len(chans) + 1]])
+            ivs = {}
+            inner = ip
+            for d in conv.batch + [conv.oh]:
+                with inner:
+                    for_op = loop(ranges[d] if d != conv.oh else OH // rows)
+                ivs[d] = for_op.induction_variable
+                inner = ir.InsertionPoint(for_op.body.operations[0])
+            with inner:
+                row0 = arith.MulIOp(ivs[conv.oh], const(rows)).result
+                tap_inner = inner
+                for d in conv.window:
+                    with tap_inner:
+                        for_op = loop(ranges[d])
+                    ivs[d] = for_op.induction_variable
+                    tap_inner = ir.InsertionPoint(for_op.body.operations[0])
+                with tap_inner:
+                    _copy_tap(op, conv, panel, ivs, row0, rows, OW, const)
+                out = _output_rows(op, conv, ivs, row0, rows, const)
+                _panel_product(op, conv, matrix, weight2, out, k_extent, rows * OW)
+    op.erase()
+    return True
+
+
+def _direct_product(op, conv: _Im2col, globals_: Globals) -> bool:
+    """A 1x1, stride-1 convolution over whole, contiguous image rows: the input is the matrix
+    [channels, pixels] already, so the product reads it (and the output) with (oh, ow) collapsed."""
+    plan, ranges = conv.input_plan, conv.ranges
+    source = op.operands[conv.input]
+    t = ir.MemRefType(source.type)
+    strides, _ = t.get_strides_and_offset()
+    if any(ranges[d] != 1 for d in conv.window) or [p[0] for p in plan[-2:]] != ["image", "image"]:
+        return False
+    if [p[1] for p in plan[-2:]] != [conv.oh, conv.ow] or any(p[2] != 1 or p[4] for p in plan[-2:]):
+        return False
+    if list(t.shape[-2:]) != [ranges[conv.oh], ranges[conv.ow]] or strides[-1] != 1 or strides[-2] != t.shape[-1]:
+        return False
+    with op.location, ir.InsertionPoint(op):
+        n_in = len(plan)
+        matrix = _collapse(source, [[i] for i in range(n_in - 2)] + [[n_in - 2, n_in - 1]])
+        weight = globals_.read_relaid(op.operands[conv.filter], conv.weight.reshape(
+            conv.weight.shape[:len(conv.features)] + conv.weight.shape[len(conv.features) + len(conv.window):]), "im2col")
+        out_dims = [e.position for e in conv.maps[2].results]
+        out = _collapse(op.operands[2], [[i] for i in range(len(out_dims) - 2)] + [[len(out_dims) - 2, len(out_dims) - 1]])
+        # Loops: the output's dimensions with (oh, ow) as one pixel dimension p, then the channels.
+        outer = out_dims[:-2]
+        rank = len(outer) + 1 + len(conv.channels)
+        position = {d: i for i, d in enumerate(outer)}
+        position.update({d: len(outer) + 1 + i for i, d in enumerate(conv.channels)})
+        p = ir.AffineDimExpr.get(len(outer))
+        maps = [None, None]
+        maps[conv.input] = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[q[1]]) for q in plan[:-2]] + [p])
+        maps[conv.filter] = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in conv.features]
+                                             + [ir.AffineDimExpr.get(position[d]) for d in conv.channels])
+        maps.append(ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in outer] + [p]))
+        operands = [None, None]
+        operands[conv.input], operands[conv.filter] = matrix, weight
+        iterators = ([iterator_attr(op.context, "parallel")] * (len(outer) + 1)
+                     + [iterator_attr(op.context, "reduction")] * len(conv.channels))
+        _product_like(op, operands + [out], maps, iterators)
+    op.erase()
+    return True
+
+
+def _copy_tap(op, conv: _Im2col, panel, ivs, row0, rows: int, OW: int, const) -> None:
+    """panel[tap, :, :, :] = the tap's input rows (a data-movement kernel)."""
+    source = op.operands[conv.input]
+    offsets, sizes, strides, dropped, src_dims = [], [], [], [], []
+    for i, item in enumerate(conv.input_plan):
+        if item[0] == "batch":
+            offsets.append(ivs[item[1]]), sizes.append(1), strides.append(1), dropped.append(i)
+        elif item[0] == "channel":
+            offsets.append(0), sizes.append(conv.ranges[item[1]]), strides.append(1), src_dims.append(item[1])
+        else:
+            _, image, stride, taps, c = item
+            start = _offset(taps, c, ivs, ir.IndexType.get())
+            if image == conv.oh:
+                scaled = arith.MulIOp(row0, const(stride)).result if stride != 1 else row0
+                start = arith.AddIOp(scaled, start if isinstance(start, ir.Value) else const(start)).result
+                sizes.append(rows)
+            else:
+                sizes.append(OW)
+            offsets.append(start), strides.append(stride), src_dims.append(image)
+    view = memref.subview(source, offsets, sizes, strides)
+    if dropped:
+        reduced = _drop_dims(view.type, dropped)
+        view.owner.erase()
+        view = memref.subview(source, offsets, sizes, strides, result_type=reduced)
+    n_taps = len(conv.window)
+    dst_dims = conv.channels + [conv.oh, conv.ow]
+    dst_sizes = [1] * n_taps + [conv.ranges[d] for d in conv.channels] + [rows, OW]
+    dst_full = memref.subview(panel, [ivs[d] for d in conv.window] + [0] * (len(dst_dims)), dst_sizes,
+                              [1] * len(dst_sizes))
+    reduced = _drop_dims(dst_full.type, list(range(n_taps)))
+    dst_full.owner.erase()
+    dst = memref.subview(panel, [ivs[d] for d in conv.window] + [0] * (len(dst_dims)), dst_sizes,
+                         [1] * len(dst_sizes), result_type=reduced)
+    rank = len(dst_dims)
+    src_map = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(dst_dims.index(d)) for d in src_dims])
+    copy = linalg.GenericOp([], [view], [dst],
+                            ir.ArrayAttr.get([ir.AffineMapAttr.get(src_map),
+                                              ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
+                            ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
+    body = copy.regions[0].blocks.append(reduced.element_type, reduced.element_type)
+    with ir.InsertionPoint(body):
+        linalg.YieldOp([body.arguments[0]])
+
+
+def _output_rows(op, conv: _Im2col, ivs, row0, rows: int, const):
+    """The output's panel rows as a [features..., pixels] matrix."""
+    out = op.operands[2]
+    out_dims = [e.position for e in conv.maps[2].results]
+    offsets = [ivs[d] if d in conv.batch else (row0 if d == conv.oh else 0) for d in out_dims]
+    sizes = [1 if d in conv.batch else (rows if d == conv.oh else conv.ranges[d]) for d in out_dims]
+    view = memref.subview(out, offsets, sizes, [1] * len(out_dims))
+    dropped = [i for i, d in enumerate(out_dims) if d in conv.batch]
+    if dropped:
+        reduced = _drop_dims(view.type, dropped)
+        view.owner.erase()
+        view = memref.subview(out, offsets, sizes, [1] * len(out_dims), result_type=reduced)
+    rank = len(out_dims) - len(dropped)
+    return _collapse(view, [[i] for i in range(rank - 2)] + [[rank - 2, rank - 1]])
+
+
+def _panel_product(op, conv: _Im2col, matrix, weight, out, k_extent: int, pixels: int) -> None:
+    """out[f..., p] += weight[f..., k] * matrix[k, p] with the convolution's own body."""
+    n_feat = len(conv.features)
+    rank = n_feat + 2  # (features..., p, k)
+    f_dims = [ir.AffineDimExpr.get(i) for i in range(n_feat)]
+    p, k = ir.AffineDimExpr.get(n_feat), ir.AffineDimExpr.get(n_feat + 1)
+    maps = [None, None]
+    maps[conv.input] = ir.AffineMap.get(rank, 0, [k, p])
+    maps[conv.filter] = ir.AffineMap.get(rank, 0, f_dims + [k])
+    maps.append(ir.AffineMap.get(rank, 0, f_dims + [p]))
+    operands = [None, None]
+    operands[conv.input], operands[conv.filter] = matrix, weight
+    iterators = [iterator_attr(op.context, "parallel")] * (n_feat + 1) + [iterator_attr(op.context, "reduction")]
+    _product_like(op, operands + [out], maps, iterators)
+
+
+def _product_like(op, operands, maps, iterators) -> None:
+    """A generic over `operands` (inputs, then the output) with `op`'s body."""
+    product = linalg.GenericOp([], operands[:-1], [operands[-1]],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]), ir.ArrayAttr.get(iterators))
+    old = op.regions[0].blocks[0]
+    block = product.regions[0].blocks.append(*[a.type for a in old.arguments])
+    mapping = {a: b for a, b in zip(old.arguments, block.arguments)}
+    ops = list(old.operations)
+    with ir.InsertionPoint(block):
+        clone_ops(ops, mapping)
+
+
+def _collapse(value, groups: list[list[int]]):
+    """memref.collapse_shape of `value` (contiguous within each group) by `groups`."""
+    t = ir.MemRefType(value.type)
+    strides, offset = t.get_strides_and_offset()
+    shape = []
+    new_strides = []
+    for group in groups:
+        size = 1
+        for i in group:
+            size *= t.shape[i]
+        shape.append(size)
+        new_strides.append(strides[group[-1]])
+    from .weights import is_identity_layout
+
+    if is_identity_layout(t):
+        result = ir.MemRefType.get(shape, t.element_type)
+    else:
+        result = ir.MemRefType.get(shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))
+    i64 = ir.IntegerType.get_signless(64)
+    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
+    return memref.CollapseShapeOp(result, value, reassociation).result
+
+
+_POOLING_OPS = ("arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.addf",
+                 "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi")
+
+
+def _pooling_window(op) -> list[int] | None:
+    """A pooling generic's window dimensions (its reduction dimensions), or None for any other kernel."""
+    kernel = classify(op)
+    if kernel.kind is not KernelKind.POOLING or len(op.opview.outputs) != 1:
+        return None
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
+    # A pooling body combines the window's element with the output by one op (max, min, add): a
+    # product (a blocked convolution linalg does not recognise) is no pooling; a body reading its
+    # loop indices (max pooling's indices) would read them moved by the tap loops.
+    if len(body) != 2 or len(body[0].results) != 1 or body[1].operands[0] != body[0].results[0]:
+        return None
+    if block.arguments[len(block.arguments) - 1] not in list(body[0].operands):
+        return None
+    if body[0].name not in _POOLING_OPS:
+        return None
+    return list(kernel.reduction_dims)
+
+
 def decompose_convolutions(module_op) -> int:
     """Decompose every convolution generic of the kernel level; returns how many."""
-    return rewrite_generics(module_op, lambda op: linalg.isa_convolution_op(op) and decompose_convolution(op))
+    globals_ = Globals(module_op)
+
+    def rewrite(op):
+        if linalg.isa_convolution_op(op):
+            return _im2col_convolution(op, globals_) or decompose_convolution(op)
+        window = _pooling_window(op)
+        return bool(window) and decompose_convolution(op, window)
+
+    count = rewrite_generics(module_op, rewrite)
+    globals_.erase_unread()
+    return count
 
 
 @register_pass

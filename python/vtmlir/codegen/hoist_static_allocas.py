@@ -3,10 +3,13 @@
 `transform.structured.promote {use_alloca}` puts the packed B panel's `memref.alloca` inside the
 loop nest that uses it; each iteration would then grow the stack (a 1024x1024 matmul overflowed it).
 A statically shaped alloca has no operands, so it moves to the top of the nearest enclosing
-`scf.forall` body (one buffer per parallel tile, so per thread on OpenMP) or of the function. A
-forall body that receives one is wrapped in a `memref.alloca_scope` (OpenMP's loop body: its stack
-is released after each tile). With `sequential` (threads=1: the foralls become plain loops, whose
-single-block bodies cannot hold a lowered scope) every such buffer goes to the function entry.
+`scf.forall` body (one buffer per parallel tile, so per thread on OpenMP) or `memref.alloca_scope`,
+else of the kernel: the op directly in the function body that holds it, wrapped in an
+`memref.alloca_scope` of its own (so the stack holds one kernel's buffers at a time, not every
+kernel's at once: stack colouring needs lifetime markers MLIR does not emit). A forall body that
+receives one is wrapped in a scope too (OpenMP's loop body: its stack is released after each tile).
+With `sequential` (threads=1: the foralls become plain loops, whose single-block bodies cannot hold
+a lowered scope) the foralls are skipped: their buffers go to the kernel's scope.
 """
 
 from __future__ import annotations
@@ -36,16 +39,35 @@ def hoist_static_allocas(module_op, sequential: bool = False) -> int:
     visit(module_op)
     scopes = _SCOPES[::2] if sequential else _SCOPES
     for alloca in allocas:
-        scope = alloca.parent
+        scope, kernel = alloca.parent, alloca
         while scope is not None and scope.name not in scopes:
-            scope = scope.parent
+            scope, kernel = scope.parent, scope
         if scope is None:
             continue
         if scope.name == "scf.forall":
             scope = _alloca_scope(scope)
+        elif scope.name == "func.func":
+            scope = _kernel_scope(kernel)
         entry = scope.regions[0].blocks[0]
         alloca.move_before(entry.operations[0])
     return len(allocas)
+
+
+def _kernel_scope(kernel):
+    """The `memref.alloca_scope` around `kernel`, an op directly in a function body (made on first use)."""
+    parent = kernel.parent
+    if parent.name == "memref.alloca_scope":
+        return parent
+    results = [r.type for r in kernel.results]
+    with kernel.location, ir.InsertionPoint(kernel):
+        scope = memref.AllocaScopeOp(results)
+        block = scope.bodyRegion.blocks.append()
+        with ir.InsertionPoint(block):
+            end = memref.AllocaScopeReturnOp(list(kernel.results))
+    for old, new in zip(kernel.results, scope.results):
+        old.replace_all_uses_except(new, end.operation)
+    kernel.move_before(end.operation)
+    return scope.operation
 
 
 def _alloca_scope(forall):

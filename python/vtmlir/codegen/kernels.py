@@ -2,7 +2,8 @@
 
 The kernel level holds `linalg.generic` ops over memrefs (the bufferization pipeline generalises the
 named ops first, so a matmul, a Linear layer's `x @ W^T`, a convolution and a LayerNorm's row sums
-all arrive as generics) plus the `linalg.copy`/`linalg.fill` ops made after bufferization. The
+all arrive as generics) plus the `linalg.copy`/`linalg.fill` ops made after bufferization and the
+`linalg.map` a padding's fill becomes. The
 classes follow IREE's CPU dispatch (`KernelDispatch.cpp`): contractions (matmul and batch matmul in
 any operand order, by the contraction interface of upstream linalg), convolutions and pooling
 (sliding-window maps), reductions, elementwise ops and pure data movement (copy, transpose,
@@ -42,7 +43,7 @@ class KernelKind(str, Enum):
 # vectorised: such a kernel keeps its loops and is named in the report).
 _VECTORIZABLE_DIALECTS = ("arith", "math")
 _VECTORIZABLE_OPS = ("linalg.index", "linalg.yield")
-_STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast")
+_STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.map", "linalg.transpose", "linalg.broadcast")
 
 
 @dataclass
@@ -147,7 +148,22 @@ def _memory_problem(op, maps, ranges: tuple[int, ...]) -> str:
             continue
         if any(isinstance(e, ir.AffineDimExpr) and e.position in vector_loops for e in amap.results):
             return f"{value.type.element_type} buffer along the vectors (bit-packed in a vector, a byte per element in memory)"
+    vector_dim = _innermost_dim(maps[-1])
+    for value, amap in zip(op.operands[:-1], maps[:-1] if not _is_data_movement(op) else ()):
+        # A strided window's tap (a pooling's with stride > 1) whose innermost loop is the output's
+        # contiguous dimension: the vector would be gathered one scalar load at a time, slower than
+        # the loops (maxpool 3x3/2 1x64x112x112: 3.6 ms against 1.6). A depthwise convolution's tap
+        # loops over channels innermost (a strided loop too): its vectors stay faster (0.6 ms / 1.9).
+        # A strided im2col copy is about even either way (stride-2 conv 64->128 56x56) and stays vectors.
+        if (isinstance(value.type, ir.MemRefType) and vector_dim == len(ranges) - 1 and ranges[vector_dim] > 1
+                and _innermost_dim(amap) == vector_dim and _innermost_stride(value.type) not in (1, None)):
+            return "an input strided along the vectors (a strided window's tap)"
     return ""
+
+
+def _innermost_stride(t: ir.MemRefType) -> int | None:
+    strides, _ = t.get_strides_and_offset()
+    return strides[-1] if strides and not t.is_dynamic_stride_or_offset(strides[-1]) else None
 
 
 def _is_data_movement(op) -> bool:

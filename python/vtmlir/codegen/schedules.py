@@ -34,6 +34,9 @@ from . import transform_ir as t
 from .kernels import Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
+# Block sizes tried for transposing copies (square blocks of the two swapped dimensions).
+TRANSPOSE_BLOCKS = (128, 64, 32)
+
 # Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
 PARALLEL_MIN_ITERATIONS = 1 << 15
 
@@ -186,15 +189,20 @@ def _vector_dim(kernel: Kernel) -> int:
     return kernel.rank - 1
 
 
-def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: int, width: int) -> None:
+def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: int, width: int,
+                  cross: int | None = None) -> None:
     """Shared by the vector schedules: thread split on the outermost other dimension, every other
-    dimension by 1, `vector_dim` by `width` (peeled), then vectorise the pieces."""
+    dimension by 1, `vector_dim` by `width` (peeled), then vectorise the pieces. With `cross` (an
+    input's contiguous dimension, not the output's: a transposition), that dimension is tiled by
+    `width` too, so each tile reads `width` contiguous rows and transposes them in registers."""
     rank, ranges = kernel.rank, kernel.loop_ranges
+    if kernel.op.name == "linalg.map":  # (a padding's fill) its tiles would have dynamic shapes
+        op = t.generalize(op)
     parts = _parallel_parts(kernel, parts)
     forall_sizes = [0] * rank
     split = next((d for d in range(rank) if d != vector_dim and d not in kernel.reduction_dims and ranges[d] > 1), None)
     if split is not None:
-        forall_sizes[split] = chunk(ranges[split], parts)
+        forall_sizes[split] = chunk(ranges[split], parts, multiple=width if split == cross else 1)
     elif vector_dim not in kernel.reduction_dims:
         forall_sizes[vector_dim] = chunk(ranges[vector_dim], parts, multiple=width)
     else:
@@ -204,10 +212,22 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
     extent = forall_sizes[vector_dim] or ranges[vector_dim]
     if extent > width:
         inner[vector_dim] = width
+    cross_extent = (forall_sizes[cross] or ranges[cross]) if cross is not None else 0
+    if cross is not None:
+        inner.pop(cross, None)
+        if cross_extent > width:
+            inner[cross] = width
+        block = next((b for b in TRANSPOSE_BLOCKS if b > width and cross_extent % b == 0 and extent % b == 0), None)
+        if block:  # blocks of rows whose pages stay in the TLB while their columns are swept
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {cross: block, vector_dim: block}))
     if any(inner.values()):
         _, loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, inner))
+        tiled = sorted(d for d in inner if inner[d])
+        # Peel the innermost loop first: peeling an outer loop would copy the inner one.
         if vector_dim in inner and extent % width:
-            t.peel(loops[sorted(inner).index(vector_dim)])
+            t.peel(loops[tiled.index(vector_dim)])
+        if cross in inner and cross_extent % width:
+            t.peel(loops[tiled.index(cross)])
     t.canonicalize(forall)
     t.vectorize(t.match_kernel(forall, kernel_id))
 
@@ -218,8 +238,31 @@ class VectorSchedule(Schedule):
     vectors: int = 4  # vector registers per tile of the innermost dimension
 
     def build(self, kernel_id, kernel, target, parts, op):
+        vector_dim = _vector_dim(kernel)
+        cross = _transposed_dim(kernel, vector_dim)
+        if cross is not None:  # square tiles of one register: `width` rows read, transposed in registers
+            _tile_vectors(kernel_id, kernel, parts, op, vector_dim, target.lanes(kernel.element_bits), cross)
+            return
         width = self.vectors * target.lanes(kernel.element_bits)
-        _tile_vectors(kernel_id, kernel, parts, op, _vector_dim(kernel), width)
+        _tile_vectors(kernel_id, kernel, parts, op, vector_dim, width)
+
+
+def _transposed_dim(kernel: Kernel, vector_dim: int) -> int | None:
+    """The contiguous dimension of an input that is not the output's (a parallel dimension both
+    index): the kernel transposes that input."""
+    if vector_dim in kernel.reduction_dims:
+        return None
+    out_dims = {e.position for e in kernel.maps[-1].results if isinstance(e, ir.AffineDimExpr)}
+    for amap in kernel.maps[:-1]:
+        results = list(amap.results)
+        if not results or not isinstance(results[-1], ir.AffineDimExpr):
+            continue
+        inner = results[-1].position
+        uses_vector_dim = any(isinstance(e, ir.AffineDimExpr) and e.position == vector_dim for e in results)
+        if (inner != vector_dim and uses_vector_dim and inner in out_dims and inner not in kernel.reduction_dims
+                and kernel.loop_ranges[inner] > 1):
+            return inner
+    return None
 
 
 @dataclass(frozen=True)

@@ -20,34 +20,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
+from .bodies import backward_slice, clone_ops, iterator_attr
 from .kernels import indexing_maps_of, rewrite_generics
-
-_PURE_DIALECTS = ("arith", "math")
-
-
-def _assert_slice(block: ir.Block, asserts: list) -> tuple[list, set[int]] | None:
-    """(ops computing the asserted conditions, in block order; block argument numbers they read)."""
-    needed, args, work = set(), set(), [v for a in asserts for v in a.operands]
-    owners = {}
-    for op in block.operations:
-        for r in op.results:
-            owners[r] = op.operation
-    while work:
-        value = work.pop()
-        if isinstance(value, ir.BlockArgument):
-            if value.owner == block:
-                args.add(value.arg_number)
-            continue
-        op = owners.get(value)
-        if op is None:
-            continue  # defined outside the body: usable as it is
-        if op.name.split(".", 1)[0] not in _PURE_DIALECTS:
-            return None
-        if op not in needed:
-            needed.add(op)
-            work.extend(op.operands)
-    ordered = [op.operation for op in block.operations if op.operation in needed]
-    return ordered, args
 
 
 def split_checks(op) -> bool:
@@ -57,7 +31,7 @@ def split_checks(op) -> bool:
     asserts = [o.operation for o in block.operations if o.operation.name == "cf.assert"]
     if not asserts:
         return False
-    found = _assert_slice(block, asserts)
+    found = backward_slice(block, [v for a in asserts for v in a.operands])
     maps = indexing_maps_of(op)
     n_inputs = len(op.opview.inputs)
     if found is None or maps is None or any(a >= n_inputs for a in found[1]):
@@ -75,29 +49,17 @@ def split_checks(op) -> bool:
     with op.location, ir.InsertionPoint(op):
         check = linalg.GenericOp([], [op.operands[a] for a in args], [],
                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),
-                                 ir.ArrayAttr.get([_parallel(op.context)] * len(dims)))
+                                 ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * len(dims)))
         body = check.regions[0].blocks.append(*[block.arguments[a].type for a in args])
         mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
         with ir.InsertionPoint(body):
-            for inner in ops + asserts:
-                clone = inner.clone()
-                for i, operand in enumerate(clone.operands):
-                    if operand in mapping:
-                        clone.operands[i] = mapping[operand]
-                for old, new in zip(inner.results, clone.results):
-                    mapping[old] = new
+            clone_ops(ops + asserts, mapping)
             linalg.YieldOp([])
     for a in asserts:
         a.erase()
     if not op.opview.outputs:
         op.erase()  # only checks: all of them moved
     return True
-
-
-def _parallel(context) -> ir.Attribute:
-    from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
-
-    return _iteratortypeenum(IteratorType.parallel, context)
 
 
 def split_all_checks(module_op) -> int:

@@ -68,6 +68,11 @@ def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
 
 
 
+def generalize(target: ir.Value) -> ir.Value:
+    """A named structured op as the `linalg.generic` it stands for (attributes kept)."""
+    return structured.GeneralizeOp(target).transformed
+
+
 def promote(target: ir.Value, operands: Sequence[int]) -> ir.Value:
     """Copy the named operands' tiles into 64-byte aligned stack buffers (packing, §10 of the notes)."""
     return structured_gen.PromoteOp(any_op(), target, operands_to_promote=list(operands), use_alloca=True,
@@ -118,6 +123,20 @@ def lower_contractions(scope: ir.Value) -> None:
     with ir.InsertionPoint(patterns.patterns):
         transform_vector.ApplyLowerContractionPatternsOp(
             lowering_strategy=transform_vector.VectorContractLowering.ParallelArith)
+
+
+def lower_transposes(scope: ir.Value, vector_bits: int) -> None:
+    """A transfer_read with a permutation map (a transposing copy's tile) → a plain read and a
+    vector.transpose, lowered to shuffles: 16x16 blocks on AVX-512, 8x8 with AVX2's lowering."""
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_vector.ApplyTransferPermutationPatternsOp()
+    patterns = transform.ApplyPatternsOp(scope)
+    with ir.InsertionPoint(patterns.patterns):
+        strategy = (transform_vector.VectorTransposeLowering.Shuffle16x16 if vector_bits >= 512
+                    else transform_vector.VectorTransposeLowering.Shuffle1D)
+        transform_vector.ApplyLowerTransposePatternsOp(lowering_strategy=strategy,
+                                                       avx2_lowering_strategy=vector_bits == 256)
 
 
 def lower_multi_reductions(scope: ir.Value) -> None:

@@ -75,11 +75,16 @@ _BUILTIN_PASSES: dict[str, str] = {
     "temco-merge-lconvs": "vtmlir.temco.merge_lconvs",
     "temco-fold-weight-ops": "vtmlir.temco.fold_weight_ops",
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
+    "codegen-inline-casts": "vtmlir.codegen.inline_casts",
     "codegen-split-checks": "vtmlir.codegen.split_checks",
+    "codegen-split-prologues": "vtmlir.codegen.split_prologues",
+    "codegen-split-row-invariants": "vtmlir.codegen.split_row_invariants",
+    "codegen-transpose-b-operands": "vtmlir.codegen.transpose_b_operands",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
+    "codegen-approximate-math": "vtmlir.codegen.approximate_math",
     # The default optimisation pipeline (python/vtmlir/optimize.py, docs/pipeline.md).
     "vtmlir-default": "vtmlir.vtmlir_default",
 }

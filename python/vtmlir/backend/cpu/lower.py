@@ -23,17 +23,24 @@ from ...passes import run_pipeline
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
 # so they run in order; only the foralls the schedules make are parallel. `codegen-split-checks`: the
 # importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check
-# kernels over the dimensions they read. `codegen-decompose-convolutions`:
+# kernels over the dimensions they read. `codegen-split-prologues`: an elementwise op fused into a
+# contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
+# `codegen-inline-casts`: a kernel that only casts a buffer (LayerNorm's f64 copy of x) folded into its readers.
+# `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
+# `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
+# that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
-SCHEDULE_STAGE = ("builtin.module(memref-alloc-at-first-use, func.func(scf-forall-to-for), "
-                  "codegen-split-checks, codegen-decompose-convolutions, canonicalize, codegen-attach-schedule{threads=%d%s})")
+KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-split-checks, "
+                      "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
+# `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
 LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, func.func(convert-linalg-to-loops), canonicalize, cse, "
-               "codegen-hoist-static-allocas%s, func.func(math-expand-ops{ops=fpowi,rsqrt}))")
+               "codegen-hoist-static-allocas%s, func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
@@ -102,8 +109,7 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
     for stage, pipeline in cpu_stages(threads, items, track_memory):
         if stage == "schedule":
             # The attach pass as a function: its plan (a return value) feeds the report.
-            head = pipeline.rsplit(", codegen-attach-schedule", 1)[0] + ")"
-            run_pipeline(module, head, what="lowering for the CPU (stage 'schedule')")
+            run_pipeline(module, f"builtin.module({KERNEL_PREPARATION})", what="lowering for the CPU (stage 'schedule')")
             plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
         else:
             run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")

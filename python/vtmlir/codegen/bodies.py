@@ -1,0 +1,144 @@
+"""Pieces of `linalg.generic` bodies, shared by the passes that split a kernel in two
+(`codegen-split-checks`, `codegen-split-prologues`, `codegen-split-row-invariants`): the ops a value
+is computed from, copies of them in a new body, and a kernel of its own for such a value."""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import linalg, memref
+
+# Ops that may be copied out of a body into another kernel: pure, elementwise, no memory access.
+PURE_DIALECTS = ("arith", "math")
+
+
+def backward_slice(block: ir.Block, values) -> tuple[list, set[int]] | None:
+    """(the ops of `block` that compute `values`, in block order; the numbers of the block arguments
+    they read), or None if one of those ops is not pure arith/math. Values defined outside the body
+    are used as they are."""
+    needed, args, work = set(), set(), list(values)
+    owners = {}
+    for op in block.operations:
+        for r in op.results:
+            owners[r] = op.operation
+    while work:
+        value = work.pop()
+        if isinstance(value, ir.BlockArgument):
+            if value.owner == block:
+                args.add(value.arg_number)
+            continue
+        op = owners.get(value)
+        if op is None:
+            continue  # defined outside the body: usable as it is
+        if op.name.split(".", 1)[0] not in PURE_DIALECTS:
+            return None
+        if op not in needed:
+            needed.add(op)
+            work.extend(op.operands)
+    ordered = [op.operation for op in block.operations if op.operation in needed]
+    return ordered, args
+
+
+def clone_ops(ops, mapping: dict) -> None:
+    """Clone `ops` at the current insertion point, their operands looked up in (and their results
+    added to) `mapping`."""
+    for inner in ops:
+        clone = inner.clone()
+        for i, operand in enumerate(clone.operands):
+            if operand in mapping:
+                clone.operands[i] = mapping[operand]
+        for old, new in zip(inner.results, clone.results):
+            mapping[old] = new
+
+
+def iterator_attr(context, kind: str) -> ir.Attribute:
+    """linalg's `parallel` / `reduction` iterator attribute, as linalg's own builder makes it."""
+    from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
+
+    return _iteratortypeenum(getattr(IteratorType, kind), context)
+
+
+def static_shape(value) -> list[int] | None:
+    t = value.type
+    if not isinstance(t, ir.MemRefType) or any(t.is_dynamic_dim(i) for i in range(t.rank)):
+        return None
+    return list(t.shape)
+
+
+def owner_in(block: ir.Block, value, name: str):
+    """The op of `block` named `name` that defines `value`, or None."""
+    if isinstance(value, ir.BlockArgument):
+        return None
+    owner = value.owner.operation
+    return owner if owner.name == name and owner.parent == block.owner else None
+
+
+def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
+    """An input among `args` whose map names every dimension the others read as a plain result, and
+    the maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
+    for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
+        results = list(maps[anchor].results)
+        position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}
+        rank = len(results)
+        new_maps = []
+        for a in args:
+            if a == anchor:
+                new_maps.append(ir.AffineMap.get_identity(rank))
+                continue
+            exprs = []
+            for e in maps[a].results:
+                if isinstance(e, ir.AffineDimExpr) and e.position in position:
+                    exprs.append(ir.AffineDimExpr.get(position[e.position]))
+                elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
+                    exprs.append(e)
+                else:
+                    break
+            else:
+                new_maps.append(ir.AffineMap.get(rank, 0, exprs))
+                continue
+            break
+        else:
+            return anchor, new_maps
+    return None
+
+
+def make_prologue(op, block, side, maps):
+    """Compute `side` (a value of `op`'s body) in a kernel of its own, over the shape of the input it
+    reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions),
+    inserted before `op`; returns (buffer, its map in `op`, the new ops) or None."""
+    found = backward_slice(block, [side])
+    n_inputs = len(op.opview.inputs)
+    if found is None:
+        return None
+    ops, args = found
+    args = sorted(args)
+    if not args or any(a >= n_inputs for a in args):
+        return None  # reads the output (an accumulation, not a prologue) or no input at all
+    chosen = _anchor(args, maps)
+    if chosen is None:
+        return None
+    anchor, new_maps = chosen
+    shape = static_shape(op.operands[anchor])
+    if shape is None:
+        return None
+    rank = len(shape)
+    with op.location, ir.InsertionPoint(op):
+        buffer_type = ir.MemRefType.get(shape, side.type)
+        identity = ir.AffineMap.get_identity(rank)
+        alloc = memref.AllocOp(buffer_type, [], [], alignment=64)
+        prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
+                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps + [identity]]),
+                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
+        body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
+        mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
+        with ir.InsertionPoint(body):
+            clone_ops(ops, mapping)
+            linalg.YieldOp([mapping[side]])
+    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+
+
+def free_after(op, new_ops) -> None:
+    """Free the buffers that `make_prologue` allocated (among `new_ops`) right after `op`, their last reader."""
+    with op.location, ir.InsertionPoint.after(op):
+        for new in new_ops:
+            if new.name == "memref.alloc":
+                memref.DeallocOp(new.results[0])

@@ -1,0 +1,99 @@
+"""`codegen-split-prologues`: a contraction with a fused elementwise prologue becomes two kernels.
+
+`linalg-fuse-elementwise-ops` (graph level) fuses an elementwise producer into every consumer with
+one use, contractions included: a LayerNorm's normalisation lands inside the Linear after it
+(`out += ((x - mean) * rstd * gamma + beta) * W`), a BatchNorm + ReLU inside the 1x1 convolution after
+it, softmax's division inside the attention's `P @ V`. The product is then no contraction for linalg's
+interface (the body is more than a multiply and an add), so it gets no contraction schedule, and the
+prologue is recomputed for every output column: N times the work of computing it once.
+
+This pass undoes that fusion at the kernel level. For a generic whose body ends in
+`out + P * Q` and that is neither a contraction nor a convolution, each side (P or Q) computed from
+the inputs by arith/math ops is moved into an elementwise kernel of its own, over the shape of one
+of the inputs it reads (the anchor, whose map must index every other input of the side by plain
+dimensions), writing a new buffer; the product reads that buffer with the anchor's map. The split is
+kept only if the product is then a contraction or a convolution (the result is scheduled as one).
+
+Every element of the prologue is computed by the same ops as before and the products are summed in
+the same order: results are bitwise those of the fused kernel's loops.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import linalg
+
+from ..passes.registry import Pass, register_pass
+from .bodies import clone_ops, free_after, make_prologue, owner_in, static_shape
+from .kernels import indexing_maps_of, rewrite_generics
+
+
+def split_prologues(op) -> bool:
+    """Split the prologues out of `op` (a linalg.generic); False if it has none or stays no contraction."""
+    op = op.operation
+    if linalg.isa_contraction_op(op) or linalg.isa_convolution_op(op):
+        return False
+    maps = indexing_maps_of(op)
+    if maps is None or len(op.opview.outputs) != 1 or static_shape(op.operands[-1]) is None:
+        return False
+    block = op.regions[0].blocks[0]
+    n_inputs = len(op.opview.inputs)
+    out_arg = block.arguments[n_inputs]
+    terminator = list(block.operations)[-1]
+    if len(terminator.operands) != 1:
+        return False
+    add = owner_in(block, terminator.operands[0], "arith.addf")
+    if add is None or out_arg not in list(add.operands):
+        return False
+    product = add.operands[1] if add.operands[0] == out_arg else add.operands[0]
+    mul = owner_in(block, product, "arith.mulf")
+    if mul is None:
+        return False
+    sides = []  # per side: (operand, map, is_new)
+    new_ops = []
+    for side in mul.operands:
+        if isinstance(side, ir.BlockArgument) and side.owner == block and side.arg_number < n_inputs:
+            sides.append((op.operands[side.arg_number], maps[side.arg_number]))
+            continue
+        made = make_prologue(op, block, side, maps)
+        if made is None:
+            for new in reversed(new_ops):
+                new.erase()
+            return False
+        buffer, buffer_map, ops = made
+        new_ops += ops
+        sides.append((buffer, buffer_map))
+    if not new_ops:
+        return False  # no prologue: a reduction of another kind
+    iterators = op.attributes["iterator_types"]
+    with op.location, ir.InsertionPoint(op):
+        core = linalg.GenericOp([], [v for v, _ in sides], [op.operands[-1]],
+                                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for _, m in sides + [(None, maps[-1])]]),
+                                iterators)
+        body = core.regions[0].blocks.append(*[v.type.element_type for v, _ in sides] + [out_arg.type])
+        mapping = {mul.operands[0]: body.arguments[0], mul.operands[1]: body.arguments[1], out_arg: body.arguments[2]}
+        with ir.InsertionPoint(body):
+            clone_ops([mul, add], mapping)
+            linalg.YieldOp([mapping[add.results[0]]])
+    if not (linalg.isa_contraction_op(core.operation) or linalg.isa_convolution_op(core.operation)):
+        core.operation.erase()
+        for new in reversed(new_ops):
+            new.erase()
+        return False
+    free_after(op, new_ops)
+    op.erase()
+    return True
+
+
+def split_all_prologues(module_op) -> int:
+    """Split the prologues of every kernel; returns how many kernels had some."""
+    return rewrite_generics(module_op, split_prologues)
+
+
+@register_pass
+class SplitPrologues(Pass):
+    name = "codegen-split-prologues"
+    summary = "Move elementwise prologues fused into a contraction (LayerNorm -> Linear, BN -> 1x1 conv) into kernels of their own"
+
+    def run(self, module):
+        split_all_prologues(module)

@@ -1,0 +1,40 @@
+// RUN: vt-opt %s --codegen-approximate-math | filecheck %s
+
+// f32 exp, erf and tanh, scalar or vector, become arithmetic (fused multiply-adds, selects,
+// exponent bits); f64 keeps its libm call.
+// CHECK-LABEL: func.func @exp
+// CHECK-NOT:     math.exp
+// CHECK:         math.floor %{{.*}} : vector<8xf32>
+// CHECK:         math.fma %{{.*}} : vector<8xf32>
+// CHECK:         arith.shli %{{.*}} : vector<8xi32>
+// CHECK:         arith.bitcast %{{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK:         arith.cmpf uno
+// CHECK-NOT:     math.exp
+// CHECK:         return
+func.func @exp(%x: vector<8xf32>) -> vector<8xf32> {
+  %y = math.exp %x : vector<8xf32>
+  return %y : vector<8xf32>
+}
+
+// CHECK-LABEL: func.func @erf_tanh
+// CHECK-NOT:     math.erf
+// CHECK-NOT:     math.tanh
+// CHECK:         arith.andi
+// CHECK:         arith.ori
+// CHECK:         math.floor
+// CHECK:         arith.divf
+// CHECK:         arith.ori
+// CHECK-NOT:     math.tanh
+// CHECK:         return
+func.func @erf_tanh(%x: f32) -> (f32, f32) {
+  %e = math.erf %x : f32
+  %t = math.tanh %x : f32
+  return %e, %t : f32, f32
+}
+
+// CHECK-LABEL: func.func @double
+// CHECK:         math.exp %{{.*}} : f64
+func.func @double(%x: f64) -> f64 {
+  %y = math.exp %x : f64
+  return %y : f64
+}

@@ -1,0 +1,87 @@
+// RUN: vt-opt %s --codegen-split-prologues | filecheck %s
+
+#x = affine_map<(d0, d1, d2) -> (d0, d2)>
+#row = affine_map<(d0, d1, d2) -> (d0, 0)>
+#col = affine_map<(d0, d1, d2) -> (d2)>
+#w = affine_map<(d0, d1, d2) -> (d1, d2)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#in = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
+#chan = affine_map<(n, f, h, w, c, kh, kw) -> (c, 0, 0)>
+#flt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
+#out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#r2 = affine_map<(d0, d1) -> (d0)>
+
+// A LayerNorm's normalisation fused into the Linear after it: the normalisation moves into an
+// elementwise kernel over x's shape (computed once per element, not once per output column), and
+// the product becomes a plain contraction reading its buffer.
+// CHECK-LABEL: func.func @layernorm_linear
+// CHECK:         %[[T:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x32xf32>
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<8x32xf32>, memref<8x1xf32>, memref<32xf32>, memref<32xf32>) outs(%[[T]] : memref<8x32xf32>)
+// CHECK-NEXT:    ^bb0(
+// CHECK-NEXT:      arith.subf
+// CHECK-NEXT:      arith.mulf
+// CHECK-NEXT:      arith.addf
+// CHECK-NEXT:      linalg.yield
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[T]], %{{.*}} : memref<8x32xf32>, memref<16x32xf32>) outs(%{{.*}} : memref<8x16xf32>)
+// CHECK-NEXT:    ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[O:.*]]: f32):
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[A]], %[[B]] : f32
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[O]], %[[M]] : f32
+// CHECK-NEXT:      linalg.yield %[[S]] : f32
+// CHECK:         memref.dealloc %[[T]] : memref<8x32xf32>
+func.func @layernorm_linear(%x: memref<8x32xf32>, %mean: memref<8x1xf32>, %gamma: memref<32xf32>,
+                            %beta: memref<32xf32>, %w: memref<16x32xf32>, %y: memref<8x16xf32>) {
+  linalg.generic {indexing_maps = [#x, #row, #col, #col, #w, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %mean, %gamma, %beta, %w : memref<8x32xf32>, memref<8x1xf32>, memref<32xf32>, memref<32xf32>, memref<16x32xf32>)
+      outs(%y : memref<8x16xf32>) {
+  ^bb0(%in: f32, %m: f32, %g: f32, %b: f32, %wt: f32, %out: f32):
+    %0 = arith.subf %in, %m : f32
+    %1 = arith.mulf %0, %g : f32
+    %2 = arith.addf %1, %b : f32
+    %3 = arith.mulf %2, %wt : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  return
+}
+
+// A BatchNorm + ReLU fused into a 1x1 convolution: the anchor is the input read through
+// `h + kh`; the per-channel values are indexed by its channel dimension.
+// CHECK-LABEL: func.func @batchnorm_conv1x1
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : memref<1x4x6x6xf32>, memref<4x1x1xf32>) outs(%{{.*}} : memref<1x4x6x6xf32>)
+// CHECK:           arith.maximumf
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : memref<1x4x6x6xf32>, memref<8x4x1x1xf32>) outs(%{{.*}} : memref<1x8x6x6xf32>)
+// CHECK-NOT:       arith.maximumf
+// CHECK:           linalg.yield
+func.func @batchnorm_conv1x1(%x: memref<1x4x6x6xf32>, %scale: memref<4x1x1xf32>, %k: memref<8x4x1x1xf32>,
+                             %y: memref<1x8x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#in, #chan, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %scale, %k : memref<1x4x6x6xf32>, memref<4x1x1xf32>, memref<8x4x1x1xf32>) outs(%y : memref<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %s: f32, %f: f32, %out: f32):
+    %0 = arith.mulf %in, %s : f32
+    %1 = arith.maximumf %0, %zero : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// A sum of squares is a reduction, not a product of two operands: left alone.
+// CHECK-LABEL: func.func @sum_of_squares
+// CHECK-NOT:     memref.alloc
+// CHECK:         linalg.generic
+// CHECK-NOT:     linalg.generic
+func.func @sum_of_squares(%x: memref<8x32xf32>, %mean: memref<8xf32>, %y: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#id2, #r2, #r2], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %mean : memref<8x32xf32>, memref<8xf32>) outs(%y : memref<8xf32>) {
+  ^bb0(%in: f32, %m: f32, %out: f32):
+    %0 = arith.subf %in, %m : f32
+    %1 = arith.mulf %0, %0 : f32
+    %2 = arith.addf %out, %1 : f32
+    linalg.yield %2 : f32
+  }
+  return
+}
