@@ -120,7 +120,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     return executable
