@@ -93,19 +93,24 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
     # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
-    GpuStage("schedule", "contractions' operand prologues split off; every kernel classified and its "
-             "GPU schedule attached as transform IR",
-             pipeline="codegen-gpu-split-prologues, canonicalize, "
+    GpuStage("schedule", "contractions' operand prologues split off, tensor-core operands padded to "
+             "multiples of 16, unit loops dropped; every kernel classified and its GPU schedule attached",
+             pipeline="codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+                      "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
+                      "canonicalize, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops, shared-memory promotion",
              pipeline="transform-interpreter{{entry-point=__gpu_tile}}, memref-copy-to-linalg"),
-    GpuStage("gpu-map", "threads and warps, vectors, gpu.launch; contractions of f16 to nvgpu.mma.sync",
-             pipeline="transform-interpreter{{entry-point=__gpu_map}}, convert-vector-to-gpu{{use-nvgpu=true}}, "
-                      "fold-memref-alias-ops, canonicalize, cse, codegen-gpu-sink-workgroup-buffers"),
+    # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
+    # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
+    GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 contractions to nvgpu.mma.sync",
+             pipeline="transform-interpreter{{entry-point=__gpu_map}}, fold-memref-alias-ops, canonicalize, cse, "
+                      "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
+                      "codegen-gpu-convert-mma"),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
-             "shared memory as padded globals",
-             pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, fold-memref-alias-ops, canonicalize, "
-                      "cse, codegen-gpu-workgroup-globals"),
+             "shared memory as globals",
+             pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, "
+                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-workgroup-globals"),
     GpuStage("parallel-loops", "the kernels left: linalg ops → scf.parallel loop nests (naive mapping)",
              pipeline="codegen-erase-schedule, func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",
@@ -113,14 +118,15 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("map-to-gpu", "outer parallel dimensions → grid, gpu.launch regions",
              pipeline="func.func(gpu-map-parallel-loops), convert-parallel-loops-to-gpu"),
     GpuStage("outline", "gpu.launch → gpu.module kernels + gpu.launch_func on the host",
-             pipeline="lower-affine, codegen-gpu-sink-constants, gpu-kernel-outlining, canonicalize"),
+             pipeline="lower-affine, gpu-kernel-outlining, canonicalize"),
     # Inside each kernel: views to pointer arithmetic, nvgpu (ldmatrix, mma.sync, cp.async) to NVVM,
     # vectors to LLVM with their natural alignment (the schedules prove it: codegen/gpu/layouts.py),
     # so 128-bit accesses become ld.global.v4 / st.global.v4.
     GpuStage("to-nvvm", "kernels → llvm/nvvm dialects",
              pipeline="nvvm-attach-target{{chip={chip}}}, "
-                      "gpu.module(expand-strided-metadata, lower-affine, convert-scf-to-cf, convert-nvgpu-to-nvvm, "
-                      "convert-vector-to-llvm{{use-vector-alignment=true}}, convert-gpu-to-nvvm, convert-math-to-llvm, "
+                      "gpu.module(convert-vector-to-scf{{full-unroll=true}}, expand-strided-metadata, lower-affine, "
+                      "convert-scf-to-cf, convert-nvgpu-to-nvvm, convert-vector-to-llvm{{use-vector-alignment=true}}, "
+                      "convert-gpu-to-nvvm, convert-math-to-llvm, "
                       "canonicalize, reconcile-unrealized-casts)"),
 )
 
@@ -170,7 +176,7 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
     leave to the naive mapping. A schedule that fails raises `ScheduleFailure` naming the kernel
     (`compile_cuda` then compiles again without it).
     """
-    from ...codegen.gpu.attach_schedule import attach_gpu_schedules, kernel_of_failure
+    from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
 
     if walk_ops(module, "bufferization.to_tensor") or _has_tensor_args(module):
         raise VtmlirError("error: the CUDA lowering expects a bufferized module (memrefs, not tensors); "
@@ -179,25 +185,32 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
     plans, naive, spaces, launches = [], [], [], []
     for stage in stages:
         if stage.name == "schedule":
-            head, _, _ = stage.pipeline.rpartition(", codegen-gpu-attach-schedule")
-            run_pipeline(module, f"builtin.module({head})", what=f"GPU lowering stage '{stage.name}'")
+            # The attach pass as a function: its plans (a return value) feed the report.
+            options = f" schedules={','.join(schedules)}" if schedules else ""
+            head, _, _ = stage.text(chip, options).rpartition(", codegen-gpu-attach-schedule")
+            run_pipeline(module, head + ")", what=f"GPU lowering stage '{stage.name}'")
             plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude)
         elif stage.name in _GPU_PHASES:
+            snapshot = module.operation.clone()
             try:
                 stage.run(module, chip)
             except VtmlirError as err:
                 kernel = kernel_of_failure(str(err))
+                if kernel is None:
+                    kernel = failing_kernel(snapshot, stage.name.removeprefix("gpu-"), plans)
                 if kernel is None or kernel in exclude:
                     raise
                 raise ScheduleFailure(kernel, str(err)) from None
+            finally:
+                snapshot.erase()
         else:
             if stage.name == "parallel-loops":
                 naive = _naive_kernel_ids(module)
             if stage.name == "map-to-gpu":
                 record_iteration_spaces(module, spaces)
+            stage.run(module, chip)
             if stage.name == "outline":
                 launches = _launch_origins(module, naive, spaces)
-            stage.run(module, chip)
         recorded[stage.name] = _print_without_resources(module)
     leftovers = [op.name for op in walk_ops(module) if op.name in ("scf.parallel", "gpu.launch")]
     if leftovers:
@@ -229,17 +242,17 @@ def _naive_kernel_ids(module: ir.Module) -> list[int | None]:
 
 
 def _launch_origins(module: ir.Module, naive: list, spaces: list) -> list[LaunchOrigin]:
-    """Per top-level gpu.launch in order: the scheduled kernel it carries (`codegen.kernel`), or the
-    next naive loop nest; a naive launch is traced to its kernel when the naive loop nests and the
-    naive kernels correspond one to one."""
+    """Per top-level gpu.launch_func in order: the scheduled kernel it carries (`codegen.kernel`,
+    codegen-gpu-outline-kernels), or the next naive loop nest; a naive launch is traced to its kernel
+    when the naive loop nests and the naive kernels correspond one to one."""
     from ...codegen.kernels import KERNEL_ATTR
 
-    launch_ops = _top_level(module, "gpu.launch")
-    naive_launches = sum(1 for op in launch_ops if KERNEL_ATTR not in op.attributes)
-    traced = naive if len(naive) == naive_launches else [None] * naive_launches
+    calls = _top_level(module, "gpu.launch_func")
+    naive_calls = sum(1 for op in calls if KERNEL_ATTR not in op.attributes)
+    traced = naive if len(naive) == naive_calls else [None] * naive_calls
     naive_iter, space_iter = iter(traced), iter(spaces)
     origins = []
-    for op in launch_ops:
+    for op in calls:
         if KERNEL_ATTR in op.attributes:
             origins.append(LaunchOrigin(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value, True))
         else:

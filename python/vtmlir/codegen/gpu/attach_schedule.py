@@ -167,6 +167,37 @@ def kernel_of_failure(message: str) -> int | None:
     return None
 
 
+def failing_kernel(snapshot, phase: str, plans: list[GpuKernelPlan]) -> int | None:
+    """Which kernel's `phase` sequence fails on `snapshot` (the module as it was before the phase),
+    trying each scheduled kernel's sequence alone on a copy; None when none fails alone."""
+    from torch_mlir.dialects.transform import interpreter
+
+    for plan in plans:
+        if plan.schedule is None:
+            continue
+        trial = snapshot.clone()
+        try:
+            body = trial.regions[0].blocks[0]
+            name = f"kernel_{plan.id}_{plan.schedule.replace('-', '_')}_{phase}"
+            sequence = next((op for op in body.operations if op.operation.name == "transform.named_sequence"
+                             and ir.StringAttr(op.attributes["sym_name"]).value == name), None)
+            if sequence is None:
+                continue
+            payload = trial
+            if phase == "tile":
+                payload = next((op for op in top_level_kernels(trial) if KERNEL_ATTR in op.attributes
+                                and ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value == plan.id), None)
+                if payload is None:
+                    continue
+            try:
+                interpreter.apply_named_sequence(payload, sequence.operation, trial)
+            except Exception:  # noqa: BLE001 - any failure of this kernel's sequence names it
+                return plan.id
+        finally:
+            trial.erase()
+    return None
+
+
 @register_pass
 class AttachGpuSchedule(Pass):
     name = "codegen-gpu-attach-schedule"

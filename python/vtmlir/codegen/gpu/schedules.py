@@ -32,7 +32,7 @@ from ..kernels import Kernel, KernelKind
 from ..schedules import Schedule, resolve_schedules
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
-from .layouts import element_bytes, vector_width
+from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
 
 MAX_THREADS = 256
@@ -147,13 +147,33 @@ class ContractionSchedule(GpuSchedule):
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
 
+    def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
+        """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
+        are aligned for the accumulators' 2-element accesses (`codegen-gpu-pad-contractions` makes
+        them so): f16 operands, an f32 or f16 accumulator, A and B contiguous along m/k and n/k."""
+        if kernel.kind is not KernelKind.CONTRACTION or not (self.tensor_cores and target.tensor_cores):
+            return False
+        a_idx = 1 - kernel.b_operand
+        types = [ir.MemRefType(v.type) for v in kernel.op.operands]
+        mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
+        return (_mma_types(types[a_idx], types[kernel.b_operand], types[2])
+                and _innermost(kernel.maps[a_idx]) in (mi, ki) and _innermost(kernel.maps[kernel.b_operand]) in (ni, ki)
+                and _innermost(kernel.maps[2]) == ni)
+
+    @staticmethod
+    def mma_aligned(kernel: Kernel) -> bool:
+        """m, n, k multiples of 16 and C's rows aligned to 2 elements (8-byte accumulator stores)."""
+        ranges = kernel.loop_ranges
+        c_type = ir.MemRefType(kernel.op.operands[2].type)
+        return (all(ranges[d[-1]] % 16 == 0 for d in (kernel.m, kernel.n, kernel.k))
+                and aligned_elements(c_type) >= 2)
+
     def choose(self, kernel: Kernel, target: GpuTarget):
         if kernel.kind is not KernelKind.CONTRACTION:
             return f"not a contraction ({kernel.kind.value})"
         op = kernel.op
         a_idx = 1 - kernel.b_operand
         types = [ir.MemRefType(v.type) for v in op.operands]
-        a_t, b_t, c_t = types[a_idx], types[kernel.b_operand], types[2]
         ranges = kernel.loop_ranges
         mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
         big_m, big_n, big_k = ranges[mi], ranges[ni], ranges[ki]
@@ -162,12 +182,11 @@ class ContractionSchedule(GpuSchedule):
         order = tuple(outer_dims + k_outer + [mi, ni, ki])
         if sorted(order) != list(range(kernel.rank)):
             return "the contraction's dimensions are not batch/m/n/k"
+        if min(big_m, big_n, big_k) < 2:
+            return "a unit m, n or k dimension (a matrix-vector product)"
         outer_tiles = prod(ranges[d] for d in outer_dims)
-        elem = _element_name(a_t.element_type)
-        mma = (self.tensor_cores and target.tensor_cores and _mma_types(a_t, b_t, c_t)
-               and big_m % 16 == 0 and big_n % 16 == 0 and big_k % 16 == 0
-               and _innermost(kernel.maps[a_idx]) in (mi, ki) and _innermost(kernel.maps[kernel.b_operand]) in (ni, ki)
-               and vector_width(c_t, big_n) >= 2)
+        elem = _element_name(types[a_idx].element_type)
+        mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
         if mma:
             tiles = self._mma_tiles(target, big_m, big_n, big_k, outer_tiles)
         else:
@@ -178,18 +197,22 @@ class ContractionSchedule(GpuSchedule):
         tile_of = {mi: bm, ni: bn, ki: bk}
         copies = []
         for idx in (0, 1):
-            shape = tuple(tile_of.get(e.position, 1) if isinstance(e, ir.AffineDimExpr) else 1
-                          for e in kernel.maps[idx].results)
+            # The operand's tile after the unit dimensions of the tiles of 1 are dropped.
+            shape = tuple(tile_of[e.position] for e in kernel.maps[idx].results
+                          if isinstance(e, ir.AffineDimExpr) and e.position in tile_of)
             copy = _copy_plan(shape, types[idx], threads)
             if copy is None:
                 return f"operand {idx} tile {shape} cannot be spread over {threads} threads"
             copies.append(copy)
         trips = big_k // bk
         stages = self.stages or 2
-        shared = _shared_bytes(copies, types, 1)
         if not self.stages and mma and _shared_bytes(copies, types, 3) <= target.shared_per_block_static:
             stages = 3
-        if trips < 2 or k_outer:
+        stages = min(stages, trips)  # the pipeliner needs at least as many k steps as stages
+        # The pipeliner takes only copies at the top of the k loop's body: a copy that fewer threads
+        # than the block's make is guarded by an `scf.if` it cannot see into.
+        predicated = any(prod(n for n in c.num_threads if n) < threads for c in copies)
+        if k_outer or predicated:
             stages = 1
         while stages > 1 and _shared_bytes(copies, types, stages) > target.shared_per_block_static:
             stages -= 1
@@ -198,7 +221,8 @@ class ContractionSchedule(GpuSchedule):
             return f"its tiles need {shared} bytes of shared memory"
         grid = outer_tiles * (big_m // bm) * (big_n // bn)
         flops = 2 * kernel.iterations
-        moved = sum(prod(t.shape) * element_bytes(t.element_type) for t in types) + prod(c_t.shape) * element_bytes(c_t.element_type)
+        moved = sum(prod(t.shape) * element_bytes(t.element_type) for t in types) + \
+            prod(types[2].shape) * element_bytes(types[2].element_type)
         return ContractionTiling(bool(mma), order, len(outer_dims), len(k_outer), (bm, bn, bk), sub, threads, stages,
                                  tuple(copies), grid, shared, elem, flops, moved)
 
@@ -223,11 +247,13 @@ class ContractionSchedule(GpuSchedule):
 
     def _simt_tiles(self, target, big_m, big_n, big_k, outer_tiles):
         bk = self.block_k or max(d for d in divisors(big_k) if d <= 16)
+        if bk < 2:
+            return None
         best = None
-        for bm in [d for d in divisors(big_m) if d <= 128]:
+        for bm in [d for d in divisors(big_m) if 2 <= d <= 128]:
             if self.block_m and bm != self.block_m:
                 continue
-            for bn in [d for d in divisors(big_n) if d <= 128]:
+            for bn in [d for d in divisors(big_n) if 2 <= d <= 128]:
                 if self.block_n and bn != self.block_n:
                     continue
                 for tm, tn in SIMT_THREAD_TILES:
@@ -236,7 +262,7 @@ class ContractionSchedule(GpuSchedule):
                     if bm % tm or bn % tn:
                         continue
                     threads = (bm // tm) * (bn // tn)
-                    if threads > MAX_THREADS or (threads < WARP and bm * bn >= WARP * tm * tn):
+                    if threads > MAX_THREADS or threads < min(WARP, big_m * big_n // (tm * tn)):
                         continue
                     blocks = outer_tiles * (big_m // bm) * (big_n // bn)
                     regs = min(255, 32 + 2 * tm * tn)
@@ -260,8 +286,11 @@ class ContractionSchedule(GpuSchedule):
         tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm, bn, 0], processor="block",
                                        linear_dims=[p + 1 - i for i in range(p)] + [1, 0])
         tg.annotate_kernel(forall, kid)
-        tiled, _ = tile(tiled, [0] * p + [1] * q + [0, 0, bk])
-        tg.promote_to_workgroup(tiled, [0, 1])
+        tile(tiled, [0] * p + [1] * q + [0, 0, bk])
+        # The tiles of 1 (batch, outer m/n/k) are unit dimensions: drop them, so the shared-memory
+        # tiles and the warp-level contraction are 2-d (m, k) x (n, k) -> (m, n).
+        tg.apply_patterns(forall, tg.fold_unit_dims, tg.canonicalization)
+        tg.promote_to_workgroup(match_names(forall, ["linalg.generic"]), [0, 1])
 
     def build_map(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
@@ -269,15 +298,18 @@ class ContractionSchedule(GpuSchedule):
         copies = tg.split(match_names(forall, ["linalg.copy"]), 2)
         for copy, plan in zip(copies, tiling.copies):
             tg.tile_forall(copy, num_threads=plan.num_threads, processor="thread", linear_dims=plan.linear_dims)
-        p, q = tiling.outer, tiling.k_outer
-        sizes = [0] * (p + q) + [tiling.sub[0], tiling.sub[1], 0]
-        compute = tg.match_tagged(forall, kernel.op.name, kid)
-        tg.tile_forall(compute, tile_sizes=sizes, processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
+        compute = match_names(forall, ["linalg.generic"])
+        tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
         tg.apply_patterns(forall, tg.canonicalization)
         tg.vectorize(match_names(forall, ["linalg.copy", "linalg.generic"]))
-        tg.apply_patterns(forall, tg.contraction_patterns, tg.canonicalization)
-        tg.apply_patterns(forall, tg.drop_unit_dims, tg.canonicalization)
         launch = tg.map_to_launch(forall, tiling.threads, kid)
+        # With the warp tiles' views folded into the shared buffers' indices, the vectorised
+        # broadcast-multiply-reduce becomes a 2-d vector.contract (then 16x8x16 pieces for mma.sync).
+        tg.apply_patterns(launch, tg.fold_memref_aliases, tg.canonicalization)
+        tg.apply_patterns(launch, tg.contraction_patterns, tg.canonicalization)
+        if tiling.mma:
+            tg.apply_patterns(launch, tg.fold_extensions, tg.canonicalization)
+        tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
         if tiling.mma:
             tg.apply_patterns(launch, tg.unroll_to_mma, tg.canonicalization)
 
@@ -289,13 +321,13 @@ class ContractionSchedule(GpuSchedule):
         tg.apply_patterns(launch, tg.lower_outer_products, tg.canonicalization)
 
     def build_pipeline(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
-        launch = tg.match_tagged(root, "gpu.launch", kid)
-        tg.apply_patterns(launch, tg.transfers_to_1d, tg.canonicalization)
-        launch = tg.async_copies(launch)
+        kernel_func = tg.match_tagged(root, "gpu.func", kid)  # outlined by codegen-gpu-outline-kernels
+        tg.apply_patterns(kernel_func, tg.transfers_to_1d, tg.canonicalization)
+        kernel_func = tg.async_copies(kernel_func)
         if tiling.stages > 1:
-            tg.multibuffer(match_names(launch, ["memref.alloc"]), tiling.stages)
-            tg.pipeline_copies(match_names(launch, ["scf.for"]), tiling.stages)
-        cse(launch)
+            tg.multibuffer(match_names(kernel_func, ["memref.alloc"]), tiling.stages)
+            tg.pipeline_copies(match_names(kernel_func, ["scf.for"]), tiling.stages)
+        cse(kernel_func)
 
 
 def _innermost(amap: ir.AffineMap) -> int | None:

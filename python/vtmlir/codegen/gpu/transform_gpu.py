@@ -116,11 +116,22 @@ def fold_memref_aliases() -> None:
 
 
 def contraction_patterns() -> None:
-    """Vectorised broadcast+multiply+reduce → `vector.contract`, widening casts folded into it (the
-    f16 x f16 → f32 contraction that `mma.sync` computes)."""
+    """Vectorised broadcast+multiply+reduce → `vector.contract` of the 2-d operand tiles: broadcasts
+    out of the transfers, casts moved before them, then folded into the contraction's maps."""
     transform_vector.ApplyTransferPermutationPatternsOp()
+    transform_vector.ApplySinkVectorPatternsOp()
     transform_vector.ApplyVectorReductionToContractPatternsOp()
+
+
+def fold_extensions() -> None:
+    """Widening casts of the operands folded into `vector.contract` (the f16 x f16 → f32 contraction
+    that `mma.sync` computes)."""
     transform_vector.ApplyFoldArithExtensionPatternsOp()
+
+
+def fold_unit_dims() -> None:
+    """Unit loops of linalg ops dropped through rank-reducing subviews."""
+    structured_gen.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
 
 
 def drop_unit_dims() -> None:
