@@ -7,7 +7,7 @@ Entry points:
 - `vt-opt`: the `mlir-opt` of vtmlir (see `vtmlir.cli.vt_opt`).
 """
 
-from .errors import UnsupportedOpError, VtmlirError
+from .errors import InputMutationError, UnsupportedOpError, VtmlirError
 from .frontend import as_module, import_torch, parse_mlir
 
 __version__ = "0.1.0"
@@ -30,4 +30,4 @@ def quantize(model, dtype: str = "u4", group_size: int = 128, **options):
     return _quantize(model, dtype=dtype, group_size=group_size, **options)
 
 
-__all__ = ["UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir", "quantize"]
+__all__ = ["InputMutationError", "UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir", "quantize"]

@@ -52,7 +52,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
       subbyte-lower{cpu-vectorize=1}`), "portable" (`subbyte-pack, subbyte-lower`), or None (no
       low-bit passes: the weights are dequantised in full, then multiplied). Recorded as stage "lowbit".
     - `donate`: indices of arguments the compiled function may overwrite (JAX's `donate_argnums`;
-      for an `nn.Module`, indices among its tensor inputs in order).
+      for an `nn.Module`, indices among its tensor inputs in order). A module that writes an
+      argument in place (`x.add_(1)`, `copy_`, `out=`) needs it donated (else `InputMutationError`);
+      the compiled function then writes it as PyTorch does and returns only what the module returns.
       Without it no argument is ever written. A result that is a donated argument updated in place
       (a KV cache: `cache[:, :, p] = k` on a clone of the input) is then computed in that argument's
       memory and returned in it -- no second buffer, no copy; on the CPU `compiled.aliases` says
@@ -70,7 +72,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     from .errors import VtmlirError
     from .frontend import as_module
     from .frontend.torch_import import export_torch, import_exported
-    from .signature import find_entry, signature_of
+    from .signature import box_scalars, find_entry, signature_of
 
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
@@ -107,7 +109,10 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if any(lower_views(graph)):
         stages["vt-lowered"] = print_ir(graph)
     check_lowerable(graph)
-    signature = signature_of(find_entry(graph, entry))
+    entry_func = find_entry(graph, entry)
+    signature = signature_of(entry_func)
+    _check_written_inputs(signature, donated)
+    box_scalars(entry_func)  # scalars cross the boundary as 0-d tensors (signature.py)
 
     if target == "cpu":
         from .backend.cpu import compile_cpu
@@ -120,7 +125,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
+                              signature=signature)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     return executable
@@ -132,7 +138,6 @@ _NOT_LOWERABLE = {
              "(the default output_type of vtmlir.import_torch)",
     "torch_c": "the module is at torch level; vtmlir.compile needs linalg-on-tensors "
                "(the default output_type of vtmlir.import_torch)",
-    "tm_tensor": "torch-mlir's TMTensor ops (from scatter/sort/index_put) have no lowering in vtmlir",
     "vt": "vt ops are lowered by vt-lower-views (compile runs it); one is left unlowered",
     "layout": "layout conversions have no lowering to kernels yet",
 }
@@ -149,6 +154,23 @@ def check_lowerable(module) -> None:
             where = format_location(op.location, "<module>")
             raise UnsupportedOpError(f"{where}: error: cannot compile '{op.name}': {_NOT_LOWERABLE[dialect]}",
                                      op_name=op.name)
+
+
+def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
+    """A module that writes its inputs in place (`x.add_(1)`, `copy_`, `out=`) is compiled only when
+    those inputs are donated: the compiled function then writes them as PyTorch does; otherwise
+    the caller's tensors would silently keep their old values."""
+    from .errors import InputMutationError
+
+    written = sorted(set(signature.written_inputs) - set(donated))
+    if written:
+        names = ", ".join(map(str, written))
+        raise InputMutationError(
+            f"error: @{signature.name} writes its input{'s' if len(written) > 1 else ''} {names} in place "
+            "(an in-place op such as add_, copy_, fill_ or an out= tensor); the compiled function "
+            f"returns what the module returns and leaves its inputs alone unless they are donated: "
+            f"compile with donate={tuple(written)!r} to have it write them as PyTorch does",
+            arguments=tuple(written))
 
 
 def _donated(donate) -> tuple[int, ...]:

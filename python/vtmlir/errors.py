@@ -28,6 +28,15 @@ class UnsupportedOpError(VtmlirError):
         self.op_name = op_name
 
 
+class InputMutationError(VtmlirError):
+    """The module writes some of its arguments in place (`x.add_(1)`, `copy_`, `fill_`, an `out=`
+    tensor): `vtmlir.compile` refuses it unless those `arguments` are donated."""
+
+    def __init__(self, message: str, arguments: tuple[int, ...]):
+        super().__init__(message)
+        self.arguments = tuple(arguments)
+
+
 _LOC_RE = re.compile(r'^loc\((?:callsite\()?"(?P<file>[^"]*)":(?P<line>\d+):(?P<col>\d+)')
 
 

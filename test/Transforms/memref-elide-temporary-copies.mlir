@@ -153,6 +153,31 @@ func.func @reshaped_result_into_out_param(%x: memref<2x4xf32>, %out: memref<2x2x
 
 // -----
 
+// The same through a contiguous destination whose type is strided (the first row of the
+// out-parameter, as `tril_indices` builds its result): the reshape back keeps the strided layout
+// MLIR infers for it, and a cast gives the temporary's users the temporary's own type.
+// CHECK-LABEL: func.func @reshaped_into_first_row
+// CHECK-SAME:    (%[[X:.*]]: memref<5xi64>, %[[OUT:.*]]: memref<2x11xi64>)
+// CHECK:         %[[ROW:.*]] = memref.subview %[[OUT]][0, 0] [1, 11] [1, 1] : memref<2x11xi64> to memref<1x11xi64, strided<[11, 1]>>
+// CHECK-NEXT:    %[[FLAT:.*]] = memref.collapse_shape %[[ROW]] {{\[\[}}0, 1]] : memref<1x11xi64, strided<[11, 1]>> into memref<11xi64, strided<[1]>>
+// CHECK-NEXT:    %[[T:.*]] = memref.cast %[[FLAT]] : memref<11xi64, strided<[1]>> to memref<11xi64>
+// CHECK-NEXT:    %[[HEAD:.*]] = memref.subview %[[T]][0] [5] [1]
+// CHECK-NEXT:    linalg.copy ins(%[[X]] : memref<5xi64>) outs(%[[HEAD]] :
+// CHECK-NOT:     memref.alloc
+// CHECK:         return
+func.func @reshaped_into_first_row(%x: memref<5xi64>, %out: memref<2x11xi64>) {
+  %tmp = memref.alloc() : memref<11xi64>
+  %head = memref.subview %tmp[0] [5] [1] : memref<11xi64> to memref<5xi64, strided<[1]>>
+  linalg.copy ins(%x : memref<5xi64>) outs(%head : memref<5xi64, strided<[1]>>)
+  %r = memref.expand_shape %tmp [[0, 1]] output_shape [1, 11] : memref<11xi64> into memref<1x11xi64>
+  %row = memref.subview %out[0, 0] [1, 11] [1, 1] : memref<2x11xi64> to memref<1x11xi64, strided<[11, 1]>>
+  memref.copy %r, %row : memref<1x11xi64> to memref<1x11xi64, strided<[11, 1]>>
+  memref.dealloc %tmp : memref<11xi64>
+  return
+}
+
+// -----
+
 // A view of the temporary (its type follows the temporary's layout) with a strided destination:
 // replacing the temporary would break the view's type. Kept.
 // CHECK-LABEL: func.func @view_of_temporary_into_strided_kept

@@ -207,3 +207,41 @@ def test_packed_buffers_do_not_grow_the_stack(threads):
     compiled = _compile(conv, x, threads=threads)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+class _Masks(torch.nn.Module):
+    """A bool output, a select by a bool per element and one by a bool per row (attention's)."""
+
+    def forward(self, x, a, mask, row_mask):
+        return x != 0, torch.where(mask, a, -a), torch.where(row_mask[:, None], a, 0.0)
+
+
+def test_bool_buffers_are_never_vectors_of_several_i1():
+    # LLVM lays out a vector<8xi1> bit-packed; a memref (and torch) keeps a byte per bool. A vectorised
+    # `x != 0` stored 8 flags into one byte and left the other 7 uninitialised (GPT-2's attention mask:
+    # wrong logits, different per compile). Such kernels keep loops; a mask read once per row does not.
+    torch.manual_seed(0)
+    x = torch.randint(-2, 3, (5, 77))
+    a, mask, row_mask = torch.randn(5, 77), torch.rand(5, 77) > 0.5, torch.rand(5) > 0.5
+    inputs = (x, a, mask, row_mask)
+    compiled = _compile(_Masks(), *inputs, threads=1)
+    loops = _compile(_Masks(), *inputs, threads=1, schedules={"elementwise": None})
+    report = compiled.report()
+    assert sorted(p.reason.split(" ", 1)[0] for p in report.fallbacks) == ["i1", "i1"]  # x != 0, where(mask)
+    assert any(p.kind == "elementwise" for p in report.kernels if p.id in report.vectorized)  # where(row_mask)
+    for got, same, want in zip(compiled(*inputs), loops(*inputs), _Masks()(*inputs)):
+        assert torch.equal(got, want) and torch.equal(got, same)
+
+
+class _IntAbs(torch.nn.Module):
+    def forward(self, x):
+        return torch.abs(x) * 2
+
+
+@pytest.mark.parametrize("schedules", [None, {"elementwise": None}])
+def test_integer_abs_lowers_with_threads(schedules):
+    # convert-openmp-to-llvm makes every function an llvm.func: the math lowering must come first
+    # (math.absi, scalar or vector, failed to legalise with threads != 1; T5's position buckets).
+    x = torch.randint(-50, 50, (8, 37))
+    compiled = _compile(_IntAbs(), x, threads=2, schedules=schedules)
+    assert torch.equal(compiled(x), torch.abs(x) * 2)

@@ -358,18 +358,16 @@ def test_scatter_from_index_put_is_not_virtualisable_and_says_why():
     """What torch-mlir makes of `x.index_copy(1, idx, src)` (vtmlir.import_torch, indices
     linearised by the importer) and of `x[idx] = y`: tm_tensor.scatter, whose positions are the
     values of a tensor operand."""
-    # Generic form: the TMTensor dialect has no Python registration in the wheel (the importer's
-    # pipeline loads it), so the op is parsed unregistered here, operands as the importer orders them.
+    # every vtmlir context has the TMTensor dialect loaded (context.py), so the op parses as printed
     text = """func.func @f(%x: tensor<2x5xf32>, %upd: tensor<4x1x1xf32>, %idx: tensor<4x2xi64>) -> tensor<2x5xf32> {
-      %r = "tm_tensor.scatter"(%upd, %idx, %x) ({
+      %r = tm_tensor.scatter {dimension_map = array<i64: 0, 1>} unique_indices(true)
+          ins(%upd, %idx : tensor<4x1x1xf32>, tensor<4x2xi64>) outs(%x : tensor<2x5xf32>) {
       ^bb0(%a: f32, %b: f32):
-        "tm_tensor.yield"(%a) : (f32) -> ()
-      }) {dimension_map = array<i64: 0, 1>, unique_indices = true}
-          : (tensor<4x1x1xf32>, tensor<4x2xi64>, tensor<2x5xf32>) -> tensor<2x5xf32>
+        tm_tensor.yield %a : f32
+      } -> tensor<2x5xf32>
       return %r : tensor<2x5xf32>
     }"""
     ctx = make_context()
-    ctx.allow_unregistered_dialects = True
     with ctx, ir.Location.unknown():
         m = ir.Module.parse(text)
         (op,) = walk_ops(m, "tm_tensor.scatter")

@@ -1,5 +1,8 @@
 """Graph level → kernel level: fusion of elementwise ops and one-shot bufferization.
 
+torch-mlir's TMTensor ops (sort, scan, scatter, topk, attention) first become scf/tensor/linalg ops
+(`convert-tm-tensor-to-scf`), which bufferize like the rest.
+
 Results become out-parameters of the public functions (docs/design.md §6: otherwise outputs stay
 zero); every intermediate buffer is freed (`buffer-deallocation-pipeline`: without it each call
 leaks its intermediates), right after its last use (`memref-dealloc-at-last-use`: the upstream
@@ -33,6 +36,7 @@ from ..passes import run_pipeline
 
 GRAPH_TO_KERNELS = (
     "builtin.module("
+    "convert-tm-tensor-to-scf, "
     "func.func(linalg-generalize-named-ops, linalg-fuse-elementwise-ops, canonicalize, cse), "
     "unshare-fill-inits, "
     "copy-updated-arguments, "

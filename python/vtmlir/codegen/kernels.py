@@ -133,6 +133,23 @@ def _body_problem(op) -> str:
     return ""
 
 
+def _memory_problem(op, maps, ranges: tuple[int, ...]) -> str:
+    """Why the buffers of `op` cannot be read or written as vectors, or ''. LLVM lays out a vector of
+    elements narrower than a byte bit-packed (LangRef: a `<8 x i1>` store writes one byte), while a
+    memref of i1 holds a byte per element, as torch's bool tensors do: a vectorised mask kernel
+    stored 8 flags into one byte and left the other 7 uninitialised for the scalar code reading
+    them. Such a buffer may only be indexed by loops no schedule runs its vectors along (the
+    innermost loop, the output's innermost dimension): it is then read one element at a time and
+    broadcast (an attention mask per row), or written one element per vector of the others."""
+    vector_loops = {d for d in (len(ranges) - 1, _innermost_dim(maps[-1])) if d is not None and ranges[d] > 1}
+    for value, amap in zip(op.operands, maps):
+        if not isinstance(value.type, ir.ShapedType) or element_bits_of(value) % 8 == 0:
+            continue
+        if any(isinstance(e, ir.AffineDimExpr) and e.position in vector_loops for e in amap.results):
+            return f"{value.type.element_type} buffer along the vectors (bit-packed in a vector, a byte per element in memory)"
+    return ""
+
+
 def _is_data_movement(op) -> bool:
     """The body only forwards an input or a value defined outside (copy, transpose, broadcast, fill)."""
     if op.name != "linalg.generic":
@@ -219,6 +236,9 @@ def classify(op: ir.Operation) -> Kernel:
         return kernel
     if not ranges or kernel.iterations <= 4:
         kernel.kind = KernelKind.SCALAR
+        return kernel
+    if problem := _memory_problem(op, maps, ranges):
+        kernel.reason = problem
         return kernel
     if op.name == "linalg.generic" and linalg.isa_convolution_op(op):
         dims = linalg.infer_convolution_dimensions(op)

@@ -18,6 +18,10 @@ expressions over the symbols, like `"s27 * s77"`). `shape_symbols(module)` reads
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -31,7 +35,11 @@ from .transformers_export import is_transformers_model, register_cache_pytrees
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
-_TORCH_BACKEND = "builtin.module(func.func(torch-match-quantized-custom-ops), torchdynamo-export-to-torch-backend-pipeline{ extra-library=})"
+# `backend-legal-ops`: ops torch-mlir's decompositions must leave alone because its linalg conversion
+# lowers them directly and the decomposition does not lower (adaptive_max_pool2d with an output size
+# that does not divide the input; torch-mlir's e2e configuration keeps it the same way).
+_TORCH_BACKEND = ("builtin.module(func.func(torch-match-quantized-custom-ops), torchdynamo-export-to-torch-backend-pipeline"
+                  "{backend-legal-ops=aten.adaptive_max_pool2d extra-library=})")
 _LINALG_BACKEND = "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline{allow-non-finites=True})"
 # Partial conversions: whatever torch op survives them is one torch-mlir has no linalg lowering for.
 _PARTIAL_TO_LINALG = (
@@ -90,14 +98,8 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
     if is_transformers_model(module):
         register_cache_pytrees(module)
     _check_input_leaves(args, kwargs)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes, strict=False)
-            program = program.run_decompositions(_decomposition_table())
-    except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {first}") from None
+    program = _export(module, args, kwargs, dynamic_shapes)
+    _refuse_byte_contractions(program)
     call = _prepare_for_import(program)
     return ExportedTorch(program, call, dynamic_shapes)
 
@@ -114,11 +116,19 @@ def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tenso
     importer = FxImporter(context=ctx)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        importer.import_frozen_program(program, func_name=func_name,
-                                       import_symbolic_shape_expressions=dynamic_shapes is not None)
+        try:
+            importer.import_frozen_program(program, func_name=func_name,
+                                           import_symbolic_shape_expressions=dynamic_shapes is not None)
+        except NotImplementedError as err:
+            raise _unimported_node(program, err) from None
     mod = importer.module
 
-    run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
+    try:
+        run_pipeline(mod, _TORCH_BACKEND, what="lowering to the torch backend contract")
+    except VtmlirError as err:
+        raise _explain_unknown_operators(mod, err) from None
+    with mod.context:
+        _record_calling_convention(_find_func(mod, func_name), program)
     if dynamic_shapes is not None:
         _record_shape_symbols(mod, _user_dim_names(program, dynamic_shapes))
     if output_type == "torch":
@@ -129,6 +139,7 @@ def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tenso
         run_pipeline(mod, _LINALG_BACKEND, what="lowering torch to linalg-on-tensors")
     except VtmlirError as err:
         raise _explain_lowering_failure(torch_level, err) from None
+    _refuse_conditionless_while_loops(mod)
     return mod
 
 
@@ -191,6 +202,94 @@ def _prepare_for_import(program) -> TorchCallSpec:
         sig.output_specs[:] = [s for i, s in enumerate(sig.output_specs) if i not in dropped]
     graph.lint()
     return TorchCallSpec(program.call_spec.in_spec, program.call_spec.out_spec, input_constants, output_constants)
+def _node_location(node) -> str:
+    """`file:line:0` of the innermost frame of an FX node's Python stack (else `<unknown>`)."""
+    frame = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+    return f"{frame[-1][0]}:{frame[-1][1]}:0" if frame else "<unknown>"
+
+
+def _unimported_node(program, err: NotImplementedError) -> UnsupportedOpError:
+    """torch-mlir's FX importer raises NotImplementedError for a node it cannot import (Python-number
+    ops on data-dependent values: `sym_float`, `sym_ite`, ...): name the first such node."""
+    import torch
+
+    for node in program.graph.nodes:
+        if node.op == "call_function" and not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+            name = getattr(node.target, "__name__", str(node.target))
+            return UnsupportedOpError(f"{_node_location(node)}: error: unsupported op '{name}': torch-mlir's "
+                                      "FX importer cannot import it", op_name=name)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else "NotImplementedError"
+    return UnsupportedOpError(f"error: torch-mlir's FX importer cannot import the graph: {first}")
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _refuse_conditionless_while_loops(module) -> None:
+    """torch-mlir imports `torch.while_loop` (the higher-order op) as a `torch.prim.Loop` whose initial
+    condition is the constant true, takes it for a TorchScript `for` loop, and lowers it to an
+    `scf.for` over 2**63 - 1 iterations without the exit condition -- a loop that would not end.
+    Refuse it, naming the loop, instead of compiling it."""
+    from ..ir_utils import walk_ops
+
+    for loop in walk_ops(module, "scf.for"):
+        bound = loop.operands[1].owner
+        if not isinstance(bound, ir.Block) and bound.name == "arith.constant" \
+                and ir.IntegerAttr(bound.attributes["value"]).value == _INT64_MAX:
+            where = format_location(loop.location, "<unknown>")
+            raise UnsupportedOpError(
+                f"{where}: error: unsupported op 'torch.prim.Loop': a while loop (torch.while_loop) that "
+                "torch-mlir lowers as a for loop of 2**63 - 1 iterations without its exit condition",
+                op_name="torch.prim.Loop")
+
+
+def _refuse_byte_contractions(program) -> None:
+    """torch-mlir's linalg conversion of matmuls and convolutions whose result is int8/uint8 builds a
+    `linalg.yield` of a null value (its scalar conversion to byte types is unimplemented) and the
+    process dies (SIGSEGV). Refuse them, naming the op and its source line, before torch-mlir runs."""
+    import torch
+
+    aten = torch.ops.aten
+    contractions = {aten.mm.default, aten.bmm.default, aten.matmul.default, aten.addmm.default,
+                    aten.baddbmm.default, aten.convolution.default}
+    for node in program.graph.nodes:
+        if node.op == "call_function" and node.target in contractions \
+                and getattr(node.meta.get("val"), "dtype", None) in (torch.int8, torch.uint8):
+            where = _node_location(node)
+            name = f"torch.aten.{node.target.__name__.split('.')[0]}"
+            raise UnsupportedOpError(
+                f"{where}: error: unsupported op '{name}' with a {node.meta['val'].dtype} result: torch-mlir's "
+                "linalg lowering crashes on 8-bit integer matmuls and convolutions (compute in int32 "
+                "and convert the result)", op_name=name)
+
+
+def _export(module, args, kwargs, dynamic_shapes):
+    """`torch.export` of `module` on `args`, decomposed for torch-mlir. Non-strict tracing first
+    (Python semantics, no graph breaks to worry about); where it cannot trace -- `int(t)`,
+    `float(t)`, `t.item()` feeding Python arithmetic become data-dependent symbols it cannot guard
+    on -- strict (TorchDynamo) tracing, which captures them as tensor ops, as torch-mlir's own
+    e2e configuration does."""
+    import torch
+    from torch_mlir import fx
+
+    errors = []
+    # torch logs and prints (to stderr) the graph of a failed trace; the error says what matters
+    quiet = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    for strict in (False, True):
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with contextlib.redirect_stderr(io.StringIO()):
+                    program = torch.export.export(module, args, kwargs or None, dynamic_shapes=dynamic_shapes,
+                                                     strict=strict)
+                return program.run_decompositions(_decomposition_table())
+        except Exception as err:  # torch.export raises many exception types; all mean "cannot trace"
+            errors.append(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+        finally:
+            quiet.setLevel(level)
+    raise VtmlirError(f"error: torch.export could not trace {type(module).__name__}: {errors[0]}")
 
 
 @dataclass(frozen=True)
@@ -228,16 +327,24 @@ def shape_symbols(module: ir.Module, func_name: str = "main") -> ShapeSymbols:
 
 
 def _decomposition_table() -> dict:
-    """torch-mlir's decompositions, and PyTorch's own for `aten.gelu`: torch-mlir lowers
-    `gelu(approximate="tanh")` (GPT-2's and Gemma's activation) with sqrt(2/pi) as 0.797724 (pi as
-    22/7; the true value is 0.7978846), an error of 5e-5 on activations of size 3 that grows through
-    the layers; PyTorch's decomposition uses the exact constants (and erf for approximate="none")."""
+    """torch-mlir's decompositions, with two more:
+    - PyTorch's own for `aten.gelu`: torch-mlir lowers `gelu(approximate="tanh")` (GPT-2's and Gemma's
+      activation) with sqrt(2/pi) as 0.797724 (pi as 22/7; the true value is 0.7978846), an error of
+      5e-5 on activations of size 3 that grows through the layers; PyTorch's decomposition uses the
+      exact constants (and erf for approximate="none");
+    - `sort(stable=True)` (also argsort's) as a plain sort: torch-mlir does not know
+      `aten.sort.stable`, and the sort vtmlir compiles is stable (`convert-tm-tensor-to-scf`), so the
+      two are the same function here."""
     import torch
     from torch._decomp import get_decompositions
     from torch_mlir import fx
 
+    def stable_sort(x, *, stable=None, dim=-1, descending=False):
+        return torch.ops.aten.sort.default(x, dim, descending)
+
     table = dict(fx.get_decomposition_table())
     table.update(get_decompositions([torch.ops.aten.gelu]))
+    table[torch.ops.aten.sort.stable] = stable_sort
     return table
 
 
@@ -279,6 +386,45 @@ def _read_lists_through_get_attr(graph_module, placeholder, value) -> None:
 
         user.args = tuple(swap(a) for a in user.args)
         user.kwargs = {k: swap(v) for k, v in user.kwargs.items()}
+def _record_calling_convention(fn, program) -> None:
+    """Write on `fn` what its signless, flat signature loses (`vtmlir.signature` reads it back):
+    uint8 arguments and results (`vtmlir.element_type = ui8`) and which results are new values of
+    user inputs or buffers the module writes in place (`vtmlir.input_mutations`). Python numbers
+    torch.export made constants are no arguments (`_prepare_for_import` took them out)."""
+    import torch
+    from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+
+    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts
+
+    sig = program.graph_signature
+    block = fn.regions[0].blocks[0]
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    users = [s for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes}
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    ui8 = ir.TypeAttr.get(ir.IntegerType.get_unsigned(8))
+
+    if len(users) == len(block.arguments):
+        args = attr_dicts(fn, "arg_attrs", len(users))
+        for attrs, spec in zip(args, users):
+            if isinstance(spec.arg, TensorArgument) and getattr(values.get(spec.arg.name), "dtype", None) == torch.uint8:
+                attrs[ELEMENT_TYPE] = ui8
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in args])
+    outputs = list(output.args[0])
+    if len(sig.output_specs) == len(ftype.results) == len(outputs):
+        names = [s.arg.name if isinstance(s.arg, TensorArgument) else None for s in users]
+        writes = []
+        results = attr_dicts(fn, "res_attrs", len(outputs))
+        for attrs, spec, node in zip(results, sig.output_specs, outputs):
+            if spec.kind == OutputKind.USER_INPUT_MUTATION and spec.target in names:
+                writes.append(names.index(spec.target))
+            else:
+                writes.append(BUFFER_UPDATE if spec.kind == OutputKind.BUFFER_MUTATION else RETURNED)
+            if getattr(getattr(node, "meta", {}).get("val"), "dtype", None) == torch.uint8:
+                attrs[ELEMENT_TYPE] = ui8
+        fn.attributes["res_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(a) for a in results])
+        if any(w != RETURNED for w in writes):
+            fn.attributes[INPUT_MUTATIONS] = ir.DenseI64ArrayAttr.get(writes)
 
 
 def _find_func(module, name):
@@ -400,6 +546,25 @@ def _as_torch(value):
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)
     return value
+
+
+def _explain_unknown_operators(module, err: VtmlirError) -> VtmlirError:
+    """The torch ops the importer could only import as `torch.operator` (torch-mlir does not know
+    them: `aten.ne.float`, `aten.sort.stable`, ...), named with their source lines, when the torch
+    backend pipeline failed on them; else `err`."""
+    unknown = []
+
+    def visit(op):
+        if op.name == "torch.operator":
+            unknown.append((ir.StringAttr(op.attributes["name"]).value, format_location(op.location, "<unknown>")))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not unknown:
+        return err
+    lines = [f"{loc}: error: unsupported op '{name}': torch-mlir does not know it (no torch dialect op)"
+             for name, loc in dict.fromkeys(unknown)]
+    return UnsupportedOpError("\n".join(lines), op_name=unknown[0][0])
 
 
 def _explain_lowering_failure(torch_level, err: VtmlirError) -> VtmlirError:

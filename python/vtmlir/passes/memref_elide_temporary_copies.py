@@ -240,6 +240,31 @@ def _users(tmp, block, skip) -> list | None:
     return users
 
 
+def _reshaped_type(source: ir.MemRefType, shape, reassociation, collapse: bool) -> ir.MemRefType:
+    """The type of `source` reshaped to `shape` as MLIR infers it: an identity layout stays one; a
+    strided layout gets, per collapsed group, the stride of its innermost non-unit dim, and per
+    expanded group the strides of a row-major split of the source dim's stride."""
+    elt = source.element_type
+    if isinstance(source.layout, ir.AffineMapAttr) and \
+            ir.AffineMapAttr(source.layout).value == ir.AffineMap.get_identity(source.rank):
+        return ir.MemRefType.get(shape, elt)
+    strides, offset = source.get_strides_and_offset()
+    if not shape and offset == 0:
+        return ir.MemRefType.get(shape, elt)   # collapsed to 0-d at offset 0: no layout left
+    groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(reassociation)]
+    new = [0] * len(shape)
+    for i, group in enumerate(groups):
+        if collapse:
+            inner = [d for d in group if source.shape[d] != 1] or group
+            new[i] = strides[inner[-1]]
+        else:
+            step = strides[i]
+            for d in reversed(group):
+                new[d] = step
+                step *= shape[d]
+    return ir.MemRefType.get(shape, elt, ir.StridedLayoutAttr.get(offset, new))
+
+
 def _plan(copy) -> _Plan | None:
     """How `copy`'s source can be elided, or None."""
     src, dst = copy.operands[0], copy.operands[1]
@@ -305,22 +330,26 @@ def elide(copy) -> bool:
             view.move_before(first)
     # the destination seen with the temporary's shape: the copy's reshapes undone, last first
     target = dst
+    tmp = plan.alloc.results[0]
     with copy.location, ir.InsertionPoint(first):
         for reshape in reversed(plan.chain):
-            source_type = ir.MemRefType(reshape.operands[0].type)
+            shape = ir.MemRefType(reshape.operands[0].type).shape
             reassociation = reshape.attributes["reassociation"]
+            result_type = _reshaped_type(ir.MemRefType(target.type), shape, reassociation,
+                                         collapse=reshape.name == "memref.expand_shape")
             if reshape.name == "memref.collapse_shape":
-                target = memref.ExpandShapeOp(ir.MemRefType.get(source_type.shape, source_type.element_type),
-                                              target, reassociation, [], source_type.shape).result
+                target = memref.ExpandShapeOp(result_type, target, reassociation, [], shape).result
             else:
-                target = memref.CollapseShapeOp(ir.MemRefType.get(source_type.shape, source_type.element_type),
-                                                target, reassociation).result
+                target = memref.CollapseShapeOp(result_type, target, reassociation).result
+        if plan.chain and target.type != tmp.type:
+            # a contiguous destination (`_plan`) with a strided type, e.g. the first row of a
+            # matrix, memref<1x11xi64, strided<[11, 1]>>: the same layout as the temporary's
+            target = memref.CastOp(tmp.type, target).result
     copy.erase()
     for op in reversed(plan.chain):
         op.erase()
     for op in plan.deallocs:
         op.erase()
-    tmp = plan.alloc.results[0]
     tmp.replace_all_uses_with(target)
     plan.alloc.erase()
     return True

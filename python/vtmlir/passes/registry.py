@@ -56,6 +56,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "drop-donated-results": "vtmlir.passes.argument_updates",
     "memref-distinct-returned-buffers": "vtmlir.passes.distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
+    "convert-tm-tensor-to-scf": "vtmlir.passes.convert_tm_tensor_to_scf",
     "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
     "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
     # TeMCO (python/vtmlir/temco, docs/temco.md).

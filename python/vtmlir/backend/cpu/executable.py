@@ -11,7 +11,7 @@ from torch_mlir.runtime import get_ranked_memref_descriptor
 
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
 from ...frontend.torch_calls import call_compiled
-from ...signature import Signature, to_numpy, to_torch
+from ...signature import Signature, to_numpy
 from ..bufferize import bufferize
 from .lower import lower_to_llvm
 
@@ -20,7 +20,8 @@ class CpuExecutable:
     """A function compiled for the host CPU.
 
     `stages` maps stage name → IR text (graph, kernels, loops, llvm); `signature` is the calling
-    convention. Calling it returns a torch tensor (one result) or a tuple of them.
+    convention. Calling it returns what the module returns (`Signature.deliver`): a torch tensor or
+    a Python number (one result), or a tuple of them.
     """
 
     target = "cpu"
@@ -56,7 +57,8 @@ class CpuExecutable:
         return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
-        """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
+        """Run the compiled function on its flat tensor arguments; what it returns as a tuple (tensors,
+        Python numbers for scalar results; inputs it writes are written, `Signature.deliver`)."""
         arrays = [to_numpy(a, i) for i, a in enumerate(args)]
         self.signature.check_inputs(arrays)
         for i in self.donate:
@@ -72,7 +74,7 @@ class CpuExecutable:
         if self._allocator is not None:
             self._last_stats = self._stats(arrays, out_params)
         fresh = iter(out_params)
-        return tuple(to_torch(arrays[a] if a >= 0 else next(fresh)) for a in self.result_arguments)
+        return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
 
     def report(self):
         """The `codegen.KernelReport`: each kernel's class and schedule, and the kernels that kept

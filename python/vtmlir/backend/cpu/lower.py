@@ -37,14 +37,17 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, func.func(convert-linalg-
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
+# math ops are lowered before `convert-openmp-to-llvm`, which refuses a math op inside a parallel region.
 # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
 # resolves in the host process. bf16 conversions are expanded to integer ops: LLVM would call
-# compiler-rt's __truncsfbf2, which the process does not have. `reassociate-fp-reductions`: a row
-# reduction's vector is summed as a tree (the row-reduction schedule's documented reassociation).
+# compiler-rt's __truncsfbf2, which the process does not have. Both before `convert-openmp-to-llvm`,
+# which makes every func.func an llvm.func that `func.func(...)` passes no longer visit (a scalar
+# math.absi then failed `convert-math-to-libm`). `reassociate-fp-reductions`: a row reduction's
+# vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
     "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), %s, convert-vector-to-scf{full-unroll=true}, "
-    "expand-strided-metadata, lower-affine, %s, "
-    "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, "
+    "expand-strided-metadata, lower-affine, "
+    "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
 )
 FINALIZE_MEMREF = "finalize-memref-to-llvm"

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import VtmlirError
 from ...frontend.torch_calls import call_compiled
-from ...signature import Signature, find_entry, signature_of, to_numpy, to_torch
+from ...signature import Signature, box_scalars, find_entry, signature_of, to_numpy
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, ScheduleFailure, lower_to_nvvm
@@ -96,11 +96,13 @@ class CudaExecutable:
 
     def __call__(self, *args, **kwargs):
         """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
-        take and return what the module does; otherwise return a torch tensor or a tuple of them."""
+        take and return what the module does; otherwise return a torch tensor (or a Python number
+        for a scalar result) or a tuple of them."""
         return call_compiled(self, args, kwargs)
 
     def run(self, *inputs) -> tuple:
-        """Run the compiled function on its flat tensor arguments; its results as a tuple of tensors."""
+        """Run the compiled function on its flat tensor arguments; what it returns as a tuple
+        (`Signature.deliver`)."""
         arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
         self.signature.check_inputs(arrays)
         if self._runtime is None:
@@ -116,21 +118,24 @@ class CudaExecutable:
             except VtmlirError:
                 images = {k.name: k.ptx.encode() for k in self.kernels}
             self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
-        return tuple(to_torch(a) for a in self._runtime.run(arrays))
+        return self.signature.deliver(self._runtime.run(arrays), inputs)
 
     def __repr__(self):
         return f"CudaExecutable({len(self.kernels)} kernels for {self.chip})"
 
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
-                 function: str = "main", donate: tuple[int, ...] = (), schedules=None) -> CudaExecutable:
+                 function: str = "main", donate: tuple[int, ...] = (), schedules=None,
+                 signature: Signature | None = None) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
     `donate`: arguments whose device buffer a result may be updated in (`passes/argument_updates.py`):
     the result is read back from that buffer, the buffer exists once on the device (the caller's host
     array is uploaded, never written). `schedules`: overrides of the GPU schedules per kernel kind
-    (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping).
+    (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
+    the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
+    the module.
     """
     from ...codegen import override_items
     from ...codegen.gpu.schedules import resolve_gpu_schedules
@@ -139,10 +144,11 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
     source = as_module(module)
-    signature = signature_of(find_entry(source, function))
+    signature = signature or signature_of(find_entry(source, function))
     exclude: list[int] = []
     while True:
         work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
+        box_scalars(find_entry(work, function))
         recorded: dict[str, str] = {}
         result_arguments = bufferize(work, donate=donate, function=function)
         num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)

@@ -116,7 +116,7 @@ class CudaRuntime:
         try:
             for index, (buffer_id, array) in enumerate(zip(program.inputs, inputs)):
                 buf = program.buffers[buffer_id]
-                array = np.ascontiguousarray(array, dtype=numpy_dtype(buf.dtype))
+                array = np.asarray(array, dtype=numpy_dtype(buf.dtype), order="C")  # keeps 0-d arrays 0-d
                 if tuple(array.shape) != buf.shape:
                     raise VtmlirError(f"error: input {index} has shape {tuple(array.shape)}, "
                                       f"the compiled module expects {buf.shape}")
