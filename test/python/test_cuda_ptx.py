@@ -62,6 +62,12 @@ def test_every_kernel_assembles(compiled, arch):
 def test_launch_configuration_covers_iteration_space(compiled):
     _, _, exe = compiled
     for kernel in exe.kernels:
+        if kernel.scheduled:
+            # A GPU schedule's blocks and threads each cover a tile: the launch is its tiling's.
+            assert kernel.plan is not None, kernel.name
+            assert int(np.prod(kernel.grid)) == kernel.plan.grid, (kernel.name, kernel.grid, kernel.plan)
+            assert int(np.prod(kernel.block)) == kernel.plan.threads, (kernel.name, kernel.block, kernel.plan)
+            continue
         assert kernel.iteration_space, kernel.name
         assert all(isinstance(n, int) and n > 0 for n in kernel.iteration_space)
         mapped = kernel.iteration_space[:3]
@@ -262,7 +268,7 @@ def test_launch_beyond_cuda_grid_limits_is_refused():
     }
     """
     with pytest.raises(VtmlirError, match=r"<string>:4:\d+: error: kernel main_kernel: grid size 70000 along y exceeds the CUDA limit 65535"):
-        compile_cuda(text)
+        compile_cuda(text, schedules={"elementwise": None})  # the naive mapping's grid
 
 
 def test_boolean_fill_passes_an_i1_constant_to_its_kernel():

@@ -184,6 +184,10 @@ class ContractionSchedule(GpuSchedule):
             return "the contraction's dimensions are not batch/m/n/k"
         if min(big_m, big_n, big_k) < 2:
             return "a unit m, n or k dimension (a matrix-vector product)"
+        if len(outer_dims) > 1:
+            # The block forall has one dimension per outer loop plus m and n; upstream
+            # `map_forall_to_blocks` launches linear dimensions 0-2 only.
+            return f"{len(outer_dims)} batch dimensions (the grid has three)"
         outer_tiles = prod(ranges[d] for d in outer_dims)
         elem = _element_name(types[a_idx].element_type)
         mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
@@ -441,15 +445,19 @@ class VectorSchedule(GpuSchedule):
             else:
                 block_sizes.append(1)
                 thread_sizes.append(0)
+        # A dimension one block covers whole is not a dimension of the block forall: upstream
+        # `map_forall_to_blocks` sizes the grid from linear dimensions 0-2 only (a fourth one is
+        # dropped from the launch, its tiles never run), so at most three may be left.
+        for d in range(kernel.rank):
+            if block_sizes[d] == ranges[d] and d != vd:
+                block_sizes[d] = 0
         tiled_dims = [d for d in range(kernel.rank) if block_sizes[d]]
-        rank_of = {vd: 0}
-        if y is not None:
-            rank_of[y] = 1
-        nxt = 2
-        for d in reversed(tiled_dims):
-            if d not in rank_of:
-                rank_of[d] = nxt
-                nxt += 1
+        if len(tiled_dims) > 3:
+            return f"{len(tiled_dims)} block-tiled dimensions (the grid has three)"
+        # Linear block dimensions numbered densely from 0 (x): the vector dimension, then y, then
+        # the rest from the inside out.
+        order = [vd] + [d for d in [y, *reversed(tiled_dims)] if d is not None and d in tiled_dims and d != vd]
+        rank_of = {d: i for i, d in enumerate(dict.fromkeys(order))}
         block_linear = tuple(rank_of[d] for d in tiled_dims)
         thread_dims = [d for d in range(kernel.rank) if thread_sizes[d]]
         thread_linear = tuple(0 if d == vd else 1 for d in thread_dims)

@@ -51,10 +51,10 @@ def sink_workgroup_buffers(module_op) -> int:
         for func in module_op.regions[0].blocks[0].operations:
             if func.operation.name != "func.func" or not func.regions[0].blocks:
                 continue
-            for op in list(func.regions[0].blocks[0].operations):
-                op = op.operation
-                if op.name != "memref.alloc" or not is_workgroup(op.results[0].type):
-                    continue
+            # Collected first: the loop erases deallocations that come later in the block.
+            allocs = [op.operation for op in func.regions[0].blocks[0].operations
+                      if op.operation.name == "memref.alloc" and is_workgroup(op.operation.results[0].type)]
+            for op in allocs:
                 launches, deallocs = [], []
                 for use in op.results[0].uses:
                     user = use.owner

@@ -83,6 +83,12 @@ def split_prologues(op) -> bool:
     ranges = loop_ranges_of(op, maps)
     if ranges is None:
         return False
+    for side in (sides.lhs, sides.rhs):
+        # A side read through compound indices (a convolution's `h + kh`) has no buffer indexed by
+        # loop dimensions alone: the contraction keeps it (and, not being plain, the naive mapping).
+        if not side.is_plain and not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr))
+                                         for a in side.args for e in maps[a].results):
+            return False
     n_loops = len(ranges)
     block = op.regions[0].blocks[0]
     n_in = len(op.opview.inputs)
