@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--pipeline", help="graph-level pipeline to run first (vtmlir and upstream passes)")
     comp.add_argument("--emit", help="a stage name, 'ptx' or 'host' (cuda), or 'stages' to list them "
                                      "(default: llvm for cpu, ptx for cuda)")
+    comp.add_argument("--report", action="store_true",
+                      help="print the kernel report (schedules; for cuda also ptxas resources, occupancy and "
+                           "an H100 roofline estimate) instead of a stage")
+    comp.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
+                      help="a zoo model's parameters and floating-point inputs in this type (model.half() etc.)")
     comp.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     return parser
 
@@ -82,18 +87,28 @@ def _compile(args) -> int:
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
+        if args.dtype:
+            import torch
+
+            dtype = getattr(torch, args.dtype)
+            model = model.to(dtype)
+            inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
         source = sys.stdin.read() if args.input == "-" else args.input
         if args.input != "-" and not args.input.endswith(".mlir"):
             import os
 
+            if args.dtype:
+                raise VtmlirError("error: --dtype applies to zoo models; an .mlir file has its types")
             if not os.path.isfile(args.input):
                 raise VtmlirError(f"error: '{args.input}' is neither a file nor a zoo model (see `vtmlir models`)")
         compiled = vtmlir.compile(source, **options)
 
     emit = args.emit or ("ptx" if args.target == "cuda" else "llvm")
-    if emit == "stages":
+    if args.report:
+        text = str(compiled.report()) + "\n"
+    elif emit == "stages":
         text = "\n".join(compiled.stages) + "\n"
     elif emit == "ptx" and args.target == "cuda":
         text = "".join(f"// kernel {k.name}: grid {k.grid}, block {k.block}\n{k.ptx}\n" for k in compiled.kernels)

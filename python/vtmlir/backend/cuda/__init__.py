@@ -6,6 +6,7 @@
     exe.stages             # {stage name: IR text after it}: "bufferize", then the GPU lowering stages
     exe.host_program       # HostProgram: allocate / upload constant / launch steps, printable
     exe.assemble("sm_90")  # {kernel name: cubin bytes}; raises VtmlirError with ptxas's message
+    exe.report()           # per kernel: schedule, launch, ptxas -v resources, occupancy, roofline estimate
     exe(*tensors)          # runs on GPU 0 (cuda-python driver API; cubins assembled for that GPU's
                            # arch); VtmlirError("no CUDA device available ...") without one
 
@@ -81,6 +82,7 @@ class CudaExecutable:
         self.chip = chip
         self._cubins: dict[str, dict[str, bytes]] = {}
         self._runtime = None
+        self._report = None
         self.call_spec = None  # as CpuExecutable.call_spec
 
     @property
@@ -93,6 +95,16 @@ class CudaExecutable:
         if arch not in self._cubins:
             self._cubins[arch] = {k.name: assemble(k.ptx, arch, k.name) for k in self.kernels}
         return self._cubins[arch]
+
+    def report(self):
+        """The kernel report (`report.GpuReport`): per kernel its schedule, launch shape, registers,
+        shared memory and spills from `ptxas -v` on sm_80 and sm_90, occupancy, bytes, flops and an
+        H100 roofline estimate (`print(compiled.report())`)."""
+        from .report import gpu_report
+
+        if self._report is None:
+            self._report = gpu_report(self)
+        return self._report
 
     def __call__(self, *args, **kwargs):
         """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),

@@ -26,7 +26,7 @@ from torch_mlir import ir
 
 from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
-from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify
+from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
 from .target import GpuTarget, gpu_target
@@ -103,7 +103,9 @@ def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKerne
             else:
                 tiling = chosen
         if tiling is None:
-            plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None, reason or "no schedule"))
+            flops, moved = _work(kernel)
+            plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None, reason or "no schedule",
+                                       flops=flops, bytes=moved))
             continue
         op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
         plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
@@ -112,6 +114,23 @@ def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKerne
         scheduled.append((i, kernel, schedule, tiling))
     _append_script(module_op, scheduled)
     return plans
+
+
+def _work(kernel) -> tuple[int, int]:
+    """(flops, bytes) of a kernel left to the naive mapping, for the report: its body's arithmetic
+    per iteration (2 per multiply-add of a contraction), every operand read or written once."""
+    from math import prod
+
+    from .layouts import element_bytes
+
+    op = kernel.op
+    moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+                for v in op.operands if isinstance(v.type, ir.MemRefType))
+    iterations = kernel.iterations if kernel.loop_ranges else 0
+    if kernel.kind is KernelKind.CONTRACTION:
+        return 2 * iterations, moved
+    body = len(list(op.regions[0].blocks[0].operations)) - 1 if op.regions and op.regions[0].blocks else 0
+    return iterations * max(0, body), moved
 
 
 def _sequence_name(kid: int, tiling, phase: str) -> str:

@@ -54,6 +54,11 @@ def convert_mma(module_op) -> int:
             except ir.MLIRError as err:
                 detail = "\n".join(format_diagnostic(d) for d in err.error_diagnostics) or err.message
                 raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: {detail}", op.location) from None
+            if _has_contraction(op):
+                # Operands the conversion could not put in mma.sync fragments: the kernel would
+                # reach LLVM with a 2-d vector.contract it cannot lower. Its schedule failed.
+                raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: a vector.contract is "
+                                  "left that convert-vector-to-gpu did not make mma.sync", op.location)
             converted += 1
     return converted
 
