@@ -14,7 +14,7 @@ from vtmlir.backend.cuda import compile_cuda, cuda_available
 from vtmlir.backend.cuda import ptx as ptx_module
 from vtmlir.backend.cuda.host import Launch, MemrefView, UploadConstant, build_host_program
 from vtmlir.backend.cuda.ptx import check_llvm_only, translate_kernels
-from vtmlir.backend.cuda.ptxas import assemble
+from vtmlir.backend.cuda.ptxas import assemble, resource_usage
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import as_module, import_torch
 from vtmlir.models import ZOO
@@ -57,6 +57,15 @@ def test_every_kernel_assembles(compiled, arch):
         assert ".target sm_80" in kernel.ptx
         assert f".entry {kernel.function}(" in kernel.ptx
         assert ".extern" not in kernel.ptx, "libdevice must be linked: no unresolved external functions"
+
+
+def test_scheduled_kernels_do_not_spill(compiled):
+    """Every kernel a GPU schedule made: ptxas -v (sm_80) reports no spills and no stack frame."""
+    _, _, exe = compiled
+    for kernel in exe.kernels:
+        if kernel.scheduled:
+            usage = resource_usage(kernel.ptx, "sm_80", kernel.name)
+            assert usage.spill_bytes == 0 and usage.stack_bytes == 0, (kernel.name, kernel.plan.detail, usage)
 
 
 def test_launch_configuration_covers_iteration_space(compiled):

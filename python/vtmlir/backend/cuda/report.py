@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...codegen.gpu.target import H100, TARGETS
+from ...codegen.gpu.target import H100, gpu_target
 from .ptxas import KernelResources, resource_usage
 
 REPORT_ARCHS = ("sm_80", "sm_90")
@@ -30,7 +30,7 @@ class GpuKernelRow:
     detail: str                # the tiling, or why the kernel kept the naive mapping
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    resources: dict[str, KernelResources]      # per arch
+    resources: dict[str, KernelResources]      # per arch (sm_80 and sm_90, those the PTX assembles for)
     occupancy: dict[str, tuple[int, float]]    # per arch: (blocks per SM, fraction of warp slots)
     flops: int
     bytes: int
@@ -71,7 +71,7 @@ class GpuReport:
             lines.append(f"  {k.name}: {origin}{k.description} -> {k.schedule}"
                          + (f" ({k.detail})" if k.detail else ""))
             usage = []
-            for arch in REPORT_ARCHS:
+            for arch in k.resources:
                 r, (blocks, occupancy) = k.resources[arch], k.occupancy[arch]
                 usage.append(f"{arch} {r.registers} regs {r.shared_bytes} B smem {r.spill_bytes} B spills "
                              f"occupancy {occupancy:.0%} ({blocks} blocks/SM)")
@@ -81,16 +81,19 @@ class GpuReport:
 
 
 def gpu_report(executable) -> GpuReport:
-    """The report of a `CudaExecutable` (assembles every kernel with `ptxas -v` for sm_80 and sm_90)."""
+    """The report of a `CudaExecutable` (assembles every kernel with `ptxas -v` for sm_80 and sm_90,
+    those not older than the chip it was compiled for: PTX for sm_90 does not assemble for sm_80)."""
+    digits = "".join(ch for ch in executable.chip[3:] if ch.isdigit())
+    archs = [a for a in REPORT_ARCHS if not digits or int(a[3:]) >= int(digits)] or [executable.chip]
     rows = []
     for kernel in executable.kernels:
         plan = kernel.plan
         threads = kernel.block[0] * kernel.block[1] * kernel.block[2]
         resources, occupancy = {}, {}
-        for arch in REPORT_ARCHS:
+        for arch in archs:
             usage = resource_usage(kernel.ptx, arch, kernel.name)
             resources[arch] = usage
-            occupancy[arch] = TARGETS[arch].occupancy(threads, usage.registers, usage.shared_bytes)
+            occupancy[arch] = gpu_target(arch).occupancy(threads, usage.registers, usage.shared_bytes)
         if plan is None:
             kid, kind, description, detail, flops, moved = None, "unknown", "(not traced to a kernel)", "", 0, 0
         else:

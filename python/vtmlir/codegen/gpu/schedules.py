@@ -184,10 +184,12 @@ class ContractionSchedule(GpuSchedule):
             return "the contraction's dimensions are not batch/m/n/k"
         if min(big_m, big_n, big_k) < 2:
             return "a unit m, n or k dimension (a matrix-vector product)"
-        if len(outer_dims) > 1:
-            # The block forall has one dimension per outer loop plus m and n; upstream
-            # `map_forall_to_blocks` launches linear dimensions 0-2 only.
-            return f"{len(outer_dims)} batch dimensions (the grid has three)"
+        if outer_dims:
+            # Each block's tile keeps a unit batch dimension, on views with a dynamic offset, which
+            # upstream's fold-unit-extent-dims patterns do not rank-reduce: the promoted tiles get
+            # dynamic shapes and vectorisation fails. (Also, `map_forall_to_blocks` launches linear
+            # dimensions 0-2 only.)
+            return f"{len(outer_dims)} batch or outer dimension(s) (not tiled yet)"
         outer_tiles = prod(ranges[d] for d in outer_dims)
         elem = _element_name(types[a_idx].element_type)
         mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
