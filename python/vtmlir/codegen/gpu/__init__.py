@@ -5,7 +5,11 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 
 - `contraction`: analysis of contraction bodies (the two operand sides and their prologues).
 - `target`: the chips' limits and datasheet peaks (`GpuTarget`, `gpu_target`).
-- passes (one per file): `codegen-gpu-split-prologues` (`split_prologues`).
+- `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
+  the choice per kernel (`GpuKernelPlan`) and the appended script.
+- passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-pad-contractions`,
+  `codegen-gpu-attach-schedule`, `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
+  `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
 """
 
 from __future__ import annotations

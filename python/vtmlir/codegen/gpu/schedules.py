@@ -16,8 +16,8 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
   unless `allow_tf32`).
 - `VectorSchedule` (elementwise, data movement, outer reductions): 128-bit vectors along the
   output's contiguous dimension, up to 256 threads per block, reduction loops inside each thread.
-- `RowReductionSchedule` (softmax, LayerNorm, RMSNorm, sums): a warp per row, its lanes strided over
-  the row with 128-bit loads, combined by `shfl.sync` (`reductions.py` builds the kernel).
+- Row reductions (softmax, LayerNorm, RMSNorm, sums) have no GPU schedule yet: the naive mapping
+  (a thread per row), named in the report.
 """
 
 from __future__ import annotations
