@@ -12,8 +12,8 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
   tiles from a table chosen by shape (`mma_tiling`), 2x2 or 1xN warps, A and B tiles staged in
   shared memory by `cp.async` in 2-3 stages, fragments loaded with `ldmatrix`. Everything else
   (f32, mixed types, shapes that do not tile by 16) as a SIMT kernel: block tiles staged in shared
-  memory, a register tile of `thread_m x thread_n` accumulators per thread, FMA in k order (no TF32
-  unless `allow_tf32`).
+  memory, a register tile of `thread_m x thread_n` accumulators per thread, products summed in k
+  order (no TF32).
 - `VectorSchedule` (elementwise, data movement, outer reductions): 128-bit vectors along the
   output's contiguous dimension, up to 256 threads per block, reduction loops inside each thread.
 - Row reductions (softmax, LayerNorm, RMSNorm, sums) have no GPU schedule yet: the naive mapping
@@ -139,7 +139,6 @@ def _tile_cost(target: GpuTarget, bm: int, bn: int, k: int, blocks: int, warps: 
 class ContractionSchedule(GpuSchedule):
     name: ClassVar[str] = "contraction"
     tensor_cores: bool = True   # f16 operands on mma.sync (else SIMT)
-    allow_tf32: bool = False    # f32 operands on tensor cores with TF32 inputs (as torch's allow_tf32)
     block_m: int = 0            # 0: from the tile table by shape
     block_n: int = 0
     block_k: int = 0
@@ -483,7 +482,8 @@ class VectorSchedule(GpuSchedule):
         forall = tg.match_tagged(root, "scf.forall", kid)
         tg.apply_patterns(forall, tg.canonicalization)
         tg.vectorize(tg.match_tagged(forall, kernel.op.name, kid))
-        tg.map_to_launch(forall, tiling.threads, kid)
+        # Each thread reads and writes its own elements of global memory only: no barrier.
+        tg.map_to_launch(forall, tiling.threads, kid, sync=False)
 
     def build_finish(self, kid: int, kernel: Kernel, tiling: VectorTiling, root: ir.Value) -> None:
         launch = tg.match_tagged(root, "gpu.launch", kid)

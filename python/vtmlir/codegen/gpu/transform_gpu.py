@@ -89,12 +89,13 @@ def split(handle: ir.Value, count: int) -> list[ir.Value]:
     return list(transform.SplitHandleOp([any_op()] * count, handle).results)
 
 
-def map_to_launch(forall: ir.Value, block_threads: int, kernel_id: int) -> ir.Value:
+def map_to_launch(forall: ir.Value, block_threads: int, kernel_id: int, sync: bool = True) -> ir.Value:
     """The block forall becomes a `gpu.launch` (grid from its trip counts), nested thread/warp
-    foralls the threads of a `block_threads`-thread block; the launch is annotated with the kernel id."""
+    foralls the threads of a `block_threads`-thread block; the launch is annotated with the kernel id.
+    `sync`: a barrier after each distributed forall (needed where threads share memory)."""
     launch = gpu_gen.MapForallToBlocks(any_op(), forall, generate_gpu_launch=True).result
     launch = gpu_gen.MapNestedForallToThreads(any_op(), launch, block_dims=[block_threads, 1, 1],
-                                              warp_size=32).result
+                                              warp_size=32, sync_after_distribute=sync).result
     annotate_kernel(launch, kernel_id)
     return launch
 
