@@ -26,6 +26,7 @@ from torch_mlir import ir
 
 from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
+from ..attach_schedule import KernelPlan
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
@@ -38,16 +39,10 @@ _STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.transpose
 
 
 @dataclass(frozen=True)
-class GpuKernelPlan:
-    """What GPU code generation decided for one kernel: its schedule ("mma-sync", "simt", "vector",
-    "warp-reduction") or None (the naive mapping) with the reason, and the figures of its tiling."""
+class GpuKernelPlan(KernelPlan):
+    """What GPU code generation decided for one kernel (`KernelPlan`: its schedule, "mma-sync",
+    "simt" or "vector", or None for the naive mapping with the reason), and the figures of its tiling."""
 
-    id: int
-    kind: str
-    description: str
-    location: str
-    schedule: str | None
-    reason: str = ""
     detail: str = ""
     threads: int = 0
     grid: int = 0
