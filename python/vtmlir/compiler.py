@@ -154,7 +154,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise VtmlirError("error: track_memory is available on the CPU target only")
     from .backend.cuda import compile_cuda
 
-    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, signature=signature)
+    executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
+                              signature=signature)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     executable.optimization = optimization

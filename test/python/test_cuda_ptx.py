@@ -14,7 +14,7 @@ from vtmlir.backend.cuda import compile_cuda, cuda_available
 from vtmlir.backend.cuda import ptx as ptx_module
 from vtmlir.backend.cuda.host import Launch, MemrefView, UploadConstant, build_host_program
 from vtmlir.backend.cuda.ptx import check_llvm_only, translate_kernels
-from vtmlir.backend.cuda.ptxas import assemble
+from vtmlir.backend.cuda.ptxas import assemble, resource_usage
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import as_module, import_torch
 from vtmlir.models import ZOO
@@ -59,9 +59,24 @@ def test_every_kernel_assembles(compiled, arch):
         assert ".extern" not in kernel.ptx, "libdevice must be linked: no unresolved external functions"
 
 
+def test_scheduled_kernels_do_not_spill(compiled):
+    """Every kernel a GPU schedule made: ptxas -v (sm_80) reports no spills and no stack frame."""
+    _, _, exe = compiled
+    for kernel in exe.kernels:
+        if kernel.scheduled:
+            usage = resource_usage(kernel.ptx, "sm_80", kernel.name)
+            assert usage.spill_bytes == 0 and usage.stack_bytes == 0, (kernel.name, kernel.plan.detail, usage)
+
+
 def test_launch_configuration_covers_iteration_space(compiled):
     _, _, exe = compiled
     for kernel in exe.kernels:
+        if kernel.scheduled:
+            # A GPU schedule's blocks and threads each cover a tile: the launch is its tiling's.
+            assert kernel.plan is not None, kernel.name
+            assert int(np.prod(kernel.grid)) == kernel.plan.grid, (kernel.name, kernel.grid, kernel.plan)
+            assert int(np.prod(kernel.block)) == kernel.plan.threads, (kernel.name, kernel.block, kernel.plan)
+            continue
         assert kernel.iteration_space, kernel.name
         assert all(isinstance(n, int) and n > 0 for n in kernel.iteration_space)
         mapped = kernel.iteration_space[:3]
@@ -262,7 +277,7 @@ def test_launch_beyond_cuda_grid_limits_is_refused():
     }
     """
     with pytest.raises(VtmlirError, match=r"<string>:4:\d+: error: kernel main_kernel: grid size 70000 along y exceeds the CUDA limit 65535"):
-        compile_cuda(text)
+        compile_cuda(text, schedules={"elementwise": None})  # the naive mapping's grid
 
 
 def test_boolean_fill_passes_an_i1_constant_to_its_kernel():

@@ -37,9 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--llvm-opt-level", type=int, default=2, choices=(0, 1, 2, 3),
                       help="LLVM optimisation level of the CPU JIT (default: 2)")
     comp.add_argument("--report", action="store_true",
-                      help="print what each optimisation step did (and the kernels' schedules) to stderr")
+                      help="print to stderr what each optimisation step did and the kernel report (schedules; "
+                           "for cuda also ptxas resources, occupancy and an H100 roofline estimate)")
     comp.add_argument("--emit", help="a stage name, 'ptx' or 'host' (cuda), or 'stages' to list them "
                                      "(default: llvm for cpu, ptx for cuda)")
+    comp.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
+                      help="a zoo model's parameters and floating-point inputs in this type (model.half() etc.)")
     comp.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     return parser
 
@@ -105,6 +108,12 @@ def _compile(args) -> int:
                    memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
+        if args.dtype:
+            import torch
+
+            dtype = getattr(torch, args.dtype)
+            model = model.to(dtype)
+            inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
         if args.input == "-":
@@ -116,6 +125,8 @@ def _compile(args) -> int:
         if args.input != "-" and not args.input.endswith(".mlir"):
             import os
 
+            if args.dtype:
+                raise VtmlirError("error: --dtype applies to zoo models; an .mlir file has its types")
             if not os.path.isfile(args.input):
                 raise VtmlirError(f"error: '{args.input}' is neither a file nor a zoo model (see `vtmlir models`)")
         compiled = vtmlir.compile(source, **options)

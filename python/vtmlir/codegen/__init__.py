@@ -23,9 +23,9 @@ from .schedules import (DEFAULT_SCHEDULES, EXACT_SCHEDULES, ContractionSchedule,
 from .target import HostTarget, host_target
 
 
-def override_items(schedules) -> list[str]:
+def override_items(schedules, resolve=resolve_schedules) -> list[str]:
     """`schedules=` of `vtmlir.compile` as the text items of `codegen-attach-schedule{schedules=...}`
-    (validated: an unknown kind or parameter is a VtmlirError)."""
+    (validated by `resolve`, the target's: an unknown kind or parameter is a VtmlirError)."""
     if not schedules:
         return []
     if isinstance(schedules, dict):
@@ -43,7 +43,7 @@ def override_items(schedules) -> list[str]:
                 raise VtmlirError(f"error: schedules[{kind!r}] must be None, a Schedule or a dict of parameters")
     else:
         items = list(schedules)
-    resolve_schedules(items)
+    resolve(items)
     return items
 
 

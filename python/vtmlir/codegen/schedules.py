@@ -306,20 +306,22 @@ def schedule_key(kernel: Kernel) -> str:
     return kernel.kind.value
 
 
-def resolve_schedules(overrides: list[str] | dict | None) -> dict[str, Schedule | None]:
-    """DEFAULT_SCHEDULES with overrides applied. Text form (the pass option), one item per setting:
-    `kind:none` (keep loops), `kind:default`, or `kind.parameter:value`; the dict form maps a kind to
-    None, a `Schedule`, or a dict of parameter values."""
+def resolve_schedules(overrides: list[str] | dict | None,
+                      defaults: dict[str, Schedule | None] | None = None) -> dict[str, Schedule | None]:
+    """DEFAULT_SCHEDULES (or another target's `defaults`) with overrides applied. Text form (the pass
+    option), one item per setting: `kind:none` (keep loops), `kind:default`, or `kind.parameter:value`;
+    the dict form maps a kind to None, a `Schedule`, or a dict of parameter values."""
     from ..errors import VtmlirError
 
-    table = dict(DEFAULT_SCHEDULES)
+    defaults = DEFAULT_SCHEDULES if defaults is None else defaults
+    table = dict(defaults)
     if not overrides:
         return table
     if isinstance(overrides, dict):
         items = []
         for kind, value in overrides.items():
             if value is None or isinstance(value, Schedule):
-                _check_kind(kind)
+                _check_kind(kind, defaults)
                 table[kind] = value
             elif isinstance(value, dict):
                 items += [f"{kind}.{k}:{v}" for k, v in value.items()]
@@ -332,21 +334,21 @@ def resolve_schedules(overrides: list[str] | dict | None) -> dict[str, Schedule 
             raise VtmlirError(f"error: schedule override '{item}' is not 'kind:none', 'kind:default' or "
                               "'kind.parameter:value'")
         kind, dot, param = key.partition(".")
-        _check_kind(kind)
+        _check_kind(kind, defaults)
         if not dot:
             if value.lower() not in ("none", "default"):
                 raise VtmlirError(f"error: schedule override '{item}': expected 'none' or 'default'")
-            table[kind] = None if value.lower() == "none" else DEFAULT_SCHEDULES[kind]
+            table[kind] = None if value.lower() == "none" else defaults[kind]
             continue
-        base = table[kind] or DEFAULT_SCHEDULES[kind]
+        base = table[kind] or defaults[kind]
         if base is None:
             raise VtmlirError(f"error: kernel kind '{kind}' has no schedule to set '{param}' of")
         table[kind] = base.with_overrides({param: value})
     return table
 
 
-def _check_kind(kind: str) -> None:
-    if kind not in DEFAULT_SCHEDULES:
+def _check_kind(kind: str, defaults: dict) -> None:
+    if kind not in defaults:
         from ..errors import VtmlirError
 
-        raise VtmlirError(f"error: unknown kernel kind '{kind}' in schedules (kinds: {', '.join(DEFAULT_SCHEDULES)})")
+        raise VtmlirError(f"error: unknown kernel kind '{kind}' in schedules (kinds: {', '.join(defaults)})")

@@ -24,6 +24,7 @@ HOST_OPS = frozenset({
     "arith.constant", "memref.alloc", "memref.alloca", "memref.dealloc", "memref.get_global",
     "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
     "memref.reinterpret_cast", "scf.parallel", "func.return",
+    "gpu.launch", "gpu.launch_func",  # kernels the GPU schedules made already (codegen/gpu)
 })
 
 

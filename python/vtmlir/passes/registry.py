@@ -84,6 +84,15 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
+    # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
+    "codegen-gpu-split-prologues": "vtmlir.codegen.gpu.split_prologues",
+    "codegen-gpu-pad-contractions": "vtmlir.codegen.gpu.pad_contractions",
+    "codegen-gpu-attach-schedule": "vtmlir.codegen.gpu.attach_schedule",
+    "codegen-gpu-sink-workgroup-buffers": "vtmlir.codegen.gpu.sink_workgroup_buffers",
+    "codegen-gpu-workgroup-globals": "vtmlir.codegen.gpu.workgroup_globals",
+    "codegen-gpu-sink-constants": "vtmlir.codegen.gpu.sink_constants",
+    "codegen-gpu-outline-kernels": "vtmlir.codegen.gpu.outline_kernels",
+    "codegen-gpu-convert-mma": "vtmlir.codegen.gpu.convert_mma",
     "codegen-approximate-math": "vtmlir.codegen.approximate_math",
     # The default optimisation pipeline (python/vtmlir/optimize.py, docs/pipeline.md).
     "vtmlir-default": "vtmlir.vtmlir_default",

@@ -6,6 +6,7 @@
     exe.stages             # {stage name: IR text after it}: "bufferize", then the GPU lowering stages
     exe.host_program       # HostProgram: allocate / upload constant / launch steps, printable
     exe.assemble("sm_90")  # {kernel name: cubin bytes}; raises VtmlirError with ptxas's message
+    exe.report()           # per kernel: schedule, launch, ptxas -v resources, occupancy, roofline estimate
     exe(*tensors)          # runs on GPU 0 (cuda-python driver API; cubins assembled for that GPU's
                            # arch); VtmlirError("no CUDA device available ...") without one
 
@@ -25,7 +26,7 @@ from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, box_scalars, find_entry, signature_of, to_numpy
 from ..bufferize import bufferize
 from .host import HostProgram, Launch, build_host_program
-from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, lower_to_nvvm
+from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, ScheduleFailure, lower_to_nvvm
 from .ptx import check_chip, kernel_sources, translate_kernels
 from .ptxas import assemble, find_ptxas
 from .runtime import cuda_available
@@ -51,6 +52,16 @@ class CudaKernel:
     block: tuple[int, int, int]
     iteration_space: tuple = ()
     llvm_ir: str = field(default="", repr=False)
+    plan: object = field(default=None, repr=False)   # codegen.gpu GpuKernelPlan (None: not traced)
+    scheduled: bool = False                          # made by a GPU schedule (else the naive mapping)
+
+    @property
+    def schedule(self) -> str:
+        """The GPU schedule that made this kernel ("mma-sync", "simt", "vector", "warp-reduction"),
+        or "naive" (one thread per element of the parallel loops)."""
+        if self.scheduled and self.plan is not None:
+            return self.plan.schedule
+        return "naive"
 
     @property
     def threads(self) -> int:
@@ -71,15 +82,9 @@ class CudaExecutable:
         self.chip = chip
         self._cubins: dict[str, dict[str, bytes]] = {}
         self._runtime = None
+        self._report = None
         self.call_spec = None  # as CpuExecutable.call_spec
         self.optimization = None  # as CpuExecutable.optimization
-
-    def report(self):
-        """`backend.report.CompileReport`: what the default pipeline did, and the kernels' launches."""
-        from ..report import CompileReport
-
-        launches = "\n".join(f"  {k.name}: grid {k.grid}, block {k.block}" for k in self.kernels)
-        return CompileReport(self.optimization, extra=f"{len(self.kernels)} CUDA kernels\n{launches}")
 
     @property
     def ptx(self) -> dict[str, str]:
@@ -91,6 +96,18 @@ class CudaExecutable:
         if arch not in self._cubins:
             self._cubins[arch] = {k.name: assemble(k.ptx, arch, k.name) for k in self.kernels}
         return self._cubins[arch]
+
+    def report(self):
+        """`backend.report.CompileReport`: what the default pipeline did, then the kernel report
+        (`report.GpuReport`, whose attributes read through it): per kernel its schedule, launch shape,
+        registers, shared memory and spills from `ptxas -v` on sm_80 and sm_90, occupancy, bytes,
+        flops and an H100 roofline estimate (`print(compiled.report())`)."""
+        from ..report import CompileReport
+        from .report import gpu_report
+
+        if self._report is None:
+            self._report = gpu_report(self)
+        return CompileReport(self.optimization, self._report)
 
     def __call__(self, *args, **kwargs):
         """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
@@ -123,41 +140,59 @@ class CudaExecutable:
 
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
-                 function: str = "main", donate: tuple[int, ...] = (),
+                 function: str = "main", donate: tuple[int, ...] = (), schedules=None,
                  signature: Signature | None = None) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
     `donate`: arguments whose device buffer a result may be updated in (`passes/argument_updates.py`):
     the result is read back from that buffer, the buffer exists once on the device (the caller's host
-    array is uploaded, never written). `signature`: the calling convention when the caller read it
-    before (`vtmlir.compile`), else it is read from the module.
+    array is uploaded, never written). `schedules`: overrides of the GPU schedules per kernel kind
+    (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
+    the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
+    the module.
     """
+    from ...codegen import override_items
+    from ...codegen.gpu.schedules import resolve_gpu_schedules
     from ...frontend import as_module
 
     check_chip(chip)
+    items = override_items(schedules, resolve=resolve_gpu_schedules)
     source = as_module(module)
     signature = signature or signature_of(find_entry(source, function))
-    work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
-    box_scalars(find_entry(work, function))
-    recorded: dict[str, str] = {}
-    result_arguments = bufferize(work, donate=donate, function=function)
-    num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
-    recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
-    lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages)
+    exclude: list[int] = []
+    while True:
+        work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
+        box_scalars(find_entry(work, function))
+        recorded: dict[str, str] = {}
+        result_arguments = bufferize(work, donate=donate, function=function)
+        num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
+        recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+        try:
+            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude)
+        except ScheduleFailure as failure:
+            # The kernel keeps the naive mapping (the report says its schedule failed); compile again.
+            exclude.append(failure.kernel)
+            continue
+        break
     recorded.update(lowering.stages)
     program = build_host_program(work, num_outputs, function, result_arguments)
 
     sources = {s.module_name: s for s in kernel_sources(work)}
     translated = translate_kernels([(name, s.mlir) for name, s in sources.items()], chip=chip)
     launches: list[Launch] = program.launches()
-    spaces = lowering.iteration_spaces if len(lowering.iteration_spaces) == len(launches) else [()] * len(launches)
+    origins = lowering.launches if len(lowering.launches) == len(launches) else [None] * len(launches)
+    plans = {plan.id: plan for plan in lowering.plans}
     kernels = []
-    for launch, space in zip(launches, spaces):
+    for launch, origin in zip(launches, origins):
         out = translated[launch.kernel]
+        plan = plans.get(origin.kernel) if origin is not None else None
         kernels.append(CudaKernel(launch.kernel, launch.function, out["ptx"], launch.grid, launch.block,
-                                  tuple(space), out["llvm_ir"]))
+                                  origin.iteration_space if origin is not None else (), out["llvm_ir"], plan,
+                                  bool(origin is not None and origin.scheduled)))
     unused = set(sources) - {k.name for k in kernels}
     if unused:
         raise VtmlirError(f"error: kernel(s) {', '.join(sorted(unused))} are never launched by @{function}")
-    return CudaExecutable(kernels, program, recorded, chip, signature)
+    executable = CudaExecutable(kernels, program, recorded, chip, signature)
+    executable.plans = lowering.plans
+    return executable

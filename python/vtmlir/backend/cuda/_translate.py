@@ -83,6 +83,9 @@ def target_machine(chip: str, features: str):
 
 _HEX_FLOAT = re.compile(r"\bf0x([0-9A-Fa-f]+)\b")
 _DECIMAL = re.compile(r"(?<![\w.%@\"])[-+]?\d+\.\d+e[-+]\d+\b")
+_SPLAT = re.compile(r"\bsplat \(([^()]*)\)")
+_VECTOR_TYPE = re.compile(r"<(\d+) x \w+>")
+_INFINITY = re.compile(r"(?<![\w.%@\"])([-+]?)inf\b")
 _LAST_FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b(?!.*\b(?:half|bfloat|float|double)\b)")
 
 
@@ -102,7 +105,9 @@ def legacy_float_literals(llvm_ir: str) -> str:
     - `f0x<bits>`: float/double become `0x<16 hex digits of the double>`, half `0xH<bits>`, bfloat
       `0xR<bits>`;
     - decimal half/bfloat literals (`9.997550e-02`), which the older parser accepts only when exact,
-      become `0xH`/`0xR` bit patterns.
+      become `0xH`/`0xR` bit patterns; `inf`/`-inf` become the type's bit pattern;
+    - vector splats `splat (half 1.0)` become the element list `<half 1.0, ...>` (the length of the
+      last vector type before them on the line).
     Which type a literal has is read off the last float type named before it on its line."""
 
     def rewrite_line(line: str) -> str:
@@ -125,7 +130,23 @@ def legacy_float_literals(llvm_ir: str) -> str:
                 return _sixteen_bit_literal(kind, float(match.group(0)))
             return match.group(0)
 
+        def infinity(match: re.Match) -> str:
+            kind = type_before(match.start())
+            value = float(match.group(1) + "inf")
+            if kind in ("half", "bfloat"):
+                return _sixteen_bit_literal(kind, value)
+            return "0x" + struct.pack(">d", value).hex().upper()
+
+        def splat(match: re.Match) -> str:
+            vectors = _VECTOR_TYPE.findall(line[:match.start()])
+            if not vectors:
+                return match.group(0)
+            return "<" + ", ".join([match.group(1).strip()] * int(vectors[-1])) + ">"
+
+        line = _SPLAT.sub(splat, line)
         line = _HEX_FLOAT.sub(hex_literal, line)
+        if "inf" in line:
+            line = _INFINITY.sub(infinity, line)
         if "half" in line or "bfloat" in line:
             line = _DECIMAL.sub(decimal_literal, line)
         return line

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 
 from ...errors import VtmlirError, format_location
 from ...ir_constants import elements_array
 
-_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": None,
+_DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
            "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
            "index": np.int64}
 GRID_LIMITS = (2**31 - 1, 65535, 65535)

@@ -50,11 +50,11 @@ class GpuStage:
     summary: str
     pipeline: str
 
-    def text(self, chip: str) -> str:
-        return f"builtin.module({self.pipeline.format(chip=chip)})"
+    def text(self, chip: str, options: str = "") -> str:
+        return f"builtin.module({self.pipeline.format(chip=chip, options=options)})"
 
-    def run(self, module: ir.Module, chip: str) -> None:
-        run_pipeline(module, self.text(chip), what=f"GPU lowering stage '{self.name}'")
+    def run(self, module: ir.Module, chip: str, options: str = "") -> None:
+        run_pipeline(module, self.text(chip, options), what=f"GPU lowering stage '{self.name}'")
 
 
 def _constant_index(value) -> int | None:
@@ -92,49 +92,172 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (passes/gpu_sequentialize_forall.py).
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
-    GpuStage("parallel-loops", "linalg ops → scf.parallel loop nests",
-             pipeline="func.func(convert-linalg-to-parallel-loops, canonicalize)"),
+    # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
+    GpuStage("schedule", "contractions' operand prologues split off, tensor-core operands padded to "
+             "multiples of 16, unit loops dropped; every kernel classified and its GPU schedule attached",
+             pipeline="codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+                      "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
+                      "canonicalize, "
+                      "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
+    GpuStage("gpu-tile", "block tiles, k loops, shared-memory promotion",
+             pipeline="transform-interpreter{{entry-point=__gpu_tile}}, memref-copy-to-linalg"),
+    # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
+    # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
+    GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 contractions to nvgpu.mma.sync",
+             pipeline="transform-interpreter{{entry-point=__gpu_map}}, fold-memref-alias-ops, canonicalize, cse, "
+                      "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
+                      "codegen-gpu-convert-mma"),
+    GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
+             "shared memory as globals",
+             pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, "
+                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-workgroup-globals"),
+    GpuStage("parallel-loops", "the kernels left: linalg ops → scf.parallel loop nests (naive mapping)",
+             pipeline="codegen-erase-schedule, func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",
              pipeline="gpu-wrap-serial-code"),  # no canonicalize: it would inline 1-iteration loops again
     GpuStage("map-to-gpu", "outer parallel dimensions → grid, gpu.launch regions",
              pipeline="func.func(gpu-map-parallel-loops), convert-parallel-loops-to-gpu"),
     GpuStage("outline", "gpu.launch → gpu.module kernels + gpu.launch_func on the host",
              pipeline="lower-affine, gpu-kernel-outlining, canonicalize"),
+    # Inside each kernel: views to pointer arithmetic, nvgpu (ldmatrix, mma.sync, cp.async) to NVVM,
+    # vectors to LLVM with their natural alignment (the schedules prove it: codegen/gpu/layouts.py),
+    # so 128-bit accesses become ld.global.v4 / st.global.v4.
     GpuStage("to-nvvm", "kernels → llvm/nvvm dialects",
              pipeline="nvvm-attach-target{{chip={chip}}}, "
-                      "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, convert-math-to-llvm, canonicalize, "
-                      "reconcile-unrealized-casts)"),
+                      "gpu.module(convert-vector-to-scf{{full-unroll=true}}, expand-strided-metadata, lower-affine, "
+                      "convert-scf-to-cf, convert-nvgpu-to-nvvm, convert-vector-to-llvm{{use-vector-alignment=true}}, "
+                      "convert-gpu-to-nvvm, convert-math-to-llvm, "
+                      "canonicalize, reconcile-unrealized-casts)"),
 )
+
+
+@dataclass(frozen=True)
+class LaunchOrigin:
+    """Where a kernel launch came from: the codegen kernel id (None when the naive mapping cannot be
+    traced back to one kernel), whether a GPU schedule made it, and for the naive mapping the trip
+    counts of its parallel loops."""
+
+    kernel: int | None
+    scheduled: bool
+    iteration_space: tuple = ()
 
 
 @dataclass
 class GpuLowering:
-    """What `lower_to_nvvm` learnt: IR after each stage, loop trip counts per kernel in launch order."""
+    """What `lower_to_nvvm` learnt: IR after each stage, the plan of every kernel (codegen/gpu), and
+    per launch (in launch order) where it came from."""
 
     stages: dict[str, str]
-    iteration_spaces: list[tuple]
+    plans: list
+    launches: list[LaunchOrigin]
+
+    @property
+    def iteration_spaces(self) -> list[tuple]:
+        return [launch.iteration_space for launch in self.launches]
 
 
-def lower_to_nvvm(module: ir.Module, chip: str = "sm_80",
-                  stages: tuple[GpuStage, ...] = DEFAULT_STAGES) -> GpuLowering:
+class ScheduleFailure(VtmlirError):
+    """A kernel's GPU schedule did not apply (the transform interpreter failed inside its sequence)."""
+
+    def __init__(self, kernel: int, message: str):
+        super().__init__(message)
+        self.kernel = kernel
+
+
+_GPU_PHASES = ("gpu-tile", "gpu-map", "gpu-pipeline")
+
+
+def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
+                  schedules=(), exclude=()) -> GpuLowering:
     """Lower a bufferized module in place to host functions + NVVM `gpu.module`s.
 
-    The module must be at kernel level (after `vtmlir.backend.bufferize.bufferize`).
+    The module must be at kernel level (after `vtmlir.backend.bufferize.bufferize`). `schedules`:
+    overrides of the GPU schedules (`codegen-gpu-attach-schedule`'s items); `exclude`: kernel ids to
+    leave to the naive mapping. A schedule that fails raises `ScheduleFailure` naming the kernel
+    (`compile_cuda` then compiles again without it).
     """
+    from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
+
     if walk_ops(module, "bufferization.to_tensor") or _has_tensor_args(module):
         raise VtmlirError("error: the CUDA lowering expects a bufferized module (memrefs, not tensors); "
                           "run vtmlir.backend.bufferize.bufferize first")
     recorded: dict[str, str] = {}
-    spaces: list[tuple] = []
+    plans, naive, spaces, launches = [], [], [], []
     for stage in stages:
-        if stage.name == "map-to-gpu":
-            record_iteration_spaces(module, spaces)
-        stage.run(module, chip)
+        if stage.name == "schedule":
+            # The attach pass as a function: its plans (a return value) feed the report.
+            options = f" schedules={','.join(schedules)}" if schedules else ""
+            head, _, _ = stage.text(chip, options).rpartition(", codegen-gpu-attach-schedule")
+            run_pipeline(module, head + ")", what=f"GPU lowering stage '{stage.name}'")
+            plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude)
+        elif stage.name in _GPU_PHASES:
+            snapshot = module.operation.clone()
+            try:
+                stage.run(module, chip)
+            except VtmlirError as err:
+                kernel = kernel_of_failure(str(err))
+                if kernel is None:
+                    kernel = failing_kernel(snapshot, stage.name.removeprefix("gpu-"), plans)
+                if kernel is None or kernel in exclude:
+                    raise
+                raise ScheduleFailure(kernel, str(err)) from None
+            finally:
+                snapshot.erase()
+        else:
+            if stage.name == "parallel-loops":
+                naive = _naive_kernel_ids(module)
+            if stage.name == "map-to-gpu":
+                record_iteration_spaces(module, spaces)
+            stage.run(module, chip)
+            if stage.name == "outline":
+                launches = _launch_origins(module, naive, spaces)
         recorded[stage.name] = _print_without_resources(module)
     leftovers = [op.name for op in walk_ops(module) if op.name in ("scf.parallel", "gpu.launch")]
     if leftovers:
         raise VtmlirError(f"error: '{leftovers[0]}' was not turned into a GPU kernel by the CUDA lowering")
-    return GpuLowering(recorded, spaces)
+    return GpuLowering(recorded, plans, launches)
+
+
+def _top_level(module: ir.Module, name: str) -> list:
+    found = []
+    for func_op in walk_ops(module, "func.func"):
+        if func_op.regions[0].blocks:
+            found += [op.operation for op in func_op.regions[0].blocks[0].operations if op.operation.name == name]
+    return found
+
+
+def _naive_kernel_ids(module: ir.Module) -> list[int | None]:
+    """The kernels left to the naive mapping, in program order (their `codegen.kernel` tags)."""
+    from ...codegen.kernels import KERNEL_ATTR
+
+    ids = []
+    for func_op in walk_ops(module, "func.func"):
+        if not func_op.regions[0].blocks:
+            continue
+        for op in func_op.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name.startswith("linalg.") and KERNEL_ATTR in op.attributes:
+                ids.append(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+    return ids
+
+
+def _launch_origins(module: ir.Module, naive: list, spaces: list) -> list[LaunchOrigin]:
+    """Per top-level gpu.launch_func in order: the scheduled kernel it carries (`codegen.kernel`,
+    codegen-gpu-outline-kernels), or the next naive loop nest; a naive launch is traced to its kernel
+    when the naive loop nests and the naive kernels correspond one to one."""
+    from ...codegen.kernels import KERNEL_ATTR
+
+    calls = _top_level(module, "gpu.launch_func")
+    naive_calls = sum(1 for op in calls if KERNEL_ATTR not in op.attributes)
+    traced = naive if len(naive) == naive_calls else [None] * naive_calls
+    naive_iter, space_iter = iter(traced), iter(spaces)
+    origins = []
+    for op in calls:
+        if KERNEL_ATTR in op.attributes:
+            origins.append(LaunchOrigin(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value, True))
+        else:
+            origins.append(LaunchOrigin(next(naive_iter, None), False, tuple(next(space_iter, ()))))
+    return origins
 
 
 def _has_tensor_args(module: ir.Module) -> bool:

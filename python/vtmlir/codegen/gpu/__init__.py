@@ -1,0 +1,19 @@
+"""The GPU side of the code-generation strategy layer (NVIDIA, sm_80 and sm_90).
+
+The same kernel classification as the CPU (`codegen.kernels.classify`) decides what each kernel of
+the kernel level is; this package gives each class a GPU schedule (docs/codegen_gpu.md):
+
+- `contraction`: analysis of contraction bodies (the two operand sides and their prologues).
+- `target`: the chips' limits and datasheet peaks (`GpuTarget`, `gpu_target`).
+- `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
+  the choice per kernel (`GpuKernelPlan`) and the appended script.
+- passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-pad-contractions`,
+  `codegen-gpu-attach-schedule`, `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
+  `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
+"""
+
+from __future__ import annotations
+
+from .target import GpuTarget, gpu_target
+
+__all__ = ["GpuTarget", "gpu_target"]

@@ -1,0 +1,231 @@
+"""`codegen-gpu-attach-schedule`: classify every kernel and attach its GPU schedule as transform IR.
+
+The GPU counterpart of `codegen-attach-schedule`, with the same classification (`codegen.kernels`).
+A kernel is a structured op directly in a function body (the loop nests of TeMCO's fused groups keep
+their own kernels, `gpu-sequentialize-forall`). Each scheduled kernel is tagged
+`codegen.kernel = <id>` and gets one `transform.named_sequence` per phase of the CUDA lowering; the
+module gets one entry point per phase, which the `transform-interpreter{entry-point=...}` passes of
+`passes/cuda.pipeline` run in turn:
+
+- `@__gpu_tile`: block tiles (`scf.forall` on `#gpu.block`), k loops, shared-memory promotion;
+- `@__gpu_map`: copies and compute over threads/warps, vectors, `gpu.launch` (annotated with the
+  kernel id), then per function the accumulators hoisted out of the k loops, then each kernel's
+  finishing patterns;
+- `@__gpu_pipeline`: `cp.async` copies, multi-buffered shared memory, software pipelining.
+
+Kernels without a schedule (kinds mapped to None, schedules that do not apply, chips without one)
+are left to the naive mapping of the later stages (`convert-linalg-to-parallel-loops`, one thread per
+element) and named in the report with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch_mlir import ir
+
+from ...passes.registry import Option, Pass, register_pass
+from .. import transform_ir as t
+from ..attach_schedule import KernelPlan
+from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
+from ..schedules import schedule_key
+from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
+from .target import GpuTarget, gpu_target
+from .transform_gpu import hoist_vector_transfers
+
+PHASES = ("tile", "map", "finish", "pipeline")
+ENTRY_POINTS = {"tile": "__gpu_tile", "map": "__gpu_map", "pipeline": "__gpu_pipeline"}
+_STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast")
+
+
+@dataclass(frozen=True)
+class GpuKernelPlan(KernelPlan):
+    """What GPU code generation decided for one kernel (`KernelPlan`: its schedule, "mma-sync",
+    "simt" or "vector", or None for the naive mapping with the reason), and the figures of its tiling."""
+
+    detail: str = ""
+    threads: int = 0
+    grid: int = 0
+    flops: int = 0
+    bytes: int = 0
+    shared_bytes: int = 0
+
+
+def top_level_kernels(module_op) -> list[ir.Operation]:
+    """The structured ops directly in a function body, in program order."""
+    found = []
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name != "func.func" or not op.regions[0].blocks:
+            continue
+        for inner in op.regions[0].blocks[0].operations:
+            inner = inner.operation
+            if inner.name in _STRUCTURED or (inner.name.startswith("linalg.") and "indexing_maps" in inner.attributes):
+                found.append(inner)
+    return found
+
+
+def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=()) -> list[GpuKernelPlan]:
+    """Tag the kernels of `module_op` (kernel level, memrefs) and append their GPU schedules; returns
+    the plan per kernel. `exclude`: kernel ids to leave to the naive mapping (a schedule that failed)."""
+    with module_op.context, ir.Location.unknown():
+        return _attach(module_op, chip, overrides, set(exclude))
+
+
+def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKernelPlan]:
+    from ...errors import format_location
+
+    table = resolve_gpu_schedules(overrides)
+    target = gpu_target(chip)
+    plans, scheduled = [], []
+    for i, op in enumerate(top_level_kernels(module_op)):
+        kernel = classify(op)
+        op.attributes[KERNEL_ATTR] = t.kernel_id_attr(i)
+        key = schedule_key(kernel)
+        schedule = table.get(key)
+        location = format_location(op.location, "-")
+        reason, tiling = kernel.reason, None
+        if target is None:
+            reason = f"no GPU schedules for {chip} (sm_80 and later)"
+        elif i in exclude:
+            reason = "its schedule failed to apply"
+        elif schedule is None:
+            reason = reason or ("turned off by schedules=" if DEFAULT_GPU_SCHEDULES.get(key) is not None
+                                else f"no GPU schedule for {key} kernels")
+        else:
+            chosen = schedule.choose(kernel, target)
+            if isinstance(chosen, str):
+                reason = chosen
+            else:
+                tiling = chosen
+        if tiling is None:
+            flops, moved = _work(kernel)
+            plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None, reason or "no schedule",
+                                       flops=flops, bytes=moved))
+            continue
+        op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
+        plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
+                                   tiling.threads, tiling.grid, tiling.flops, tiling.bytes,
+                                   getattr(tiling, "shared_bytes", 0)))
+        scheduled.append((i, kernel, schedule, tiling))
+    _append_script(module_op, scheduled)
+    return plans
+
+
+def _work(kernel) -> tuple[int, int]:
+    """(flops, bytes) of a kernel left to the naive mapping, for the report: its body's arithmetic
+    per iteration (2 per multiply-add of a contraction), every operand read or written once."""
+    from math import prod
+
+    from .layouts import element_bytes
+
+    op = kernel.op
+    moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+                for v in op.operands if isinstance(v.type, ir.MemRefType))
+    iterations = kernel.iterations if kernel.loop_ranges else 0
+    if kernel.kind is KernelKind.CONTRACTION:
+        return 2 * iterations, moved
+    body = len(list(op.regions[0].blocks[0].operations)) - 1 if op.regions and op.regions[0].blocks else 0
+    return iterations * max(0, body), moved
+
+
+def _sequence_name(kid: int, tiling, phase: str) -> str:
+    return f"kernel_{kid}_{tiling.schedule.replace('-', '_')}_{phase}"
+
+
+def _append_script(module_op, scheduled) -> None:
+    module_op.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+    body = module_op.regions[0].blocks[0]
+    for kid, kernel, schedule, tiling in scheduled:
+        for phase in PHASES:
+            seq = t.named_sequence(body, _sequence_name(kid, tiling, phase), consumed=phase == "tile")
+            with ir.InsertionPoint(seq.body), ir.Location.name(f"kernel {kid}: {kernel.describe()} ({phase})"):
+                getattr(schedule, f"build_{phase}")(kid, kernel, tiling, seq.bodyTarget)
+                t.yield_()
+    # One entry point per phase (`transform-interpreter{entry-point=...}`); failures propagate: the
+    # CUDA lowering retries without a kernel whose schedule failed (`backend/cuda/lower.py`).
+    for phase, entry in ENTRY_POINTS.items():
+        main = t.named_sequence(body, entry, consumed=False)
+        with ir.InsertionPoint(main.body):
+            root = main.bodyTarget
+            if phase == "tile":
+                handles = t.match_scheduled(root, len(scheduled)) if scheduled else []
+                for (kid, _, _, tiling), handle in zip(scheduled, handles):
+                    t.include(_sequence_name(kid, tiling, "tile"), handle, suppress_failures=False)
+            else:
+                for kid, _, _, tiling in scheduled:
+                    t.include(_sequence_name(kid, tiling, phase), root, suppress_failures=False)
+            if phase == "map" and scheduled:
+                funcs = t.match_names(root, ["func.func"])
+                t.canonicalize(funcs, fold_memref_aliases=True)
+                t.cse(funcs)
+                hoist_vector_transfers(funcs)
+                for kid, _, _, tiling in scheduled:
+                    t.include(_sequence_name(kid, tiling, "finish"), root, suppress_failures=False)
+            t.yield_()
+
+
+def kernel_of_failure(message: str) -> int | None:
+    """The kernel whose schedule failed, from an interpreter error: the failing transform op's
+    location is the name `kernel <id>: ...` given to that kernel's sequences."""
+    marker = "kernel "
+    at = message.find(marker)
+    while at >= 0:
+        digits = ""
+        for ch in message[at + len(marker):]:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if digits and message[at + len(marker) + len(digits):].startswith(":"):
+            return int(digits)
+        at = message.find(marker, at + 1)
+    return None
+
+
+def failing_kernel(snapshot, phase: str, plans: list[GpuKernelPlan]) -> int | None:
+    """Which kernel's `phase` sequence fails on `snapshot` (the module as it was before the phase),
+    trying each scheduled kernel's sequence alone on a copy; None when none fails alone."""
+    from torch_mlir.dialects.transform import interpreter
+
+    for plan in plans:
+        if plan.schedule is None:
+            continue
+        trial = snapshot.clone()
+        try:
+            body = trial.regions[0].blocks[0]
+            name = f"kernel_{plan.id}_{plan.schedule.replace('-', '_')}_{phase}"
+            sequence = next((op for op in body.operations if op.operation.name == "transform.named_sequence"
+                             and ir.StringAttr(op.attributes["sym_name"]).value == name), None)
+            if sequence is None:
+                continue
+            payload = trial
+            if phase == "tile":
+                payload = next((op for op in top_level_kernels(trial) if KERNEL_ATTR in op.attributes
+                                and ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value == plan.id), None)
+                if payload is None:
+                    continue
+            try:
+                interpreter.apply_named_sequence(payload, sequence.operation, trial)
+            except Exception:  # noqa: BLE001 - any failure of this kernel's sequence names it
+                return plan.id
+        finally:
+            trial.erase()
+    return None
+
+
+@register_pass
+class AttachGpuSchedule(Pass):
+    name = "codegen-gpu-attach-schedule"
+    summary = "Classify each kernel and attach its GPU schedule (tile, map, pipeline phases) as transform IR"
+    description = (
+        "Kernel level (memrefs). Tags every top-level linalg op `codegen.kernel = <id>` and appends one "
+        "named sequence per kernel and phase plus the entry points @__gpu_tile, @__gpu_map and "
+        "@__gpu_pipeline, run by transform-interpreter{entry-point=...} (passes/cuda.pipeline)."
+    )
+    options = (
+        Option("chip", str, "sm_80", "the GPU to schedule for (sm_80, sm_86, sm_89, sm_90, sm_90a)"),
+        Option("schedules", list[str], [], "overrides: kind:none, kind:default or kind.parameter:value"),
+        Option("exclude", list[int], [], "kernel ids left to the naive mapping"),
+    )
+
+    def run(self, module):
+        attach_gpu_schedules(module, chip=self.chip, overrides=self.schedules, exclude=self.exclude)

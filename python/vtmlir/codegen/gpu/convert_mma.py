@@ -1,0 +1,72 @@
+"""`codegen-gpu-convert-mma`: the tensor-core kernels' vector contractions become `nvgpu.mma.sync`.
+
+Upstream `convert-vector-to-gpu{use-nvgpu=true}` turns the 16x8x16 `vector.contract`s of a kernel
+and the transfers feeding them into `nvgpu.ldmatrix`, `nvgpu.mma.sync` and the accumulator's loads
+and stores (docs/design.md §10). It also fails on any scalar f16 or f64 arithmetic in the IR it is
+given ("unhandled vector to mma type"), which the elementwise kernels' bodies hold. This pass runs
+it, with the alias folding and clean-ups that follow, on each outlined `gpu.module` that holds a
+`vector.contract` -- the tensor-core kernels (SIMT contractions are FMAs by then) -- and nowhere else.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.passmanager import PassManager
+
+from ...errors import format_diagnostic
+from ...passes.registry import Pass, PassFailure, register_pass
+from ..kernels import KERNEL_ATTR
+
+PIPELINE = "gpu.module(convert-vector-to-gpu{use-nvgpu=true}, fold-memref-alias-ops, canonicalize, cse)"
+
+
+def _has_contraction(op) -> bool:
+    found = []
+
+    def visit(inner):
+        if inner.name == "vector.contract":
+            found.append(inner)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return bool(found)
+
+
+def _kernel_id(gpu_module) -> int | None:
+    for op in gpu_module.regions[0].blocks[0].operations:
+        if KERNEL_ATTR in op.attributes:
+            return ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+    return None
+
+
+def convert_mma(module_op) -> int:
+    """Convert the contractions of every gpu.module holding some; returns how many modules."""
+    converted = 0
+    with module_op.context:
+        for op in module_op.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name != "gpu.module" or not _has_contraction(op):
+                continue
+            pm = PassManager.parse(PIPELINE)
+            try:
+                pm.run(op)
+            except ir.MLIRError as err:
+                detail = "\n".join(format_diagnostic(d) for d in err.error_diagnostics) or err.message
+                raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: {detail}", op.location) from None
+            if _has_contraction(op):
+                # Operands the conversion could not put in mma.sync fragments: the kernel would
+                # reach LLVM with a 2-d vector.contract it cannot lower. Its schedule failed.
+                raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: a vector.contract is "
+                                  "left that convert-vector-to-gpu did not make mma.sync", op.location)
+            converted += 1
+    return converted
+
+
+@register_pass
+class ConvertMma(Pass):
+    name = "codegen-gpu-convert-mma"
+    summary = "convert-vector-to-gpu{use-nvgpu} on the gpu.modules holding vector.contract (tensor-core kernels)"
+
+    def run(self, module):
+        convert_mma(module)

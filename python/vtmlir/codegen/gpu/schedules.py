@@ -1,0 +1,511 @@
+"""GPU schedules per kernel kind: parameters (dataclasses, overridable), the tiling each chooses for
+a kernel, and the transform IR that carries it out.
+
+A schedule works in the phases of the CUDA lowering (`backend/cuda/lower.py`), one
+`transform.named_sequence` per kernel and phase: "tile" (block tiles, the k loop, shared-memory
+promotion), "map" (copies and compute spread over threads or warps, vectorisation, `gpu.launch`),
+"finish" (after the accumulators are hoisted: SIMT contractions become FMAs) and "pipeline" (after
+`convert-vector-to-gpu`: `cp.async` copies, multi-buffered shared memory, software pipelining).
+
+- `ContractionSchedule`: matmul, batch matmul, Linear, attention's products, per-tap convolution
+  contractions. f16 operands on tensor cores (`mma.sync.m16n8k16`, f32 or f16 accumulators): block
+  tiles from a table chosen by shape (`mma_tiling`), 2x2 or 1xN warps, A and B tiles staged in
+  shared memory by `cp.async` in 2-3 stages, fragments loaded with `ldmatrix`. Everything else
+  (f32, mixed types, shapes that do not tile by 16) as a SIMT kernel: block tiles staged in shared
+  memory, a register tile of `thread_m x thread_n` accumulators per thread, products summed in k
+  order (no TF32).
+- `VectorSchedule` (elementwise, data movement, outer reductions): 128-bit vectors along the
+  output's contiguous dimension, up to 256 threads per block, reduction loops inside each thread.
+- Row reductions (softmax, LayerNorm, RMSNorm, sums) have no GPU schedule yet: the naive mapping
+  (a thread per row), named in the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import ClassVar
+
+from torch_mlir import ir
+
+from ..kernels import Kernel, KernelKind
+from ..schedules import Schedule, resolve_schedules
+from ..transform_ir import cse, match_names, tile
+from . import transform_gpu as tg
+from .layouts import aligned_elements, element_bytes, vector_width
+from .target import GpuTarget
+
+MAX_THREADS = 256
+WARP = 32
+# Shared memory rows padded so that 8 rows read by one ldmatrix (16 bytes each) fall in distinct banks.
+SHARED_ROW_PAD_BYTES = 16
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def padded_row_elements(row: int, elem_bytes: int) -> int:
+    """Row length of a shared-memory tile after padding (`codegen-gpu-workgroup-globals`): rows whose
+    length is a multiple of 32 bytes get 16 more bytes, so consecutive rows start in different
+    16-byte bank groups (8 ldmatrix rows of 16 bytes: conflict-free)."""
+    nbytes = row * elem_bytes
+    if nbytes % 32 == 0 and nbytes >= 32:
+        return row + SHARED_ROW_PAD_BYTES // elem_bytes
+    return row
+
+
+@dataclass(frozen=True)
+class GpuSchedule(Schedule):
+    """Base of the GPU schedules (`Schedule`: a `name`, parameters as overridable fields)."""
+
+    def choose(self, kernel: Kernel, target: GpuTarget):
+        """The tiling for `kernel` on `target`, or a string saying why the schedule does not apply."""
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------------
+# Contractions
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """How the threads of a block copy one operand tile into shared memory: `num_threads` per tile
+    dimension (0: not split), `linear_dims` their thread mapping, `vector` elements per access."""
+
+    shape: tuple[int, ...]
+    num_threads: tuple[int, ...]
+    linear_dims: tuple[int, ...]
+    vector: int
+
+
+@dataclass(frozen=True)
+class ContractionTiling:
+    """What `ContractionSchedule` decided for one kernel."""
+
+    mma: bool
+    order: tuple[int, ...]          # loop interchange: new loop i is old loop order[i]
+    outer: int                      # leading loops tiled by 1 into the grid (batch, outer m/n dims)
+    k_outer: int                    # outer reduction loops, by 1, outside the k loop
+    block: tuple[int, int, int]     # (BM, BN, BK)
+    sub: tuple[int, int]            # per warp (mma) or per thread (simt) tile of C
+    threads: int
+    stages: int
+    copies: tuple[CopyPlan, CopyPlan]   # of input 0 and input 1, in operand order
+    grid: int
+    shared_bytes: int
+    element_type: str
+    flops: int
+    bytes: int
+
+    @property
+    def schedule(self) -> str:
+        return "mma-sync" if self.mma else "simt"
+
+    def describe(self) -> str:
+        bm, bn, bk = self.block
+        what = "warp" if self.mma else "thread"
+        return (f"{self.schedule} {self.element_type}: block {bm}x{bn}x{bk}, {what} tile "
+                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s)")
+
+
+# Block tiles for tensor cores (BM, BN, WM, WN): 1-4 warps of WM x WN, CUTLASS-like shapes.
+MMA_TILES = (
+    (128, 128, 64, 64), (128, 64, 64, 32), (64, 128, 32, 64), (64, 64, 32, 32), (64, 32, 32, 16),
+    (32, 64, 16, 32), (32, 32, 16, 16), (16, 128, 16, 32), (16, 64, 16, 16), (16, 32, 16, 16),
+    (16, 16, 16, 8), (16, 8, 16, 8),
+)
+# Register tiles for SIMT contractions (per-thread accumulators), largest first.
+SIMT_THREAD_TILES = ((8, 8), (4, 8), (8, 4), (4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 1), (1, 2), (2, 1), (1, 1))
+
+
+def _element_name(t: ir.Type) -> str:
+    return str(t)
+
+
+def _tile_cost(target: GpuTarget, bm: int, bn: int, k: int, blocks: int, warps: int, resident: int,
+               intensity: float, needed_intensity: float) -> float:
+    """Relative run time of a block tiling: the blocks an SM has to run one after the other, each
+    `bm*bn*k` multiply-adds, at the rate the resident blocks reach: full with 4 warps on the SM (one
+    per sub-partition) and enough reuse per element loaded (`intensity` multiply-adds per element,
+    `needed_intensity` to keep the math units busy)."""
+    per_sm = -(-blocks // target.sms)
+    active = min(per_sm, max(1, resident))
+    rate = min(1.0, active * warps / 4) * min(1.0, intensity / needed_intensity)
+    return per_sm * bm * bn * k / rate
+
+
+@dataclass(frozen=True)
+class ContractionSchedule(GpuSchedule):
+    name: ClassVar[str] = "contraction"
+    tensor_cores: bool = True   # f16 operands on mma.sync (else SIMT)
+    block_m: int = 0            # 0: from the tile table by shape
+    block_n: int = 0
+    block_k: int = 0
+    stages: int = 0             # shared-memory stages (0: 2, or 3 where 48 KiB allow)
+    thread_m: int = 0           # SIMT register tile (0: by shape)
+    thread_n: int = 0
+
+    def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
+        """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
+        are aligned for the accumulators' 2-element accesses (`codegen-gpu-pad-contractions` makes
+        them so): f16 operands, an f32 or f16 accumulator, A and B contiguous along m/k and n/k."""
+        if kernel.kind is not KernelKind.CONTRACTION or not (self.tensor_cores and target.tensor_cores):
+            return False
+        a_idx = 1 - kernel.b_operand
+        types = [ir.MemRefType(v.type) for v in kernel.op.operands]
+        mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
+        return (_mma_types(types[a_idx], types[kernel.b_operand], types[2])
+                and _innermost(kernel.maps[a_idx]) in (mi, ki) and _innermost(kernel.maps[kernel.b_operand]) in (ni, ki)
+                and _innermost(kernel.maps[2]) == ni)
+
+    @staticmethod
+    def mma_aligned(kernel: Kernel) -> bool:
+        """m, n, k multiples of 16 and C's rows aligned to 2 elements (8-byte accumulator stores)."""
+        ranges = kernel.loop_ranges
+        c_type = ir.MemRefType(kernel.op.operands[2].type)
+        return (all(ranges[d[-1]] % 16 == 0 for d in (kernel.m, kernel.n, kernel.k))
+                and aligned_elements(c_type) >= 2)
+
+    def choose(self, kernel: Kernel, target: GpuTarget):
+        if kernel.kind is not KernelKind.CONTRACTION:
+            return f"not a contraction ({kernel.kind.value})"
+        op = kernel.op
+        a_idx = 1 - kernel.b_operand
+        types = [ir.MemRefType(v.type) for v in op.operands]
+        ranges = kernel.loop_ranges
+        mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
+        big_m, big_n, big_k = ranges[mi], ranges[ni], ranges[ki]
+        outer_dims = list(kernel.batch) + list(kernel.m[:-1]) + list(kernel.n[:-1])
+        k_outer = list(kernel.k[:-1])
+        order = tuple(outer_dims + k_outer + [mi, ni, ki])
+        if sorted(order) != list(range(kernel.rank)):
+            return "the contraction's dimensions are not batch/m/n/k"
+        if min(big_m, big_n, big_k) < 2:
+            return "a unit m, n or k dimension (a matrix-vector product)"
+        if outer_dims:
+            # Each block's tile keeps a unit batch dimension, on views with a dynamic offset, which
+            # upstream's fold-unit-extent-dims patterns do not rank-reduce: the promoted tiles get
+            # dynamic shapes and vectorisation fails. (Also, `map_forall_to_blocks` launches linear
+            # dimensions 0-2 only.)
+            return f"{len(outer_dims)} batch or outer dimension(s) (not tiled yet)"
+        outer_tiles = prod(ranges[d] for d in outer_dims)
+        elem = _element_name(types[a_idx].element_type)
+        mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
+        if mma:
+            tiles = self._mma_tiles(target, big_m, big_n, big_k, outer_tiles)
+        else:
+            tiles = self._simt_tiles(target, big_m, big_n, big_k, outer_tiles)
+        if tiles is None:
+            return "no block tile fits the shape"
+        (bm, bn, bk), sub, threads = tiles
+        tile_of = {mi: bm, ni: bn, ki: bk}
+        copies = []
+        for idx in (0, 1):
+            # The operand's tile after the unit dimensions of the tiles of 1 are dropped.
+            shape = tuple(tile_of[e.position] for e in kernel.maps[idx].results
+                          if isinstance(e, ir.AffineDimExpr) and e.position in tile_of)
+            copy = _copy_plan(shape, types[idx], threads)
+            if copy is None:
+                return f"operand {idx} tile {shape} cannot be spread over {threads} threads"
+            copies.append(copy)
+        trips = big_k // bk
+        stages = self.stages or 2
+        if not self.stages and mma and _shared_bytes(copies, types, 3) <= target.shared_per_block_static:
+            stages = 3
+        stages = min(stages, trips)  # the pipeliner needs at least as many k steps as stages
+        # The pipeliner takes only copies at the top of the k loop's body: a copy that fewer threads
+        # than the block's make is guarded by an `scf.if` it cannot see into.
+        predicated = any(prod(n for n in c.num_threads if n) < threads for c in copies)
+        if k_outer or predicated:
+            stages = 1
+        while stages > 1 and _shared_bytes(copies, types, stages) > target.shared_per_block_static:
+            stages -= 1
+        shared = _shared_bytes(copies, types, stages)
+        if shared > target.shared_per_block_static:
+            return f"its tiles need {shared} bytes of shared memory"
+        grid = outer_tiles * (big_m // bm) * (big_n // bn)
+        flops = 2 * kernel.iterations
+        moved = sum(prod(t.shape) * element_bytes(t.element_type) for t in types) + \
+            prod(types[2].shape) * element_bytes(types[2].element_type)
+        return ContractionTiling(bool(mma), order, len(outer_dims), len(k_outer), (bm, bn, bk), sub, threads, stages,
+                                 tuple(copies), grid, shared, elem, flops, moved)
+
+    def _mma_tiles(self, target, big_m, big_n, big_k, outer_tiles):
+        bk = self.block_k or (32 if big_k % 32 == 0 else 16)
+        best = None
+        for bm, bn, wm, wn in MMA_TILES:
+            if self.block_m and bm != self.block_m or self.block_n and bn != self.block_n:
+                continue
+            if big_m % bm or big_n % bn or big_k % bk:
+                continue
+            warps = (bm // wm) * (bn // wn)
+            blocks = outer_tiles * (big_m // bm) * (big_n // bn)
+            # ~200 registers per thread for a 64x64 warp tile, proportionally fewer below.
+            regs = min(255, 40 + wm * wn // 32 * 5 // 2)
+            per_sm, _ = target.occupancy(warps * WARP, regs, 0)
+            cost = _tile_cost(target, bm, bn, big_k, blocks, warps, per_sm, bm * bn / (bm + bn), 64)
+            key = (cost, -bm * bn)
+            if best is None or key < best[0]:
+                best = (key, ((bm, bn, bk), (wm, wn), warps * WARP))
+        return best[1] if best else None
+
+    def _simt_tiles(self, target, big_m, big_n, big_k, outer_tiles):
+        bk = self.block_k or max(d for d in divisors(big_k) if d <= 16)
+        if bk < 2:
+            return None
+        best = None
+        for bm in [d for d in divisors(big_m) if 2 <= d <= 128]:
+            if self.block_m and bm != self.block_m:
+                continue
+            for bn in [d for d in divisors(big_n) if 2 <= d <= 128]:
+                if self.block_n and bn != self.block_n:
+                    continue
+                for tm, tn in SIMT_THREAD_TILES:
+                    if self.thread_m and tm != self.thread_m or self.thread_n and tn != self.thread_n:
+                        continue
+                    if bm % tm or bn % tn:
+                        continue
+                    threads = (bm // tm) * (bn // tn)
+                    if threads > MAX_THREADS or threads < min(WARP, big_m * big_n // (tm * tn)):
+                        continue
+                    blocks = outer_tiles * (big_m // bm) * (big_n // bn)
+                    regs = min(255, 32 + 2 * tm * tn)
+                    per_sm, _ = target.occupancy(threads, regs, 0)
+                    cost = _tile_cost(target, bm, bn, big_k, blocks, -(-threads // WARP), per_sm,
+                                      tm * tn / (tm + tn), 4)
+                    key = (cost, -bm * bn, -tm * tn)
+                    if best is None or key < best[0]:
+                        best = (key, ((bm, bn, bk), (tm, tn), threads))
+                    break  # the largest register tile that fits this block tile
+        return best[1] if best else None
+
+    # ---- transform IR per phase ------------------------------------------------------------------
+
+    def build_tile(self, kid: int, kernel: Kernel, tiling: ContractionTiling, op: ir.Value) -> None:
+        handle = op
+        if tiling.order != tuple(range(kernel.rank)):
+            handle = tg.interchange(handle, tiling.order)
+        p, q = tiling.outer, tiling.k_outer
+        bm, bn, bk = tiling.block
+        tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm, bn, 0], processor="block",
+                                       linear_dims=[p + 1 - i for i in range(p)] + [1, 0])
+        tg.annotate_kernel(forall, kid)
+        tile(tiled, [0] * p + [1] * q + [0, 0, bk])
+        # The tiles of 1 (batch, outer m/n/k) are unit dimensions: drop them, so the shared-memory
+        # tiles and the warp-level contraction are 2-d (m, k) x (n, k) -> (m, n).
+        tg.apply_patterns(forall, tg.fold_unit_dims, tg.canonicalization)
+        tg.promote_to_workgroup(match_names(forall, ["linalg.generic"]), [0, 1])
+
+    def build_map(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
+        forall = tg.match_tagged(root, "scf.forall", kid)
+        tg.apply_patterns(forall, tg.canonicalization)
+        copies = tg.split(match_names(forall, ["linalg.copy"]), 2)
+        for copy, plan in zip(copies, tiling.copies):
+            tg.tile_forall(copy, num_threads=plan.num_threads, processor="thread", linear_dims=plan.linear_dims)
+        compute = match_names(forall, ["linalg.generic"])
+        tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
+        tg.apply_patterns(forall, tg.canonicalization)
+        tg.vectorize(match_names(forall, ["linalg.copy", "linalg.generic"]))
+        launch = tg.map_to_launch(forall, tiling.threads, kid)
+        # With the warp tiles' views folded into the shared buffers' indices, the vectorised
+        # broadcast-multiply-reduce becomes a 2-d vector.contract (then 16x8x16 pieces for mma.sync).
+        tg.apply_patterns(launch, tg.fold_memref_aliases, tg.canonicalization)
+        tg.apply_patterns(launch, tg.contraction_patterns, tg.canonicalization)
+        if tiling.mma:
+            tg.apply_patterns(launch, tg.fold_extensions, tg.canonicalization)
+        tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
+        if tiling.mma:
+            tg.apply_patterns(launch, tg.unroll_to_mma, tg.canonicalization)
+
+    def build_finish(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
+        if tiling.mma:
+            return
+        launch = tg.match_tagged(root, "gpu.launch", kid)
+        tg.apply_patterns(launch, tg.lower_contractions_to_fma, tg.canonicalization)
+        tg.apply_patterns(launch, tg.lower_outer_products, tg.canonicalization)
+
+    def build_pipeline(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
+        kernel_func = tg.match_tagged(root, "gpu.func", kid)  # outlined by codegen-gpu-outline-kernels
+        tg.apply_patterns(kernel_func, tg.transfers_to_1d, tg.canonicalization)
+        kernel_func = tg.async_copies(kernel_func)
+        if tiling.stages > 1:
+            tg.multibuffer(match_names(kernel_func, ["memref.alloc"]), tiling.stages)
+            tg.pipeline_copies(match_names(kernel_func, ["scf.for"]), tiling.stages)
+        cse(kernel_func)
+
+
+def _innermost(amap: ir.AffineMap) -> int | None:
+    for e in reversed(list(amap.results)):
+        if isinstance(e, ir.AffineDimExpr):
+            return e.position
+    return None
+
+
+def _mma_types(a_t, b_t, c_t) -> bool:
+    """f16 x f16 with an f32 or f16 accumulator: what `mma.sync.m16n8k16` computes and the vector
+    route to `nvgpu.mma.sync` converts (its bf16 fragments are not supported upstream yet)."""
+    f16 = ir.F16Type
+    return (isinstance(a_t.element_type, f16) and isinstance(b_t.element_type, f16)
+            and isinstance(c_t.element_type, (ir.F32Type, f16)))
+
+
+def _copy_plan(shape: tuple[int, ...], global_type: ir.MemRefType, threads: int) -> CopyPlan | None:
+    """Spread a tile copy over `threads`: vectors along the contiguous dimension (one vector per
+    thread and row, at most 16 bytes), rows over the remaining threads."""
+    last = shape[-1]
+    vec = vector_width(global_type, last, index_multiple=last)
+    across = last // vec
+    if across > threads:
+        return None
+    rows_dim = next((i for i in range(len(shape) - 2, -1, -1) if shape[i] > 1), None)
+    num = [0] * len(shape)
+    num[-1] = across
+    linear = [0]
+    if rows_dim is not None:
+        rows = max(d for d in divisors(shape[rows_dim]) if d * across <= threads)
+        num[rows_dim] = rows
+        linear = [1, 0]
+    return CopyPlan(shape, tuple(num), tuple(linear), vec)
+
+
+def _shared_bytes(copies, types, stages: int) -> int:
+    total = 0
+    for copy, t in zip(copies, types[:2]):
+        eb = element_bytes(t.element_type)
+        rows = prod(copy.shape[:-1])
+        total += rows * padded_row_elements(copy.shape[-1], eb) * eb
+    return total * stages
+
+
+# --------------------------------------------------------------------------------------------------
+# Elementwise, data movement, outer reductions
+
+
+@dataclass(frozen=True)
+class VectorTiling:
+    vector_dim: int
+    vector: int
+    block_sizes: tuple[int, ...]     # per loop (0: whole extent, reduction dims)
+    thread_sizes: tuple[int, ...]
+    block_linear: tuple[int, ...]    # mapping of the block forall's dimensions
+    thread_linear: tuple[int, ...]
+    reduction_dims: tuple[int, ...]
+    threads: int
+    grid: int
+    flops: int
+    bytes: int
+
+    @property
+    def schedule(self) -> str:
+        return "vector"
+
+    def describe(self) -> str:
+        return f"vector x{self.vector}: {self.threads} threads per block, {self.grid} blocks"
+
+
+@dataclass(frozen=True)
+class VectorSchedule(GpuSchedule):
+    name: ClassVar[str] = "vector"
+    threads: int = MAX_THREADS   # threads per block at most
+
+    def choose(self, kernel: Kernel, target: GpuTarget):
+        op = kernel.op
+        ranges = kernel.loop_ranges
+        if not ranges:
+            return "rank 0"
+        parallel = [d for d in range(kernel.rank) if d not in kernel.reduction_dims]
+        out_map = kernel.maps[-1]
+        vd = _innermost(out_map)
+        if vd is None or vd not in parallel:
+            vd = parallel[-1] if parallel else None
+        if vd is None:
+            return "no parallel dimension"
+        vec = 1 << 30
+        for operand, amap in zip(op.operands, kernel.maps):
+            if not isinstance(operand.type, ir.MemRefType) or operand.type.rank == 0:
+                continue
+            if _innermost(amap) == vd:
+                vec = min(vec, vector_width(ir.MemRefType(operand.type), ranges[vd]))
+        vec = 1 if vec == 1 << 30 else vec
+        tx = max(d for d in divisors(ranges[vd] // vec) if d <= self.threads)
+        others = [d for d in reversed(parallel) if d != vd and ranges[d] > 1]
+        y = others[0] if others else None
+        ty = max(d for d in divisors(ranges[y]) if d * tx <= self.threads) if y is not None else 1
+        block_sizes, thread_sizes = [], []
+        for d in range(kernel.rank):
+            if d in kernel.reduction_dims:
+                block_sizes.append(0)
+                thread_sizes.append(0)
+            elif d == vd:
+                block_sizes.append(tx * vec)
+                thread_sizes.append(vec)
+            elif d == y:
+                block_sizes.append(ty)
+                thread_sizes.append(1)
+            else:
+                block_sizes.append(1)
+                thread_sizes.append(0)
+        # A dimension one block covers whole is not a dimension of the block forall: upstream
+        # `map_forall_to_blocks` sizes the grid from linear dimensions 0-2 only (a fourth one is
+        # dropped from the launch, its tiles never run), so at most three may be left.
+        for d in range(kernel.rank):
+            if block_sizes[d] == ranges[d] and d != vd:
+                block_sizes[d] = 0
+        tiled_dims = [d for d in range(kernel.rank) if block_sizes[d]]
+        if len(tiled_dims) > 3:
+            return f"{len(tiled_dims)} block-tiled dimensions (the grid has three)"
+        # Linear block dimensions numbered densely from 0 (x): the vector dimension, then y, then
+        # the rest from the inside out.
+        order = [vd] + [d for d in [y, *reversed(tiled_dims)] if d is not None and d in tiled_dims and d != vd]
+        rank_of = {d: i for i, d in enumerate(dict.fromkeys(order))}
+        block_linear = tuple(rank_of[d] for d in tiled_dims)
+        thread_dims = [d for d in range(kernel.rank) if thread_sizes[d]]
+        thread_linear = tuple(0 if d == vd else 1 for d in thread_dims)
+        grid = prod(-(-ranges[d] // block_sizes[d]) for d in tiled_dims)
+        moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+                    for v in op.operands if isinstance(v.type, ir.MemRefType))
+        body_ops = len(list(op.regions[0].blocks[0].operations)) - 1 if op.regions else 0
+        return VectorTiling(vd, vec, tuple(block_sizes), tuple(thread_sizes), block_linear, thread_linear,
+                            tuple(kernel.reduction_dims), tx * ty, grid, kernel.iterations * max(0, body_ops), moved)
+
+    def build_tile(self, kid: int, kernel: Kernel, tiling: VectorTiling, op: ir.Value) -> None:
+        tiled, forall = tg.tile_forall(op, tile_sizes=tiling.block_sizes, processor="block",
+                                       linear_dims=tiling.block_linear)
+        tg.annotate_kernel(forall, kid)
+        tiled, _ = tg.tile_forall(tiled, tile_sizes=tiling.thread_sizes, processor="thread",
+                                  linear_dims=tiling.thread_linear)
+        if tiling.reduction_dims:
+            tile(tiled, [1 if d in tiling.reduction_dims else 0 for d in range(kernel.rank)])
+
+    def build_map(self, kid: int, kernel: Kernel, tiling: VectorTiling, root: ir.Value) -> None:
+        forall = tg.match_tagged(root, "scf.forall", kid)
+        tg.apply_patterns(forall, tg.canonicalization)
+        tg.vectorize(tg.match_tagged(forall, kernel.op.name, kid))
+        # Each thread reads and writes its own elements of global memory only: no barrier.
+        tg.map_to_launch(forall, tiling.threads, kid, sync=False)
+
+    def build_finish(self, kid: int, kernel: Kernel, tiling: VectorTiling, root: ir.Value) -> None:
+        launch = tg.match_tagged(root, "gpu.launch", kid)
+        tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
+
+    def build_pipeline(self, kid, kernel, tiling, root) -> None:
+        return
+
+
+# The default GPU schedule per kernel kind (keys as codegen.schedules.schedule_key); None: the naive
+# mapping (one thread per element of the parallel loops), named in the report.
+DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
+    KernelKind.CONTRACTION.value: ContractionSchedule(),
+    KernelKind.ELEMENTWISE.value: VectorSchedule(),
+    KernelKind.DATA_MOVEMENT.value: VectorSchedule(),
+    "outer-reduction": VectorSchedule(),
+    "row-reduction": None,
+    KernelKind.CONVOLUTION.value: None,
+    KernelKind.POOLING.value: None,
+}
+
+
+def resolve_gpu_schedules(overrides) -> dict[str, GpuSchedule | None]:
+    """DEFAULT_GPU_SCHEDULES with overrides (the forms of the CPU's `resolve_schedules`)."""
+    return resolve_schedules(overrides, DEFAULT_GPU_SCHEDULES)

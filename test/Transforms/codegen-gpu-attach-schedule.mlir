@@ -1,0 +1,50 @@
+// RUN: vt-opt %s --codegen-gpu-attach-schedule | filecheck %s
+// RUN: vt-opt %s '--codegen-gpu-attach-schedule=schedules=contraction.tensor_cores:false' | filecheck %s --check-prefix=SIMT
+
+// Every kernel is tagged with its id and gets one named sequence per phase of the CUDA lowering:
+// the f16 contraction the tensor-core schedule (block tiles, shared-memory promotion, warps,
+// cp.async groups, multi-buffering and pipelining), the elementwise kernel the vector schedule
+// (threads without a barrier: they share no memory). Entry points run the phases in turn.
+// CHECK:       linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64, codegen.scheduled}
+// CHECK:       linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.scheduled}
+// CHECK:       transform.named_sequence @kernel_0_mma_sync_tile
+// CHECK:         transform.structured.tile_using_forall %{{.*}} tile_sizes [32, 32, 0](mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>])
+// CHECK:         transform.structured.promote %{{.*}} {mapping = [#gpu.memory_space<workgroup>], operands_to_promote = [0, 1]}
+// CHECK:       transform.named_sequence @kernel_0_mma_sync_map
+// CHECK:         mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>]
+// CHECK:         transform.gpu.map_nested_forall_to_threads %{{.*}} block_dims = [128, 1, 1]
+// CHECK:       transform.named_sequence @kernel_0_mma_sync_pipeline
+// CHECK:         transform.nvgpu.create_async_groups
+// CHECK:         transform.memref.multibuffer
+// CHECK:         transform.nvgpu.pipeline_shared_memory_copies
+// CHECK:       transform.named_sequence @kernel_1_vector_map
+// CHECK:         transform.gpu.map_nested_forall_to_threads %{{.*}} block_dims = [256, 1, 1] sync_after_distribute = false
+// CHECK:       transform.named_sequence @__gpu_tile
+// CHECK:       transform.named_sequence @__gpu_map
+// CHECK:       transform.named_sequence @__gpu_pipeline
+
+// Without tensor cores the contraction is a SIMT kernel.
+// SIMT:        transform.named_sequence @kernel_0_simt_tile
+// SIMT-NOT:    mma_sync
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+func.func @kernels(%x: memref<64x64xf16>, %w: memref<64x64xf16>, %y: memref<64x64xf32>, %z: memref<64x64xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<64x64xf16>, memref<64x64xf16>) outs(%y : memref<64x64xf32>) {
+  ^bb0(%p: f16, %q: f16, %acc: f32):
+    %pe = arith.extf %p : f16 to f32
+    %qe = arith.extf %q : f16 to f32
+    %m = arith.mulf %pe, %qe : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<64x64xf32>) outs(%z : memref<64x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %e = math.exp %v : f32
+    linalg.yield %e : f32
+  }
+  return
+}
