@@ -7,19 +7,28 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
+from ..ir_utils import iterator_type
+
 # Ops that may be copied out of a body into another kernel: pure, elementwise, no memory access.
 PURE_DIALECTS = ("arith", "math")
 
 
-def backward_slice(block: ir.Block, values) -> tuple[list, set[int]] | None:
-    """(the ops of `block` that compute `values`, in block order; the numbers of the block arguments
-    they read), or None if one of those ops is not pure arith/math. Values defined outside the body
-    are used as they are."""
-    needed, args, work = set(), set(), list(values)
+def result_owners(block: ir.Block) -> dict:
+    """The op of `block` that defines each of its results."""
     owners = {}
     for op in block.operations:
         for r in op.results:
             owners[r] = op.operation
+    return owners
+
+
+def backward_slice(block: ir.Block, values, owners: dict | None = None) -> tuple[list, set[int]] | None:
+    """(the ops of `block` that compute `values`, in block order; the numbers of the block arguments
+    they read), or None if one of those ops is not pure arith/math. Values defined outside the body
+    are used as they are. `owners`: `result_owners(block)` when the caller has it already."""
+    needed, args, work = set(), set(), list(values)
+    if owners is None:
+        owners = result_owners(block)
     while work:
         value = work.pop()
         if isinstance(value, ir.BlockArgument):
@@ -51,10 +60,9 @@ def clone_ops(ops, mapping: dict) -> None:
 
 
 def iterator_attr(context, kind: str) -> ir.Attribute:
-    """linalg's `parallel` / `reduction` iterator attribute, as linalg's own builder makes it."""
-    from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
-
-    return _iteratortypeenum(getattr(IteratorType, kind), context)
+    """linalg's `parallel` / `reduction` iterator attribute in `context` (`ir_utils.iterator_type`)."""
+    with context:
+        return iterator_type(kind)
 
 
 def static_shape(value) -> list[int] | None:

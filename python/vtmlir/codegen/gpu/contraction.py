@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from torch_mlir import ir
 
+from ..bodies import backward_slice, result_owners
 from ..kernels import indexing_maps_of
 
 _COMBINERS = ("arith.addf", "arith.addi")
 _PRODUCTS = ("arith.mulf", "arith.muli")
 _CASTS = ("arith.extf", "arith.extsi", "arith.extui")
-_PURE_DIALECTS = ("arith", "math")
 
 
 @dataclass
@@ -59,35 +59,6 @@ class ContractionSides:
     rhs: Side
 
 
-def _owners(block: ir.Block) -> dict:
-    owners = {}
-    for op in block.operations:
-        for r in op.results:
-            owners[r] = op.operation
-    return owners
-
-
-def _slice(block: ir.Block, value, owners) -> tuple[list, set[int]] | None:
-    """(body ops computing `value`, block order; block argument numbers read), or None when the
-    slice holds anything but pure arith/math ops."""
-    needed, args, work = set(), set(), [value]
-    while work:
-        v = work.pop()
-        if isinstance(v, ir.BlockArgument):
-            if v.owner == block:
-                args.add(v.arg_number)
-            continue
-        op = owners.get(v)
-        if op is None:
-            continue  # defined outside the body (a constant of the function): usable as it is
-        if op.name.split(".", 1)[0] not in _PURE_DIALECTS:
-            return None
-        if op not in needed:
-            needed.add(op)
-            work.extend(op.operands)
-    return [o.operation for o in block.operations if o.operation in needed], args
-
-
 def contraction_sides(op) -> ContractionSides | None:
     """The sides of a contraction-shaped generic (reduction loops, one output, body
     `yield out + f(A...) * g(B...)` where f and g read disjoint inputs and use the output nowhere
@@ -103,7 +74,7 @@ def contraction_sides(op) -> ContractionSides | None:
     out_arg = block.arguments[n_in]
     ops = [o.operation for o in block.operations]
     yielded = ops[-1].operands
-    owners = _owners(block)
+    owners = result_owners(block)
     if len(yielded) != 1 or yielded[0] not in owners:
         return None
     combine = owners[yielded[0]]
@@ -120,7 +91,7 @@ def contraction_sides(op) -> ContractionSides | None:
         return None
     sides = []
     for value in product.operands:
-        found = _slice(block, value, owners)
+        found = backward_slice(block, [value], owners)
         if found is None:
             return None
         side_ops, args = found

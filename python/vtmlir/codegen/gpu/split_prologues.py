@@ -21,31 +21,15 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
 from ...passes.registry import Pass, register_pass
+from ..bodies import clone_ops, iterator_attr
 from ..kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 from .contraction import Side, contraction_sides
-
-
-def _parallel(context) -> ir.Attribute:
-    from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
-
-    return _iteratortypeenum(IteratorType.parallel, context)
 
 
 def _restricted(amap: ir.AffineMap, renumber: dict[int, int], n_dims: int) -> ir.AffineMap:
     exprs = [ir.AffineDimExpr.get(renumber[e.position]) if isinstance(e, ir.AffineDimExpr) else e
              for e in amap.results]
     return ir.AffineMap.get(n_dims, 0, exprs)
-
-
-def _clone_into(ops, mapping: dict) -> None:
-    """Clone `ops` at the current insertion point, operands through `mapping` (updated with results)."""
-    for inner in ops:
-        clone = inner.clone()
-        for i, operand in enumerate(clone.operands):
-            if operand in mapping:
-                clone.operands[i] = mapping[operand]
-        for old, new in zip(inner.results, clone.results):
-            mapping[old] = new
 
 
 def _materialize(op, side: Side, maps, ranges) -> ir.Value:
@@ -63,12 +47,12 @@ def _materialize(op, side: Side, maps, ranges) -> ir.Value:
         out_map = ir.AffineMap.get_identity(len(dims))
         producer = linalg.GenericOp([], [op.operands[a] for a in side.args], [buffer],
                                     ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [out_map]]),
-                                    ir.ArrayAttr.get([_parallel(op.context)] * len(dims)))
+                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * len(dims)))
         body = producer.regions[0].blocks.append(*[block.arguments[a].type for a in side.args],
                                                  side.root.type)
         mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(side.args)}
         with ir.InsertionPoint(body):
-            _clone_into(ops, mapping)
+            clone_ops(ops, mapping)
             linalg.YieldOp([mapping.get(side.root, side.root)])
     return buffer
 
@@ -119,12 +103,12 @@ def split_prologues(op) -> bool:
                 if buffer is None:
                     for i, a in enumerate(side.args):
                         mapping[block.arguments[a]] = body.arguments[first + i]
-                    _clone_into(side.ops, mapping)
+                    clone_ops(side.ops, mapping)
                 else:
                     mapping[side.root] = body.arguments[first]
                     if side.cast is not None:
-                        _clone_into([side.cast], mapping)
-            _clone_into([sides.product, sides.combine], mapping)
+                        clone_ops([side.cast], mapping)
+            clone_ops([sides.product, sides.combine], mapping)
             linalg.YieldOp([mapping[sides.combine.results[0]]])
     with op.location, ir.InsertionPoint.after(new.operation):
         for _, _, buffer in plans:
