@@ -1,10 +1,10 @@
 // The CPU lowering stage by stage: kernel level (memrefs, results as out-params), the kernels'
-// schedules (transform IR), vector code, loops, LLVM.
-// RUN: vtmlir compile %s --emit stages | filecheck %s --check-prefix=STAGES
-// RUN: vtmlir compile %s --emit kernels | filecheck %s --check-prefix=KERNELS
-// RUN: vtmlir compile %s --emit loops | filecheck %s --check-prefix=LOOPS
-// RUN: vtmlir compile %s | filecheck %s --check-prefix=LLVM
-// RUN: not vtmlir compile %s --emit ptx 2>&1 | filecheck %s --check-prefix=BAD
+// schedules (transform IR), vector code, loops, LLVM; at -O 0, so no graph-level step runs first.
+// RUN: vtmlir compile %s -O 0 --emit stages | filecheck %s --check-prefix=STAGES
+// RUN: vtmlir compile %s -O 0 --emit kernels | filecheck %s --check-prefix=KERNELS
+// RUN: vtmlir compile %s -O 0 --emit loops | filecheck %s --check-prefix=LOOPS
+// RUN: vtmlir compile %s -O 0 | filecheck %s --check-prefix=LLVM
+// RUN: not vtmlir compile %s -O 0 --emit ptx 2>&1 | filecheck %s --check-prefix=BAD
 
 // STAGES:      graph
 // STAGES-NEXT: kernels
