@@ -384,6 +384,22 @@ def test_in_place_row_update_of_a_transposed_clone():
         assert torch.equal(vtmlir.compile(Fn(fn), x, pipeline=pipeline)(x), fn(x))
 
 
+@pytest.mark.parametrize("fn, shape", [
+    (lambda x: torch.cat([x[3:6].repeat(3), x], 0), (8,)),
+    (lambda x: torch.cat([x.view(24)[19:22].repeat(3), x.view(24)[16:], x.view(24)]), (4, 6)),  # s2611 c688
+    (lambda x: torch.cat([x[1:3].repeat(2, 1), x], 0), (4, 5)),
+], ids=["vector", "flattened", "rows"])
+@pytest.mark.parametrize("pipeline", [None, "vt-eliminate-data-movement"])
+def test_reshaped_result_computed_into_the_head_of_a_concat(fn, shape, pipeline):
+    """A repeat (broadcast then collapse) copied into the first part of a concatenation: after the
+    out-parameters `memref-elide-temporary-copies` computes it in the out-parameter, through an
+    `expand_shape` of its head `memref<9xf32, strided<[1]>>`, which got the type `strided<[3, 1]>`
+    instead of the default layout MLIR infers for an identity map (a verifier error, so the valid
+    program was refused)."""
+    x = torch.randn(shape)
+    assert torch.equal(vtmlir.compile(Fn(fn), x, pipeline=pipeline)(x), fn(x))
+
+
 def test_chained_identical_layers():
     """Two identical layers share a buffer after `cse`; split_reused_buffers left a reader of a
     collapse_shape/expand_shape chain on the old, freed buffer (0.66 off on two encoder layers)."""
