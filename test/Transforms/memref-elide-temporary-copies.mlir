@@ -178,6 +178,62 @@ func.func @reshaped_into_first_row(%x: memref<5xi64>, %out: memref<2x11xi64>) {
 
 // -----
 
+// The head of a 1-d out-parameter (the first part of a concat, issue 18: `x[3:6].repeat(3)` then
+// `cat`): `strided<[1]>` has the identity map, so the expansion back has the default layout, the
+// type the temporary already has (MLIR's verifier rejects `strided<[3, 1]>` there).
+// CHECK-LABEL: func.func @reshaped_into_head_of_vector
+// CHECK-SAME:    (%[[X:.*]]: memref<8xf32>, %[[OUT:.*]]: memref<17xf32>)
+// CHECK:         %[[HEAD:.*]] = memref.subview %[[OUT]][0] [9] [1] : memref<17xf32> to memref<9xf32, strided<[1]>>
+// CHECK-NEXT:    %[[T:.*]] = memref.expand_shape %[[HEAD]] {{\[\[}}0, 1]] output_shape [3, 3] : memref<9xf32, strided<[1]>> into memref<3x3xf32>
+// CHECK-NOT:     memref.cast
+// CHECK-NEXT:    linalg.generic
+// CHECK-SAME:      outs(%[[T]] : memref<3x3xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK-NOT:     memref.copy %{{.*}}, %[[HEAD]]
+// CHECK:         return
+#tile = affine_map<(d0, d1) -> (d1)>
+#id22 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @reshaped_into_head_of_vector(%x: memref<8xf32>, %out: memref<17xf32>) {
+  %part = memref.subview %x[3] [3] [1] : memref<8xf32> to memref<3xf32, strided<[1], offset: 3>>
+  %tmp = memref.alloc() {alignment = 64 : i64} : memref<3x3xf32>
+  linalg.generic {indexing_maps = [#tile, #id22], iterator_types = ["parallel", "parallel"]}
+      ins(%part : memref<3xf32, strided<[1], offset: 3>>) outs(%tmp : memref<3x3xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  %flat = memref.collapse_shape %tmp [[0, 1]] : memref<3x3xf32> into memref<9xf32>
+  %head = memref.subview %out[0] [9] [1] : memref<17xf32> to memref<9xf32, strided<[1]>>
+  memref.copy %flat, %head : memref<9xf32> to memref<9xf32, strided<[1]>>
+  %tail = memref.subview %out[9] [8] [1] : memref<17xf32> to memref<8xf32, strided<[1], offset: 9>>
+  memref.copy %x, %tail : memref<8xf32> to memref<8xf32, strided<[1], offset: 9>>
+  memref.dealloc %tmp : memref<3x3xf32>
+  return
+}
+
+// -----
+
+// A 0-d temporary expanded to 1x1 and copied into the first element of the out-parameter: undone by
+// a collapse to 0-d, whose type keeps the (empty) strided layout MLIR infers for a strided source,
+// then a cast to the temporary's type.
+// CHECK-LABEL: func.func @scalar_into_first_element
+// CHECK:         %[[E:.*]] = memref.subview %{{.*}}[0, 0] [1, 1] [1, 1] : memref<3x4xf32> to memref<1x1xf32, strided<[4, 1]>>
+// CHECK-NEXT:    %[[S:.*]] = memref.collapse_shape %[[E]] [] : memref<1x1xf32, strided<[4, 1]>> into memref<f32, strided<[]>>
+// CHECK-NEXT:    %[[T:.*]] = memref.cast %[[S]] : memref<f32, strided<[]>> to memref<f32>
+// CHECK-NEXT:    linalg.fill ins(%{{.*}} : f32) outs(%[[T]] : memref<f32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         return
+func.func @scalar_into_first_element(%v: f32, %out: memref<3x4xf32>) {
+  %tmp = memref.alloc() : memref<f32>
+  linalg.fill ins(%v : f32) outs(%tmp : memref<f32>)
+  %one = memref.expand_shape %tmp [] output_shape [1, 1] : memref<f32> into memref<1x1xf32>
+  %elt = memref.subview %out[0, 0] [1, 1] [1, 1] : memref<3x4xf32> to memref<1x1xf32, strided<[4, 1]>>
+  memref.copy %one, %elt : memref<1x1xf32> to memref<1x1xf32, strided<[4, 1]>>
+  memref.dealloc %tmp : memref<f32>
+  return
+}
+
+// -----
+
 // A view of the temporary (its type follows the temporary's layout) with a strided destination:
 // replacing the temporary would break the view's type. Kept.
 // CHECK-LABEL: func.func @view_of_temporary_into_strided_kept

@@ -248,12 +248,16 @@ def failures_of(reply: dict) -> list[tuple[str, str]]:
     return out
 
 
+CASES_SHOWN = 20   # case indices listed per refusal signature in the summary
+
+
 @dataclass
 class Stats:
     programs: int = 0
     per_pipeline: dict = field(default_factory=dict)  # "family/pipeline" -> Counter(match/wrong/error/exception)
     imports: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # clean refusals by signature
+    error_cases: dict = field(default_factory=dict)   # signature -> the case indices refused with it
     failures: list = field(default_factory=list)
     seconds: float = 0.0
 
@@ -263,22 +267,31 @@ class Stats:
         imp = str(reply.get("import", "ok" if "pipelines" in reply else "child failed"))
         self.imports[f"{family}: {imp.split(':')[0]}"] += 1
         if imp.startswith("error"):
-            self.errors[f"{family}/import: {imp[7:]}"] += 1
+            self._refused(f"{family}/import: {imp[7:]}", reply["case"])
         for name, outcome in reply.get("pipelines", {}).items():
             kind = outcome.split(":")[0]
             self.per_pipeline.setdefault(f"{family}/{name}", Counter())[kind] += 1
             if kind == "error":
-                self.errors[f"{family}/{name}: {outcome[7:]}"] += 1
+                self._refused(f"{family}/{name}: {outcome[7:]}", reply["case"])
         for what in failures_of(reply):
             self.failures.append({"seed": reply["seed"], "case": reply["case"], "family": family,
                                   "where": what[0], "what": what[1][:300]})
 
+    def _refused(self, signature: str, case: int) -> None:
+        self.errors[signature] += 1
+        self.error_cases.setdefault(signature, []).append(case)
+
     def summary(self) -> dict:
+        """The counts, and the case indices (`--case I` replays one) of every refusal, per signature
+        (the first `CASES_SHOWN`), and of every failure."""
         return {"programs": self.programs, "seconds": round(self.seconds, 1),
                 "imports": dict(self.imports),
                 "per_pipeline": {k: dict(v) for k, v in sorted(self.per_pipeline.items())},
                 "refusals": dict(self.errors.most_common()),
-                "failures": len(self.failures)}
+                "refusal_cases": {sig: sorted(set(self.error_cases[sig]))[:CASES_SHOWN]
+                                  for sig, _ in self.errors.most_common()},
+                "failures": len(self.failures),
+                "failure_cases": sorted({f["case"] for f in self.failures})}
 
 
 def fuzz(seed: int, count: int | None = None, seconds: float | None = None, *, start: int = 0,

@@ -62,6 +62,20 @@ def test_differential_smoke():
     assert all(kind in ("match", "error") for per in summary["per_pipeline"].values() for kind in per)
 
 
+def test_differential_summary_names_the_cases():
+    """The summary lists the case index of every refusal (per signature) and every failure, so a
+    long run's finding is replayed with `--case I` without searching for it again."""
+    stats = differential.Stats()
+    refused = "error: VtmlirError: error: 'memref.expand_shape' op expected expanded type"
+    for case, outcome in [(4, "match"), (688, refused), (9, refused), (12, "wrong: result 0 differs")]:
+        stats.add({"family": "dm", "import": "ok", "pipelines": {"default": outcome, "vtc": "match"},
+                   "seed": 2611, "case": case})
+    summary = stats.summary()
+    (signature,) = summary["refusals"]
+    assert summary["refusals"][signature] == 2 and summary["refusal_cases"][signature] == [9, 688]
+    assert summary["failures"] == 1 and summary["failure_cases"] == [12]
+
+
 @pytest.mark.slow
 def test_mlir_fuzzer_long():
     _assert_mlir_clean(vt_fuzz("mlir", "--seed", 1800, "--count", 3000, "--timeout", 120, timeout=3600))

@@ -384,6 +384,61 @@ def test_in_place_row_update_of_a_transposed_clone():
         assert torch.equal(vtmlir.compile(Fn(fn), x, pipeline=pipeline)(x), fn(x))
 
 
+@pytest.mark.parametrize("fn, shape", [
+    (lambda x: torch.cat([x[3:6].repeat(3), x], 0), (8,)),
+    (lambda x: torch.cat([x.view(24)[19:22].repeat(3), x.view(24)[16:], x.view(24)]), (4, 6)),  # s2611 c688
+    (lambda x: torch.cat([x[1:3].repeat(2, 1), x], 0), (4, 5)),
+], ids=["vector", "flattened", "rows"])
+@pytest.mark.parametrize("pipeline", [None, "vt-eliminate-data-movement"])
+def test_reshaped_result_computed_into_the_head_of_a_concat(fn, shape, pipeline):
+    """A repeat (broadcast then collapse) copied into the first part of a concatenation: after the
+    out-parameters `memref-elide-temporary-copies` computes it in the out-parameter, through an
+    `expand_shape` of its head `memref<9xf32, strided<[1]>>`, which got the type `strided<[3, 1]>`
+    instead of the default layout MLIR infers for an identity map (a verifier error, so the valid
+    program was refused)."""
+    x = torch.randn(shape)
+    assert torch.equal(vtmlir.compile(Fn(fn), x, pipeline=pipeline)(x), fn(x))
+
+
+def _row_major(shape, scale=1):
+    return [scale * int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+
+
+@pytest.mark.parametrize("collapse, shape, out, groups", [
+    (False, [9], [3, 3], [[0, 1]]), (False, [1], [1, 1], [[0, 1]]), (False, [6, 4], [2, 3, 4], [[0, 1], [2]]),
+    (False, [], [1, 1], []),
+    (True, [3, 3], [9], [[0, 1]]), (True, [2, 3, 4], [6, 4], [[0, 1], [2]]), (True, [9, 1], [9], [[0, 1]]),
+    (True, [1], [], []), (True, [1, 1], [], []),
+], ids=lambda v: str(v).replace(" ", ""))
+def test_elided_copy_reshape_types_pass_the_verifier(collapse, shape, out, groups):
+    """The reshapes `memref-elide-temporary-copies` builds on a destination get the type MLIR's
+    verifier demands, for every layout a destination has: none, the head of a buffer (offset 0,
+    row-major strides: `strided<[1]>` is the identity map), an offset and wider strides."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import func, memref
+
+    from vtmlir.passes.memref_elide_temporary_copies import _reshaped_type
+
+    with ir.Context(), ir.Location.unknown():
+        i64 = ir.IntegerType.get_signless(64)
+        reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+        layouts = [None] + [ir.StridedLayoutAttr.get(offset, _row_major(shape, scale))
+                            for offset in (0, 3) for scale in (1, 2)]
+        for layout in layouts:
+            source = ir.MemRefType.get(shape, ir.F32Type.get(), layout)
+            module = ir.Module.create()
+            with ir.InsertionPoint(module.body):
+                block = func.FuncOp("f", ir.FunctionType.get([source], [])).add_entry_block()
+                with ir.InsertionPoint(block):
+                    result = _reshaped_type(source, out, reassociation, collapse=collapse)
+                    if collapse:
+                        memref.CollapseShapeOp(result, block.arguments[0], reassociation)
+                    else:
+                        memref.ExpandShapeOp(result, block.arguments[0], reassociation, [], out)
+                    func.ReturnOp([])
+            assert module.operation.verify(), (source, result)
+
+
 def test_chained_identical_layers():
     """Two identical layers share a buffer after `cse`; split_reused_buffers left a reader of a
     collapse_shape/expand_shape chain on the old, freed buffer (0.66 off on two encoder layers)."""

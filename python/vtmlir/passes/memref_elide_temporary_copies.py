@@ -240,18 +240,18 @@ def _users(tmp, block, skip) -> list | None:
 
 
 def _reshaped_type(source: ir.MemRefType, shape, reassociation, collapse: bool) -> ir.MemRefType:
-    """The type of `source` reshaped to `shape` as MLIR infers it: an identity layout stays one; a
-    strided layout gets, per collapsed group, the stride of its innermost non-unit dim, and per
-    expanded group the strides of a row-major split of the source dim's stride."""
+    """The type of `source` reshaped to `shape` as MLIR infers it (`computeExpandedType`,
+    `computeCollapsedType`), which the reshape's verifier demands exactly: a layout whose map is the
+    identity -- the default one, and also `strided<[1]>`, the head of a 1-d buffer, e.g. the first
+    part of a concatenation's out-parameter -- gives the default layout; any other strided layout
+    (a 0-d one included) gets, per collapsed group, the stride of its innermost non-unit dim, and
+    per expanded group the strides of a row-major split of the source dim's stride (all 1 from 0-d)."""
     elt = source.element_type
-    if isinstance(source.layout, ir.AffineMapAttr) and \
-            ir.AffineMapAttr(source.layout).value == ir.AffineMap.get_identity(source.rank):
+    if source.affine_map == ir.AffineMap.get_identity(source.rank):
         return ir.MemRefType.get(shape, elt)
     strides, offset = source.get_strides_and_offset()
-    if not shape and offset == 0:
-        return ir.MemRefType.get(shape, elt)   # collapsed to 0-d at offset 0: no layout left
     groups = [[ir.IntegerAttr(d).value for d in ir.ArrayAttr(g)] for g in ir.ArrayAttr(reassociation)]
-    new = [0] * len(shape)
+    new = [1] * len(shape)
     for i, group in enumerate(groups):
         if collapse:
             inner = [d for d in group if source.shape[d] != 1] or group
