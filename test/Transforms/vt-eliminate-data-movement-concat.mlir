@@ -242,3 +242,27 @@ func.func @small_early_producer_copied(%x: tensor<2x2xf32>, %y: tensor<2x8xf32>,
   } -> tensor<2x3xf32>
   return %r : tensor<2x3xf32>
 }
+
+// A concat of two single elements of one producer (`roll` of a split piece, as the importer gives
+// it): the producer writes 2 of its 7 elements into the concat buffer and the rest into a residual
+// tensor. Its other reader slices element 5, which lies in the buffer: the slice folds into a view
+// of the buffer alone, without the residual operand it does not read (fuzz seed 2611 case 2763).
+// CHECK-LABEL: func.func @slice_of_stored_element
+// CHECK:         %[[ST:.*]]:2 = "vt.store_into"(%{{.*}}, %{{.*}}, %{{.*}}) {{.*}} (tensor<7xf32>, tensor<2xf32>, tensor<7xf32>) -> (tensor<2xf32>, tensor<7xf32>)
+// CHECK:         "vt.view"(%[[ST]]#0) {{.*}} : (tensor<2xf32>) -> tensor<1xf32>
+func.func @slice_of_stored_element(%x: tensor<7xi64>) -> (tensor<2xf32>, tensor<f32>) {
+  %e = tensor.empty() : tensor<7xf32>
+  %f = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<7xi64>) outs(%e : tensor<7xf32>) {
+  ^bb0(%v: i64, %o: f32):
+    %s = arith.sitofp %v : i64 to f32
+    linalg.yield %s : f32
+  } -> tensor<7xf32>
+  %piece = tensor.extract_slice %f[4] [2] [1] : tensor<7xf32> to tensor<2xf32>
+  %one = tensor.extract_slice %f[5] [1] [1] : tensor<7xf32> to tensor<1xf32>
+  %scalar = tensor.collapse_shape %one [] : tensor<1xf32> into tensor<f32>
+  %hi = tensor.extract_slice %piece[1] [1] [1] : tensor<2xf32> to tensor<1xf32>
+  %lo = tensor.extract_slice %piece[0] [1] [1] : tensor<2xf32> to tensor<1xf32>
+  %c = tensor.concat dim(0) %hi, %lo : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+  return %c, %scalar : tensor<2xf32>, tensor<f32>
+}

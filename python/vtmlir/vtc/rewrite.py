@@ -105,8 +105,11 @@ def _slice_of_view(op) -> bool:
     view_op = source.owner
     try:
         composed = MappingFunction.from_attr(view_op.attributes["mapping"]).compose(mapping, shape=shape)
+        # The slice may read one source only (a concat buffer's element, not the residual).
+        composed, kept = composed.drop_unused_sources()
+        sources = [view_op.operands[i] for i in kept]
         with ir.InsertionPoint(op), op.location:
-            view = vt_dialect.view(list(view_op.operands), composed, shape)
+            view = vt_dialect.view(sources, composed, shape)
     except (MappingCompositionError, ValueError):
         return False
     op.results[0].replace_all_uses_with(view)
