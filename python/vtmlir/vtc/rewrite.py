@@ -104,7 +104,10 @@ def _slice_of_view(op) -> bool:
     shape = list(ir.RankedTensorType(op.results[0].type).shape)
     view_op = source.owner
     try:
-        composed = MappingFunction.from_attr(view_op.attributes["mapping"]).compose(mapping, shape=shape)
+        base = MappingFunction.from_attr(view_op.attributes["mapping"])
+        composed = base.compose(mapping, shape=shape)
+        if _fragmented(composed, base, mapping):
+            return False
         # The slice may read one source only (a concat buffer's element, not the residual).
         composed, kept = composed.drop_unused_sources()
         sources = [view_op.operands[i] for i in kept]
@@ -133,12 +136,26 @@ def _compose_with_views(mapping: MappingFunction, sources: list, shape) -> tuple
                 m = base.compose(mapping, shape=shape, at=j)
             except (MappingCompositionError, ValueError):
                 continue
+            if _fragmented(m, base, mapping):
+                continue
             srcs = composed_sources(sources, list(owner.operands), j)
             m, kept = m.drop_unused_sources()
             mapping, sources = _dedupe(m, [srcs[i] for i in kept])
             changed = True
             break
     return mapping, sources
+
+
+#: A composed view may have at most this many pieces, unless one of its factors already had more.
+#: Composing a reshape with a concat along an inner dim gives a piece per element (the 8 bit-field
+#: columns of an unpacked 3-bit weight stacked and flattened: 256 pieces, one `insert_slice` each
+#: when gathered, which upstream `eliminate-empty-tensors` then takes minutes over). The nested
+#: view is kept instead: vt-lower-views reads it through the reshape's map, a piece per column.
+MAX_COMPOSED_PIECES = 16
+
+
+def _fragmented(composed: MappingFunction, base: MappingFunction, outer: MappingFunction) -> bool:
+    return len(composed.pieces) > max(MAX_COMPOSED_PIECES, len(base.pieces), len(outer.pieces))
 
 
 def _dedupe(mapping: MappingFunction, sources: list) -> tuple[MappingFunction, list]:
