@@ -37,11 +37,26 @@ from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 Linear = tuple[dict[int, int], int]
 
 
+def _divided_dim(expr) -> tuple[int, int] | None:
+    """(d, m) when `expr` is `d floordiv m` with `d` a loop, a chain of floordivs and mods of one (m:
+    the product of the floordivs' divisors; a plain `d` or a mod keeps it), else None."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position, 1
+    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)) and isinstance(expr.rhs, ir.AffineConstantExpr):
+        inner = _divided_dim(expr.lhs)
+        if inner is not None and isinstance(expr, ir.AffineFloorDivExpr):
+            return inner[0], inner[1] * expr.rhs.value
+        return inner
+    return None
+
+
 def _divisors(expr, found: dict[int, set[int]]) -> None:
-    """Record, per loop, the constants it is divided by (`d floordiv c`, `d mod c`) in `expr`."""
-    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)):
-        if isinstance(expr.lhs, ir.AffineDimExpr) and isinstance(expr.rhs, ir.AffineConstantExpr):
-            found.setdefault(expr.lhs.position, set()).add(expr.rhs.value)
+    """Record, per loop, the strides its value is cut at in `expr`: `c` for `d floordiv c` and
+    `d mod c`, `4 * 2` for GQA's `(d floordiv 4) mod 2`-like chains."""
+    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)) and isinstance(expr.rhs, ir.AffineConstantExpr):
+        inner = _divided_dim(expr.lhs)
+        if inner is not None:
+            found.setdefault(inner[0], set()).add(inner[1] * expr.rhs.value)
     if isinstance(expr, ir.AffineBinaryExpr):
         _divisors(expr.lhs, found)
         _divisors(expr.rhs, found)
