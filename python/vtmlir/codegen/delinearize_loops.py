@@ -31,7 +31,8 @@ from torch_mlir.dialects import memref
 
 from ..passes.memref_elide_temporary_copies import _reshaped_type
 from ..passes.registry import Pass, register_pass
-from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
+from .decompose_convolutions import _drop_dims
+from .kernels import _is_projected_permutation, indexing_maps_of, loop_ranges_of, rewrite_generics
 
 # A linear form over loops: ({loop: coefficient}, constant).
 Linear = tuple[dict[int, int], int]
@@ -139,7 +140,7 @@ def delinearize(op) -> bool:
     maps = indexing_maps_of(op)
     if maps is None or any(m.n_symbols for m in maps):
         return False
-    if all(m.is_projected_permutation for m in maps):
+    if all(_is_projected_permutation(m) for m in maps):
         return False
     block = op.regions[0].blocks[0]
     if any(inner.operation.name == "linalg.index" for inner in block.operations):
@@ -185,19 +186,32 @@ def delinearize(op) -> bool:
         plans.append((offsets, sizes, groups, dims))
     with op.context, op.location, ir.InsertionPoint(op):
         for i, (value, (offsets, sizes, groups, dims)) in enumerate(zip(list(op.operands), plans)):
+            # Dimensions no loop indexes (a slice of one element: a KV head of GQA) are dropped by a
+            # rank-reducing subview: a constant index would hide the product from linalg's
+            # contraction interface, which takes projected permutations without constants.
+            dropped = [j for j, g in enumerate(groups) if dims[g[0]] is None]
             view = value
-            if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape):
-                view = memref.subview(view, offsets, sizes, [1] * len(sizes))
-            if len(dims) != len(sizes):
-                new_shape = [1 if d is None else ranges[d] for d in dims]
+            if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape) or dropped:
+                view = memref.subview(value, offsets, sizes, [1] * len(sizes))
+                if dropped:
+                    reduced = _drop_dims(ir.MemRefType(view.type), dropped)
+                    view.owner.erase()
+                    view = memref.subview(value, offsets, sizes, [1] * len(sizes), result_type=reduced)
+            kept = [d for d in dims if d is not None]
+            if len(kept) != len(sizes) - len(dropped):
+                kept_groups, start = [], 0
+                for g in groups:
+                    if dims[g[0]] is not None:
+                        kept_groups.append(list(range(start, start + len(g))))
+                        start += len(g)
                 i64 = ir.IntegerType.get_signless(64)
                 reassociation = ir.ArrayAttr.get(
-                    [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in groups])
+                    [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in kept_groups])
+                new_shape = [ranges[d] for d in kept]
                 result = _reshaped_type(ir.MemRefType(view.type), new_shape, reassociation, collapse=False)
                 view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
             op.operands[i] = view
-        new_maps = [ir.AffineMap.get(len(ranges), 0, [ir.AffineConstantExpr.get(0) if d is None
-                                                      else ir.AffineDimExpr.get(d) for d in dims])
+        new_maps = [ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in dims if d is not None])
                     for (_, _, _, dims) in plans]
     iterators = ir.ArrayAttr(op.attributes["iterator_types"])
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
