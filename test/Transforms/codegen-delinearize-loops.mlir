@@ -7,9 +7,12 @@
 #v = affine_map<(d0, d1, d2, d3) -> (0, (d0 mod 8) floordiv 4, d3, d2)>
 #x = affine_map<(d0, d1) -> (d0 floordiv 4, d0 mod 4, d1)>
 #y = affine_map<(d0, d1) -> (d0, d1)>
-#r = affine_map<(d0, d1) -> (d1 * 32 + d0)>
+#r = affine_map<(d0, d1) -> ((d0 floordiv 4) * 32 + d1)>
 #z = affine_map<(d0, d1) -> (d1, d0)>
 #bad = affine_map<(d0, d1) -> (d0 floordiv 3, d1)>
+#pin = affine_map<(n, c, h, w, kh, kw) -> (n, c, h + kh, w + kw)>
+#pk = affine_map<(n, c, h, w, kh, kw) -> (kh, kw)>
+#pout = affine_map<(n, c, h, w, kh, kw) -> (n, c, h, w)>
 
 // Attention's Q read out of a fused QKV projection [b, s, 3 * h * hd] (b = 2, h = 4, hd = 16; K at
 // offset 64): the loop over batch x heads (8) splits into (2, 4); the K slice of the projection is a
@@ -49,13 +52,15 @@ func.func @gqa(%p: memref<8x1x9xf32>, %v: memref<1x2x9x16xf32>, %out: memref<8x1
   return
 }
 
-// A linear index (a collapsed view) d1 * 32 + d0 is an expansion of the buffer's dimension.
+// A linear index with a divisor (a collapsed view of a split one): (d0 floordiv 4) * 32 + d1 reads
+// row d0_hi of the buffer expanded to 3 x 32.
 // CHECK-LABEL: func.func @linear_index
 // CHECK:         %[[R:.*]] = memref.expand_shape %arg0 {{\[\[}}0, 1]] output_shape [3, 32] : memref<96xf32> into memref<3x32xf32>
-// CHECK:         linalg.generic {{.*}} ins(%[[R]] : memref<3x32xf32>) outs(%arg1 : memref<32x3xf32>)
-func.func @linear_index(%a: memref<96xf32>, %b: memref<32x3xf32>) {
+// CHECK:         %[[O:.*]] = memref.expand_shape %arg1 {{\[\[}}0, 1], [2]] output_shape [3, 4, 32] : memref<12x32xf32> into memref<3x4x32xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[R]] : memref<3x32xf32>) outs(%[[O]] : memref<3x4x32xf32>)
+func.func @linear_index(%a: memref<96xf32>, %b: memref<12x32xf32>) {
   linalg.generic {indexing_maps = [#r, #y], iterator_types = ["parallel", "parallel"]}
-      ins(%a : memref<96xf32>) outs(%b : memref<32x3xf32>) {
+      ins(%a : memref<96xf32>) outs(%b : memref<12x32xf32>) {
   ^bb0(%in: f32, %o: f32):
     linalg.yield %in : f32
   }
@@ -71,6 +76,21 @@ func.func @not_exact(%a: memref<4x5xf32>, %b: memref<10x5xf32>) {
       ins(%a : memref<4x5xf32>) outs(%b : memref<10x5xf32>) {
   ^bb0(%in: f32, %o: f32):
     linalg.yield %in : f32
+  }
+  return
+}
+
+// A sum of loops with equal coefficients is a window (here a pooling with a unit tap, h + kh): left to
+// codegen-decompose-convolutions.
+// CHECK-LABEL: func.func @window
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         linalg.generic {{.*}} ins(%arg0, %arg1 : memref<1x4x8x8xf32>, memref<1x1xf32>)
+func.func @window(%x: memref<1x4x8x8xf32>, %w: memref<1x1xf32>, %y: memref<1x4x8x8xf32>) {
+  linalg.generic {indexing_maps = [#pin, #pk, #pout], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w : memref<1x4x8x8xf32>, memref<1x1xf32>) outs(%y : memref<1x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.maximumf %a, %o : f32
+    linalg.yield %m : f32
   }
   return
 }

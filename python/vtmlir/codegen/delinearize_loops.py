@@ -19,7 +19,9 @@ This pass undoes the linearisation on the kernel, not on the data:
   that dimension into the loops' extents, `c_i` the row-major strides of that split): the same
   elements, addressed by one loop per dimension.
 
-A kernel whose expressions do not have that form (a coefficient that is not such a stride, a
+A sliding window (linalg's convolution interface; without a `floordiv`/`mod`, any sum of loops two
+of which have the same coefficient: `h + kh`, also with a BatchNorm fused into the body) is left to
+`codegen-decompose-convolutions`. A kernel whose expressions do not have the form above (a coefficient that is not such a stride, a
 `floordiv` whose remainder terms could reach the divisor, negative coefficients, a body that reads
 `linalg.index`) is left as it is.
 """
@@ -27,7 +29,7 @@ A kernel whose expressions do not have that form (a coefficient that is not such
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import memref
+from torch_mlir.dialects import linalg, memref
 
 from ..passes.memref_elide_temporary_copies import _reshaped_type
 from ..passes.registry import Pass, register_pass
@@ -61,6 +63,33 @@ def _divisors(expr, found: dict[int, set[int]]) -> None:
     if isinstance(expr, ir.AffineBinaryExpr):
         _divisors(expr.lhs, found)
         _divisors(expr.rhs, found)
+
+
+def _is_window(expr) -> bool:
+    """A sum of loops two of which have the same coefficient (`h + kh`, `2 * h + 2 * kh`): a
+    sliding window, not the linear index of a view (whose coefficients are distinct strides)."""
+    form = _linear(expr, _IDENTITY, _NO_RANGES)
+    if form is None:
+        return False
+    coefficients = list(form[0].values())
+    return len(coefficients) != len(set(coefficients))
+
+
+class _Identity(dict):
+    """The old loops as linear forms over themselves (`_linear` without a split)."""
+
+    def __missing__(self, d):
+        return {d: 1}, 0
+
+
+class _Unbounded:
+    """Unknown extents: a floordiv/mod over them is never exact (`_linear` gives None)."""
+
+    def __getitem__(self, d):
+        return 1 << 62
+
+
+_IDENTITY, _NO_RANGES = _Identity(), _Unbounded()
 
 
 def _scale(form: Linear, factor: int) -> Linear:
@@ -142,6 +171,14 @@ def delinearize(op) -> bool:
         return False
     if all(_is_projected_permutation(m) for m in maps):
         return False
+    divisors: dict[int, set[int]] = {}
+    for m in maps:
+        for e in m.results:
+            _divisors(e, divisors)
+    if linalg.isa_convolution_op(op) or (not divisors and any(_is_window(e) for m in maps for e in m.results)):
+        # A sliding window (a convolution's, a pooling's, also with a BatchNorm fused into its
+        # body: `h + kh`) is codegen-decompose-convolutions' to take.
+        return False
     block = op.regions[0].blocks[0]
     if any(inner.operation.name == "linalg.index" for inner in block.operations):
         return False
@@ -151,10 +188,6 @@ def delinearize(op) -> bool:
     old_ranges = loop_ranges_of(op, maps)
     if old_ranges is None:
         return False
-    divisors: dict[int, set[int]] = {}
-    for m in maps:
-        for e in m.results:
-            _divisors(e, divisors)
     pieces = _split_loops(old_ranges, divisors)
     if pieces is None:
         return False
