@@ -108,7 +108,6 @@ class ContractionSchedule(Schedule):
     promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
     promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
                                  # a power-of-two K puts all mr of them in one L1 set
-    pack_one_row_tile: bool = False  # pack B also when M fits one register tile (see `_packs_b`)
 
     def register_tile(self, target: HostTarget) -> tuple[int, int]:
         """(rows, vector registers per row) of the accumulator tile. Measured here (AVX-512, 32
@@ -152,7 +151,7 @@ class ContractionSchedule(Schedule):
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
-        if self.promote_b and _packs_b(self, m_extent, mr):
+        if self.promote_b:
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
@@ -167,13 +166,6 @@ class ContractionSchedule(Schedule):
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
         t.canonicalize(forall)
         t.vectorize(t.match_kernel(forall, kernel_id))
-
-
-def _packs_b(schedule: ContractionSchedule, m_extent: int, mr: int) -> bool:
-    """Whether B's panels are packed: not when M fits one register tile (a batch-1 Linear, decode
-    attention's GQA group): each element of the panel would then be read once, after being copied
-    once, and the copy doubles the traffic of a kernel bound by streaming B (the weight)."""
-    return m_extent > mr or schedule.pack_one_row_tile
 
 
 def _vectorize_copies(scope, rank: int) -> None:
