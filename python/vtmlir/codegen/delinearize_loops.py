@@ -31,13 +31,47 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
-from ..passes.memref_elide_temporary_copies import _reshaped_type
 from ..passes.registry import Pass, register_pass
-from .decompose_convolutions import _drop_dims
-from .kernels import _is_projected_permutation, indexing_maps_of, loop_ranges_of, rewrite_generics
+from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 
 # A linear form over loops: ({loop: coefficient}, constant).
 Linear = tuple[dict[int, int], int]
+
+
+def _plain(amap: ir.AffineMap) -> bool:
+    """Every result a distinct loop or the constant 0 (what `kernels.classify` schedules)."""
+    seen = set()
+    for e in amap.results:
+        if isinstance(e, ir.AffineDimExpr) and e.position not in seen:
+            seen.add(e.position)
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
+            return False
+    return True
+
+
+def _subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefType:
+    """The type of `memref.subview` of `source` at `offsets` of `sizes` (unit strides) without the
+    unit dimensions `dropped` (a rank-reducing subview)."""
+    strides, offset = source.get_strides_and_offset()
+    offset += sum(o * s for o, s in zip(offsets, strides))
+    keep = [i for i in range(source.rank) if i not in dropped]
+    return ir.MemRefType.get([sizes[i] for i in keep], source.element_type,
+                             ir.StridedLayoutAttr.get(offset, [strides[i] for i in keep]), source.memory_space)
+
+
+def _expanded_type(source: ir.MemRefType, shape: list[int], groups: list[list[int]]) -> ir.MemRefType:
+    """The type `memref.expand_shape` infers (its verifier demands it exactly): the default layout
+    from the default layout, else each expanded dimension's stride split row-major."""
+    if source.affine_map == ir.AffineMap.get_identity(source.rank):
+        return ir.MemRefType.get(shape, source.element_type)
+    strides, offset = source.get_strides_and_offset()
+    new = [1] * len(shape)
+    for i, group in enumerate(groups):
+        step = strides[i]
+        for d in reversed(group):
+            new[d] = step
+            step *= shape[d]
+    return ir.MemRefType.get(shape, source.element_type, ir.StridedLayoutAttr.get(offset, new))
 
 
 def _divided_dim(expr) -> tuple[int, int] | None:
@@ -169,7 +203,7 @@ def delinearize(op) -> bool:
     maps = indexing_maps_of(op)
     if maps is None or any(m.n_symbols for m in maps):
         return False
-    if all(_is_projected_permutation(m) for m in maps):
+    if all(_plain(m) for m in maps):
         return False
     divisors: dict[int, set[int]] = {}
     for m in maps:
@@ -225,11 +259,8 @@ def delinearize(op) -> bool:
             dropped = [j for j, g in enumerate(groups) if dims[g[0]] is None]
             view = value
             if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape) or dropped:
-                view = memref.subview(value, offsets, sizes, [1] * len(sizes))
-                if dropped:
-                    reduced = _drop_dims(ir.MemRefType(view.type), dropped)
-                    view.owner.erase()
-                    view = memref.subview(value, offsets, sizes, [1] * len(sizes), result_type=reduced)
+                view = memref.subview(value, offsets, sizes, [1] * len(sizes),
+                                      result_type=_subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
             kept = [d for d in dims if d is not None]
             if len(kept) != len(sizes) - len(dropped):
                 kept_groups, start = [], 0
@@ -241,7 +272,7 @@ def delinearize(op) -> bool:
                 reassociation = ir.ArrayAttr.get(
                     [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in kept_groups])
                 new_shape = [ranges[d] for d in kept]
-                result = _reshaped_type(ir.MemRefType(view.type), new_shape, reassociation, collapse=False)
+                result = _expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
                 view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
             op.operands[i] = view
         new_maps = [ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in dims if d is not None])
