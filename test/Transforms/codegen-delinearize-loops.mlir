@@ -94,3 +94,16 @@ func.func @window(%x: memref<1x4x8x8xf32>, %w: memref<1x1xf32>, %y: memref<1x4x8
   }
   return
 }
+
+// A buffer with a dynamic layout cannot be viewed with static types: left alone.
+// CHECK-LABEL: func.func @dynamic_layout
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         linalg.generic {{.*}} outs(%arg1 : memref<12x5xf32, strided<[?, 1], offset: ?>>)
+func.func @dynamic_layout(%a: memref<3x4x5xf32>, %b: memref<12x5xf32, strided<[?, 1], offset: ?>>) {
+  linalg.generic {indexing_maps = [#x, #y], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<3x4x5xf32>) outs(%b : memref<12x5xf32, strided<[?, 1], offset: ?>>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  return
+}

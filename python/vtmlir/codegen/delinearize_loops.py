@@ -250,6 +250,11 @@ def delinearize(op) -> bool:
         used = [d for d in dims if d is not None]
         if len(used) != len(set(used)):
             return False  # a loop twice in one operand (a diagonal): no projected permutation
+        memref_type = ir.MemRefType(value.type)
+        strides, offset = memref_type.get_strides_and_offset()
+        if len(dims) != len(shape) or offsets != [0] * len(offsets) or sizes != shape:
+            if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides + [offset]):
+                return False  # a view of a buffer with a dynamic layout would need dynamic types
         plans.append((offsets, sizes, groups, dims))
     with op.context, op.location, ir.InsertionPoint(op):
         for i, (value, (offsets, sizes, groups, dims)) in enumerate(zip(list(op.operands), plans)):
