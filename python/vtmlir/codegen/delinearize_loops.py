@@ -21,9 +21,10 @@ This pass undoes the linearisation on the kernel, not on the data:
 
 A sliding window (linalg's convolution interface; without a `floordiv`/`mod`, any sum of loops two
 of which have the same coefficient: `h + kh`, also with a BatchNorm fused into the body) is left to
-`codegen-decompose-convolutions`. A kernel whose expressions do not have the form above (a coefficient that is not such a stride, a
-`floordiv` whose remainder terms could reach the divisor, negative coefficients, a body that reads
-`linalg.index`) is left as it is.
+`codegen-decompose-convolutions`. A kernel whose expressions do not have the form above (a
+coefficient that is not such a stride, a `floordiv` whose remainder terms could reach the divisor,
+negative coefficients, a body that reads `linalg.index`, a view of a buffer with a dynamic layout) is
+left as it is.
 """
 
 from __future__ import annotations
@@ -285,6 +286,8 @@ def delinearize(op) -> bool:
     iterators = ir.ArrayAttr(op.attributes["iterator_types"])
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
     op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in old_of])
+    if "linalg.memoized_indexing_maps" in op.attributes:  # (the old maps, cached by linalg)
+        del op.attributes["linalg.memoized_indexing_maps"]
     return True
 
 
