@@ -271,14 +271,26 @@ def profile_kernels(case: str, module, inputs, repeat: int) -> None:
     from torch_mlir.execution_engine import ExecutionEngine
     from torch_mlir.runtime import get_ranked_memref_descriptor
 
-    from vtmlir.backend.bufferize import bufferize
     from vtmlir.backend.cpu.lower import lower_to_llvm
     from vtmlir.codegen.kernels import KERNEL_ATTR, tagged_ops
-    from vtmlir.signature import find_entry, signature_of
 
-    mod = vtmlir.import_torch(module, *inputs)
-    signature = signature_of(find_entry(mod))
-    bufferize(mod, function=signature.name)
+    from vtmlir.backend.cpu import executable
+
+    # The kernels `vtmlir.compile` makes (its graph passes, VTC's views included), not a re-import:
+    # a copy of the bufferized module taken as the compilation lowers it.
+    kernels = []
+
+    def keep_kernels(module, *args, **kwargs):
+        kernels.append((str(module), module.context))
+        return lower_to_llvm(module, *args, **kwargs)
+
+    executable.lower_to_llvm = keep_kernels
+    try:
+        signature = vtmlir.compile(module, *inputs, threads=1).signature
+    finally:
+        executable.lower_to_llvm = lower_to_llvm
+    text, context = kernels[0]
+    mod = ir.Module.parse(text, context)
 
     def add_ticks(stage, mod):  # called after each stage of the lowering: the ticks go in after "schedule"
         if stage != "schedule":

@@ -384,3 +384,36 @@ def test_pooling_runs_per_tap_in_the_loops_order(pool, vectorized):
     strided = [p for p in report.fallbacks if "strided" in p.reason]
     assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
     assert torch.equal(compiled(x), pool(x))
+
+
+@pytest.mark.parametrize("name, products", [
+    ("transformer_block", ["contraction 2x4x16x16x16", "contraction 2x16x64x4x16"]),
+    ("llama_decoder_layer", ["contraction 2x2x1x8x16", "contraction 2x2x1x16x8"]),
+])
+def test_kernels_reading_folded_views_are_scheduled(name, products):
+    # VTC folds attention's head split and transposes into the kernels' maps (floordiv/mod, a GQA
+    # head's (h mod 4) floordiv 2): codegen-delinearize-loops gives them a loop per view dimension, so
+    # the attention products and the output projection are contractions, not loops. Same sums in the
+    # same order: bitwise the loops.
+    from vtmlir import models
+
+    model, inputs = models.get(name).build(batch=2 if name == "transformer_block" else 1, seed=0)
+    model = model.eval()
+    from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
+
+    # opt level 1: VTC's views (level 0 copies instead, and level 2 adds blocked layouts).
+    scheduled = vtmlir.compile(model, *inputs, opt_level=1, schedules=EXACT_SCHEDULES)
+    loops = vtmlir.compile(model, *inputs, opt_level=1, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    report = scheduled.report()
+    assert not any(p.kind == "contraction" for p in report.fallbacks), str(report)
+    vectorized = [p.description for p in report.kernels if p.id in report.vectorized]
+    for product in products:
+        assert product in vectorized, str(report)
+    ours, reference = scheduled(*inputs), loops(*inputs)
+    ours, reference = (ours, reference) if isinstance(ours, tuple) else ((ours,), (reference,))
+    with torch.no_grad():
+        expected = model(*inputs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, b, e in zip(ours, reference, expected):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)

@@ -21,7 +21,10 @@ from ...passes import run_pipeline
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, passes/memref_alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
-# so they run in order; only the foralls the schedules make are parallel. `codegen-split-checks`: the
+# so they run in order; only the foralls the schedules make are parallel. `codegen-delinearize-loops`:
+# a kernel reading a VTC view through floordiv/mod (attention's heads split out of a fused QKV
+# projection) gets a loop per view dimension, so it is a contraction or a vector kernel again (before
+# the splits, which take plain dimensions). `codegen-split-checks`: the
 # importer's per-element asserts leave the kernels (which the vectoriser then takes) for small check
 # kernels over the dimensions they read. `codegen-split-prologues`: an elementwise op fused into a
 # contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
@@ -30,7 +33,7 @@ from ...passes import run_pipeline
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
-KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-split-checks, "
+KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-delinearize-loops, codegen-split-checks, "
                       "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
 SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"

@@ -1,0 +1,305 @@
+"""`codegen-delinearize-loops`: a kernel that reads a folded view through `floordiv`/`mod` gets loops
+over the view's dimensions, and operands viewed so that every indexing map is a projected permutation.
+
+VTC (docs/vtc.md) folds reshapes, slices and transposes into the indexing maps of the kernels that
+read them, instead of copying: attention's `q.reshape(b, s, h, hd).transpose(1, 2)` read straight out
+of the fused QKV projection is `(d0 floordiv 4, d1, (d0 mod 4) * 16 + d3)` over a loop `d0` of
+batch x heads. Such a map is no projected permutation, so the kernel was no contraction (nor
+elementwise) for `kernels.classify` and kept scalar loops (transformer_block b8: the three attention
+products and the output projection took half the model's time as loops).
+
+This pass undoes the linearisation on the kernel, not on the data:
+
+- a loop `d` that a map divides by `c` (`d floordiv c`, `d mod c`; several divisors must divide each
+  other) is split into loops `(d_hi, d_lo)` of extents `(R / c, c)`, `d = d_hi * c + d_lo`, placed
+  where `d` was, outer first, with `d`'s iterator type: the iteration order over the old `d` is
+  unchanged, so every reduction sums in the same order (bitwise the same results);
+- every indexing expression is then a sum `Σ c_i · d_i + k` of the new loops; where it is not a
+  single loop, the operand is viewed (`memref.subview` at offset `k`, then `memref.expand_shape` of
+  that dimension into the loops' extents, `c_i` the row-major strides of that split): the same
+  elements, addressed by one loop per dimension.
+
+A sliding window (linalg's convolution interface; without a `floordiv`/`mod`, any sum of loops two
+of which have the same coefficient: `h + kh`, also with a BatchNorm fused into the body) is left to
+`codegen-decompose-convolutions`. A kernel whose expressions do not have the form above (a
+coefficient that is not such a stride, a `floordiv` whose remainder terms could reach the divisor,
+negative coefficients, a body that reads `linalg.index`, a view of a buffer with a dynamic layout) is
+left as it is.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import linalg, memref
+
+from ..passes.registry import Pass, register_pass
+from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
+
+# A linear form over loops: ({loop: coefficient}, constant).
+Linear = tuple[dict[int, int], int]
+
+
+def _plain(amap: ir.AffineMap) -> bool:
+    """Every result a distinct loop or the constant 0 (what `kernels.classify` schedules)."""
+    seen = set()
+    for e in amap.results:
+        if isinstance(e, ir.AffineDimExpr) and e.position not in seen:
+            seen.add(e.position)
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
+            return False
+    return True
+
+
+def _subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefType:
+    """The type of `memref.subview` of `source` at `offsets` of `sizes` (unit strides) without the
+    unit dimensions `dropped` (a rank-reducing subview)."""
+    strides, offset = source.get_strides_and_offset()
+    offset += sum(o * s for o, s in zip(offsets, strides))
+    keep = [i for i in range(source.rank) if i not in dropped]
+    return ir.MemRefType.get([sizes[i] for i in keep], source.element_type,
+                             ir.StridedLayoutAttr.get(offset, [strides[i] for i in keep]), source.memory_space)
+
+
+def _expanded_type(source: ir.MemRefType, shape: list[int], groups: list[list[int]]) -> ir.MemRefType:
+    """The type `memref.expand_shape` infers (its verifier demands it exactly): the default layout
+    from the default layout, else each expanded dimension's stride split row-major."""
+    if source.affine_map == ir.AffineMap.get_identity(source.rank):
+        return ir.MemRefType.get(shape, source.element_type)
+    strides, offset = source.get_strides_and_offset()
+    new = [1] * len(shape)
+    for i, group in enumerate(groups):
+        step = strides[i]
+        for d in reversed(group):
+            new[d] = step
+            step *= shape[d]
+    return ir.MemRefType.get(shape, source.element_type, ir.StridedLayoutAttr.get(offset, new))
+
+
+def _divided_dim(expr) -> tuple[int, int] | None:
+    """(d, m) when `expr` is `d floordiv m` with `d` a loop, a chain of floordivs and mods of one (m:
+    the product of the floordivs' divisors; a plain `d` or a mod keeps it), else None."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position, 1
+    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)) and isinstance(expr.rhs, ir.AffineConstantExpr):
+        inner = _divided_dim(expr.lhs)
+        if inner is not None and isinstance(expr, ir.AffineFloorDivExpr):
+            return inner[0], inner[1] * expr.rhs.value
+        return inner
+    return None
+
+
+def _divisors(expr, found: dict[int, set[int]]) -> None:
+    """Record, per loop, the strides its value is cut at in `expr`: `c` for `d floordiv c` and
+    `d mod c`, `4 * 2` for GQA's `(d floordiv 4) mod 2`-like chains."""
+    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)) and isinstance(expr.rhs, ir.AffineConstantExpr):
+        inner = _divided_dim(expr.lhs)
+        if inner is not None:
+            found.setdefault(inner[0], set()).add(inner[1] * expr.rhs.value)
+    if isinstance(expr, ir.AffineBinaryExpr):
+        _divisors(expr.lhs, found)
+        _divisors(expr.rhs, found)
+
+
+def _is_window(expr) -> bool:
+    """A sum of loops two of which have the same coefficient (`h + kh`, `2 * h + 2 * kh`): a
+    sliding window, not the linear index of a view (whose coefficients are distinct strides)."""
+    form = _linear(expr, _IDENTITY, _NO_RANGES)
+    if form is None:
+        return False
+    coefficients = list(form[0].values())
+    return len(coefficients) != len(set(coefficients))
+
+
+class _Identity(dict):
+    """The old loops as linear forms over themselves (`_linear` without a split)."""
+
+    def __missing__(self, d):
+        return {d: 1}, 0
+
+
+class _Unbounded:
+    """Unknown extents: a floordiv/mod over them is never exact (`_linear` gives None)."""
+
+    def __getitem__(self, d):
+        return 1 << 62
+
+
+_IDENTITY, _NO_RANGES = _Identity(), _Unbounded()
+
+
+def _scale(form: Linear, factor: int) -> Linear:
+    return {d: c * factor for d, c in form[0].items()}, form[1] * factor
+
+
+def _add(a: Linear, b: Linear) -> Linear:
+    terms = dict(a[0])
+    for d, c in b[0].items():
+        terms[d] = terms.get(d, 0) + c
+    return {d: c for d, c in terms.items() if c}, a[1] + b[1]
+
+
+def _linear(expr, loops: dict[int, Linear], ranges: list[int]) -> Linear | None:
+    """`expr` (over the old loops) as a linear form over the new ones, or None."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return loops[expr.position]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return {}, expr.value
+    if isinstance(expr, ir.AffineAddExpr):
+        a, b = _linear(expr.lhs, loops, ranges), _linear(expr.rhs, loops, ranges)
+        return _add(a, b) if a is not None and b is not None else None
+    if isinstance(expr, ir.AffineMulExpr):
+        a, b = _linear(expr.lhs, loops, ranges), _linear(expr.rhs, loops, ranges)
+        if a is None or b is None:
+            return None
+        if not b[0]:
+            return _scale(a, b[1])
+        return _scale(b, a[1]) if not a[0] else None
+    if isinstance(expr, (ir.AffineFloorDivExpr, ir.AffineModExpr)) and isinstance(expr.rhs, ir.AffineConstantExpr):
+        form, c = _linear(expr.lhs, loops, ranges), expr.rhs.value
+        if form is None or c <= 0 or form[1] < 0 or any(k < 0 for k in form[0].values()):
+            return None
+        high = {d: k // c for d, k in form[0].items() if k % c == 0}
+        low = {d: k for d, k in form[0].items() if k % c}
+        # Exact only when the low terms and the constant's remainder never carry into the divisor.
+        if sum(k * (ranges[d] - 1) for d, k in low.items()) + form[1] % c >= c:
+            return None
+        if isinstance(expr, ir.AffineFloorDivExpr):
+            return high, form[1] // c
+        return low, form[1] % c
+    return None
+
+
+def _split_loops(ranges: tuple[int, ...], divisors: dict[int, set[int]]) -> list[list[tuple[int, int]]] | None:
+    """Per old loop, its new loops as (extent, stride in the old loop), outer first; None if a loop's
+    divisors do not form a chain that divides its extent."""
+    pieces = []
+    for d, extent in enumerate(ranges):
+        chain = sorted(c for c in divisors.get(d, ()) if 1 < c < extent)
+        strides = [1] + chain
+        if any(b % a for a, b in zip(strides, strides[1:])) or extent % strides[-1]:
+            return None
+        bounds = strides[1:] + [extent]
+        pieces.append([(bound // stride, stride) for stride, bound in reversed(list(zip(strides, bounds)))])
+    return pieces
+
+
+def _view_dim(form: Linear, ranges: list[int], size: int) -> tuple[list[int], int, int] | None:
+    """(the loops of one operand dimension, outer first; its offset; its span) when `form` addresses
+    that dimension as a row-major split of a slice, else None."""
+    terms, offset = form
+    order = sorted(terms, key=lambda d: -terms[d])
+    step = 1
+    for d in reversed(order):
+        if terms[d] != step:
+            return None
+        step *= ranges[d]
+    if offset < 0 or offset + step > size:
+        return None
+    return order, offset, step
+
+
+def delinearize(op) -> bool:
+    """Rewrite one linalg.generic on memrefs as described in the module docstring."""
+    op = op.operation
+    maps = indexing_maps_of(op)
+    if maps is None or any(m.n_symbols for m in maps):
+        return False
+    if all(_plain(m) for m in maps):
+        return False
+    divisors: dict[int, set[int]] = {}
+    for m in maps:
+        for e in m.results:
+            _divisors(e, divisors)
+    if linalg.isa_convolution_op(op) or (not divisors and any(_is_window(e) for m in maps for e in m.results)):
+        # A sliding window (a convolution's, a pooling's, also with a BatchNorm fused into its
+        # body: `h + kh`) is codegen-decompose-convolutions' to take.
+        return False
+    block = op.regions[0].blocks[0]
+    if any(inner.operation.name == "linalg.index" for inner in block.operations):
+        return False
+    types = [v.type for v in op.operands]
+    if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
+        return False
+    old_ranges = loop_ranges_of(op, maps)
+    if old_ranges is None:
+        return False
+    pieces = _split_loops(old_ranges, divisors)
+    if pieces is None:
+        return False
+    ranges, old_of, loops = [], [], {}
+    for d, split in enumerate(pieces):
+        form = {}
+        for extent, stride in split:
+            form[len(ranges)] = stride
+            ranges.append(extent)
+            old_of.append(d)
+        loops[d] = (form, 0)
+    plans = []  # per operand: (offsets, sizes, groups of new dims, loops per new dim) or None
+    for value, amap in zip(op.operands, maps):
+        shape = list(ir.MemRefType(value.type).shape)
+        offsets, sizes, groups, dims = [], [], [], []
+        for size, expr in zip(shape, amap.results):
+            form = _linear(expr, loops, ranges)
+            view = _view_dim(form, ranges, size) if form is not None else None
+            if view is None:
+                return False
+            order, offset, span = view
+            offsets.append(offset)
+            sizes.append(span)
+            groups.append(list(range(len(dims), len(dims) + max(len(order), 1))))
+            dims.extend(order or [None])  # no loop: a unit dimension, read at index 0
+        used = [d for d in dims if d is not None]
+        if len(used) != len(set(used)):
+            return False  # a loop twice in one operand (a diagonal): no projected permutation
+        memref_type = ir.MemRefType(value.type)
+        strides, offset = memref_type.get_strides_and_offset()
+        if len(dims) != len(shape) or offsets != [0] * len(offsets) or sizes != shape:
+            if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides + [offset]):
+                return False  # a view of a buffer with a dynamic layout would need dynamic types
+        plans.append((offsets, sizes, groups, dims))
+    with op.context, op.location, ir.InsertionPoint(op):
+        for i, (value, (offsets, sizes, groups, dims)) in enumerate(zip(list(op.operands), plans)):
+            # Dimensions no loop indexes (a slice of one element: a KV head of GQA) are dropped by a
+            # rank-reducing subview: a constant index would hide the product from linalg's
+            # contraction interface, which takes projected permutations without constants.
+            dropped = [j for j, g in enumerate(groups) if dims[g[0]] is None]
+            view = value
+            if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape) or dropped:
+                view = memref.subview(value, offsets, sizes, [1] * len(sizes),
+                                      result_type=_subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
+            kept = [d for d in dims if d is not None]
+            if len(kept) != len(sizes) - len(dropped):
+                kept_groups, start = [], 0
+                for g in groups:
+                    if dims[g[0]] is not None:
+                        kept_groups.append(list(range(start, start + len(g))))
+                        start += len(g)
+                i64 = ir.IntegerType.get_signless(64)
+                reassociation = ir.ArrayAttr.get(
+                    [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in kept_groups])
+                new_shape = [ranges[d] for d in kept]
+                result = _expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
+                view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
+            op.operands[i] = view
+        new_maps = [ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in dims if d is not None])
+                    for (_, _, _, dims) in plans]
+    iterators = ir.ArrayAttr(op.attributes["iterator_types"])
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+    op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in old_of])
+    if "linalg.memoized_indexing_maps" in op.attributes:  # (the old maps, cached by linalg)
+        del op.attributes["linalg.memoized_indexing_maps"]
+    return True
+
+
+def delinearize_loops(module_op) -> int:
+    """Delinearise every kernel that reads through `floordiv`/`mod` or a linear index; returns how many."""
+    return rewrite_generics(module_op, delinearize)
+
+
+@register_pass
+class DelinearizeLoops(Pass):
+    name = "codegen-delinearize-loops"
+    summary = "Split loops that folded views divide (floordiv/mod) and view operands so every map is a projected permutation"
+
+    def run(self, module):
+        delinearize_loops(module)
