@@ -1,8 +1,8 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement -o %t.mlir 2>&1 | filecheck %s --check-prefix=DECISION
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' -o %t.mlir 2>&1 | filecheck %s --check-prefix=DECISION
 // RUN: filecheck %s --input-file=%t.mlir
-// RUN: vt-opt %s --vt-eliminate-data-movement='output=%t.txt' | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=%t.txt' | filecheck %s
 // RUN: filecheck %s --input-file=%t.txt --check-prefix=DECISION
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' --vt-stats 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
+// RUN: vt-opt %s --vt-eliminate-data-movement --vt-stats='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=STATS
 // RUN: not vt-opt %s --vt-eliminate-data-movement='cost-model=guess' 2>&1 | filecheck %s --check-prefix=BAD
 
 // The composed mappings, as the printer aliases them.

@@ -236,11 +236,11 @@ def test_pass_errors_become_mlir_diagnostics(module, scratch_registry):
 
 
 def test_print_ir_after_all(module, capfd):
-    run_pipeline(module, "vt-stats, cse", print_ir_after_all=True)
-    err = capfd.readouterr().err
+    run_pipeline(module, "vt-stats{report=-}, cse", print_ir_after_all=True)
+    out, err = capfd.readouterr()
     assert "IR Dump After VtStats: vt-stats" in err
     assert "IR Dump After CSE" in err
-    assert "vt-stats report" in err
+    assert "vt-stats report" in out and "vt-stats report" not in err  # report=- is stdout
 
 
 # -- vt-stats ------------------------------------------------------------------------------------
@@ -264,16 +264,16 @@ def test_vt_stats_classification(module):
 
 def test_vt_stats_leaves_ir_alone_unless_annotate(module):
     before = str(module)
-    run_pipeline(module, "vt-stats{output=/dev/null}")
+    run_pipeline(module, "vt-stats{report=/dev/null}")
     assert str(module) == before
-    run_pipeline(module, "vt-stats{annotate output=/dev/null}")
+    run_pipeline(module, "vt-stats{annotate report=/dev/null}")
     text = str(module)
     assert 'vt.stats.kind = "view"' in text and "vt.stats.bytes = 2048 : i64" in text
 
 
 def test_vt_stats_json_report(module, tmp_path):
     out = tmp_path / "r.json"
-    run_pipeline(module, f"vt-stats{{json=true output={out}}}")
+    run_pipeline(module, f"vt-stats{{json=true report={out}}}")
     data = json.loads(out.read_text())
     assert data["totals"] == {
         "compute": 2,
@@ -289,7 +289,7 @@ def test_vt_stats_json_report(module, tmp_path):
 
 def test_vt_stats_bad_output_path_is_a_diagnostic(module, tmp_path):
     with pytest.raises(VtmlirError, match="vt-stats: cannot write"):
-        run_pipeline(module, f"vt-stats{{output={tmp_path}/missing/dir/r.txt}}")
+        run_pipeline(module, f"vt-stats{{report={tmp_path}/missing/dir/r.txt}}")
 
 
 def test_vt_stats_on_torch_model():

@@ -141,7 +141,7 @@ def test_single_conv_output_error_tracks_the_reconstruction_error():
 def test_pass_through_a_pipeline_keeps_the_report_and_validates_options(small_net):
     _, _, text = small_net
     module = parse_mlir(text, "net.mlir")
-    pipeline = parse_pipeline("temco-decompose{rank-ratio=0.5 skip-pointwise=false output=none}, canonicalize")
+    pipeline = parse_pipeline("temco-decompose{rank-ratio=0.5 skip-pointwise=false}, canonicalize")
     run_pipeline(module, pipeline)
     (decompose,) = pipeline.vtmlir_passes
     report = decompose.last_report

@@ -114,7 +114,7 @@ def test_pass_report_json_and_png_plot(resnet_block, tmp_path):
     module = parse_mlir(text, "block.mlir")
     before = str(module)
     out, png = tmp_path / "report.json", tmp_path / "memory.png"
-    pipeline = parse_pipeline(f"temco-analyze-peak-memory{{json=true output={out} plot={png}}}")
+    pipeline = parse_pipeline(f"temco-analyze-peak-memory{{json=true report={out} plot={png}}}")
     run_pipeline(module, pipeline)
     assert str(module) == before  # an analysis: the IR is unchanged
     data = json.loads(out.read_text())

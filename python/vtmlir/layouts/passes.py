@@ -10,7 +10,7 @@ import json as _json
 from dataclasses import asdict, dataclass, field
 
 from ..ir_utils import symbol_name
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from .conventions import get_target
 from .ewo import build_model, solve_ilp
 from .resolve import apply_resolution, functions, resolve_function, strip_conversions
@@ -62,7 +62,7 @@ class LayoutReport:
 
 
 _TARGET = Option("target", str, "cpu", "kernel convention table (vtmlir.layouts.TARGETS): cpu, paper-mkl, cpu-nhwc, cuda")
-_REPORT = Option("report", str, "", "print a report: '-' to stderr, else to this file")
+_REPORT = report_option("the per-function conversion report")
 _JSON = Option("json", bool, False, "report as JSON")
 
 
@@ -96,7 +96,7 @@ class LayoutResolve(Pass):
             report.functions.append(FunctionLayoutReport(
                 symbol_name(func), naive, naive_bytes, n, after_bytes, relaid))
         self.last_report = report
-        self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
 
 
 @register_pass
@@ -146,4 +146,4 @@ class LayoutSelectIlp(Pass):
                 symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
                 solution.constraints, solution.solve_seconds, solution.status))
         self.last_report = report
-        self.write_report(module, self.report or "none", report.to_json() + "\n" if self.json else report.to_text())
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())

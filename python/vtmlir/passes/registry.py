@@ -1,8 +1,8 @@
 """vtmlir passes: the `Pass` base class, typed pass options, and the registry of pass names.
 
-Writing a pass (one module per pass or tight family, docs/design.md §5)::
+Writing a pass (one module per pass, named after it, docs/design.md §5)::
 
-    from vtmlir.passes.registry import Option, Pass, register_pass
+    from vtmlir.passes.registry import Option, Pass, register_pass, report_option
 
     @register_pass
     class EliminateDataMovement(Pass):
@@ -11,18 +11,19 @@ Writing a pass (one module per pass or tight family, docs/design.md §5)::
         description = "Longer text shown by `vt-opt --list-passes` (optional)."
         options = (
             Option("max-depth", int, 8, "longest chain of views to fold"),
-            Option("dump-vtog", str, "", "write the VTOG as Graphviz DOT to this path"),
+            report_option("one line per rewrite"),
         )
 
         def run(self, module):                         # module: the builtin.module ir.Operation
-            ...                                        # self.max_depth, self.dump_vtog
+            ...                                        # self.max_depth, self.report
             self.emit_error(op, "cannot ...")          # error diagnostic + pass failure
-            self.write_report(module, self.output, text)  # '-' stderr, 'none', or a file
+            self.write_report(module, text)            # report=PATH, '-' stdout, '' nowhere
+            return report                              # the caller's result (see run_pipeline)
 
 then add one line to `_BUILTIN_PASSES` below (name → module). Modules are imported only when a pass
 is asked for by name, so `vt-opt` starts without importing every pass (or torch).
 
-Options are written like MLIR pass options, `vt-stats{json=true output=stats.txt}`: space-separated
+Options are written like MLIR pass options, `vt-stats{json=true report=stats.txt}`: space-separated
 `key=value`; a bare `key` sets a bool option to true; list options take `1,2,3` (or `{1,2,3}`).
 """
 
@@ -209,6 +210,12 @@ class Option:
         return text
 
 
+def report_option(what: str) -> Option:
+    """The one report option of every pass that reports: `report=PATH` writes `what` to a file,
+    `report=-` to stdout; empty (the default) writes no report."""
+    return Option("report", str, "", f"{what}: write it to this file ('-': stdout; empty: no report)")
+
+
 class Pass:
     """Base class of vtmlir passes. Subclasses set `name`, `summary`, `options` and implement `run`.
 
@@ -237,7 +244,7 @@ class Pass:
     # -- construction from text ----------------------------------------------------------------
     @classmethod
     def from_options(cls, text: str | None) -> Pass:
-        """An instance from MLIR-style option text (`json=true output=x.txt`, without braces)."""
+        """An instance from MLIR-style option text (`json=true report=x.txt`, without braces)."""
         instance = cls()
         if not text or not text.strip():
             return instance
@@ -284,23 +291,34 @@ class Pass:
         self._failed = True
         loc.emit_error(message)
 
-    def write_report(self, module, destination: str, text: str) -> bool:
-        """Write a pass's report: '-' (or '') to stderr, 'none' nowhere, anything else is a file path.
+    def write_report(self, module, text: str, destination: str | None = None) -> bool:
+        """Write a text report to `destination` (default: the pass's `report` option): a file path,
+        '-' for stdout, '' for nowhere.
 
         A file that cannot be written fails the pass with an error at `module`; returns whether the
         report was written (or deliberately dropped).
         """
-        if destination == "none":
+        destination = self.report if destination is None else destination
+        if not destination:
             return True
-        if destination in ("", "-"):
-            sys.stderr.write(text)
-            sys.stderr.flush()
+        if destination == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
             return True
         try:
             with open(destination, "w") as f:
                 f.write(text)
         except OSError as err:
             self.emit_error(module, f"{self.name}: cannot write '{destination}': {err.strerror}")
+            return False
+        return True
+
+    def check_binary_destination(self, module, option: str, destination: str) -> bool:
+        """A binary file (a PNG) goes to a path only: '-' is refused with an error (stdout carries
+        text: the IR and text reports) rather than written to a file named '-'."""
+        if destination == "-":
+            self.emit_error(module, f"{self.name}: {option}=- is not supported: {option} writes a binary "
+                                    "file, give it a path")
             return False
         return True
 

@@ -50,7 +50,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
@@ -770,7 +770,7 @@ class TemcoFuseActivation(Pass):
                "generics reading their source, so they fuse"),
         Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
         Option("json", bool, False, "print the report as JSON"),
-        Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
+        report_option("one line per fused activation"),
     )
 
     def run(self, module) -> None:
@@ -782,4 +782,4 @@ class TemcoFuseActivation(Pass):
         self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
-        self.write_report(module, self.output, text)
+        self.write_report(module, text)
