@@ -262,7 +262,7 @@ def _run_step(module, step: Step) -> StepResult:
                 inst.report = paths[inst.name]
         what = f"running the default pipeline's {step.system} step"
         start = time.perf_counter()
-        run_pipeline(module, pipeline, what=what)
+        results = run_pipeline(module, pipeline, what=what)
         seconds = time.perf_counter() - start
         reports = {}
         for name, path in paths.items():
@@ -274,7 +274,7 @@ def _run_step(module, step: Step) -> StepResult:
         start = time.perf_counter()
         run_pipeline(module, step.then, what=what)
         seconds += time.perf_counter() - start
-    extra = _pass_measures(pipeline)
+    extra = _pass_measures(results)
     measures = {k: (before[k], after[k]) for k in before}
     measures.update(extra)
     return StepResult(step, seconds, reports, measures)
@@ -295,12 +295,12 @@ def _measures(module, system: str) -> dict:
     return {}
 
 
-def _pass_measures(pipeline) -> dict:
-    """Before/after figures a pass keeps on itself (`last_report`)."""
+def _pass_measures(results) -> dict:
+    """Before/after figures from the reports the step's passes returned (`PipelineResults`)."""
     out = {}
-    for inst in pipeline.vtmlir_passes:
-        rep = getattr(inst, "last_report", None)
-        if inst.name == "layout-select-ilp" and rep is not None:
+    for result in results:
+        rep = result.report
+        if result.name == "layout-select-ilp" and rep is not None:
             naive = sum(f.naive_conversions for f in rep.functions)
             after = sum(f.conversions for f in rep.functions)
             out["layout conversions (naive -> ILP)"] = (naive, after)

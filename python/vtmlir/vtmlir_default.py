@@ -30,7 +30,7 @@ class VtmlirDefault(Pass):
         report_option("the step-by-step report"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.opt_level not in OPT_LEVELS:
             self.emit_error(module, f"{self.name}: opt-level must be one of {OPT_LEVELS}, got {self.opt_level}")
             return
@@ -43,5 +43,5 @@ class VtmlirDefault(Pass):
         report = optimize(module, target=self.target, opt_level=self.opt_level,
                           memory_budget=self.memory_budget or None,
                           lowbit=None if self.lowbit == "none" else self.lowbit)
-        self.last_report = report
         self.write_report(module, report.to_text() + "\n")
+        return report

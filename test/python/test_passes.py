@@ -271,6 +271,21 @@ def test_vt_stats_leaves_ir_alone_unless_annotate(module):
     assert 'vt.stats.kind = "view"' in text and "vt.stats.bytes = 2048 : i64" in text
 
 
+def test_pass_results_are_returned_not_kept_on_the_pass(module):
+    """A pass's report reaches the caller as `run`'s return value / `run_pipeline`'s results; the
+    pass instance holds its options only."""
+    pipeline = parse_pipeline("vt-stats, cse, vt-stats{annotate}")
+    results = run_pipeline(module, pipeline)
+    assert [r.name for r in results] == ["vt-stats", "vt-stats"]
+    assert results.report("vt-stats") is results[-1].report
+    assert results.report("vt-stats").totals()["bytes_moved"] == 4096
+    assert len(results.reports("vt-stats")) == 2
+    with pytest.raises(VtmlirError, match="did not run"):
+        results.report("vt-build-vtog")
+    for inst in pipeline.vtmlir_passes:
+        assert set(vars(inst)) == {"_failed", "json", "report", "annotate"}
+
+
 def test_vt_stats_json_report(module, tmp_path):
     out = tmp_path / "r.json"
     run_pipeline(module, f"vt-stats{{json=true report={out}}}")

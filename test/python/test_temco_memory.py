@@ -115,11 +115,11 @@ def test_pass_report_json_and_png_plot(resnet_block, tmp_path):
     before = str(module)
     out, png = tmp_path / "report.json", tmp_path / "memory.png"
     pipeline = parse_pipeline(f"temco-analyze-peak-memory{{json=true report={out} plot={png}}}")
-    run_pipeline(module, pipeline)
+    results = run_pipeline(module, pipeline)
     assert str(module) == before  # an analysis: the IR is unchanged
     data = json.loads(out.read_text())
     (fn,) = data["functions"]
-    assert fn["peak_bytes"] == max(fn["usage"]) == pipeline.vtmlir_passes[0].last_report.peak_bytes
+    assert fn["peak_bytes"] == max(fn["usage"]) == results.report("temco-analyze-peak-memory").peak_bytes
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR"
     assert struct.unpack(">II", raw[16:24]) == (800, 420)

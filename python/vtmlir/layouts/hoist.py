@@ -166,7 +166,7 @@ class LayoutHoist(Pass):
     )
     options = (report_option("the conversion report"),)
 
-    def run(self, module) -> None:
+    def run(self, module):
         with module.context:
             report = LayoutHoistReport()
             for func in functions(module):
@@ -176,5 +176,5 @@ class LayoutHoist(Pass):
                 after = conversion_units(func)
                 report.functions.append(HoistReport(symbol_name(func), n0, len(after), b0, _unit_bytes(after),
                                                     shared, cancelled, fused))
-            self.last_report = report
             self.write_report(module, report.to_text())
+            return report

@@ -335,7 +335,7 @@ class LayoutMaterialize(Pass):
                       "'never' (always a copy)"),
                report_option("one line per conversion"))
 
-    def run(self, module) -> None:
+    def run(self, module):
         from ..passes import run_pipeline
 
         if self.loop_order not in ("output", "logical"):
@@ -352,5 +352,5 @@ class LayoutMaterialize(Pass):
             for func in functions(module):
                 report.functions.append(materialize_function(
                     func, output_order=self.loop_order == "output", views=self.views))
-            self.last_report = report
             self.write_report(module, report.to_text())
+            return report

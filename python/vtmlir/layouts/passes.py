@@ -80,11 +80,11 @@ class LayoutResolve(Pass):
     options = (_TARGET, _REPORT, _JSON,
                Option("share", bool, False, "one conversion per (value, layout) instead of one per use"))
 
-    def run(self, module) -> None:
+    def run(self, module):
         with module.context:
-            self._run(module)
+            return self._run(module)
 
-    def _run(self, module) -> None:
+    def _run(self, module):
         target = get_target(self.target)
         report = LayoutReport(self.name, target.name)
         for func in functions(module):
@@ -95,8 +95,8 @@ class LayoutResolve(Pass):
             n = apply_resolution(res, share=self.share)
             report.functions.append(FunctionLayoutReport(
                 symbol_name(func), naive, naive_bytes, n, after_bytes, relaid))
-        self.last_report = report
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report
 
 
 @register_pass
@@ -114,11 +114,11 @@ class LayoutSelectIlp(Pass):
                Option("share", bool, True, "model one conversion per (value, layout); false: one per use (the paper)"),
                Option("time-limit", float, 60.0, "HiGHS time limit in seconds"))
 
-    def run(self, module) -> None:
+    def run(self, module):
         with module.context:
-            self._run(module)
+            return self._run(module)
 
-    def _run(self, module) -> None:
+    def _run(self, module):
         if self.cost not in ("bytes", "count"):
             self.emit_error(module, f"layout-select-ilp: cost must be 'bytes' or 'count', got '{self.cost}'")
             return
@@ -145,5 +145,5 @@ class LayoutSelectIlp(Pass):
             report.functions.append(FunctionLayoutReport(
                 symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
                 solution.constraints, solution.solve_seconds, solution.status))
-        self.last_report = report
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

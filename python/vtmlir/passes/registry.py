@@ -281,8 +281,10 @@ class Pass:
         return f"<pass {self.pipeline_text()}>"
 
     # -- running -----------------------------------------------------------------------------------
-    def run(self, module) -> None:
-        """Transform or analyse `module` (the `builtin.module` `ir.Operation`) in place."""
+    def run(self, module) -> Any:
+        """Transform or analyse `module` (the `builtin.module` `ir.Operation`) in place; return the
+        pass's result (its report object, or None). The instance keeps no result: `run_pipeline`
+        hands results to its caller (`PipelineResults`)."""
         raise NotImplementedError(f"pass '{self.name}' does not implement run()")
 
     def emit_error(self, where, message: str) -> None:
@@ -322,12 +324,14 @@ class Pass:
             return False
         return True
 
-    def _run_in_pass_manager(self, op, external_pass) -> None:
-        """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics."""
+    def _run_in_pass_manager(self, op, external_pass) -> Any:
+        """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics;
+        returns what `run` returned (None when it failed)."""
         self._failed = False
+        result = None
         try:
             with op.context:  # passes build attributes and types: give them the module's context
-                self.run(op)
+                result = self.run(op)
         except LocatedError as failure:  # PassFailure, or bad input a helper found at an op
             loc = failure.location if failure.location is not None else op.location
             message = str(failure) if isinstance(failure, PassFailure) else f"{self.name}: {failure}"
@@ -341,6 +345,8 @@ class Pass:
             self._failed = True
         if self._failed:
             external_pass.signal_pass_failure()
+            return None
+        return result
 
 
     def _report_internal_error(self, module, exc: Exception) -> None:

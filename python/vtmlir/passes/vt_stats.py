@@ -361,8 +361,7 @@ class VtStats(Pass):
         Option("annotate", bool, False, "add vt.stats.kind / vt.stats.bytes attributes to the classified ops"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         report = collect_stats(module, annotate=self.annotate)
-        self.last_report = report
-        text = report.to_json() + "\n" if self.json else report.to_text()
-        self.write_report(module, text)
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

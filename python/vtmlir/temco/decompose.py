@@ -288,10 +288,10 @@ class TemcoDecompose(Pass):
         report_option("the per-layer report"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if not 0.0 < self.rank_ratio <= 1.0:
             self.emit_error(module, f"temco-decompose: rank-ratio must be in (0, 1], got {self.rank_ratio:g}")
             return
         report = decompose_convs(module, self.rank_ratio, self.skip_pointwise)
-        self.last_report = report
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

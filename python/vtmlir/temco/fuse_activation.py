@@ -773,13 +773,13 @@ class TemcoFuseActivation(Pass):
         report_option("one line per fused activation"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.tile_width < 0:
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
         reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
                                    affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs)
-        self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
         self.write_report(module, text)
+        return reports

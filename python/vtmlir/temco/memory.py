@@ -478,9 +478,8 @@ class TemcoAnalyzePeakMemory(Pass):
         Option("plot", str, "", "write a PNG plot of memory over time to this path"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         report = analyze_peak_memory(module)
-        self.last_report = report
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
         if self.plot and self.check_binary_destination(module, "plot", self.plot):
             from .plot import plot_memory
@@ -489,3 +488,4 @@ class TemcoAnalyzePeakMemory(Pass):
                 plot_memory([(f"@{f.function}", f) for f in report.functions], self.plot)
             except OSError as err:
                 self.emit_error(module, f"{self.name}: cannot write '{self.plot}': {err.strerror}")
+        return report

@@ -415,13 +415,13 @@ class TemcoRematSkip(Pass):
         report_option("one line per rematerialised skip"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.distance_threshold < 0 or self.peak_ratio <= 0 or self.flops_threshold < 0:
             self.emit_error(module, f"{self.name}: distance-threshold and flops-threshold must be >= 0, peak-ratio > 0")
             return
         reports = remat_skip_connections(module, self.distance_threshold, self.flops_threshold,
                                          self.peak_ratio, self.max_depth)
-        self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
         self.write_report(module, text)
+        return reports

@@ -302,7 +302,7 @@ class BuildVTOG(Pass):
         Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.unit_bytes < 0:
             self.emit_error(module, "vt-build-vtog: unit-bytes must not be negative (0 = the target's unit)")
             return
@@ -312,9 +312,7 @@ class BuildVTOG(Pass):
             return
         unit = self.unit_bytes or TARGETS[self.target]
         graphs = build_vtogs(module, unit)
-        self.last_graphs = graphs
         text = "".join(g.to_text() for g in graphs)
-        if not self.write_report(module, text):
-            return
-        if self.dot:
+        if self.write_report(module, text) and self.dot:
             self.write_report(module, "".join(g.to_dot() for g in graphs), self.dot)
+        return graphs

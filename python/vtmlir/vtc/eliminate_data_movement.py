@@ -132,7 +132,7 @@ class EliminateDataMovement(Pass):
                                            "the peak memory the backend allocates (memory_check.py)"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         models = list(dict.fromkeys(COST_MODELS + ("measured",)))
         if self.cost_model not in models:
             self.emit_error(module, f"vt-eliminate-data-movement: unknown cost model "
@@ -157,5 +157,5 @@ class EliminateDataMovement(Pass):
         else:
             model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True)
         graphs = eliminate(module, model, rewrite=self.rewrite, memory_aware=self.memory_aware)
-        self.last_points_to = graphs
         self.write_report(module, "".join(report_text(p) for p in graphs))
+        return graphs
