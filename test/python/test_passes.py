@@ -60,6 +60,20 @@ def test_builtin_passes_are_registered_lazily_under_their_names():
     assert "vt-stats" in all_passes()
 
 
+#: Area prefixes a pass name may drop in its file name inside the area's package (vt-build-vtog in
+#: vtc/build_vtog.py); a generic pass's file carries the whole name (passes/vt_stats.py).
+AREAS = ("vt", "layout", "temco", "codegen", "codegen_gpu", "dvm")
+
+
+def test_one_pass_per_module_named_after_it():
+    """A newcomer finds a pass's file from its name alone."""
+    modules = list(registry._BUILTIN_PASSES.values())
+    for name, module_name in registry._BUILTIN_PASSES.items():
+        stem, flat = module_name.rsplit(".", 1)[1], name.replace("-", "_")
+        assert stem == flat or any(flat == f"{area}_{stem}" for area in AREAS), (name, module_name)
+        assert modules.count(module_name) == 1, f"{module_name} holds several passes"
+
+
 def test_unknown_pass_name():
     with pytest.raises(VtmlirError, match="'nope' is not a registered vtmlir pass"):
         get_pass("nope")

@@ -13,7 +13,7 @@ from vtmlir.frontend import parse_mlir
 from vtmlir.models import get
 from vtmlir.passes import parse_pipeline, run_pipeline
 from vtmlir.temco.decompose import decompose_convs
-from vtmlir.temco.memory import analyze_peak_memory
+from vtmlir.temco.analyze_peak_memory import analyze_peak_memory
 from vtmlir.temco.plot import plot_memory
 
 F32 = 4

@@ -45,27 +45,27 @@ _BUILTIN_PASSES: dict[str, str] = {
     "vt-eliminate-data-movement": "vtmlir.vtc.eliminate_data_movement",
     "vt-lower-views": "vtmlir.vtc.lower_views",
     # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
-    "layout-resolve": "vtmlir.layouts.passes",
-    "layout-select-ilp": "vtmlir.layouts.passes",
+    "layout-resolve": "vtmlir.layouts.resolve",
+    "layout-select-ilp": "vtmlir.layouts.select_ilp",
     "layout-hoist": "vtmlir.layouts.hoist",
     "layout-materialize": "vtmlir.layouts.materialize",
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
     "memref-dealloc-at-last-use": "vtmlir.passes.memref_dealloc_at_last_use",
     "memref-elide-temporary-copies": "vtmlir.passes.memref_elide_temporary_copies",
-    "copy-updated-arguments": "vtmlir.passes.argument_updates",
-    "drop-donated-results": "vtmlir.passes.argument_updates",
+    "copy-updated-arguments": "vtmlir.passes.copy_updated_arguments",
+    "drop-donated-results": "vtmlir.passes.drop_donated_results",
     "memref-distinct-returned-buffers": "vtmlir.passes.memref_distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
     "convert-tm-tensor-to-scf": "vtmlir.passes.convert_tm_tensor_to_scf",
-    "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
-    "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
+    "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_strip_runtime_asserts",
+    "gpu-wrap-serial-code": "vtmlir.passes.gpu_wrap_serial_code",
     # TeMCO (python/vtmlir/temco, docs/temco.md).
     "temco-decompose": "vtmlir.temco.decompose",
-    "temco-analyze-peak-memory": "vtmlir.temco.memory",
+    "temco-analyze-peak-memory": "vtmlir.temco.analyze_peak_memory",
     "temco-remat-skip": "vtmlir.temco.remat_skip",
-    "subbyte-pack": "vtmlir.lowbit.pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
-    "subbyte-lower": "vtmlir.lowbit.lower",
+    "subbyte-pack": "vtmlir.lowbit.subbyte_pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
+    "subbyte-lower": "vtmlir.lowbit.subbyte_lower",
     "dvm-fuse": "vtmlir.dvm.fuse",  # DVM (python/vtmlir/dvm, docs/dvm.md)
     "temco-fuse-activation": "vtmlir.temco.fuse_activation",
     "gpu-sequentialize-forall": "vtmlir.passes.gpu_sequentialize_forall",

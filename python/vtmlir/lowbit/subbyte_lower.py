@@ -35,7 +35,7 @@ from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from . import cpu_matmul
 from .convert import emit_code_to_f32, emit_unpack
-from .pack import iterator_type
+from .subbyte_pack import iterator_type
 from ..dialects.lowbit_types import parse_dtype
 
 
