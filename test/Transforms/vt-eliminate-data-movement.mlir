@@ -166,7 +166,7 @@ func.func @concat_then_slice(%x: tensor<2x8xf32>, %y: tensor<4x8xf32>) -> tensor
 }
 
 // Concat read by a compute op: a two-piece view (vt-lower-views splits the reader's loop range at
-// the piece boundary, test/Transforms/vt-lower-views-split.mlir), both pieces Type I.
+// the piece boundary, test/Transforms/vt-lower-views.mlir, SPLIT), both pieces Type I.
 // DECISION-LABEL: points-to @concat_split: 1 virtual tensors, 2 edges
 // DECISION-NEXT:  choose e0: %concat -> %{{.*}} concat output-of-input
 // DECISION-NEXT:  choose e1: %concat -> %arg1 concat output-of-input
