@@ -9,11 +9,15 @@ time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where 
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
+from torch_mlir import ir
 
+from .backend.report import CompileReport
 from .errors import VtmlirError
+from .frontend.torch_calls import call_compiled
 
 # Shape spaces up to this many points are prebuilt at compile time (DVM's `prebuild`).
 PREBUILD_POINTS = 64
@@ -25,9 +29,7 @@ class DynamicExecutable:
     target = "cpu"
 
     def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None):
-        import math
-
-        from .dvm.runner import DvmFunction
+        from .dvm.runner import DvmFunction  # local: it imports torch, which this module does not need at import
 
         start = time.perf_counter()
         self.graph = graph  # the function's values live in its context
@@ -50,12 +52,10 @@ class DynamicExecutable:
         return dict(self.function.symbols.symbols)
 
     def __call__(self, *args, **kwargs):
-        from .frontend.torch_calls import call_compiled
-
         return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
-        import torch
+        import torch  # local: torch is heavy and only this path needs it
 
         arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -63,8 +63,6 @@ class DynamicExecutable:
 
     def report(self):
         """`backend.report.CompileReport` with DVM's part: symbols, kernels, templates, compile times."""
-        from .backend.report import CompileReport
-
         f = self.function
         lines = [f"dvm (dynamic shapes): {len(f.kernels)} kernel(s); symbols "
                  + ", ".join(f"{name}{'=' + n if n else ''} in [{lo}, {hi}]" for name, (lo, hi, n) in self.symbols.items()),
@@ -78,9 +76,7 @@ class DynamicExecutable:
 
 def has_dynamic_dims(graph, entry: str | None) -> bool:
     """Whether the entry function takes or returns a tensor with a `?` dim."""
-    from torch_mlir import ir
-
-    from .signature import find_entry
+    from .signature import find_entry  # local: it imports torch, which this module does not need at import
 
     func = find_entry(graph, entry)
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
