@@ -6,26 +6,13 @@ writable unless it carries `bufferization.writable = false`, so a decode layer's
 a value to the user -- `compiled(x, k_cache, v_cache)` must leave the caller's tensors as they were
 -- unless the caller *donates* an argument (`vtmlir.compile(..., donate=(1, 2))`, as JAX's
 `donate_argnums`; in IR the argument attribute `vtmlir.donated`). Two passes around
-`one-shot-bufferize` (`copy_updated_arguments.py`, `drop_donated_results.py`; this module holds what
-they and `vtmlir.compile` share):
+`one-shot-bufferize` (this module holds what they and `vtmlir.compile` share):
 
-`copy-updated-arguments` (before it) marks every tensor argument of a public function read-only
-(`bufferization.writable = false`) except the donated ones (`= true`). A read-only argument whose
-update is returned needs a copy; one-shot would make it at the update -- inside the decode layer's
-attention block (VTC Fig. 2's frame 2), and too late for the update's producer to write into it
-(`eliminate-empty-tensors` points the producer at the read-only argument: a temporary and a second
-copy). So the pass copies such an argument once at the function's entry
-(`bufferization.alloc_tensor() copy(%arg)`) and lets every use read the copy: producers write
-straight into it, and as it is returned, `buffer-results-to-out-params{hoist-static-allocs}` makes it
-the caller's out-parameter -- one copy kernel per updated argument, before any compute.
-
-`drop-donated-results` (after it): a result that is a donated argument updated in place *is* that
-argument after bufferization (the function returns the block argument). The pass removes it from the
-results, so `buffer-results-to-out-params` makes no out-parameter and no copy for it -- the cache
-exists once (VTC Table 2's decode setting updates it in place) -- and records where every original
-result lives in `vtmlir.result_arguments` on the function: the donated argument's index, or -1 for
-an out-parameter (in order). A donated result that bufferization could not compute in place (another
-reader of the old value after the update) stays an out-parameter: correct, without the saving.
+- `copy-updated-arguments` (before it, `copy_updated_arguments.py`): tensor arguments read-only
+  except the donated ones; a read-only argument whose update is returned is copied once, at the entry.
+- `drop-donated-results` (after it, `drop_donated_results.py`): a donated argument updated in place
+  is returned in place (no out-parameter, no copy); `vtmlir.result_arguments` records where every
+  result lives.
 
 The executable hands back the donated input array as that result (`CpuExecutable`): the values equal
 the non-donated run bitwise (the same kernels compute the same elements); the donated input's memory
