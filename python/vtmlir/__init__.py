@@ -7,7 +7,6 @@ Entry points:
 - `vt-opt`: the `mlir-opt` of vtmlir (see `vtmlir.cli.vt_opt`).
 """
 
-from .compiler import compile as _compile
 from .errors import InputMutationError, UnsupportedOpError, VtmlirError
 from .frontend import as_module, import_torch, parse_mlir
 
@@ -19,6 +18,8 @@ def compile(module, *example_args, target: str = "cpu", **options):  # noqa: A00
 
     See `vtmlir.compiler.compile` for the options.
     """
+    from .compiler import compile as _compile
+
     return _compile(module, *example_args, target=target, **options)
 
 

@@ -13,7 +13,7 @@ from torch_mlir.dialects import torch as torch_dialect
 
 def make_context() -> ir.Context:
     """A fresh context with torch, tm_tensor, vt, layout and lowbit loaded."""
-    from .dialects import load_dialects  # local: a package __init__ would close an import cycle
+    from .dialects import load_dialects
 
     ctx = ir.Context()
     torch_dialect.register_dialect(ctx)

@@ -98,7 +98,7 @@ def run_guarded(fn, *args, timeout: float = 600.0):
 def _child(fn, args, result_r, result_w, err_r, err_w) -> None:
     code = 0
     try:
-        import faulthandler  # local: optional, its ImportError is handled here
+        import faulthandler
 
         # An expected crash is reported by the parent: no Python stack dump from the child (pytest and
         # PYTHONFAULTHANDLER enable faulthandler on the parent's stderr, which the child inherits).

@@ -10,9 +10,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import vtmlir
-from vtmlir.errors import VtmlirError
-
 DEMO_MODELS = ("llama_decoder_layer", "resnet_basic_block")
 TOLERANCE = 1e-4
 
@@ -29,11 +26,12 @@ class DemoRow:
 
 
 def run_demo(models=DEMO_MODELS, archs=("sm_80", "sm_90"), console=None) -> list[DemoRow]:
-    import torch  # local: torch is heavy and only this path needs it
-    from rich.console import Console  # local: rich is heavy and only this path needs it
+    import torch
+    from rich.console import Console
 
-    from vtmlir.backend.cuda import cuda_available  # local: it imports torch, which this module does not need at import
-    from vtmlir.models import get  # local: it imports torch, which this module does not need at import
+    import vtmlir
+    from vtmlir.backend.cuda import cuda_available
+    from vtmlir.models import get
 
     # Piped output (CI logs) gets a table wide enough to read, not rich's 80-column default.
     console = console or Console(width=None if Console().is_terminal else 120)
@@ -65,7 +63,8 @@ def run_demo(models=DEMO_MODELS, archs=("sm_80", "sm_90"), console=None) -> list
 
 
 def _assembles(kernel, arch) -> bool:
-    from vtmlir.backend.cuda import assemble  # local: it imports torch, which this module does not need at import
+    from vtmlir.backend.cuda import assemble
+    from vtmlir.errors import VtmlirError
 
     try:
         assemble(kernel.ptx, arch, kernel.name)
@@ -79,7 +78,7 @@ def _as_tuple(x):
 
 
 def _table(rows, archs):
-    from rich.table import Table  # local: rich is heavy and only this path needs it
+    from rich.table import Table
 
     table = Table(title="vtmlir demo: CPU numerics vs PyTorch, PTX per kernel")
     table.add_column("model", no_wrap=True)

@@ -9,15 +9,11 @@ time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where 
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
-from torch_mlir import ir
 
-from .backend.report import CompileReport
 from .errors import VtmlirError
-from .frontend.torch_calls import call_compiled
 
 # Shape spaces up to this many points are prebuilt at compile time (DVM's `prebuild`).
 PREBUILD_POINTS = 64
@@ -29,7 +25,9 @@ class DynamicExecutable:
     target = "cpu"
 
     def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None):
-        from .dvm.runner import DvmFunction  # local: it imports torch, which this module does not need at import
+        import math
+
+        from .dvm.runner import DvmFunction
 
         start = time.perf_counter()
         self.graph = graph  # the function's values live in its context
@@ -52,10 +50,12 @@ class DynamicExecutable:
         return dict(self.function.symbols.symbols)
 
     def __call__(self, *args, **kwargs):
+        from .frontend.torch_calls import call_compiled
+
         return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
-        import torch  # local: torch is heavy and only this path needs it
+        import torch
 
         arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -63,6 +63,8 @@ class DynamicExecutable:
 
     def report(self):
         """`backend.report.CompileReport` with DVM's part: symbols, kernels, templates, compile times."""
+        from .backend.report import CompileReport
+
         f = self.function
         lines = [f"dvm (dynamic shapes): {len(f.kernels)} kernel(s); symbols "
                  + ", ".join(f"{name}{'=' + n if n else ''} in [{lo}, {hi}]" for name, (lo, hi, n) in self.symbols.items()),
@@ -76,7 +78,9 @@ class DynamicExecutable:
 
 def has_dynamic_dims(graph, entry: str | None) -> bool:
     """Whether the entry function takes or returns a tensor with a `?` dim."""
-    from .signature import find_entry  # local: it imports torch, which this module does not need at import
+    from torch_mlir import ir
+
+    from .signature import find_entry
 
     func = find_entry(graph, entry)
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)

@@ -45,9 +45,9 @@ def _format(elements: list[str]) -> str:
 
 def codegen_pipelines(chip: str = "sm_80") -> dict[str, str]:
     """File name → pipeline text for every code-generation pipeline."""
-    from .bufferize import GRAPH_TO_KERNELS  # local: looked up at call time, so a patched attribute is seen (tests patch it)
-    from .cpu.lower import CPU_STAGES  # local: it imports torch, which this module does not need at import
-    from .cuda.lower import DEFAULT_STAGES  # local: it imports torch, which this module does not need at import
+    from .bufferize import GRAPH_TO_KERNELS
+    from .cpu.lower import CPU_STAGES
+    from .cuda.lower import DEFAULT_STAGES
 
     cpu = [e for _, text in CPU_STAGES for e in _split_top_level(_body(text))]
     cuda = [e for stage in DEFAULT_STAGES for e in _split_top_level(_body(stage.text(chip)))]

@@ -10,14 +10,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-
-import vtmlir
-from vtmlir.demo import run_demo
-from vtmlir.errors import VtmlirError
-from vtmlir.frontend import import_torch
-from vtmlir.frontend.source import decode_source
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    from vtmlir.errors import VtmlirError
 
     try:
         return _COMMANDS[args.command](args)
@@ -67,10 +61,10 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends up: never a traceback
-        import os  # local: optional, its ImportError is handled here
+        import os
 
         if os.environ.get("VTMLIR_DEBUG"):
-            import traceback  # local: optional, its ImportError is handled here
+            import traceback
 
             traceback.print_exc()
         summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -80,12 +74,14 @@ def main(argv=None) -> int:
 
 
 def _demo(args) -> int:
+    from vtmlir.demo import run_demo
+
     rows = run_demo(archs=tuple(args.arch or ("sm_80", "sm_90")))
     return 0 if all(r.ok for r in rows) else 1
 
 
 def _models(args) -> int:
-    from vtmlir.models import REGISTRIES  # local: it imports torch, which this module does not need at import
+    from vtmlir.models import REGISTRIES
 
     for title, registry in REGISTRIES.items():
         print(f"# {title}")
@@ -95,7 +91,8 @@ def _models(args) -> int:
 
 
 def _import(args) -> int:
-    from vtmlir.models import get  # local: it imports torch, which this module does not need at import
+    from vtmlir.frontend import import_torch
+    from vtmlir.models import get
 
     model, inputs = get(args.model).build(batch=args.batch, seed=0)
     _write(args.output, str(import_torch(model, *inputs, output_type=args.output_type)))
@@ -103,14 +100,16 @@ def _import(args) -> int:
 
 
 def _compile(args) -> int:
-    from vtmlir.models import REGISTRIES, get  # local: it imports torch, which this module does not need at import
+    import vtmlir
+    from vtmlir.errors import VtmlirError
+    from vtmlir.models import REGISTRIES, get
 
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
                    memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
         if args.dtype:
-            import torch  # local: torch is heavy and only this path needs it
+            import torch
 
             dtype = getattr(torch, args.dtype)
             model = model.to(dtype)
@@ -118,10 +117,14 @@ def _compile(args) -> int:
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
         if args.input == "-":
+            from vtmlir.frontend.source import decode_source
+
             source = decode_source(sys.stdin.buffer.read(), "<stdin>")
         else:
             source = args.input
         if args.input != "-" and not args.input.endswith(".mlir"):
+            import os
+
             if args.dtype:
                 raise VtmlirError("error: --dtype applies to zoo models; an .mlir file has its types")
             if not os.path.isfile(args.input):

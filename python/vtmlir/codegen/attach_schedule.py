@@ -20,7 +20,6 @@ from torch_mlir import ir
 
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from ..errors import format_location
 from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, structured_ops
 from .schedules import DEFAULT_SCHEDULES, Schedule, resolve_schedules, schedule_key
 from .target import HostTarget, host_target
@@ -51,6 +50,8 @@ def attach_schedules(module_op, threads: int = 0, overrides=None, target: HostTa
 
 
 def _attach(module_op, threads: int, overrides, target: HostTarget, strict: bool) -> list[KernelPlan]:
+    from ..errors import format_location
+
     table = resolve_schedules(overrides)
     parts = threads if threads > 0 else target.cores
     kernels = [classify(op) for op in structured_ops(module_op)]

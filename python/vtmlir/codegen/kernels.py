@@ -19,7 +19,6 @@ from enum import Enum
 
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
-from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
 
 # The attribute that names a kernel for its schedule: `codegen.kernel = <id> : i64` on the linalg op.
 # Set by `codegen-attach-schedule`, matched by the transform script, removed by `codegen-erase-schedule`.
@@ -90,6 +89,7 @@ class Kernel:
 
 def _reduction_attr(context: ir.Context) -> ir.Attribute:
     # The attribute linalg's own builder makes for `reduction` (compared, never matched as text).
+    from torch_mlir.dialects._linalg_enum_gen import IteratorType, _iteratortypeenum
 
     return _iteratortypeenum(IteratorType.reduction, context)
 

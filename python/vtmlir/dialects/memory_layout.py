@@ -281,7 +281,7 @@ class Layout:
 
     def physical_array(self, logical):
         """The physical array (numpy) holding the row-major logical numpy array `logical`."""
-        import numpy as np  # local: numpy is heavy and only this path needs it
+        import numpy as np
 
         sizes, _, order = self.expansion(list(logical.shape))
         return np.ascontiguousarray(np.asarray(logical).reshape(sizes).transpose(order))

@@ -79,7 +79,7 @@ class CompiledKernel:
     def program(self) -> Program:
         p = self._program
         if p is None:
-            from .bytecode import decode  # local: looked up at call time, so a patched attribute is seen (tests patch it)
+            from .bytecode import decode
 
             p = self._program = decode(self.bytecode)
         return p
@@ -90,7 +90,7 @@ class CompiledKernel:
         kernel a template made; else the bytecode is decoded (validated) here, once."""
         r = self._native
         if r is UNCHECKED:
-            from .native import unsupported_reason  # local: a package __init__ would close an import cycle
+            from .native import unsupported_reason
 
             r = self._native = unsupported_reason(self.program)
         return r
@@ -103,7 +103,7 @@ class CompiledKernel:
         """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
         `native=True` runs the VM compiled once through MLIR (`native.py`) instead of the numpy
         reference; `cores` is N of Alg. 2 (native default 1)."""
-        from .vm import execute  # local: looked up at call time, so a patched attribute is seen (tests patch it)
+        from .vm import execute
 
         if len(inputs) != len(self.input_shapes):
             raise GraphError(f"{self.graph.name}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
@@ -118,7 +118,7 @@ class CompiledKernel:
             flat.append(a.reshape(-1) if a.flags.c_contiguous and a.size else _flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
-            from .native import BytecodeError, launch_header, native_vm  # local: a package __init__ would close an import cycle
+            from .native import BytecodeError, launch_header, native_vm
 
             reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
             if reason is not None:

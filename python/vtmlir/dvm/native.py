@@ -19,13 +19,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from torch_mlir import ir
 
 from ..backend.cpu.calling import data_pointer
-from ..backend.cpu.executable import create_engine
-from ..backend.cpu.lower import lower_to_llvm
 from .bytecode import BytecodeError, decode
-from ..errors import VtmlirError
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
 from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_opcodes
 
@@ -109,6 +105,11 @@ class NativeVM:
     """The JIT-compiled VM. `stages` holds the IR after every lowering stage ("vm", "loops", "llvm")."""
 
     def __init__(self, opt_level: int = 3):
+        from torch_mlir import ir
+
+        from ..backend.cpu.executable import create_engine
+        from ..backend.cpu.lower import lower_to_llvm
+        from ..errors import VtmlirError
 
         self._ctx = ir.Context()
         with self._ctx, ir.Location.unknown():

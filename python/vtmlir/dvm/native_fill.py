@@ -40,10 +40,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, cf, func, llvm, memref, scf
 
-from ..backend.cpu.executable import create_engine
-from ..backend.cpu.lower import lower_to_llvm
 from .coverage import COVERAGE, record_hit
-from ..errors import VtmlirError
 from .expr import BinOp, Compare, Const, Expr, F64Bits, Field, Name, Neg, TilingCall, TARGET, f64bits
 from .mlir_build import cidx, const, function, i, index, scalar
 from .mlir_build import memref as memref_type
@@ -542,6 +539,9 @@ class NativeFill:
     first read). `source` is the module as built (before lowering), for inspection."""
 
     def __init__(self, tset, opt_level: int = 2):
+        from ..backend.cpu.executable import create_engine
+        from ..backend.cpu.lower import lower_to_llvm
+        from ..errors import VtmlirError
 
         self.tset = tset
         self.n_params = len(tset.templates[-1].params) if tset.templates else 0

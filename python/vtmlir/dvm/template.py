@@ -29,9 +29,6 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 
 from __future__ import annotations
 
-import itertools
-import math
-import time
 from array import array
 from itertools import chain
 
@@ -40,7 +37,6 @@ import numpy as np
 from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
 from .codegen import lower
 from .coverage import COVERAGE, coverage, record_hit
-from ..errors import VtmlirError
 from .kernel import CompiledKernel, cached_dense_strides, dense_strides
 from .expr import Const, Expr, Name, evaluator
 from .graph import Graph
@@ -269,7 +265,8 @@ class TemplateSet:
         compile differs from the Python `fill` at any template's traced shape (checked here,
         dense and strided: this also runs each native path once, at graph compile time, rather
         than in the first new shape)."""
-        from .native_fill import NativeFill, Unsupported  # local: a package __init__ would close an import cycle
+        from ..errors import VtmlirError
+        from .native_fill import NativeFill, Unsupported
 
         if self.native is not None or not self.templates:
             return
@@ -283,6 +280,8 @@ class TemplateSet:
         self.register()
 
     def _check(self, native) -> None:
+        from ..errors import VtmlirError
+
         for t in self.templates:
             if t.point is None:
                 continue
@@ -478,6 +477,9 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     how many points of the space each covers (`fill` tries them in order) and, with `native`, every
     template set used is JIT-compiled (`TemplateSet.compile_native`, ≈1 s each). Returns
     ``{"points", "built", "templates", "native" (template sets now native), "seconds"}``."""
+    import itertools
+    import math
+    import time
 
 
     target = target or Target()
@@ -490,7 +492,7 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     t0, built = time.perf_counter(), 0
     points = itertools.product(*values)
     if progress:
-        from tqdm import tqdm  # local: tqdm is heavy and only this path needs it
+        from tqdm import tqdm
 
         points = tqdm(points, total=total, desc=f"dvm prebuild {graph.name}", unit="shape")
     with coverage() as hits:

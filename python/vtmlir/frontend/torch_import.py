@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import numbers
 import re
 import warnings
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from torch_mlir import ir
 
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
-from ..ir_utils import copy_module, walk_ops
+from ..ir_utils import copy_module
 from ..passes import run_pipeline
 from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
@@ -91,7 +90,7 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
     the frozen import (`_prepare_for_import`). The inputs may be any pytree of tensors and Python
     constants; a transformers model's cache classes are registered as pytrees first
     (`transformers_export`)."""
-    import torch  # local: torch is heavy and only this path needs it
+    import torch
     from torch_mlir import fx  # also registers the torch pipelines by name (docs/design.md §6)
 
     if not isinstance(module, torch.nn.Module):
@@ -110,7 +109,7 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
 def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tensors", func_name: str = "main",
                     context: ir.Context | None = None) -> ir.Module:
     """Import an `export_torch` result as an `ir.Module` at `output_type` level."""
-    from torch_mlir.extras.fx_importer import FxImporter  # local: torch_mlir.extras.fx_importer.FxImporter is heavy and only this path needs it
+    from torch_mlir.extras.fx_importer import FxImporter
 
     if output_type not in OUTPUT_TYPES:
         raise VtmlirError(f"error: unknown output_type '{output_type}'; expected one of {', '.join(OUTPUT_TYPES)}")
@@ -167,7 +166,7 @@ def _prepare_for_import(program) -> TorchCallSpec:
       import puts the tensor itself into the list, which torch-mlir's list import refuses
       ("Heterogeneous lists are not supported"); a `get_attr` in a list it imports as a literal.
     """
-    from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind  # local: torch is heavy and only this path needs it
+    from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
     sig = program.graph_signature
     state = program.state_dict
@@ -218,7 +217,7 @@ def _node_location(node) -> str:
 def _unimported_node(program, err: NotImplementedError) -> UnsupportedOpError:
     """torch-mlir's FX importer raises NotImplementedError for a node it cannot import (Python-number
     ops on data-dependent values: `sym_float`, `sym_ite`, ...): name the first such node."""
-    import torch  # local: torch is heavy and only this path needs it
+    import torch
 
     for node in program.graph.nodes:
         if node.op == "call_function" and not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
@@ -237,6 +236,8 @@ def _refuse_conditionless_while_loops(module) -> None:
     condition is the constant true, takes it for a TorchScript `for` loop, and lowers it to an
     `scf.for` over 2**63 - 1 iterations without the exit condition -- a loop that would not end.
     Refuse it, naming the loop, instead of compiling it."""
+    from ..ir_utils import walk_ops
+
     for loop in walk_ops(module, "scf.for"):
         bound = loop.operands[1].owner
         if not isinstance(bound, ir.Block) and bound.name == "arith.constant" \
@@ -252,7 +253,7 @@ def _refuse_byte_contractions(program) -> None:
     """torch-mlir's linalg conversion of matmuls and convolutions whose result is int8/uint8 builds a
     `linalg.yield` of a null value (its scalar conversion to byte types is unimplemented) and the
     process dies (SIGSEGV). Refuse them, naming the op and its source line, before torch-mlir runs."""
-    import torch  # local: torch is heavy and only this path needs it
+    import torch
 
     aten = torch.ops.aten
     contractions = {aten.mm.default, aten.bmm.default, aten.matmul.default, aten.addmm.default,
@@ -274,8 +275,8 @@ def _export(module, args, kwargs, dynamic_shapes):
     `float(t)`, `t.item()` feeding Python arithmetic become data-dependent symbols it cannot guard
     on -- strict (TorchDynamo) tracing, which captures them as tensor ops, as torch-mlir's own
     e2e configuration does."""
-    import torch  # local: torch is heavy and only this path needs it
-    from torch_mlir import fx  # local: torch_mlir.fx is heavy and only this path needs it
+    import torch
+    from torch_mlir import fx
 
     errors = []
     for strict in (False, True):
@@ -336,9 +337,9 @@ def _decomposition_table() -> dict:
     - `sort(stable=True)` (also argsort's) as a plain sort: torch-mlir does not know
       `aten.sort.stable`, and the sort vtmlir compiles is stable (`convert-tm-tensor-to-scf`), so the
       two are the same function here."""
-    import torch  # local: torch is heavy and only this path needs it
-    from torch._decomp import get_decompositions  # local: torch is heavy and only this path needs it
-    from torch_mlir import fx  # local: torch_mlir.fx is heavy and only this path needs it
+    import torch
+    from torch._decomp import get_decompositions
+    from torch_mlir import fx
 
     def stable_sort(x, *, stable=None, dim=-1, descending=False):
         return torch.ops.aten.sort.default(x, dim, descending)
@@ -352,8 +353,10 @@ def _decomposition_table() -> dict:
 def _check_input_leaves(args: tuple, kwargs: dict) -> None:
     """Refuse, naming it, an input `torch.export` cannot flatten (an object of an unregistered class)
     before the export fails on it with a message about pytrees."""
-    import torch  # local: torch is heavy and only this path needs it
-    from torch.utils import _pytree as pytree  # local: torch is heavy and only this path needs it
+    import numbers
+
+    import torch
+    from torch.utils import _pytree as pytree
 
     leaves, _ = pytree.tree_flatten_with_path((args, kwargs))
     for path, leaf in leaves:
@@ -390,10 +393,10 @@ def _record_calling_convention(fn, program) -> None:
     uint8 arguments and results (`vtmlir.element_type = ui8`) and which results are new values of
     user inputs or buffers the module writes in place (`vtmlir.input_mutations`). Python numbers
     torch.export made constants are no arguments (`_prepare_for_import` took them out)."""
-    import torch  # local: torch is heavy and only this path needs it
-    from torch.export.graph_signature import InputKind, OutputKind, TensorArgument  # local: torch is heavy and only this path needs it
+    import torch
+    from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
-    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts  # local: it imports torch, which this module does not need at import
+    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts
 
     sig = program.graph_signature
     block = fn.regions[0].blocks[0]
@@ -436,7 +439,7 @@ def _find_func(module, name):
 def _user_dim_names(program, dynamic_shapes) -> dict[str, str]:
     """torch.export renames every Dim to a fresh symbol (s77); map those back to the user's names
     where a placeholder size is exactly one symbol bound to a named Dim of the spec."""
-    import torch  # local: torch is heavy and only this path needs it
+    import torch
 
     names: dict[str, str] = {}
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
@@ -461,6 +464,8 @@ def _user_dim_names(program, dynamic_shapes) -> dict[str, str]:
 
 
 def _affine_symbol_names(expr_text: str, operands: list[str]) -> str:
+    import re
+
     return re.sub(r"\bs(\d+)\b", lambda m: operands[int(m.group(1))], expr_text)
 
 
@@ -553,8 +558,8 @@ def _quiet_torch_logs():
 
 
 def _as_torch(value):
-    import numpy as np  # local: numpy is heavy and only this path needs it
-    import torch  # local: torch is heavy and only this path needs it
+    import numpy as np
+    import torch
 
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)

@@ -31,7 +31,7 @@ def is_transformers_model(module) -> bool:
 def register_cache_pytrees(model) -> None:
     """Register transformers' cache classes (those `model` may take or return) as pytree nodes."""
     try:
-        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model  # local: optional, its ImportError is handled here
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
     except ImportError as err:
         raise VtmlirError(f"error: this transformers version cannot register its cache classes for "
                           f"torch.export ({err}); install the pinned one (pip install -e '.[test]')") from None

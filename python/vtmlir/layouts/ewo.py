@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 
 from ..dialects.memory_layout import Layout
 from .conventions import KernelSite, Target
-from ..errors import VtmlirError
 from .resolve import (
     Decision,
     Resolution,
@@ -129,8 +128,8 @@ def solve_bruteforce(problem: EwoProblem) -> EwoSolution:
 
 def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
     """Solve `problem` exactly with HiGHS (highspy)."""
-    import highspy  # local: highspy is heavy and only this path needs it
-    import numpy as np  # local: numpy is heavy and only this path needs it
+    import highspy
+    import numpy as np
 
     t0 = time.perf_counter()
     cols_cost: list[float] = []
@@ -213,6 +212,8 @@ def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            from ..errors import VtmlirError
+
             raise VtmlirError(f"error: layout ILP not solved to optimality: {status}")
         values = list(h.getSolution().col_value)
     else:

@@ -35,10 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 from torch_mlir import ir
 
-from ..backend.cuda.ptx import kernel_sources, translate_kernels
-from ..backend.cuda.ptxas import assemble
-from ..backend.cuda.runtime import check_cuda, cuda_available, cuda_driver, device_arch
-from ..context import make_context
 from ..errors import VtmlirError
 from .evaluate import affine_eval
 from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout, fma_kernel,
@@ -47,7 +43,6 @@ from .subbyte_pack import position_map
 from .quantize import QuantizedWeight
 from ..dialects.lowbit_storage import pack_bits
 from ..dialects.lowbit_types import LowBitType
-from ..passes import run_pipeline
 
 LOWERING = ("builtin.module(nvvm-attach-target{{chip={chip}}}, gpu.module(convert-scf-to-cf, "
             "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}}, canonicalize, reconcile-unrealized-casts))")
@@ -165,6 +160,8 @@ class QuantizedMatmulKernel:
 
     def nvvm(self, chip: str = "sm_80") -> str:
         """The kernel after the NVVM lowering (llvm + nvvm dialects only)."""
+        from ..context import make_context
+        from ..passes import run_pipeline
 
         with make_context():
             module = ir.Module.parse(self.mlir)
@@ -176,10 +173,14 @@ class QuantizedMatmulKernel:
         return ptx_batch([self], chip)[self.name]
 
     def assemble(self, arch: str = "sm_80") -> bytes:
+        from ..backend.cuda.ptxas import assemble
+
         return assemble(self.ptx(arch if arch != "sm_90a" else "sm_90"), arch, self.name)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """y = x @ W'^T on GPU 0 (x is cast to f16); `VtmlirError` without a device."""
+        from ..backend.cuda.runtime import check_cuda, cuda_driver, cuda_available, device_arch
+
         if not cuda_available():
             raise VtmlirError("error: no CUDA device available")
         m, n, _ = self.shape
@@ -216,6 +217,8 @@ class QuantizedMatmulKernel:
 def _printed(build) -> str:
     """The kernel module `build()` makes in a fresh context, verified and printed (the kernel's
     `mlir` artifact, which `nvvm` lowers)."""
+    from ..context import make_context
+
     with make_context(), ir.Location.unknown():
         module = build()
         module.operation.verify()
@@ -224,6 +227,8 @@ def _printed(build) -> str:
 
 def ptx_batch(kernels: list[QuantizedMatmulKernel], chip: str = "sm_80") -> dict[str, str]:
     """{kernel name: PTX} for several kernels with one LLVM translation subprocess."""
+    from ..backend.cuda.ptx import kernel_sources, translate_kernels
+    from ..context import make_context
 
     sources = []
     for kernel in kernels:

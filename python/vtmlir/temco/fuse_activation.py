@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from torch_mlir import ir
-from torch_mlir.dialects import func, linalg, transform
+from torch_mlir.dialects import transform
 from torch_mlir.dialects.transform import structured
 from torch_mlir.dialects.transform import tensor as transform_tensor
 
@@ -57,7 +57,6 @@ from ..passes.registry import Option, Pass, PassFailure, register_pass, report_o
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
-from ..ir_constants import constant_array, make_constant
 from .merge_lconvs import fill_conv_body, merge_lconvs as _merge_lconvs
 from .pad_in_place import pad_value
 from .push_through_concat import push_through_concat
@@ -446,6 +445,10 @@ def split_concat_fconvs(func) -> int:
     longer built and each part can be fused with the chain that produced it. Returns the count.
     An lconv over a concat (`temco-merge-lconvs`' merged lconv, Fig. 9a: its parts are reduced
     tensors) is left whole: splitting it would undo the merge."""
+    from torch_mlir.dialects import linalg
+
+    from ..ir_constants import constant_array, make_constant
+
     count = 0
     for fconv in [op for op in walk_ops(func, _CONV) if _is_pointwise_conv(op)]:
         concat = _producer(fconv.operands[0])
@@ -603,6 +606,8 @@ class _Isolated:
             lambda a, b: 0 if a == b else (-1 if a.is_before_in_block(b) else 1)))
 
     def __enter__(self):
+        from torch_mlir.dialects import func
+
         block = self.root.block
         after = False
         for op in block.operations:  # the first op after the root: the loop goes before it

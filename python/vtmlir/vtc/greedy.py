@@ -44,7 +44,6 @@ from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piec
 from . import catalogue as cat
 from .contiguity import CPU_CACHE_LINE, Profitability, TransferUnit, classify
 from .build_vtog import VTOG, Edge, element_bytes
-from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
 
 #: Brute-force MAXEDGES up to this many candidate edges per node (2^k subsets); beyond, greedy.
 MAX_EXACT_EDGES = 10
@@ -133,6 +132,8 @@ class AnalyticCostModel(CostModel):
 
 
 def op_moves_bytes(op) -> bool:
+    from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
+
     kind = stats_classify(op)
     return kind is not None and kind[0] == DATA_MOVEMENT
 

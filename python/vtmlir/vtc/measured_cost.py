@@ -80,7 +80,7 @@ class KernelTimer:
             raise VtmlirError(f"error: measured cost model: unknown target '{target}' "
                               f"(expected one of {', '.join(TARGET_UNITS)})")
         if target == "cuda":
-            from ..backend.cuda.runtime import cuda_available  # local: it imports torch, which this module does not need at import
+            from ..backend.cuda.runtime import cuda_available
 
             if not cuda_available():
                 raise VtmlirError("error: measured cost model: target 'cuda' times kernels on an NVIDIA "
@@ -97,11 +97,11 @@ class KernelTimer:
         if text in self.cache:
             self.cached += 1
             return self.cache[text]
-        import vtmlir  # local: upward edge (see test_layering.KNOWN_UPWARD)
+        import vtmlir
 
         kwargs = {"opt_level": self.opt_level} if self.target == "cpu" else {}
         if self.target == "cuda":
-            from ..backend.cuda.runtime import device_arch  # local: it imports torch, which this module does not need at import
+            from ..backend.cuda.runtime import device_arch
 
             kwargs["chip"] = device_arch()
         exe = vtmlir.compile(text, target=self.target, **kwargs)
@@ -140,9 +140,9 @@ class KernelTimer:
 
 def _fast_call(exe):
     """A CPU kernel call with its memref descriptors built once (the engine only, no conversions)."""
-    import numpy as np  # local: numpy is heavy and only this path needs it
+    import numpy as np
 
-    from ..backend.cpu.executable import memref_pointer  # local: it imports torch, which this module does not need at import
+    from ..backend.cpu.executable import memref_pointer
 
     arrays = [_random_input(spec).numpy() for spec in exe.signature.inputs]
     arrays += [np.zeros(spec.shape, spec.numpy_dtype) for spec in exe.signature.results]
@@ -161,8 +161,8 @@ def _plain_call(exe):
 
 
 def _random_input(spec):
-    import numpy as np  # local: numpy is heavy and only this path needs it
-    import torch  # local: torch is heavy and only this path needs it
+    import numpy as np
+    import torch
 
     dtype = spec.numpy_dtype
     shape = tuple(spec.shape)
@@ -276,8 +276,8 @@ class MeasuredCostModel(CostModel):
         self._graph = state.graph
         if self.progress is False:
             return
-        from rich.console import Console  # local: rich is heavy and only this path needs it
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # local: rich is heavy and only this path needs it
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console(stderr=True)
         if self.progress is None and not console.is_terminal:

@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
-from ..backend.bufferize import bufferize
 from ..errors import VtmlirError
 from ..ir_utils import copy_module, symbol_name, walk_ops
 from ..passes import run_pipeline
@@ -94,7 +93,8 @@ def backend_peak(module: ir.Module, function: str) -> int:
     allocations at first use, replayed in program order (see the module docstring)."""
     # The backend (bufferization, the allocation replay) only when a check runs: importing the CPU
     # backend loads the JIT's runtime libraries, which `import vtmlir` should not pay for.
-    from ..backend.cpu.peak_memory import kernel_allocation_timeline  # local: it imports torch, which this module does not need at import
+    from ..backend.bufferize import bufferize
+    from ..backend.cpu.peak_memory import kernel_allocation_timeline
 
     lower_views(module)
     bufferize(module)

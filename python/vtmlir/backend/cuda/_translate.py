@@ -18,15 +18,14 @@ import re
 import struct
 import sys
 
-from torch_mlir import ir
-from torch_mlir.dialects import llvm as llvm_dialect
-
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 ALLOWED_DIALECTS = ("llvm", "nvvm")
 
 
 def offending_op(root) -> str | None:
     """The first op under `root` (excluded) that is not llvm/nvvm, with its location; or None."""
+    from torch_mlir import ir
+
     found: list[str] = []
     root_op = root.operation
 
@@ -43,6 +42,8 @@ def offending_op(root) -> str | None:
 
 def to_llvm_ir(mlir_text: str) -> str:
     """Parse an llvm/nvvm-only module and translate it to LLVM IR text (raises ValueError on bad input)."""
+    from torch_mlir import ir
+    from torch_mlir.dialects import llvm as llvm_dialect
 
     with ir.Context() as ctx:
         ctx.allow_unregistered_dialects = False
@@ -61,7 +62,7 @@ _LIBDEVICE_CACHE: dict = {}
 
 def _libdevice(path: str):
     """libdevice parsed once per process (it is ~500 KB of bitcode); linked in with preserve=True."""
-    import llvmlite.binding as llvm  # local: llvmlite is heavy and only this path needs it
+    import llvmlite.binding as llvm
 
     if path not in _LIBDEVICE_CACHE:
         with open(path, "rb") as f:
@@ -72,7 +73,7 @@ def _libdevice(path: str):
 
 
 def target_machine(chip: str, features: str):
-    import llvmlite.binding as llvm  # local: llvmlite is heavy and only this path needs it
+    import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -90,7 +91,7 @@ _LAST_FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b(?!.*\b(?:half|bfl
 
 def _sixteen_bit_literal(kind: str, value: float) -> str:
     """`0xH`/`0xR` + the bits of `value` rounded to half / bfloat (round to nearest even)."""
-    import numpy as np  # local: numpy is heavy and only this path needs it
+    import numpy as np
 
     if kind == "half":
         return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
@@ -175,7 +176,7 @@ def check_libdevice_signatures(module, lib) -> None:
 
 def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
     """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
-    import llvmlite.binding as llvm  # local: llvmlite is heavy and only this path needs it
+    import llvmlite.binding as llvm
 
     machine = target_machine(chip, features)
 

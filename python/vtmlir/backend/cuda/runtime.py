@@ -24,7 +24,7 @@ def scalar_parameter(ptype: str, value):
     """A kernel's scalar parameter as the ctypes value cuLaunchKernel reads: integers and f32/f64 as
     themselves, f16 and bf16 as their 16 bits (ctypes has no half types)."""
     if ptype in ("f16", "bf16"):
-        import ml_dtypes  # local: ml_dtypes is heavy and only this path needs it
+        import ml_dtypes
 
         dtype = np.float16 if ptype == "f16" else ml_dtypes.bfloat16
         return ctypes.c_uint16(int(np.array(value, dtype=dtype).view(np.uint16)))
@@ -35,7 +35,7 @@ def scalar_parameter(ptype: str, value):
 
 
 def cuda_driver():
-    from cuda.bindings import driver  # local: optional dependency cuda, imported only on this path
+    from cuda.bindings import driver
 
     return driver
 

@@ -16,7 +16,6 @@ from torch_mlir import ir
 
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import KERNEL_ATTR
-from ...passes import run_pipeline
 
 
 def _top_level(module_op, name: str) -> list:
@@ -29,6 +28,8 @@ def _top_level(module_op, name: str) -> list:
 
 def outline_kernels(module_op) -> int:
     """Outline every top-level `gpu.launch` (all made by GPU schedules at this point); returns how many."""
+    from ...passes import run_pipeline
+
     launches = _top_level(module_op, "gpu.launch")
     if not launches:
         return 0
