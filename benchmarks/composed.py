@@ -48,7 +48,7 @@ def workload(name: str, batch: int):
         from vtmlir.passes import run_pipeline
 
         graph = vtmlir.import_torch(model, *inputs)
-        run_pipeline(graph, "temco-decompose{output=none}, temco-fold-weight-ops")
+        run_pipeline(graph, "temco-decompose, temco-fold-weight-ops")
         return model, str(graph), inputs
     return model, model, inputs
 

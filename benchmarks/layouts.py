@@ -56,8 +56,7 @@ def _run(module, *names_and_options):
     report = None
     for name, options in names_and_options:
         p = get_pass(name)(**options)
-        p.run(module.operation)
-        report = p.last_report
+        report = p.run(module.operation)
     return report.totals()
 
 

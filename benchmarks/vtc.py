@@ -54,7 +54,7 @@ from vtmlir.passes.pipeline import run_pipeline
 from vtmlir.passes.vt_stats import DATA_MOVEMENT, classify, collect_stats
 
 SUITE = "vtc"
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 # VTC Table 2 (A100, peak GPU memory): savings per model and batch size.
 PAPER_SAVING = {
     "vtc_llama3_decode": {1: 0.127, 16: 0.600},
@@ -295,7 +295,7 @@ def main(argv=None) -> None:
                     help="the pass's w(e): analytic (default) or measured (kernels timed; slow)")
     args = ap.parse_args(argv)
     global PASS
-    PASS = f"vt-eliminate-data-movement{{quiet=true cost-model={args.cost_model}}}"
+    PASS = f"vt-eliminate-data-movement{{cost-model={args.cost_model}}}"
     torch.set_num_threads(1)
     for name in (m for m in args.models.split(",") if m):
         for batch in (int(b) for b in args.batches.split(",") if b):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import transform
+from torch_mlir.dialects.transform import interpreter
 
 
 def walk_ops(root, name: str | None = None) -> list:
@@ -122,3 +124,19 @@ def all_parallel(op) -> bool:
     """Whether every loop of the `linalg.generic` `op` is parallel."""
     return "reduction" not in iterator_kinds(op)
 
+
+def apply_transform_script(payload, build) -> None:
+    """Apply a transform-dialect script to `payload` (an op) with the transform interpreter. The
+    script is `@__transform_main(%root: !transform.any_op {transform.readonly})`, built through the
+    transform dialect's op builders: `build(root)` adds the body's ops (the yield is added here).
+    A script that fails raises the interpreter's `ValueError` (its diagnostics already emitted)."""
+    with payload.context, ir.Location.unknown():
+        script = ir.Module.create()
+        script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(script.body):
+            main = transform.NamedSequenceOp("__transform_main", [transform.AnyOpType.get()], [],
+                                             arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
+        with ir.InsertionPoint(main.body):
+            build(main.bodyTarget)
+            transform.YieldOp([])
+    interpreter.apply_named_sequence(payload, main.operation, script.operation)

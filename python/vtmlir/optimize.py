@@ -42,17 +42,17 @@ LOWBIT_PIPELINES = {
 LAYOUT_TARGETS = {"cpu": "cpu"}
 
 # Each step: which system, the passes it runs (vtmlir pass name -> options), the lowest opt level it
-# runs at, and the report option each pass writes its text report to.
-_REPORT_OPTION = {
-    "vt-eliminate-data-movement": "output",
-    "layout-select-ilp": "report",
-    "layout-materialize": "report",
-    "temco-remat-skip": "output",
-    "temco-fuse-activation": "output",
-    "temco-pad-in-place": "output",
-    "subbyte-pack": "report",
-    "subbyte-lower": "report",
-}
+# runs at, and the passes whose text report (their `report` option) the step report shows.
+_REPORTING_PASSES = frozenset({
+    "vt-eliminate-data-movement",
+    "layout-select-ilp",
+    "layout-materialize",
+    "temco-remat-skip",
+    "temco-fuse-activation",
+    "temco-pad-in-place",
+    "subbyte-pack",
+    "subbyte-lower",
+})
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         skipped["vtc"] = "TeMCO applies (temco-pad-in-place builds the pads in place)"
     elif moved or steps:
         why = f"{moved} data-movement op(s)" + (" and the layout conversions" if steps else "")
-        steps.append(Step("vtc", "vt-eliminate-data-movement{quiet=true target=cpu}", why, then="vt-lower-views"))
+        steps.append(Step("vtc", "vt-eliminate-data-movement{target=cpu}", why, then="vt-lower-views"))
     else:
         skipped["vtc"] = "no data-movement op"
 
@@ -257,15 +257,12 @@ def _run_step(module, step: Step) -> StepResult:
     with tempfile.TemporaryDirectory(prefix="vtmlir-report-") as tmp:
         paths = {}
         for inst in pipeline.vtmlir_passes:
-            option = _REPORT_OPTION.get(inst.name)
-            if option is not None:
+            if inst.name in _REPORTING_PASSES:
                 paths[inst.name] = os.path.join(tmp, f"{inst.name}.txt")
-                setattr(inst, option, paths[inst.name])
-                if inst.name == "vt-eliminate-data-movement":
-                    inst.quiet = False
+                inst.report = paths[inst.name]
         what = f"running the default pipeline's {step.system} step"
         start = time.perf_counter()
-        run_pipeline(module, pipeline, what=what)
+        results = run_pipeline(module, pipeline, what=what)
         seconds = time.perf_counter() - start
         reports = {}
         for name, path in paths.items():
@@ -277,7 +274,7 @@ def _run_step(module, step: Step) -> StepResult:
         start = time.perf_counter()
         run_pipeline(module, step.then, what=what)
         seconds += time.perf_counter() - start
-    extra = _pass_measures(pipeline)
+    extra = _pass_measures(results)
     measures = {k: (before[k], after[k]) for k in before}
     measures.update(extra)
     return StepResult(step, seconds, reports, measures)
@@ -298,12 +295,12 @@ def _measures(module, system: str) -> dict:
     return {}
 
 
-def _pass_measures(pipeline) -> dict:
-    """Before/after figures a pass keeps on itself (`last_report`)."""
+def _pass_measures(results) -> dict:
+    """Before/after figures from the reports the step's passes returned (`PipelineResults`)."""
     out = {}
-    for inst in pipeline.vtmlir_passes:
-        rep = getattr(inst, "last_report", None)
-        if inst.name == "layout-select-ilp" and rep is not None:
+    for result in results:
+        rep = result.report
+        if result.name == "layout-select-ilp" and rep is not None:
             naive = sum(f.naive_conversions for f in rep.functions)
             after = sum(f.conversions for f in rep.functions)
             out["layout conversions (naive -> ILP)"] = (naive, after)

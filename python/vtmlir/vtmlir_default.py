@@ -10,7 +10,7 @@ hands it to the backend.
 from __future__ import annotations
 
 from .optimize import LOWBIT_PIPELINES, OPT_LEVELS, optimize
-from .passes.registry import Option, Pass, register_pass
+from .passes.registry import Option, Pass, register_pass, report_option
 
 
 @register_pass
@@ -27,10 +27,10 @@ class VtmlirDefault(Pass):
         Option("opt-level", int, 2, "0: nothing; 1: bitwise-identical steps never slower; 2: all that win"),
         Option("memory-budget", int, 0, "bytes; > 0 runs TeMCO's rematerialisation and fusion whatever the graph"),
         Option("lowbit", str, "vector", "Tilus lowering of quantised weights: vector, portable or none"),
-        Option("report", str, "none", "where to write the report: '-' stderr, a file, or 'none'"),
+        report_option("the step-by-step report"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.opt_level not in OPT_LEVELS:
             self.emit_error(module, f"{self.name}: opt-level must be one of {OPT_LEVELS}, got {self.opt_level}")
             return
@@ -43,5 +43,5 @@ class VtmlirDefault(Pass):
         report = optimize(module, target=self.target, opt_level=self.opt_level,
                           memory_budget=self.memory_budget or None,
                           lowbit=None if self.lowbit == "none" else self.lowbit)
-        self.last_report = report
-        self.write_report(module, self.report, report.to_text() + "\n")
+        self.write_report(module, report.to_text() + "\n")
+        return report

@@ -3,7 +3,7 @@
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-select-ilp{target=cpu-nhwc}, layout-materialize{views=always})' | filecheck %s --check-prefix=ALWAYS
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-select-ilp{target=cpu}, layout-materialize)' | filecheck %s --check-prefix=BLOCKED
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-select-ilp{target=cpu}, layout-materialize{views=always})' | filecheck %s --check-prefix=BLOCKED-ALWAYS
-// RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-select-ilp{target=cpu-nhwc}, layout-materialize{report=-})' 2>&1 >/dev/null | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-select-ilp{target=cpu-nhwc}, layout-materialize{report=-})' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 // RUN: not vt-opt %s --split-input-file --pass-pipeline='builtin.module(layout-materialize{views=sometimes})' 2>&1 | filecheck %s --check-prefix=BADOPT
 // BADOPT: views must be one of auto, never, always, got 'sometimes'
 

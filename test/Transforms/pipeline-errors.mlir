@@ -10,7 +10,7 @@
 // NESTED-NEXT: builtin.module(func.func(vt-stats))
 // NESTED-NEXT: {{^}}                         ^
 // UNKNOWN: <pass-pipeline>:1:26: error: 'no-such-pass' does not refer to a registered pass or pass pipeline
-// OPTION: vt-opt: error: --vt-stats=bogus=1: no such option 'bogus' for pass 'vt-stats' (valid options: json, output, annotate)
+// OPTION: vt-opt: error: --vt-stats=bogus=1: no such option 'bogus' for pass 'vt-stats' (valid options: json, report, annotate)
 // VALUE: vt-opt: error: --vt-stats=json=maybe: invalid value 'maybe' for option 'json' of pass 'vt-stats': expected a boolean
 // FLAG: vt-opt: error: unknown command line option or pass '--no-such-pass'
 // UPSTREAM: vt-opt: error: --canonicalize=max-iterations=many: invalid options 'max-iterations=many' for pass 'canonicalize'

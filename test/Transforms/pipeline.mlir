@@ -1,5 +1,5 @@
 // vtmlir passes mix with upstream passes in one pipeline, given as --pass-pipeline or as flags.
-// RUN: vt-opt %s --pass-pipeline='builtin.module(vt-stats, func.func(canonicalize), cse, vt-stats)' -o /dev/null 2>&1 | filecheck %s --check-prefix=STATS
+// RUN: vt-opt %s --pass-pipeline='builtin.module(vt-stats{report=-}, func.func(canonicalize), cse, vt-stats{report=-})' -o /dev/null 2>&1 | filecheck %s --check-prefix=STATS
 // RUN: vt-opt %s --vt-stats -canonicalize --cse --vt-stats='annotate=true' 2>/dev/null | filecheck %s
 // RUN: vt-opt %s --pass-pipeline='vt-stats,canonicalize' --mlir-print-ir-after-all -o /dev/null 2>&1 | filecheck %s --check-prefix=DUMP
 // RUN: vt-opt %s --vt-stats --convert-linalg-to-loops --dump-pass-pipeline -o /dev/null 2>&1 | filecheck %s --check-prefix=NEST

@@ -1,7 +1,9 @@
-// RUN: vt-opt %s --temco-analyze-peak-memory -o /dev/null 2>&1 | filecheck %s
-// RUN: vt-opt %s --temco-analyze-peak-memory='output=none' | filecheck %s --check-prefix=IR
-// RUN: vt-opt %s --temco-analyze-peak-memory='json=true timeline=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
-// RUN: vt-opt %s --temco-analyze-peak-memory='output=none plot=%t.png' -o /dev/null && %python -c "import sys; d = open(sys.argv[1], 'rb').read(); assert d[:8] == b'\x89PNG\r\n\x1a\n', d[:8]" %t.png
+// RUN: vt-opt %s --temco-analyze-peak-memory='report=-' -o /dev/null 2>&1 | filecheck %s
+// RUN: vt-opt %s --temco-analyze-peak-memory | filecheck %s --check-prefix=IR
+// RUN: vt-opt %s --temco-analyze-peak-memory='report=- json=true timeline=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
+// RUN: vt-opt %s --temco-analyze-peak-memory='plot=%t.png' -o /dev/null && %python -c "import sys; d = open(sys.argv[1], 'rb').read(); assert d[:8] == b'\x89PNG\r\n\x1a\n', d[:8]" %t.png
+// RUN: not vt-opt %s --temco-analyze-peak-memory='plot=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PLOT-STDOUT
+// PLOT-STDOUT: error: temco-analyze-peak-memory: plot=- is not supported: plot writes a binary file, give it a path
 
 // TeMCO §2.2: internal tensors are allocated by the op producing them and freed after their last use;
 // weights are counted apart. A residual 1x1 conv chain, by hand (f32, bytes):

@@ -1,6 +1,6 @@
-// RUN: vt-opt %s --temco-decompose='rank-ratio=0.5 output=none' | filecheck %s
-// RUN: vt-opt %s --temco-decompose='rank-ratio=0.5 skip-pointwise=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
-// RUN: vt-opt %s --temco-decompose='rank-ratio=0.5 json=true' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
+// RUN: vt-opt %s --temco-decompose='rank-ratio=0.5' | filecheck %s
+// RUN: vt-opt %s --temco-decompose='report=- rank-ratio=0.5 skip-pointwise=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-decompose='report=- rank-ratio=0.5 json=true' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
 // RUN: not vt-opt %s --temco-decompose='rank-ratio=0' 2>&1 | filecheck %s --check-prefix=BADRATIO
 
 // Tucker-2 (TeMCO §2.1): a padded, strided 3x3 conv with a bias becomes fconv (1x1, on the unpadded

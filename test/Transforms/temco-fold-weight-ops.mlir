@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-fold-weight-ops | filecheck %s
-// RUN: vt-opt %s --temco-fold-weight-ops='output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-fold-weight-ops='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 
 // Eval-mode BatchNorm as the importer writes it: 1/sqrt(var + eps) computed at run time from the
 // weight vector, with a zero-size assert. The three generics fold into one constant (what float32

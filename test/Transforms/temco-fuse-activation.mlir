@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-fuse-activation='tile-width=4' | filecheck %s
-// RUN: vt-opt %s --temco-fuse-activation='tile-width=4 output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-fuse-activation='tile-width=4 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 // RUN: vt-opt %s --temco-fuse-activation='fuse-pooling=false split-concat=false' | filecheck %s --check-prefix=NOPOOL
 // RUN: not vt-opt %s --temco-fuse-activation='tile-width=4' --gpu-sequentialize-forall -o /dev/null 2>&1 | filecheck %s --check-prefix=GPU
 // RUN: not vt-opt %s --temco-fuse-activation='tile-width=-1' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD

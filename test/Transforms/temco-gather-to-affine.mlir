@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-gather-to-affine | filecheck %s
-// RUN: vt-opt %s --temco-gather-to-affine='output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-gather-to-affine='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 
 // torch-mlir's upsample_nearest2d (scale 2): a generic without inputs that computes the source row
 // and column as clamp(floor(float(i) / 2.0)) and reads the captured tensor with tensor.extract.

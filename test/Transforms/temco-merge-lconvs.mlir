@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-merge-lconvs | filecheck %s
-// RUN: vt-opt %s --temco-merge-lconvs='output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-merge-lconvs='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 #id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #ch = affine_map<(d0, d1, d2, d3) -> (d1, 0, 0)>
 

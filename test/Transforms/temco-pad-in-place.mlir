@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-pad-in-place | filecheck %s
-// RUN: vt-opt %s --temco-pad-in-place='output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-pad-in-place='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 
 // A conv's output padded for the next conv: the pad becomes a filled padded tensor with the source
 // inserted at the low offsets (eliminate-empty-tensors then computes the conv in that interior).

@@ -1,5 +1,5 @@
 // RUN: vt-opt %s --temco-push-through-concat | filecheck %s
-// RUN: vt-opt %s --temco-push-through-concat='output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-push-through-concat='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 // RUN: vt-opt %s --temco-push-through-concat --temco-fuse-activation='tile-width=4 split-concat=true' | filecheck %s --check-prefix=SPLIT
 
 // TeMCO §3.3: a DenseNet-BC layer is conv1x1(relu(bn(concat(x, f)))). The BatchNorm's per-channel

@@ -1,7 +1,7 @@
 // RUN: vt-opt %s --temco-remat-skip='distance-threshold=2' | filecheck %s
-// RUN: vt-opt %s --temco-remat-skip='distance-threshold=2 output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-remat-skip='distance-threshold=2 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
 // RUN: vt-opt %s --temco-remat-skip='distance-threshold=2 flops-threshold=1' | filecheck %s --check-prefix=FLOPS
-// RUN: vt-opt %s --temco-remat-skip='distance-threshold=2 peak-ratio=0.5 output=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK
+// RUN: vt-opt %s --temco-remat-skip='distance-threshold=2 peak-ratio=0.5 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK
 
 // TeMCO Fig. 7 / Algs. 1-2: b = relu(lconv(a2)) is a skip connection (used by the next layer and by
 // the add three layers later). FindReduced(b) = [lconv, relu] (IsLConv: 1x1, stride 1, 2 -> 8

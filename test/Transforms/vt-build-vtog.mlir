@@ -1,8 +1,8 @@
-// RUN: vt-opt %s --vt-build-vtog -o /dev/null 2>&1 | filecheck %s
-// RUN: vt-opt %s --vt-build-vtog='output=%t.txt dot=%t.dot' | filecheck %s --check-prefix=IR
+// RUN: vt-opt %s --vt-build-vtog='report=-' -o /dev/null 2>&1 | filecheck %s
+// RUN: vt-opt %s --vt-build-vtog='report=%t.txt dot=%t.dot' | filecheck %s --check-prefix=IR
 // RUN: filecheck %s --input-file=%t.txt
 // RUN: filecheck %s --input-file=%t.dot --check-prefix=DOT
-// RUN: vt-opt %s --vt-build-vtog='target=cpu' -o /dev/null 2>&1 | filecheck %s --check-prefix=CPU
+// RUN: vt-opt %s --vt-build-vtog='report=- target=cpu' -o /dev/null 2>&1 | filecheck %s --check-prefix=CPU
 // RUN: not vt-opt %s --vt-build-vtog='target=tpu' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD
 
 // The analysis leaves the IR alone.

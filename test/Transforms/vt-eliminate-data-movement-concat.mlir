@@ -1,6 +1,6 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement 2>&1 >/dev/null | filecheck %s --check-prefix=DECISION
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' | filecheck %s
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' --vt-lower-views | filecheck %s --check-prefix=LOWER
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=DECISION
+// RUN: vt-opt %s --vt-eliminate-data-movement | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement --vt-lower-views | filecheck %s --check-prefix=LOWER
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #red_in = affine_map<(d0, d1, d2) -> (d0, d2)>

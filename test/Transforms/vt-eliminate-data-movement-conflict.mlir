@@ -1,6 +1,6 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement='rewrite=false' 2>&1 | filecheck %s
-// RUN: vt-opt %s --vt-eliminate-data-movement='rewrite=false quiet' | filecheck %s --check-prefix=IR
-// RUN: vt-opt %s --vt-eliminate-data-movement 2>&1 | filecheck %s --check-prefix=REWRITE
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=- rewrite=false' 2>&1 | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement='rewrite=false' | filecheck %s --check-prefix=IR
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' 2>&1 | filecheck %s --check-prefix=REWRITE
 
 // VTC Fig. 7: c = Concat(a, b), d = Transpose(c). In S(c), the concat edges e0 (c -> a) and e1
 // (c -> b) cover disjoint halves of c and are compatible; e2 (c -> d: the transpose's input is

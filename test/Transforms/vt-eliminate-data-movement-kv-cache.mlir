@@ -1,6 +1,6 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement 2>&1 >/dev/null | filecheck %s --check-prefix=DECISION
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' | filecheck %s
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' --vt-lower-views | filecheck %s --check-prefix=LOWER
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=DECISION
+// RUN: vt-opt %s --vt-eliminate-data-movement | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement --vt-lower-views | filecheck %s --check-prefix=LOWER
 
 // The KV-cache update of a decode layer (VTC Fig. 2 frame 2, Fig. 3): a fused QKV projection, split
 // into Q, K and V; K and V reshaped to heads and transposed; K through a compute op (RoPE in a real

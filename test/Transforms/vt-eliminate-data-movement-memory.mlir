@@ -1,6 +1,6 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement 2>&1 >/dev/null | filecheck %s --check-prefix=DECISION
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' | filecheck %s
-// RUN: vt-opt %s --vt-eliminate-data-movement='memory-aware=false' 2>&1 >/dev/null | filecheck %s --check-prefix=OFF
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=DECISION
+// RUN: vt-opt %s --vt-eliminate-data-movement | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=- memory-aware=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=OFF
 
 // Memory-aware Alg. 2 (vtc/memory_check.py): the greedy's views may not raise the peak memory the
 // backend allocates. A view reads its physical source, so the source stays allocated until the

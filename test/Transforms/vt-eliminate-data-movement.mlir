@@ -1,8 +1,8 @@
-// RUN: vt-opt %s --vt-eliminate-data-movement -o %t.mlir 2>&1 | filecheck %s --check-prefix=DECISION
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=-' -o %t.mlir 2>&1 | filecheck %s --check-prefix=DECISION
 // RUN: filecheck %s --input-file=%t.mlir
-// RUN: vt-opt %s --vt-eliminate-data-movement='output=%t.txt' | filecheck %s
+// RUN: vt-opt %s --vt-eliminate-data-movement='report=%t.txt' | filecheck %s
 // RUN: filecheck %s --input-file=%t.txt --check-prefix=DECISION
-// RUN: vt-opt %s --vt-eliminate-data-movement='quiet' --vt-stats 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
+// RUN: vt-opt %s --vt-eliminate-data-movement --vt-stats='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=STATS
 // RUN: not vt-opt %s --vt-eliminate-data-movement='cost-model=guess' 2>&1 | filecheck %s --check-prefix=BAD
 
 // The composed mappings, as the printer aliases them.
@@ -166,7 +166,7 @@ func.func @concat_then_slice(%x: tensor<2x8xf32>, %y: tensor<4x8xf32>) -> tensor
 }
 
 // Concat read by a compute op: a two-piece view (vt-lower-views splits the reader's loop range at
-// the piece boundary, test/Transforms/vt-lower-views-split.mlir), both pieces Type I.
+// the piece boundary, test/Transforms/vt-lower-views.mlir, SPLIT), both pieces Type I.
 // DECISION-LABEL: points-to @concat_split: 1 virtual tensors, 2 edges
 // DECISION-NEXT:  choose e0: %concat -> %{{.*}} concat output-of-input
 // DECISION-NEXT:  choose e1: %concat -> %arg1 concat output-of-input

@@ -1,7 +1,9 @@
-// RUN: vt-opt %s --vt-stats -o /dev/null 2>&1 | filecheck %s
+// RUN: vt-opt %s --vt-stats='report=-' -o /dev/null 2>&1 | filecheck %s
 // RUN: vt-opt %s --vt-stats='annotate=true' 2>/dev/null | filecheck %s --check-prefix=IR
-// RUN: vt-opt %s --vt-stats='json=true' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
-// RUN: vt-opt %s --vt-stats='output=%t' -o /dev/null && filecheck %s --input-file=%t
+// RUN: vt-opt %s --vt-stats='report=- json=true' -o /dev/null 2>&1 | filecheck %s --check-prefix=JSON
+// RUN: vt-opt %s --vt-stats='report=%t' -o /dev/null && filecheck %s --input-file=%t
+// report=- is stdout (the IR goes to -o).
+// RUN: vt-opt %s --vt-stats='report=-' -o /dev/null 2>/dev/null | filecheck %s
 
 // A QKV-projection-like graph: compute, slices into Q/K and the KV-cache update.
 #id = affine_map<(d0, d1) -> (d0, d1)>

@@ -1,7 +1,7 @@
 // RUN: vt-opt %s --pass-pipeline='builtin.module(vtmlir-default{target=cpu opt-level=2 report=%t.txt})' | filecheck %s
 // RUN: filecheck %s --input-file=%t.txt --check-prefix=REPORT
-// RUN: vt-opt %s --vtmlir-default='opt-level=0 report=-' 2>&1 >/dev/null | filecheck %s --check-prefix=LEVEL0
-// RUN: vt-opt %s --vtmlir-default='target=cuda report=-' 2>&1 >/dev/null | filecheck %s --check-prefix=CUDA
+// RUN: vt-opt %s --vtmlir-default='opt-level=0 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=LEVEL0
+// RUN: vt-opt %s --vtmlir-default='target=cuda report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=CUDA
 // RUN: not vt-opt %s --vtmlir-default='opt-level=3' 2>&1 | filecheck %s --check-prefix=BAD
 
 // A transpose feeding an elementwise op: VTC makes it a view, vt-lower-views folds the view into the
@@ -13,7 +13,7 @@
 // CHECK:         return
 
 // REPORT:      opt level 2 (cpu): 1 step(s)
-// REPORT-NEXT: vtc: vt-eliminate-data-movement{quiet=true target=cpu}, then vt-lower-views
+// REPORT-NEXT: vtc: vt-eliminate-data-movement{target=cpu}, then vt-lower-views
 // REPORT-NEXT:   why: 1 data-movement op(s)
 // REPORT-NEXT:   data-movement ops: 1 -> 0
 // REPORT-NEXT:   data-movement bytes: 128 -> 0

@@ -17,7 +17,7 @@ from vtmlir.ir_utils import walk_ops
 from vtmlir.models import get
 from vtmlir.models.vtc_workloads import SMALL_SIZES
 
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 
 
 @pytest.fixture(scope="module")

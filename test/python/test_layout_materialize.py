@@ -30,9 +30,9 @@ def _materialized(text: str, target: str, report: list | None = None):
     module = as_module(text)
     run_pipeline(module, f"builtin.module(layout-select-ilp{{target={target}}})")
     p = get_pass("layout-materialize")()
-    p.run(module.operation)
+    result = p.run(module.operation)
     if report is not None:
-        report.append(p.last_report.totals())
+        report.append(result.totals())
     return module
 
 

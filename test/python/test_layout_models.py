@@ -53,11 +53,11 @@ def test_vgg19_imports_and_ewo_cannot_help_it(vgg19):
     module = as_module(vgg19[1])
     with module.context:
         naive = get_pass("layout-resolve")(target="paper-mkl")
-        naive.run(module.operation)
+        naive_report = naive.run(module.operation)
         ewo = get_pass("layout-select-ilp")(target="paper-mkl")
-        ewo.run(module.operation)
+        ewo_report = ewo.run(module.operation)
         assert module.operation.verify()
-    n, e = naive.last_report.totals(), ewo.last_report.totals()
+    n, e = naive_report.totals(), ewo_report.totals()
     assert n["conversions"] == e["conversions"] == 3
     assert e["bytes"] <= n["bytes"]
 

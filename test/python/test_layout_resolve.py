@@ -48,7 +48,7 @@ def test_resolve_imported_block(imported, name):
     module = as_module(imported[name])
     with module.context:
         p = get_pass("layout-resolve")()
-        p.run(module.operation)
+        result = p.run(module.operation)
         assert module.operation.verify()
         convs = _ops(module, "linalg.conv_2d_nchw_fchw")
         assert convs
@@ -58,7 +58,7 @@ def test_resolve_imported_block(imported, name):
             assert len(required) == len(conv.operands)
             # Every zoo conv has channels divisible by 16 or 8: a blocked variant was chosen.
             assert produced[0].blocks and produced[0].blocks[0][0] == 1
-        report = p.last_report.functions[0]
+        report = result.functions[0]
         converts = _ops(module, "layout.convert")
         assert len(converts) == report.conversions == report.naive_conversions > 0
         # The function's inputs arrive and its results leave row-major.
@@ -72,9 +72,8 @@ def test_select_ilp_never_worse_than_resolution(imported, name, target):
     module = as_module(imported[name])
     with module.context:
         p = get_pass("layout-select-ilp")(target=target)
-        p.run(module.operation)
+        r = p.run(module.operation).functions[0]
         assert module.operation.verify()
-        r = p.last_report.functions[0]
         assert r.bytes <= r.naive_bytes and r.conversions <= r.naive_conversions
         assert r.ilp_status == "Optimal" and r.ilp_variables > 0 and r.ilp_constraints > 0
         assert len(_ops(module, "layout.convert")) == r.conversions

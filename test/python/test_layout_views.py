@@ -52,10 +52,10 @@ def _materialize(text: str, target: str, views: str):
     module = as_module(text)
     run_pipeline(module, f"builtin.module(layout-select-ilp{{target={target}}})")
     p = get_pass("layout-materialize")(views=views)
-    p.run(module.operation)
+    report = p.run(module.operation)
     assert module.operation.verify()
     assert not [op for op in walk_ops(module.operation) if op.name.split(".")[0] in ("vt", "layout")]
-    return module, p.last_report
+    return module, report
 
 
 # The layouts move the pooled (H, W) sum between the innermost loops (NCHW) and outer ones (NCHW8c):

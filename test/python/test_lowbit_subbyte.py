@@ -246,7 +246,7 @@ def test_cpu_vectorize_keeps_the_portable_form_where_it_does_not_apply(capfd):
     x = torch.randn(2, 32)
     pipeline = f"subbyte-pack{{tile-layout='{MMA_B}'}}, subbyte-lower{{cpu-vectorize=1 report=-}}"
     compiled = vtmlir.compile(model, x, pipeline=pipeline)
-    err = capfd.readouterr().err
+    err = capfd.readouterr().out  # report=- is stdout
     assert "u4 matmul: not vectorized: the weight is not in the default stream order" in err
     assert "u4 matmul: fused linalg.generic" in err
     with torch.no_grad():

@@ -60,6 +60,20 @@ def test_builtin_passes_are_registered_lazily_under_their_names():
     assert "vt-stats" in all_passes()
 
 
+#: Area prefixes a pass name may drop in its file name inside the area's package (vt-build-vtog in
+#: vtc/build_vtog.py); a generic pass's file carries the whole name (passes/vt_stats.py).
+AREAS = ("vt", "layout", "temco", "codegen", "codegen_gpu", "dvm")
+
+
+def test_one_pass_per_module_named_after_it():
+    """A newcomer finds a pass's file from its name alone."""
+    modules = list(registry._BUILTIN_PASSES.values())
+    for name, module_name in registry._BUILTIN_PASSES.items():
+        stem, flat = module_name.rsplit(".", 1)[1], name.replace("-", "_")
+        assert stem == flat or any(flat == f"{area}_{stem}" for area in AREAS), (name, module_name)
+        assert modules.count(module_name) == 1, f"{module_name} holds several passes"
+
+
 def test_unknown_pass_name():
     with pytest.raises(VtmlirError, match="'nope' is not a registered vtmlir pass"):
         get_pass("nope")
@@ -236,11 +250,11 @@ def test_pass_errors_become_mlir_diagnostics(module, scratch_registry):
 
 
 def test_print_ir_after_all(module, capfd):
-    run_pipeline(module, "vt-stats, cse", print_ir_after_all=True)
-    err = capfd.readouterr().err
+    run_pipeline(module, "vt-stats{report=-}, cse", print_ir_after_all=True)
+    out, err = capfd.readouterr()
     assert "IR Dump After VtStats: vt-stats" in err
     assert "IR Dump After CSE" in err
-    assert "vt-stats report" in err
+    assert "vt-stats report" in out and "vt-stats report" not in err  # report=- is stdout
 
 
 # -- vt-stats ------------------------------------------------------------------------------------
@@ -264,16 +278,31 @@ def test_vt_stats_classification(module):
 
 def test_vt_stats_leaves_ir_alone_unless_annotate(module):
     before = str(module)
-    run_pipeline(module, "vt-stats{output=/dev/null}")
+    run_pipeline(module, "vt-stats{report=/dev/null}")
     assert str(module) == before
-    run_pipeline(module, "vt-stats{annotate output=/dev/null}")
+    run_pipeline(module, "vt-stats{annotate report=/dev/null}")
     text = str(module)
     assert 'vt.stats.kind = "view"' in text and "vt.stats.bytes = 2048 : i64" in text
 
 
+def test_pass_results_are_returned_not_kept_on_the_pass(module):
+    """A pass's report reaches the caller as `run`'s return value / `run_pipeline`'s results; the
+    pass instance holds its options only."""
+    pipeline = parse_pipeline("vt-stats, cse, vt-stats{annotate}")
+    results = run_pipeline(module, pipeline)
+    assert [r.name for r in results] == ["vt-stats", "vt-stats"]
+    assert results.report("vt-stats") is results[-1].report
+    assert results.report("vt-stats").totals()["bytes_moved"] == 4096
+    assert len(results.reports("vt-stats")) == 2
+    with pytest.raises(VtmlirError, match="did not run"):
+        results.report("vt-build-vtog")
+    for inst in pipeline.vtmlir_passes:
+        assert set(vars(inst)) == {"_failed", "json", "report", "annotate"}
+
+
 def test_vt_stats_json_report(module, tmp_path):
     out = tmp_path / "r.json"
-    run_pipeline(module, f"vt-stats{{json=true output={out}}}")
+    run_pipeline(module, f"vt-stats{{json=true report={out}}}")
     data = json.loads(out.read_text())
     assert data["totals"] == {
         "compute": 2,
@@ -289,7 +318,7 @@ def test_vt_stats_json_report(module, tmp_path):
 
 def test_vt_stats_bad_output_path_is_a_diagnostic(module, tmp_path):
     with pytest.raises(VtmlirError, match="vt-stats: cannot write"):
-        run_pipeline(module, f"vt-stats{{output={tmp_path}/missing/dir/r.txt}}")
+        run_pipeline(module, f"vt-stats{{report={tmp_path}/missing/dir/r.txt}}")
 
 
 def test_vt_stats_on_torch_model():

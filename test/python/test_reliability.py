@@ -303,7 +303,7 @@ def test_region_walks_are_iterative():
     from vtmlir.passes import run_pipeline
 
     module = _nested_regions_module(1000)
-    run_pipeline(module, "vt-stats{output=none}, dvm-fuse, temco-analyze-peak-memory{output=none}")
+    run_pipeline(module, "vt-stats, dvm-fuse, temco-analyze-peak-memory")
 
 
 def test_vtc_greedy_on_a_long_chain_of_slices(tmp_path):
@@ -322,7 +322,7 @@ def test_vtc_greedy_on_a_long_chain_of_slices(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     # memory-aware=false: the memory check bufferizes the function, and upstream one-shot
     # bufferization itself takes minutes on 1000 chained slices (not vtmlir's analysis).
-    proc = tool("vt-opt", path, "--vt-eliminate-data-movement=quiet=true memory-aware=false", "-o", tmp_path / "out.mlir")
+    proc = tool("vt-opt", path, "--vt-eliminate-data-movement=memory-aware=false", "-o", tmp_path / "out.mlir")
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
 
 

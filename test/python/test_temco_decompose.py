@@ -141,10 +141,8 @@ def test_single_conv_output_error_tracks_the_reconstruction_error():
 def test_pass_through_a_pipeline_keeps_the_report_and_validates_options(small_net):
     _, _, text = small_net
     module = parse_mlir(text, "net.mlir")
-    pipeline = parse_pipeline("temco-decompose{rank-ratio=0.5 skip-pointwise=false output=none}, canonicalize")
-    run_pipeline(module, pipeline)
-    (decompose,) = pipeline.vtmlir_passes
-    report = decompose.last_report
+    pipeline = parse_pipeline("temco-decompose{rank-ratio=0.5 skip-pointwise=false}, canonicalize")
+    report = run_pipeline(module, pipeline).report("temco-decompose")
     assert len(report.decomposed) == 3 and not report.skipped
     assert "layer 2   conv 6x12x1x1" in report.to_text()
     with pytest.raises(VtmlirError, match=r"rank-ratio must be in \(0, 1\], got 1.5"):

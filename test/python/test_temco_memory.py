@@ -13,7 +13,7 @@ from vtmlir.frontend import parse_mlir
 from vtmlir.models import get
 from vtmlir.passes import parse_pipeline, run_pipeline
 from vtmlir.temco.decompose import decompose_convs
-from vtmlir.temco.memory import analyze_peak_memory
+from vtmlir.temco.analyze_peak_memory import analyze_peak_memory
 from vtmlir.temco.plot import plot_memory
 
 F32 = 4
@@ -114,12 +114,12 @@ def test_pass_report_json_and_png_plot(resnet_block, tmp_path):
     module = parse_mlir(text, "block.mlir")
     before = str(module)
     out, png = tmp_path / "report.json", tmp_path / "memory.png"
-    pipeline = parse_pipeline(f"temco-analyze-peak-memory{{json=true output={out} plot={png}}}")
-    run_pipeline(module, pipeline)
+    pipeline = parse_pipeline(f"temco-analyze-peak-memory{{json=true report={out} plot={png}}}")
+    results = run_pipeline(module, pipeline)
     assert str(module) == before  # an analysis: the IR is unchanged
     data = json.loads(out.read_text())
     (fn,) = data["functions"]
-    assert fn["peak_bytes"] == max(fn["usage"]) == pipeline.vtmlir_passes[0].last_report.peak_bytes
+    assert fn["peak_bytes"] == max(fn["usage"]) == results.report("temco-analyze-peak-memory").peak_bytes
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR"
     assert struct.unpack(">II", raw[16:24]) == (800, 420)

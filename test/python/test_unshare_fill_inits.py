@@ -18,7 +18,7 @@ from vtmlir.backend import bufferize
 from vtmlir.models import get
 from vtmlir.models.vtc_workloads import SMALL_SIZES
 
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "vtc.py"
 
 

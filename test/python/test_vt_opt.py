@@ -54,11 +54,11 @@ def test_round_trip_file(good_file):
 
 def test_stdin_with_dash_and_default():
     for args in (["-"], []):
-        proc = vt_opt(*args, "--vt-stats", input=GOOD)
+        proc = vt_opt(*args, "--vt-stats=report=-", input=GOOD)
         assert proc.returncode == 0, proc.stderr
         assert "func.func @f" in proc.stdout
-        assert "func @f: 0 compute, 1 data-movement" in proc.stderr
-        assert "<stdin>:2:8" in proc.stderr
+        assert "func @f: 0 compute, 1 data-movement" in proc.stdout  # report=-: stdout, before the IR
+        assert proc.stdout.index("<stdin>:2:8") < proc.stdout.index("func.func @f")
 
 
 def test_malformed_input_reports_file_line_col(tmp_path):
@@ -217,7 +217,7 @@ def test_list_passes():
     assert proc.returncode == 0, proc.stderr
     assert "--vt-stats" in proc.stdout
     assert "Count compute vs data-movement ops" in proc.stdout
-    assert "json=<bool>" in proc.stdout and "output=<string>" in proc.stdout
+    assert "json=<bool>" in proc.stdout and "report=<string>" in proc.stdout
     assert "Upstream MLIR passes" in proc.stdout
 
 
@@ -244,7 +244,7 @@ def test_print_debuginfo_and_generic(good_file):
 
 def test_vt_stats_json_to_file(good_file, tmp_path):
     report = tmp_path / "stats.json"
-    proc = vt_opt(good_file, f"--vt-stats=json=true output={report}", "-o", os.devnull)
+    proc = vt_opt(good_file, f"--vt-stats=json=true report={report}", "-o", os.devnull)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
     assert data["totals"]["data_movement"] == 1

@@ -18,7 +18,7 @@ from vtmlir.models.vtc_workloads import SMALL_SIZES
 from vtmlir.passes.vt_stats import DATA_MOVEMENT, classify
 from vtmlir.vtc.eliminate_data_movement import eliminate, report_text
 
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 
 
 def _data_movement_kernels(kernels_ir: str) -> int:

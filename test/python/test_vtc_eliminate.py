@@ -19,7 +19,7 @@ from vtmlir.vtc.greedy import AnalyticCostModel, build_points_to_graph
 from vtmlir.vtc.lower_views import lower_views
 from vtmlir.vtc.build_vtog import build_vtogs
 
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 
 # Models whose imported graph holds data movement the rewrite can remove (transposes, slices,
 # broadcasts between compute ops); the conv models only move data at graph inputs/outputs.

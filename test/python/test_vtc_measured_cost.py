@@ -95,9 +95,9 @@ def test_cuda_target_without_gpu_is_a_clear_error():
         MeasuredCostModel("cuda")
     m = as_module(CHAIN)
     with pytest.raises(vtmlir.VtmlirError, match="target 'cuda' times kernels on an NVIDIA GPU"):
-        run_pipeline(m, "vt-eliminate-data-movement{cost-model=measured target=cuda quiet=true}")
+        run_pipeline(m, "vt-eliminate-data-movement{cost-model=measured target=cuda}")
 
 
 def test_unknown_cost_model_lists_measured():
     with pytest.raises(vtmlir.VtmlirError, match="expected one of analytic, measured"):
-        run_pipeline(as_module(CHAIN), "vt-eliminate-data-movement{cost-model=profiled quiet=true}")
+        run_pipeline(as_module(CHAIN), "vt-eliminate-data-movement{cost-model=profiled}")

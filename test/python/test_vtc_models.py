@@ -20,7 +20,7 @@ from vtmlir.models.vtc_workloads import SMALL_SIZES, channel_shuffle
 from vtmlir.passes.pipeline import run_pipeline
 from vtmlir.passes.vt_stats import collect_stats
 
-PASS = "vt-eliminate-data-movement{quiet=true}"
+PASS = "vt-eliminate-data-movement"
 # What must not survive the import (test_models_import.py); `cf.assert` from BatchNorm is fine.
 NON_LINALG_DIALECTS = {"torch", "torch_c", "tm_tensor"}
 # LLVM -O0: a third of the JIT time; both sides compile alike, so bitwise identity still means the
@@ -86,7 +86,7 @@ def test_shufflenet_views_do_not_raise_the_measured_peak():
     graph = vtmlir.import_torch(model, *inputs)
     peaks, outputs = {}, {}
     for label, pipeline in (("plain", None), ("aware", PASS),
-                            ("unaware", "vt-eliminate-data-movement{quiet=true memory-aware=false}")):
+                            ("unaware", "vt-eliminate-data-movement{memory-aware=false}")):
         exe = vtmlir.compile(graph, pipeline=pipeline, track_memory=True, opt_level=0, llvm_opt_level=OPT)
         outputs[label] = _as_list(exe(*inputs))
         peaks[label] = exe.memory_stats().peak_internal_bytes

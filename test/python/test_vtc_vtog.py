@@ -160,7 +160,7 @@ def test_channel_shuffle_vtog_and_pass():
 
     with tempfile.TemporaryDirectory() as d:
         text, dot = os.path.join(d, "vtog.txt"), os.path.join(d, "vtog.dot")
-        run_pipeline(module, f"vt-build-vtog{{output={text} dot={dot} target=cpu}}")
+        run_pipeline(module, f"vt-build-vtog{{report={text} dot={dot} target=cpu}}")
         body = open(text).read()
         assert body.startswith("vtog @main:") and "linalg.transpose" in body and "S(" in body
         assert open(dot).read().startswith('digraph "vtog_main"')

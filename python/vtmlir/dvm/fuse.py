@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..ir_utils import nested_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from .symbols import SymbolTable
 
 VECTOR, CUBE = "vector", "cube-vector"
@@ -353,9 +353,9 @@ class DvmFuse(Pass):
     description = __doc__
     options = (
         Option("stacking", bool, True, "stack independent vector kernels with equal domains"),
-        Option("report", str, "none", "where to write the text report: '-' stderr, 'none', or a file"),
+        report_option("the text report"),
     )
 
     def run(self, module) -> None:
         fusions = fuse_module(module, stacking=self.stacking)
-        self.write_report(module, self.report, report(fusions))
+        self.write_report(module, report(fusions))

@@ -29,6 +29,7 @@ from torch_mlir import ir
 
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
+from ..ir_utils import copy_module
 from ..passes import run_pipeline
 from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
@@ -586,7 +587,7 @@ def _explain_unknown_operators(module, err: VtmlirError) -> VtmlirError:
 
 def _explain_lowering_failure(torch_level, err: VtmlirError) -> VtmlirError:
     """Name the torch ops that have no linalg lowering (with their source lines)."""
-    module = ir.Module.parse(torch_level.get_asm(enable_debug_info=True), torch_level.context)
+    module = copy_module(torch_level.operation)
     try:
         run_pipeline(module, _PARTIAL_TO_LINALG)
     except VtmlirError:

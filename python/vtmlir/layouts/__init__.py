@@ -6,7 +6,8 @@ Framework") in vtmlir: kernel layout conventions, layout resolution and layout s
 - `resolve`: Fig. 8's resolution, the IR form of resolved layouts (attributes + conversion units),
   `resolve_function`, `apply_resolution`, `strip_conversions`;
 - `ewo`: element-wise optimisation (§5.2) as an ILP solved with HiGHS, with a brute-force oracle;
-- `passes`: the registered passes `layout-resolve` and `layout-select-ilp`;
+- `resolve` also holds the registered pass `layout-resolve`, `select_ilp` the pass `layout-select-ilp`,
+  `report` their report;
 - `hoist`: the registered pass `layout-hoist` (LHO, §5.2: shared and folded conversions);
 - `materialize`: the registered pass `layout-materialize` (physical form of every layout,
   constants re-laid at compile time, bitwise-identical results), with `blocked` (split loops for

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..ir_utils import symbol_name
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Pass, register_pass, report_option
 from .resolve import ConversionUnit, build_conversion, conversion_bytes, conversion_units, functions
 
 
@@ -164,9 +164,9 @@ class LayoutHoist(Pass):
         "producer; a conversion of a conversion is folded (A->B->A removed, A->B->C made A->C). "
         "Units compute the identity, so results never change."
     )
-    options = (Option("report", str, "", "print a report: '-' to stderr, else to this file"),)
+    options = (report_option("the conversion report"),)
 
-    def run(self, module) -> None:
+    def run(self, module):
         with module.context:
             report = LayoutHoistReport()
             for func in functions(module):
@@ -176,5 +176,5 @@ class LayoutHoist(Pass):
                 after = conversion_units(func)
                 report.functions.append(HoistReport(symbol_name(func), n0, len(after), b0, _unit_bytes(after),
                                                     shared, cancelled, fused))
-            self.last_report = report
-            self.write_report(module, self.report or "none", report.to_text())
+            self.write_report(module, report.to_text())
+            return report

@@ -40,7 +40,7 @@ from torch_mlir.dialects import tensor
 from ..dialects import layout as layout_dialect
 from ..dialects.memory_layout import Layout
 from ..ir_utils import symbol_name
-from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
 from .resolve import constant_values, functions, top_level_ops
@@ -333,9 +333,9 @@ class LayoutMaterialize(Pass):
                       "layout.convert as a free VTC view folded into its consumers: 'auto' (VTC "
                       "contiguity + bytes cost rule), 'always' (wherever the consumers can fold it), "
                       "'never' (always a copy)"),
-               Option("report", str, "", "print a report: '-' to stderr, else to this file"))
+               report_option("one line per conversion"))
 
-    def run(self, module) -> None:
+    def run(self, module):
         from ..passes import run_pipeline
 
         if self.loop_order not in ("output", "logical"):
@@ -352,5 +352,5 @@ class LayoutMaterialize(Pass):
             for func in functions(module):
                 report.functions.append(materialize_function(
                     func, output_order=self.loop_order == "output", views=self.views))
-            self.last_report = report
-            self.write_report(module, self.report or "none", report.to_text())
+            self.write_report(module, report.to_text())
+            return report

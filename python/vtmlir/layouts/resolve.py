@@ -39,14 +39,18 @@ from ..dialects import vt as vt_dialect
 from ..dialects.memory_layout import Layout
 from ..dialects.vt_mapping import MappingFunction
 from ..ir_types import shaped_bytes
+from ..ir_utils import symbol_name
+from ..passes.registry import Option, Pass, register_pass
 from .conventions import (
     KernelConvention,
     KernelSite,
     Target,
     Variant,
     elementwise_roles,
+    get_target,
     layout_named,
 )
+from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION, FunctionLayoutReport, LayoutReport
 
 CONSTANT_SOURCES = {"arith.constant", "tensor.empty", "ml_program.global_load_const",
                     "bufferization.alloc_tensor"}
@@ -458,3 +462,36 @@ def apply_resolution(res: Resolution, *, share: bool = False) -> int:
 def conversion_bytes(value) -> int:
     """Bytes a run-time conversion of `value` moves (its elements times element size, like vt-stats)."""
     return shaped_bytes(value.type) or 0
+
+
+@register_pass
+class LayoutResolve(Pass):
+    name = "layout-resolve"
+    summary = "Resolve produced/required layouts (VTensor Fig. 8) and insert layout.convert where they differ"
+    description = (
+        "Walks each function in topological order; every op gets the layouts of the kernel the "
+        "target's convention table picks (priority, guideline; ANY inherits the first input's), as "
+        "layout.required / layout.produced attributes. Where a value is produced in another layout "
+        "than a use requires, a conversion (vt.view? -> layout.convert -> vt.view?) is inserted "
+        "before that use; constant operands are laid out at compile time instead."
+    )
+    options = (TARGET_OPTION, REPORT_OPTION, JSON_OPTION,
+               Option("share", bool, False, "one conversion per (value, layout) instead of one per use"))
+
+    def run(self, module):
+        with module.context:
+            return self._run(module)
+
+    def _run(self, module):
+        target = get_target(self.target)
+        report = LayoutReport(self.name, target.name)
+        for func in functions(module):
+            strip_conversions(func)
+            res = resolve_function(func, target)
+            naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
+            after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
+            n = apply_resolution(res, share=self.share)
+            report.functions.append(FunctionLayoutReport(
+                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid))
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

@@ -39,7 +39,7 @@ from ..errors import VtmlirError
 from .evaluate import affine_eval
 from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout, fma_kernel,
                           mma_kernel)
-from .pack import position_map
+from .subbyte_pack import position_map
 from .quantize import QuantizedWeight
 from ..dialects.lowbit_storage import pack_bits
 from ..dialects.lowbit_types import LowBitType

@@ -22,32 +22,34 @@ Modules without `scf.forall` are left unchanged.
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import transform
+from torch_mlir.dialects.transform import loop as transform_loop
+from torch_mlir.dialects.transform import structured
+from torch_mlir.dialects.transform import memref as transform_memref
 
-from ..ir_utils import walk_ops
+from ..ir_utils import apply_transform_script, walk_ops
 from ..passes.registry import Pass, PassFailure, register_pass
 
 # Tile buffers up to this many bytes become thread-local; larger ones stay global allocations.
 MAX_LOCAL_BYTES = 1 << 20
 
-_SCRIPT = """module attributes {transform.with_named_sequence} {
-transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
-  %loops = transform.structured.match ops{["scf.forall"]} in %root : (!transform.any_op) -> !transform.any_op
-  %inner = transform.structured.match interface{LinalgOp} in %loops : (!transform.any_op) -> !transform.any_op
-  %lowered = transform.structured.convert_to_loops %inner : (!transform.any_op) -> !transform.any_op
-  transform.apply_patterns to %loops {
-    transform.apply_patterns.memref.alloc_to_alloca size_limit(LIMIT)
-    transform.apply_patterns.memref.expand_strided_metadata
-  } : !transform.any_op
-  %parallel = transform.loop.forall_to_parallel %loops : (!transform.any_op) -> !transform.any_op
-  transform.yield
-}
-}"""
+
+def _sequentialize(root: ir.Value) -> None:
+    """The script's body: inside every scf.forall, linalg ops to loops, tile buffers up to
+    MAX_LOCAL_BYTES to allocas, strided metadata expanded; then each forall to an scf.parallel."""
+    any_op = transform.AnyOpType.get()
+    loops = structured.MatchOp.match_op_names(root, ["scf.forall"]).result
+    inner = structured.MatchOp(any_op, loops, interface=structured.MatchInterfaceEnum.LinalgOp).result
+    structured.ConvertToLoopsOp(any_op, inner)
+    patterns = transform.ApplyPatternsOp(loops)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_memref.ApplyAllocToAllocaOp(size_limit=MAX_LOCAL_BYTES)
+        transform_memref.ApplyExpandStridedMetadataPatternsOp()
+    transform_loop.ForallToParallelOp([any_op], loops)
 
 
 def sequentialize_forall_bodies(module) -> int:
     """Apply the pass to `module`; returns the number of `scf.forall` loops rewritten."""
-    from torch_mlir.dialects.transform import interpreter
-
     root = module.operation if hasattr(module, "operation") else module
     loops = walk_ops(root, "scf.forall")
     for loop in loops:
@@ -55,13 +57,11 @@ def sequentialize_forall_bodies(module) -> int:
             raise PassFailure("gpu-sequentialize-forall: expects bufferized IR (an scf.forall on memrefs), "
                               "this one still has tensor results; run it after bufferization", loop.location)
     if loops:
-        with root.context:
-            script = ir.Module.parse(_SCRIPT.replace("LIMIT", str(MAX_LOCAL_BYTES)))
-            try:
-                interpreter.apply_named_sequence(root, script.body.operations[0], script.operation)
-            except ValueError as err:
-                raise PassFailure(f"gpu-sequentialize-forall: could not lower the tiled loops: {err}",
-                                  loops[0].location) from None
+        try:
+            apply_transform_script(root, _sequentialize)
+        except ValueError as err:
+            raise PassFailure(f"gpu-sequentialize-forall: could not lower the tiled loops: {err}",
+                              loops[0].location) from None
     return len(loops)
 
 

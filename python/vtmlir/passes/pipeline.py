@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from torch_mlir import ir, passmanager
 
@@ -72,15 +73,19 @@ class Pipeline:
     def vtmlir_passes(self) -> list[registry.Pass]:
         return [e.instance for e in self.elements if isinstance(e, PassEntry) and e.instance is not None]
 
-    def to_pass_manager(self, context: ir.Context | None = None) -> passmanager.PassManager:
-        """Build the one `PassManager` running this pipeline (validates upstream passes)."""
+    def to_pass_manager(
+        self, context: ir.Context | None = None, results: PipelineResults | None = None
+    ) -> passmanager.PassManager:
+        """Build the one `PassManager` running this pipeline (validates upstream passes); each vtmlir
+        pass's result is appended to `results` when given."""
         ctx = context or _current_or_new_context()
         pm = passmanager.PassManager(ROOT_ANCHOR, context=ctx)
         for element in self.elements:
             if isinstance(element, PassEntry) and element.instance is not None:
                 inst = element.instance
+                run = inst._run_in_pass_manager if results is None else results.recorder(inst)
                 pm.add(
-                    inst._run_in_pass_manager,
+                    run,
                     name=type(inst).__name__,
                     argument=inst.pipeline_text(),
                     description=inst.summary,
@@ -88,6 +93,38 @@ class Pipeline:
             else:
                 _add_upstream(pm, element, self)
         return pm
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one run of a vtmlir pass returned (`report`: its report object, None if it has none)."""
+
+    name: str
+    report: Any
+
+
+class PipelineResults(list):
+    """The results of the vtmlir passes of one `run_pipeline`, in the order they ran (a pass that
+    runs twice appears twice). Passes keep no results themselves: this is how they reach a caller."""
+
+    def recorder(self, instance: registry.Pass):
+        """The callable `PassManager.add` runs for `instance`: it runs the pass and records its result."""
+
+        def run(op, external_pass):
+            self.append(PassResult(instance.name, instance._run_in_pass_manager(op, external_pass)))
+
+        return run
+
+    def report(self, name: str):
+        """The report of the last run of pass `name` (a `VtmlirError` if it did not run)."""
+        for result in reversed(self):
+            if result.name == name:
+                return result.report
+        raise VtmlirError(f"error: pass '{name}' did not run in this pipeline")
+
+    def reports(self, name: str) -> list:
+        """The reports of every run of pass `name`, in order."""
+        return [r.report for r in self if r.name == name]
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -328,8 +365,9 @@ def run_pipeline(
     verify_each: bool = True,
     implicit_nesting: bool = False,
     what: str | None = None,
-) -> None:
-    """Run a (mixed) pipeline on `module` (an `ir.Module` or its `builtin.module` operation) in place.
+) -> PipelineResults:
+    """Run a (mixed) pipeline on `module` (an `ir.Module` or its `builtin.module` operation) in place;
+    return the results of its vtmlir passes (`PipelineResults`).
 
     Raises a `VtmlirError` listing the diagnostics (`file:line:col: error: ...`) when a pass fails;
     `what` (e.g. "bufferizing") is added as a note saying which step of vtmlir ran the pipeline.
@@ -343,7 +381,8 @@ def run_pipeline(
     with op.context:
         if isinstance(pipeline, str):
             pipeline = parse_pipeline(pipeline, implicit_nesting=implicit_nesting, validate=False)
-        pm = pipeline.to_pass_manager(op.context)
+        results = PipelineResults()
+        pm = pipeline.to_pass_manager(op.context, results)
         if not verify_each:
             pm.enable_verifier(False)
         if print_ir_after_all:
@@ -368,3 +407,4 @@ def run_pipeline(
             raise VtmlirError("\n".join(lines)) from None
         finally:
             sys.stderr.flush()
+    return results

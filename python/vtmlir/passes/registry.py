@@ -1,8 +1,8 @@
 """vtmlir passes: the `Pass` base class, typed pass options, and the registry of pass names.
 
-Writing a pass (one module per pass or tight family, docs/design.md §5)::
+Writing a pass (one module per pass, named after it, docs/design.md §5)::
 
-    from vtmlir.passes.registry import Option, Pass, register_pass
+    from vtmlir.passes.registry import Option, Pass, register_pass, report_option
 
     @register_pass
     class EliminateDataMovement(Pass):
@@ -11,18 +11,19 @@ Writing a pass (one module per pass or tight family, docs/design.md §5)::
         description = "Longer text shown by `vt-opt --list-passes` (optional)."
         options = (
             Option("max-depth", int, 8, "longest chain of views to fold"),
-            Option("dump-vtog", str, "", "write the VTOG as Graphviz DOT to this path"),
+            report_option("one line per rewrite"),
         )
 
         def run(self, module):                         # module: the builtin.module ir.Operation
-            ...                                        # self.max_depth, self.dump_vtog
+            ...                                        # self.max_depth, self.report
             self.emit_error(op, "cannot ...")          # error diagnostic + pass failure
-            self.write_report(module, self.output, text)  # '-' stderr, 'none', or a file
+            self.write_report(module, text)            # report=PATH, '-' stdout, '' nowhere
+            return report                              # the caller's result (see run_pipeline)
 
 then add one line to `_BUILTIN_PASSES` below (name → module). Modules are imported only when a pass
 is asked for by name, so `vt-opt` starts without importing every pass (or torch).
 
-Options are written like MLIR pass options, `vt-stats{json=true output=stats.txt}`: space-separated
+Options are written like MLIR pass options, `vt-stats{json=true report=stats.txt}`: space-separated
 `key=value`; a bare `key` sets a bool option to true; list options take `1,2,3` (or `{1,2,3}`).
 """
 
@@ -44,27 +45,27 @@ _BUILTIN_PASSES: dict[str, str] = {
     "vt-eliminate-data-movement": "vtmlir.vtc.eliminate_data_movement",
     "vt-lower-views": "vtmlir.vtc.lower_views",
     # VTensor layouts (python/vtmlir/layouts, docs/layouts.md).
-    "layout-resolve": "vtmlir.layouts.passes",
-    "layout-select-ilp": "vtmlir.layouts.passes",
+    "layout-resolve": "vtmlir.layouts.resolve",
+    "layout-select-ilp": "vtmlir.layouts.select_ilp",
     "layout-hoist": "vtmlir.layouts.hoist",
     "layout-materialize": "vtmlir.layouts.materialize",
     # Code generation (the pipelines of vtmlir.backend, mirrored in the top-level passes/ folder).
     "memref-copy-to-linalg": "vtmlir.passes.memref_copy_to_linalg",
     "memref-dealloc-at-last-use": "vtmlir.passes.memref_dealloc_at_last_use",
     "memref-elide-temporary-copies": "vtmlir.passes.memref_elide_temporary_copies",
-    "copy-updated-arguments": "vtmlir.passes.argument_updates",
-    "drop-donated-results": "vtmlir.passes.argument_updates",
+    "copy-updated-arguments": "vtmlir.passes.copy_updated_arguments",
+    "drop-donated-results": "vtmlir.passes.drop_donated_results",
     "memref-distinct-returned-buffers": "vtmlir.passes.memref_distinct_returned_buffers",
     "unshare-fill-inits": "vtmlir.passes.unshare_fill_inits",
     "convert-tm-tensor-to-scf": "vtmlir.passes.convert_tm_tensor_to_scf",
-    "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_kernel_prep",
-    "gpu-wrap-serial-code": "vtmlir.passes.gpu_kernel_prep",
+    "gpu-strip-runtime-asserts": "vtmlir.passes.gpu_strip_runtime_asserts",
+    "gpu-wrap-serial-code": "vtmlir.passes.gpu_wrap_serial_code",
     # TeMCO (python/vtmlir/temco, docs/temco.md).
     "temco-decompose": "vtmlir.temco.decompose",
-    "temco-analyze-peak-memory": "vtmlir.temco.memory",
+    "temco-analyze-peak-memory": "vtmlir.temco.analyze_peak_memory",
     "temco-remat-skip": "vtmlir.temco.remat_skip",
-    "subbyte-pack": "vtmlir.lowbit.pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
-    "subbyte-lower": "vtmlir.lowbit.lower",
+    "subbyte-pack": "vtmlir.lowbit.subbyte_pack",  # Tilus (python/vtmlir/lowbit, docs/lowbit.md)
+    "subbyte-lower": "vtmlir.lowbit.subbyte_lower",
     "dvm-fuse": "vtmlir.dvm.fuse",  # DVM (python/vtmlir/dvm, docs/dvm.md)
     "temco-fuse-activation": "vtmlir.temco.fuse_activation",
     "gpu-sequentialize-forall": "vtmlir.passes.gpu_sequentialize_forall",
@@ -210,6 +211,12 @@ class Option:
         return text
 
 
+def report_option(what: str) -> Option:
+    """The one report option of every pass that reports: `report=PATH` writes `what` to a file,
+    `report=-` to stdout; empty (the default) writes no report."""
+    return Option("report", str, "", f"{what}: write it to this file ('-': stdout; empty: no report)")
+
+
 class Pass:
     """Base class of vtmlir passes. Subclasses set `name`, `summary`, `options` and implement `run`.
 
@@ -238,7 +245,7 @@ class Pass:
     # -- construction from text ----------------------------------------------------------------
     @classmethod
     def from_options(cls, text: str | None) -> Pass:
-        """An instance from MLIR-style option text (`json=true output=x.txt`, without braces)."""
+        """An instance from MLIR-style option text (`json=true report=x.txt`, without braces)."""
         instance = cls()
         if not text or not text.strip():
             return instance
@@ -275,8 +282,10 @@ class Pass:
         return f"<pass {self.pipeline_text()}>"
 
     # -- running -----------------------------------------------------------------------------------
-    def run(self, module) -> None:
-        """Transform or analyse `module` (the `builtin.module` `ir.Operation`) in place."""
+    def run(self, module) -> Any:
+        """Transform or analyse `module` (the `builtin.module` `ir.Operation`) in place; return the
+        pass's result (its report object, or None). The instance keeps no result: `run_pipeline`
+        hands results to its caller (`PipelineResults`)."""
         raise NotImplementedError(f"pass '{self.name}' does not implement run()")
 
     def emit_error(self, where, message: str) -> None:
@@ -285,17 +294,19 @@ class Pass:
         self._failed = True
         loc.emit_error(message)
 
-    def write_report(self, module, destination: str, text: str) -> bool:
-        """Write a pass's report: '-' (or '') to stderr, 'none' nowhere, anything else is a file path.
+    def write_report(self, module, text: str, destination: str | None = None) -> bool:
+        """Write a text report to `destination` (default: the pass's `report` option): a file path,
+        '-' for stdout, '' for nowhere.
 
         A file that cannot be written fails the pass with an error at `module`; returns whether the
         report was written (or deliberately dropped).
         """
-        if destination == "none":
+        destination = self.report if destination is None else destination
+        if not destination:
             return True
-        if destination in ("", "-"):
-            sys.stderr.write(text)
-            sys.stderr.flush()
+        if destination == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
             return True
         try:
             with open(destination, "w") as f:
@@ -305,12 +316,23 @@ class Pass:
             return False
         return True
 
-    def _run_in_pass_manager(self, op, external_pass) -> None:
-        """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics."""
+    def check_binary_destination(self, module, option: str, destination: str) -> bool:
+        """A binary file (a PNG) goes to a path only: '-' is refused with an error (stdout carries
+        text: the IR and text reports) rather than written to a file named '-'."""
+        if destination == "-":
+            self.emit_error(module, f"{self.name}: {option}=- is not supported: {option} writes a binary "
+                                    "file, give it a path")
+            return False
+        return True
+
+    def _run_in_pass_manager(self, op, external_pass) -> Any:
+        """Entry point given to `PassManager.add`: runs `run`, turning failures into diagnostics;
+        returns what `run` returned (None when it failed)."""
         self._failed = False
+        result = None
         try:
             with op.context:  # passes build attributes and types: give them the module's context
-                self.run(op)
+                result = self.run(op)
         except LocatedError as failure:  # PassFailure, or bad input a helper found at an op
             loc = failure.location if failure.location is not None else op.location
             message = str(failure) if isinstance(failure, PassFailure) else f"{self.name}: {failure}"
@@ -324,6 +346,8 @@ class Pass:
             self._failed = True
         if self._failed:
             external_pass.signal_pass_failure()
+            return None
+        return result
 
 
     def _report_internal_error(self, module, exc: Exception) -> None:

@@ -37,7 +37,7 @@ from torch_mlir import ir
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from ..ir_utils import iterator_kinds, nested_ops, symbol_name
-from .registry import Option, Pass, register_pass
+from .registry import Option, Pass, register_pass, report_option
 
 COMPUTE = "compute"
 DATA_MOVEMENT = "data-movement"
@@ -357,12 +357,11 @@ class VtStats(Pass):
     )
     options = (
         Option("json", bool, False, "print the report as JSON instead of text"),
-        Option("output", str, "-", "write the report to this file instead of stderr ('-')"),
+        report_option("the report"),
         Option("annotate", bool, False, "add vt.stats.kind / vt.stats.bytes attributes to the classified ops"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         report = collect_stats(module, annotate=self.annotate)
-        self.last_report = report
-        text = report.to_json() + "\n" if self.json else report.to_text()
-        self.write_report(module, self.output, text)
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

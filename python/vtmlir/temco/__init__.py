@@ -21,7 +21,7 @@ Inference", ICPP'24. Docs: docs/temco.md.
 """
 
 from .decompose import DecompositionReport, LayerDecomposition, TemcoDecompose, decompose_convs
-from .memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
+from .analyze_peak_memory import Buffer, MemoryReport, MemoryTimeline, TemcoAnalyzePeakMemory, analyze_function, analyze_peak_memory
 from ..backend.cpu.peak_memory import AllocationTimeline, kernel_allocation_timeline, measure_peak_memory
 from .plot import plot_memory
 from .fuse_activation import FusedGroup, FusionReport, TemcoFuseActivation, fuse_activations

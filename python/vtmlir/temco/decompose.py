@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from torch_mlir import ir
 
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_utils import walk_ops
 from .tucker import relative_error, tucker2_decompose, tucker2_ranks
@@ -285,13 +285,13 @@ class TemcoDecompose(Pass):
         Option("rank-ratio", float, 0.1, "kept fraction of input/output channels (paper: 0.1), in (0, 1]"),
         Option("skip-pointwise", bool, True, "leave 1x1 convs undecomposed"),
         Option("json", bool, False, "print the report as JSON instead of text"),
-        Option("output", str, "-", "write the report to this file ('-': stderr, 'none': keep it on the pass only)"),
+        report_option("the per-layer report"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if not 0.0 < self.rank_ratio <= 1.0:
             self.emit_error(module, f"temco-decompose: rank-ratio must be in (0, 1], got {self.rank_ratio:g}")
             return
         report = decompose_convs(module, self.rank_ratio, self.skip_pointwise)
-        self.last_report = report
-        self.write_report(module, self.output, report.to_json() + "\n" if self.json else report.to_text())
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report

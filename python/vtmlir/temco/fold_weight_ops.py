@@ -21,7 +21,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..ir_utils import all_parallel, walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_constants import constant_array, make_constant
 
@@ -177,7 +177,7 @@ class TemcoFoldWeightOps(Pass):
         f"{MAX_ELEMENTS} elements) is evaluated with numpy in its own precision (correctly rounded, so "
         "bitwise what the run time computes) and replaced by a constant; a failing cf.assert keeps it."
     )
-    options = (Option("output", str, "none", "one line per folded op: stderr ('-'), a file, or 'none'"),)
+    options = (report_option("one line per folded op"),)
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(fold_weight_ops(module)))
+        self.write_report(module, "".join(fold_weight_ops(module)))

@@ -48,9 +48,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import transform
+from torch_mlir.dialects.transform import structured
+from torch_mlir.dialects.transform import tensor as transform_tensor
 
-from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..ir_utils import apply_transform_script, walk_ops
+from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
@@ -498,10 +501,8 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
 
 def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool,
           affine_gathers: bool, merge_lconvs: bool) -> list[FusionReport]:
-    from torch_mlir.dialects.transform import interpreter
-
     reports = []
-    script: list[str] = []
+    script: list = []  # one builder of a transform script body per group
     owners: list = []  # (report, index of the group in it) per script
     group_ops = 0
     for func in walk_ops(root, "func.func"):
@@ -552,8 +553,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fuse = list(reversed(members)) + list(reversed(_init_producers(members)))
                 for i, op in enumerate(fuse):
                     op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
-            script.append(_group_script(g, tile, len(fuse), [i for i, op in enumerate(fuse)
-                                                             if op.name == "tensor.pad"]))
+            script.append(functools.partial(_build_group_script, g, tile, len(fuse),
+                                            [i for i, op in enumerate(fuse) if op.name == "tensor.pad"]))
             owners.append((report, len(report.groups), [fconv] + fuse))
             pooled = any(m.name in _POOLS for m in members)
             report.groups.append(FusedGroup(
@@ -567,29 +568,17 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 pooling=pooled))
     if not script:
         return reports
-    any_op = "!transform.any_op"
-
-    def apply(body: str, payload=root) -> None:
-        transform_module = ir.Module.parse(
-            "module attributes {transform.with_named_sequence} {\n"
-            f"transform.named_sequence @__transform_main(%root: {any_op} {{transform.readonly}}) {{\n"
-            + body + "\ntransform.yield\n}\n}", context=root.context)
-        interpreter.apply_named_sequence(payload, transform_module.body.operations[0], transform_module.operation)
-
     for (report, index, group), group_script in zip(owners, script):
         try:
             with _Isolated(group) as scratch:
-                apply(group_script, scratch)
+                apply_transform_script(scratch, group_script)
         except ValueError as err:  # the interpreter emitted its diagnostics; the IR so far is valid
             group = report.groups[index]
             group.complete = False
             report.skipped.append(f"group at {group.fconv}: tile-and-fuse stopped early "
                                   f"({str(err).strip().splitlines()[-1] if str(err).strip() else 'no message'})")
     try:
-        apply(f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}\n'
-              f"transform.apply_patterns to %funcs {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {any_op}\n"
-              f'%loops = transform.structured.match attributes{{temco.fused_loop}} in %root : ({any_op}) -> {any_op}\n'
-              f"transform.apply_cse to %loops : {any_op}")
+        apply_transform_script(root, _build_cleanup_script)
     except ValueError as err:
         raise PassFailure(f"temco-fuse-activation: cleaning up the fused loops failed: {err}") from None
     with root.context:
@@ -659,14 +648,7 @@ class _Isolated:
         return self.module.operation
 
     def __exit__(self, *exc):
-        from torch_mlir.dialects.transform import interpreter
-
-        script = ir.Module.parse(
-            "module attributes {transform.with_named_sequence} {\n"
-            "transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-            '%f = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
-            "transform.apply_dce to %f : !transform.any_op\ntransform.yield\n}\n}", context=self.root.context)
-        interpreter.apply_named_sequence(self.module.operation, script.body.operations[0], script.operation)
+        apply_transform_script(self.module.operation, _build_dce_script)
         entry = self.func.entry_block
         for op in [o.operation for o in entry.operations][:-1]:
             op.move_before(self.anchor)
@@ -681,26 +663,38 @@ def _group_kind(root) -> str:
     return "lconv-act-pool" if root.name in _POOLS else "lconv-act"
 
 
-def _group_script(g: int, tile: list[int], producers: int, pads: list[int] = ()) -> str:
+def _match_tag(root: ir.Value, tag: str) -> ir.Value:
+    """The ops under `root` tagged `temco.fuse = tag`."""
+    return structured.MatchOp(transform.AnyOpType.get(), root, op_attrs={_ATTR: ir.StringAttr.get(tag)}).result
+
+
+def _build_group_script(g: int, tile: list[int], producers: int, pads: list[int], root: ir.Value) -> None:
     """Tile the root, then fuse producers 0..producers-1 in order. A fused `tensor.pad` stays behind
     without users but still reading its source (upstream does not erase it), which would keep the
     source's producer from being moved into the loop: dead code is removed right after it."""
-    any_op = "!transform.any_op"
-    lines = [
-        f'%g{g}c = transform.structured.match attributes{{{_ATTR} = "g{g}.c"}} in %root : ({any_op}) -> {any_op}',
-        f"%g{g}t, %g{g}l0 = transform.structured.tile_using_forall %g{g}c tile_sizes {tile} "
-        f": ({any_op}) -> ({any_op}, {any_op})",
-    ]
-    lines.append(f"transform.annotate %g{g}l0 \"temco.fused_loop\" : {any_op}")
+    tiled = structured.TileUsingForallOp(_match_tag(root, f"g{g}.c"), tile_sizes=list(tile))
+    containing = tiled.forall_op
+    transform.AnnotateOp(containing, "temco.fused_loop")
     for i in range(producers):
-        lines.append(f'%g{g}p{i} = transform.structured.match attributes{{{_ATTR} = "g{g}.p{i}"}} in %root '
-                     f": ({any_op}) -> {any_op}")
-        lines.append(f"%g{g}f{i}, %g{g}l{i + 1} = transform.structured.fuse_into_containing_op %g{g}p{i} "
-                     f"into %g{g}l{i} : ({any_op}, {any_op}) -> ({any_op}, {any_op})")
+        fused = structured.FuseIntoContainingOp(_match_tag(root, f"g{g}.p{i}"), containing)
+        containing = fused.new_containing_op
         if i in pads:
-            lines.append(f'%g{g}d{i} = transform.structured.match ops{{["func.func"]}} in %root : ({any_op}) -> {any_op}')
-            lines.append(f"transform.apply_dce to %g{g}d{i} : {any_op}")
-    return "\n".join(lines)
+            _build_dce_script(root)
+
+
+def _build_dce_script(root: ir.Value) -> None:
+    """Dead code of every function removed."""
+    transform.ApplyDeadCodeEliminationOp(structured.MatchOp.match_op_names(root, ["func.func"]).result)
+
+
+def _build_cleanup_script(root: ir.Value) -> None:
+    """After fusion: tensor.empty folded into its users, and CSE inside the fused loops."""
+    funcs = structured.MatchOp.match_op_names(root, ["func.func"]).result
+    patterns = transform.ApplyPatternsOp(funcs)
+    with ir.InsertionPoint(patterns.patterns):
+        transform_tensor.ApplyFoldTensorEmptyPatternsOp()
+    loops = structured.MatchOp(transform.AnyOpType.get(), root, op_attrs={"temco.fused_loop": ir.UnitAttr.get()}).result
+    transform.ApplyCommonSubexpressionEliminationOp(loops)
 
 
 def _read_destination_through_loop(loop) -> None:
@@ -770,16 +764,16 @@ class TemcoFuseActivation(Pass):
                "generics reading their source, so they fuse"),
         Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
         Option("json", bool, False, "print the report as JSON"),
-        Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
+        report_option("one line per fused activation"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.tile_width < 0:
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
         reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
                                    affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs)
-        self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
-        self.write_report(module, self.output, text)
+        self.write_report(module, text)
+        return reports

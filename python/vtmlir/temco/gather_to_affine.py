@@ -28,7 +28,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..ir_utils import all_parallel, walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Pass, register_pass, report_option
 from ..errors import format_location
 
 
@@ -246,7 +246,7 @@ class TemcoGatherToAffine(Pass):
         "and the indexing map (d_k or d_k floordiv q) that the index tables equal; tile-and-fuse can then "
         "compute the source per tile (TeMCO §3.2 fusion through UNet's upsampling). Exact."
     )
-    options = (Option("output", str, "none", "one line per rewrite: stderr ('-'), a file, or 'none'"),)
+    options = (report_option("one line per rewrite"),)
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(gather_to_affine(module)))
+        self.write_report(module, "".join(gather_to_affine(module)))

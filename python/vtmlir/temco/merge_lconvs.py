@@ -45,7 +45,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
 from ..ir_utils import all_parallel, walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from .fold_weight_ops import constant_input
 from ..ir_constants import constant_array, make_constant
@@ -372,11 +372,11 @@ class TemcoMergeLconvs(Pass):
     )
     options = (
         Option("add-form", bool, True, "also merge adds of two lconv branches (not bitwise: fp32 tolerance)"),
-        Option("output", str, "none", "one line per merge: stderr ('-'), a file, or 'none'"),
+        report_option("one line per merge"),
     )
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(merge_lconvs(module, self.add_form)))
+        self.write_report(module, "".join(merge_lconvs(module, self.add_form)))
 
 
 def fill_conv_body(conv) -> None:

@@ -22,7 +22,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Pass, register_pass, report_option
 from ..errors import format_location
 
 
@@ -70,7 +70,7 @@ class TemcoPadInPlace(Pass):
         "linalg.fill + tensor.insert_slice; eliminate-empty-tensors then puts the source's producer in "
         "the padded buffer's interior, so the source and its padded copy are never live together."
     )
-    options = (Option("output", str, "none", "one line per rewritten pad: stderr ('-'), a file, or 'none'"),)
+    options = (report_option("one line per rewritten pad"),)
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(pad_in_place(module)))
+        self.write_report(module, "".join(pad_in_place(module)))

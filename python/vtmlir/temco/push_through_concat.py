@@ -33,7 +33,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import tensor
 
 from ..ir_utils import all_parallel, walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Pass, register_pass, report_option
 from ..errors import format_location
 
 
@@ -179,7 +179,7 @@ class TemcoPushThroughConcat(Pass):
         "repeated to a fixed point so the concatenation reaches the 1x1 conv that the concat split "
         "(Fig. 9c) of temco-fuse-activation divides. Exact."
     )
-    options = (Option("output", str, "none", "one line per pushed op: stderr ('-'), a file, or 'none'"),)
+    options = (report_option("one line per pushed op"),)
 
     def run(self, module) -> None:
-        self.write_report(module, self.output, "".join(push_through_concat(module)))
+        self.write_report(module, "".join(push_through_concat(module)))

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 
@@ -412,16 +412,16 @@ class TemcoRematSkip(Pass):
         Option("peak-ratio", float, 1.0, "copy only if the restore peak is at most this times SIZE(n) + sum SIZE(PRED(n))"),
         Option("max-depth", int, 8, "deepest FindReduced recursion"),
         Option("json", bool, False, "print the report as JSON"),
-        Option("output", str, "none", "report to stderr ('-'), a file, or nowhere ('none')"),
+        report_option("one line per rematerialised skip"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.distance_threshold < 0 or self.peak_ratio <= 0 or self.flops_threshold < 0:
             self.emit_error(module, f"{self.name}: distance-threshold and flops-threshold must be >= 0, peak-ratio > 0")
             return
         reports = remat_skip_connections(module, self.distance_threshold, self.flops_threshold,
                                          self.peak_ratio, self.max_depth)
-        self.last_report = reports
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
-        self.write_report(module, self.output, text)
+        self.write_report(module, text)
+        return reports

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from . import catalogue as cat
 from .contiguity import TARGETS, Profitability, TransferUnit, classify
 
@@ -293,16 +293,16 @@ class BuildVTOG(Pass):
         "its data-movement ops (edges u -> v: u can be a virtual tensor of v, from the catalogue of "
         "docs/vtc.md), each edge's mapping, region and Type I/II class, and the conflict set S(u) "
         "of every node (outgoing edges whose regions of u overlap). Graph inputs, constants and "
-        "outputs stay physical. Prints text (stderr or output=) and optionally Graphviz DOT. The IR "
+        "outputs stay physical. Prints text (report=) and optionally Graphviz DOT. The IR "
         "is unchanged.")
     options = (
-        Option("output", str, "-", "write the text dump to this file instead of stderr ('-')"),
+        report_option("the text dump"),
         Option("dot", str, "", "also write the VTOG as Graphviz DOT to this path"),
         Option("target", str, "cuda", "transfer unit preset for Defs. 4-5: cuda (128 B) or cpu (64 B)"),
         Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.unit_bytes < 0:
             self.emit_error(module, "vt-build-vtog: unit-bytes must not be negative (0 = the target's unit)")
             return
@@ -312,9 +312,7 @@ class BuildVTOG(Pass):
             return
         unit = self.unit_bytes or TARGETS[self.target]
         graphs = build_vtogs(module, unit)
-        self.last_graphs = graphs
         text = "".join(g.to_text() for g in graphs)
-        if not self.write_report(module, self.output, text):
-            return
-        if self.dot:
-            self.write_report(module, self.dot, "".join(g.to_dot() for g in graphs))
+        if self.write_report(module, text) and self.dot:
+            self.write_report(module, "".join(g.to_dot() for g in graphs), self.dot)
+        return graphs

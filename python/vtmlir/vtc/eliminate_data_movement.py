@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
@@ -123,17 +123,16 @@ class EliminateDataMovement(Pass):
         "ops disappear and vt.view ops of the physical tensors take their place (chains composed). "
         "rewrite=false only prints the greedy's choice over all VTOG edges.")
     options = (
-        Option("output", str, "-", "write the decision to this file instead of stderr ('-')"),
+        report_option("the decision"),
         Option("cost-model", str, "analytic", "edge weights w(e): analytic or measured (kernels timed on the target)"),
         Option("target", str, "cpu", "transfer unit preset for Defs. 4-5: cpu (64 B) or cuda (128 B)"),
         Option("unit-bytes", int, 0, "minimal memory transfer unit in bytes (overrides target)"),
         Option("rewrite", bool, True, "rewrite the IR (false: print the decision only)"),
         Option("memory-aware", bool, True, "keep a data-movement op physical where its view would raise "
                                            "the peak memory the backend allocates (memory_check.py)"),
-        Option("quiet", bool, False, "print nothing"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         models = list(dict.fromkeys(COST_MODELS + ("measured",)))
         if self.cost_model not in models:
             self.emit_error(module, f"vt-eliminate-data-movement: unknown cost model "
@@ -158,6 +157,5 @@ class EliminateDataMovement(Pass):
         else:
             model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True)
         graphs = eliminate(module, model, rewrite=self.rewrite, memory_aware=self.memory_aware)
-        self.last_points_to = graphs
-        if not self.quiet:
-            self.write_report(module, self.output, "".join(report_text(p) for p in graphs))
+        self.write_report(module, "".join(report_text(p) for p in graphs))
+        return graphs

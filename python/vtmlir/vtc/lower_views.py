@@ -409,8 +409,8 @@ class LowerViews(Pass):
                                     "along its split dim (finer than a tile; 0: always split)"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         if self.min_piece < 0:
             self.emit_error(module, "vt-lower-views: min-piece must not be negative")
             return
-        self.last_counts = lower_views(module, self.min_piece)
+        return lower_views(module, self.min_piece)

@@ -43,8 +43,11 @@ import time
 
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
+from torch_mlir.dialects import linalg
+from torch_mlir.dialects import tensor as tensor_d
 
 from ..dialects import vt as vt_dialect
+from ..context import make_context
 from ..errors import VtmlirError
 from ..ir_utils import nested_ops
 from . import catalogue as cat
@@ -131,11 +134,7 @@ class KernelTimer:
     def copy_bandwidth(self) -> float:
         """Bytes of traffic (read + write) per second of a plain copy on the target."""
         n = _BANDWIDTH_ELEMENTS
-        text = (f"func.func @main(%a: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n"
-                f"  %e = tensor.empty() : tensor<{n}xf32>\n"
-                f"  %c = linalg.copy ins(%a : tensor<{n}xf32>) outs(%e : tensor<{n}xf32>) -> tensor<{n}xf32>\n"
-                f"  return %c : tensor<{n}xf32>\n}}")
-        seconds = max(self.time(text) - self.overhead, 1e-9)
+        seconds = max(self.time(_copy_kernel(n)) - self.overhead, 1e-9)
         return 2 * 4 * n / seconds
 
 
@@ -323,6 +322,21 @@ def _gather_kernel(v, mapping, sources) -> str:
             with ir.InsertionPoint(block):
                 view = vt_dialect.view(list(block.arguments), mapping, _tensor_shape(v))
                 func_d.ReturnOp([view])
+        return str(module)
+
+
+def _copy_kernel(n: int) -> str:
+    """@main(a: tensor<n x f32>) -> a linalg.copy of it into a new tensor (the bandwidth probe)."""
+    with make_context(), ir.Location.unknown():
+        f32 = ir.F32Type.get()
+        vector = ir.RankedTensorType.get([n], f32)
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func_d.FuncOp("main", ir.FunctionType.get([vector], [vector]))
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                empty = tensor_d.EmptyOp([n], f32).result
+                func_d.ReturnOp([linalg.copy(block.arguments[0], outs=[empty])])
         return str(module)
 
 

@@ -8,7 +8,7 @@ memory promotion — slot in between `parallel-loops` and `map-to-gpu` without t
 The default stages (docs/design.md §6, verified on conv and attention blocks):
 
 1. `strip-runtime-asserts` — `gpu-strip-runtime-asserts` erases `cf.assert` (see
-   `vtmlir.passes.gpu_kernel_prep` for why); the CPU path keeps them.
+   `vtmlir.passes.gpu_strip_runtime_asserts` for why); the CPU path keeps them.
    `expand-fpowi` — `math-expand-ops{ops=fpowi}`: `x.pow(2)` becomes `x * x` (NVVM would call
    libdevice's `__nv_powif` with an i64 exponent where it takes i32: wrong results on the device).
 2. `parallel-loops` — `convert-linalg-to-parallel-loops`: every linalg op becomes an `scf.parallel`

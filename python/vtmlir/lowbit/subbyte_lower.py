@@ -32,10 +32,10 @@ from torch_mlir.dialects import affine, arith, linalg
 
 from ..dialects.lowbit import DEQUANTIZE_ATTR, FUSED_ATTR, dequantized_type, is_code_conversion, unpack_op
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from . import cpu_matmul
 from .convert import emit_code_to_f32, emit_unpack
-from .pack import iterator_type
+from .subbyte_pack import iterator_type
 from ..dialects.lowbit_types import parse_dtype
 
 
@@ -73,8 +73,7 @@ class SubbyteLower(Pass):
     options = (
         Option("cpu-vectorize", bool, False, "lower each quantised matmul to word-at-a-time vector loops for "
                "the CPU (cpu_matmul.py); matmuls that do not fit stay portable (the report says why)"),
-        Option("report", str, "none", "where to write one line per quantised matmul saying how it was lowered: "
-               "'-' stderr, a path, or 'none'"),
+        report_option("one line per quantised matmul saying how it was lowered"),
     )
 
     def run(self, module):
@@ -99,7 +98,7 @@ class SubbyteLower(Pass):
             if len(list(producer.results[0].uses)) == 1:
                 self._fuse(matmul, producer.operation)
                 lines.append(f"subbyte-lower: {name} matmul: fused linalg.generic\n")
-        self.write_report(module, self.report, "".join(lines))
+        self.write_report(module, "".join(lines))
 
     # -- 0. CPU vector loops --------------------------------------------------------------------
     def _vectorize(self, cast, lines: list) -> bool:

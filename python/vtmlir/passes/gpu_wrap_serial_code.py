@@ -1,13 +1,10 @@
-"""Passes that prepare bufferized loop nests for `convert-parallel-loops-to-gpu`.
+"""`gpu-wrap-serial-code`: serial top-level code into one-thread kernels, before
+`convert-parallel-loops-to-gpu`.
 
-- `gpu-strip-runtime-asserts`: erase `cf.assert`. torch-mlir emits them for checks such as
-  "unimplemented: tensor with zero element" (batch norm's `sqrt(var + eps) != 0`). An `scf.parallel`
-  holding a `cf.assert` is not converted to a GPU launch (it stays on the host), so the loop nest would
-  run nowhere; a kernel has no way to report a failed assert anyway. The CPU path keeps them.
-- `gpu-wrap-serial-code`: a linalg op with no parallel dimension (a full reduction, a 0-d op) lowers
-  to plain `scf.for`s or loads and stores at the top level of the host function. Each such run of ops
-  is moved into a one-iteration `scf.parallel`, so it becomes a one-thread kernel instead of host
-  code. Do not canonicalize right after it: that would inline the one-iteration loops again.
+A linalg op with no parallel dimension (a full reduction, a 0-d op) lowers to plain `scf.for`s or
+loads and stores at the top level of the host function. Each such run of ops is moved into a
+one-iteration `scf.parallel`, so it becomes a one-thread kernel instead of host code. Do not
+canonicalize right after it: that would inline the one-iteration loops again.
 """
 
 from __future__ import annotations
@@ -26,16 +23,6 @@ HOST_OPS = frozenset({
     "memref.reinterpret_cast", "scf.parallel", "func.return",
     "gpu.launch", "gpu.launch_func",  # kernels the GPU schedules made already (codegen/gpu)
 })
-
-
-@register_pass
-class GpuStripRuntimeAsserts(Pass):
-    name = "gpu-strip-runtime-asserts"
-    summary = "Erase cf.assert so that every loop nest can become a GPU kernel"
-
-    def run(self, module) -> None:
-        for op in walk_ops(module, "cf.assert"):
-            op.erase()
 
 
 @register_pass

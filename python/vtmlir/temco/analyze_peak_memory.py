@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
-from ..passes.registry import Option, Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from ..ir_utils import all_parallel, destination_indices, nested_operands, nested_ops, walk_ops
@@ -474,18 +474,18 @@ class TemcoAnalyzePeakMemory(Pass):
     options = (
         Option("json", bool, False, "print the report as JSON instead of text"),
         Option("timeline", bool, True, "list the live bytes of every step in the text report"),
-        Option("output", str, "-", "write the report to this file ('-': stderr, 'none': keep it on the pass only)"),
+        report_option("the memory report"),
         Option("plot", str, "", "write a PNG plot of memory over time to this path"),
     )
 
-    def run(self, module) -> None:
+    def run(self, module):
         report = analyze_peak_memory(module)
-        self.last_report = report
-        self.write_report(module, self.output, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
-        if self.plot:
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
+        if self.plot and self.check_binary_destination(module, "plot", self.plot):
             from .plot import plot_memory
 
             try:
                 plot_memory([(f"@{f.function}", f) for f in report.functions], self.plot)
             except OSError as err:
                 self.emit_error(module, f"{self.name}: cannot write '{self.plot}': {err.strerror}")
+        return report

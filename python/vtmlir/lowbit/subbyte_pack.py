@@ -45,7 +45,7 @@ from ..dialects.vt import lowbit_mlir_type
 from ..dialects.lowbit import DEQUANTIZE_ATTR, VALUE_ATTR, UnpackOp
 from ..dialects.register_layout import local, parse_register_layout
 from ..ir_utils import walk_ops
-from ..passes.registry import Option, Pass, PassFailure, register_pass
+from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from ..ir_constants import make_constant
 from .evaluate import ConstantEvaluator, EvaluationError, affine_eval
 from .recognize import NotQuantized, QuantizedOperand, backward_slice, recognize_weight
@@ -91,7 +91,7 @@ class SubbytePack(Pass):
     options = (
         Option("tile-layout", str, "", "register layout of the consuming matmul's weight tile over (k, n), "
                "e.g. 'local(2,1).column_spatial(4,8).local(2,1)'; empty: local(K, 1), the CPU loop order"),
-        Option("report", str, "none", "where to write one line per packed weight: '-' stderr, a path, or 'none'"),
+        report_option("one line per packed weight"),
     )
 
     def run(self, module):
@@ -114,7 +114,7 @@ class SubbytePack(Pass):
             lines.append(f"subbyte-pack: {q.type_name} weight {k}x{n}: {self._last_bytes} bytes packed "
                          f"(fp32: {4 * k * n}), group size {groups}\n")
         _erase_dead(dead)
-        self.write_report(module, self.report, "".join(lines))
+        self.write_report(module, "".join(lines))
 
     def _rewrite(self, q: QuantizedOperand) -> None:
         matmul = q.matmul

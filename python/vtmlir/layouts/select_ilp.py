@@ -1,0 +1,65 @@
+"""`layout-select-ilp` (VTensor §5.2, EWO): Fig. 8's resolution, then the layouts of element-wise ops
+chosen by an ILP (HiGHS) minimising the bytes run-time conversions move.
+
+It works per `func.func` on graph-level IR (linalg-on-tensors), first removing any conversion units
+an earlier run left (`strip_conversions`), so it can be re-run and chained. See docs/layouts.md.
+"""
+
+from __future__ import annotations
+
+from ..ir_utils import symbol_name
+from ..passes.registry import Option, Pass, register_pass
+from .conventions import get_target
+from .ewo import build_model, solve_ilp
+from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION, FunctionLayoutReport, LayoutReport
+from .resolve import apply_resolution, functions, resolve_function, strip_conversions
+
+
+@register_pass
+class LayoutSelectIlp(Pass):
+    name = "layout-select-ilp"
+    summary = "Choose element-wise ops' layouts by an ILP minimising conversion bytes (VTensor §5.2 EWO, HiGHS)"
+    description = (
+        "Resolves layouts like layout-resolve, then gives every flexible op (element-wise, pad, "
+        "concat) a candidate set and solves an ILP (highspy) minimising the bytes run-time "
+        "conversions move; constants are converted at compile time (free); a value converted to a "
+        "layout once serves all its users. Rewrites the function with the chosen layouts."
+    )
+    options = (TARGET_OPTION, REPORT_OPTION, JSON_OPTION,
+               Option("cost", str, "bytes", "conversion cost: 'bytes' (tensor size) or 'count' (the paper's 1)"),
+               Option("share", bool, True, "model one conversion per (value, layout); false: one per use (the paper)"),
+               Option("time-limit", float, 60.0, "HiGHS time limit in seconds"))
+
+    def run(self, module):
+        with module.context:
+            return self._run(module)
+
+    def _run(self, module):
+        if self.cost not in ("bytes", "count"):
+            self.emit_error(module, f"layout-select-ilp: cost must be 'bytes' or 'count', got '{self.cost}'")
+            return
+        target = get_target(self.target)
+        report = LayoutReport(self.name, target.name)
+        for func in functions(module):
+            strip_conversions(func)
+            res = resolve_function(func, target)
+            naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
+            model = build_model(res, target, share=self.share)
+            if self.cost == "count":
+                for v in model.problem.values:
+                    v.cost = 1.0 if v.cost > 0 else 0.0
+            solution = solve_ilp(model.problem, time_limit=self.time_limit)
+            # Keep the resolved choice when the ILP finds nothing better (ties keep Fig. 8's).
+            initial = model.initial_choice()
+            if model.problem.cost(initial) <= solution.objective:
+                choice = initial
+            else:
+                choice = solution.choice
+            model.apply(choice)
+            after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
+            n = apply_resolution(res, share=self.share)
+            report.functions.append(FunctionLayoutReport(
+                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
+                solution.constraints, solution.solve_seconds, solution.status))
+        self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
+        return report
