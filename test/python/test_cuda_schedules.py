@@ -115,6 +115,18 @@ def test_f32_matmul_is_a_shared_memory_tiled_simt_kernel():
         assert _check_resources(kernel, arch).shared_bytes > 0
 
 
+def test_f32_matmul_uses_tf32_tensor_cores_only_on_request():
+    torch.manual_seed(0)
+    exe = vtmlir.compile(MatMul(), torch.randn(128, 64), torch.randn(64, 96), target="cuda",
+                         schedules={"contraction": {"allow_tf32": True}})
+    (kernel,) = _kernels(exe, "mma-sync")
+    assert "tf32" in kernel.plan.detail
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.ptx
+    assert "cp.async" in kernel.ptx and "bar.sync" in kernel.ptx
+    for arch in ARCHS:
+        assert _check_resources(kernel, arch).shared_bytes > 0
+
+
 def test_elementwise_kernels_use_128_bit_accesses():
     exe = _compile(Elementwise(), torch.randn(64, 1024), torch.randn(64, 1024))
     (kernel,) = _kernels(exe, "vector")

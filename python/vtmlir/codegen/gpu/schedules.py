@@ -126,7 +126,8 @@ class ContractionTiling:
     def describe(self) -> str:
         bm, bn, bk = self.block
         what = "warp" if self.mma else "thread"
-        return (f"{self.schedule} {self.element_type}: block {bm}x{bn}x{bk}, {what} tile "
+        elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
+        return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
                 f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s)")
 
 
@@ -166,6 +167,7 @@ class ContractionSchedule(GpuSchedule):
     stages: int = 0             # shared-memory stages (0: 2, or 3 where 48 KiB allow)
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
+    allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
@@ -176,7 +178,8 @@ class ContractionSchedule(GpuSchedule):
         a_idx = 1 - kernel.b_operand
         types = [ir.MemRefType(v.type) for v in kernel.op.operands]
         mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
-        return (_mma_types(types[a_idx], types[kernel.b_operand], types[2])
+        f32 = all(isinstance(t.element_type, ir.F32Type) for t in types)
+        return ((_mma_types(types[a_idx], types[kernel.b_operand], types[2]) or (self.allow_tf32 and f32))
                 and _innermost(kernel.maps[a_idx]) in (mi, ki) and _innermost(kernel.maps[kernel.b_operand]) in (ni, ki)
                 and _innermost(kernel.maps[2]) == ni)
 
@@ -348,7 +351,9 @@ class ContractionSchedule(GpuSchedule):
             tg.apply_patterns(launch, tg.fold_extensions, tg.canonicalization)
         tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
         if tiling.mma:
-            tg.apply_patterns(launch, tg.unroll_to_mma, tg.canonicalization)
+            # m16n8k16 for f16, m16n8k8 for TF32.
+            k = 8 if tiling.element_type == "f32" else 16
+            tg.apply_patterns(launch, lambda: tg.unroll_to_mma(16, 8, k), tg.canonicalization)
 
     def build_finish(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         if tiling.mma:
