@@ -143,7 +143,7 @@ def _shuffle_xor(value: ir.Value, offset: int) -> ir.Value:
         moved = arith.OrIOp(arith.ShLIOp(arith.ExtUIOp(i64, high).result, arith.ConstantOp(i64, 32).result).result,
                             arith.ExtUIOp(i64, low).result).result
     else:
-        raise PassFailure(f"codegen-gpu-reduce-rows: cannot shuffle a {t} value")
+        raise PassFailure(f"cannot shuffle a {t} value")
     return moved if isinstance(t, ir.IntegerType) else arith.BitcastOp(t, moved).result
 
 
@@ -182,8 +182,13 @@ def reduce_rows(module_op) -> int:
 
         module_op.walk(visit)
         for op in found:
-            with op.location, ir.InsertionPoint(op):
-                _build_kernel(op)
+            kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+            try:
+                with op.location, ir.InsertionPoint(op):
+                    _build_kernel(op)
+            except PassFailure as err:
+                # Named by its kernel id: the CUDA lowering then leaves this kernel to the naive mapping.
+                raise PassFailure(f"kernel {kid}: codegen-gpu-reduce-rows: {err}", op.location) from None
             op.erase()
     return len(found)
 
@@ -191,7 +196,7 @@ def reduce_rows(module_op) -> int:
 def _build_kernel(op: ir.Operation) -> None:
     combiners = row_combiners(op)
     if isinstance(combiners, str):
-        raise PassFailure(f"codegen-gpu-reduce-rows: not a row reduction: {combiners}", op.location)
+        raise PassFailure(f"not a row reduction: {combiners}")
     maps = indexing_maps_of(op)
     threads = ir.IntegerAttr(op.attributes[ROW_THREADS_ATTR]).value
     rows_per_block = ir.IntegerAttr(op.attributes[ROWS_PER_BLOCK_ATTR]).value
@@ -206,7 +211,7 @@ def _build_kernel(op: ir.Operation) -> None:
     rows = math.prod(ranges[:-1])
     warps = threads // WARP
     if warps > 1 and rows_per_block != 1:
-        raise PassFailure("codegen-gpu-reduce-rows: a block per row takes one row per block", op.location)
+        raise PassFailure("a block per row takes one row per block")
 
     grid = -(-rows // rows_per_block)
     launch = gpu.LaunchOp((_index(grid), _index(1), _index(1)), (_index(threads), _index(rows_per_block), _index(1)))
