@@ -18,6 +18,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import memref
 
+from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import indexing_maps_of
 
@@ -78,18 +79,10 @@ def drop_unit_loops(op: ir.Operation) -> None:
 def drop_unit_dims(module_op) -> int:
     """Rewrite every op annotated `codegen.drop_unit_dims`; returns how many."""
     with module_op.context, ir.Location.unknown():
-        found = []
-
-        def visit(op):
-            if DROP_UNIT_DIMS_ATTR in op.attributes:
-                if op.name != "linalg.generic":
-                    raise PassFailure(f"codegen-gpu-drop-unit-dims: '{op.name}' is not a linalg.generic",
-                                      op.location)
-                found.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module_op.walk(visit)
+        found = [op for op in walk_ops(module_op) if DROP_UNIT_DIMS_ATTR in op.attributes]
         for op in found:
+            if op.name != "linalg.generic":
+                raise PassFailure(f"codegen-gpu-drop-unit-dims: '{op.name}' is not a linalg.generic", op.location)
             with op.location:
                 drop_unit_loops(op)
     return len(found)

@@ -30,6 +30,7 @@ import math
 from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, gpu, memref, scf
 
+from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..bodies import backward_slice, clone_ops, result_owners
 from ..kernels import KERNEL_ATTR, classify, indexing_maps_of
@@ -173,14 +174,7 @@ def _if(condition: ir.Value, results=()) -> scf.IfOp:
 def reduce_rows(module_op) -> int:
     """Rewrite every linalg op annotated by the row-reduction schedule; returns how many."""
     with module_op.context:
-        found = []
-
-        def visit(op):
-            if op.name == "linalg.generic" and ROW_THREADS_ATTR in op.attributes:
-                found.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module_op.walk(visit)
+        found = [op for op in walk_ops(module_op, "linalg.generic") if ROW_THREADS_ATTR in op.attributes]
         for op in found:
             kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
             try:
