@@ -46,6 +46,19 @@ class Elementwise(torch.nn.Module):
         return torch.relu(x * y + 1.0)
 
 
+class Norms(torch.nn.Module):
+    """Softmax, LayerNorm and RMSNorm over rows of 1024 (a warp per row), a sum over rows of 8192 (a
+    block per row)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(1024)
+        self.rms = torch.nn.RMSNorm(1024)
+
+    def forward(self, x, y):
+        return torch.softmax(x, -1), self.ln(x), self.rms(x), y.sum(-1)
+
+
 def _compile(model, *inputs, chip="sm_80"):
     torch.manual_seed(0)
     return vtmlir.compile(model, *inputs, target="cuda", chip=chip)
@@ -102,6 +115,18 @@ def test_f32_matmul_is_a_shared_memory_tiled_simt_kernel():
         assert _check_resources(kernel, arch).shared_bytes > 0
 
 
+def test_f32_matmul_uses_tf32_tensor_cores_only_on_request():
+    torch.manual_seed(0)
+    exe = vtmlir.compile(MatMul(), torch.randn(128, 64), torch.randn(64, 96), target="cuda",
+                         schedules={"contraction": {"allow_tf32": True}})
+    (kernel,) = _kernels(exe, "mma-sync")
+    assert "tf32" in kernel.plan.detail
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.ptx
+    assert "cp.async" in kernel.ptx and "bar.sync" in kernel.ptx
+    for arch in ARCHS:
+        assert _check_resources(kernel, arch).shared_bytes > 0
+
+
 def test_elementwise_kernels_use_128_bit_accesses():
     exe = _compile(Elementwise(), torch.randn(64, 1024), torch.randn(64, 1024))
     (kernel,) = _kernels(exe, "vector")
@@ -111,10 +136,33 @@ def test_elementwise_kernels_use_128_bit_accesses():
         _check_resources(kernel, arch)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_row_reductions_use_warp_shuffles(dtype):
+    exe = _compile(Norms().to(dtype), torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))
+    rows = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "row-reduction"]
+    # softmax: max, sum; LayerNorm: mean, variance; RMSNorm: mean square; the sum.
+    assert len(rows) >= 6, [(k.name, k.plan.kind if k.plan else None) for k in exe.kernels]
+    assert all(k.schedule in ("warp-reduce", "block-reduce") for k in rows), \
+        [(k.name, k.schedule, k.plan.reason) for k in rows]
+    warp = [k for k in rows if k.schedule == "warp-reduce"]
+    block = [k for k in rows if k.schedule == "block-reduce"]
+    assert warp and block
+    for kernel in rows:
+        assert kernel.ptx.count("shfl.sync.bfly") >= 5, kernel.name
+        assert kernel.block[0] * kernel.block[1] * kernel.block[2] <= 256
+        for arch in ARCHS:
+            usage = _check_resources(kernel, arch)
+            assert usage.shared_bytes == (0 if kernel in warp else kernel.plan.shared_bytes), (kernel.name, usage)
+    for kernel in block:  # the warps' results meet in shared memory
+        assert "bar.sync" in kernel.ptx and "st.shared" in kernel.ptx and "ld.shared" in kernel.ptx
+    # A warp per row, 8 rows per block: 24 rows of 1024 in 3 blocks of 32x8 threads.
+    assert any(k.block == (32, 8, 1) and k.grid == (3, 1, 1) for k in warp), [(k.block, k.grid) for k in warp]
+    assert any(k.block == (256, 1, 1) and k.grid == (3, 1, 1) for k in block), [(k.block, k.grid) for k in block]
+
+
 @pytest.mark.parametrize("case", [
     "linear_ragged_f16", "matmul_f32", "matmul_bf16",
-    pytest.param("bmm_f16", marks=pytest.mark.xfail(strict=True, reason="batch dimensions are not tiled yet: "
-                                                    "the tiles' unit batch dimension is not rank-reduced")),
+    "bmm_f16",
 ])
 def test_contractions_do_not_fall_back_to_the_naive_mapping(case):
     if case == "linear_ragged_f16":
@@ -137,6 +185,29 @@ def test_contractions_do_not_fall_back_to_the_naive_mapping(case):
         if kernel.scheduled:
             for arch in ARCHS:
                 _check_resources(kernel, arch)
+
+
+def test_llama_layer_in_f16_runs_every_contraction_on_tensor_cores():
+    """The Llama decoder layer in f16 at decode (batch 1): q/k/v/o projections (o reads the heads
+    unflattened: two k dimensions), attention's two batched products (batch and heads on the grid),
+    the MLP's gate, up and down Linears (m padded to 16) -- all mma.sync, none naive."""
+    model, inputs = ZOO["llama_decoder_layer"].build(batch=1, seed=0)
+    model = model.half()
+    inputs = tuple(x.half() if x.is_floating_point() else x for x in inputs)
+    exe = vtmlir.compile(model, *inputs, target="cuda")
+    report = exe.report()
+    assert not report.naive_contractions, [(k.name, k.description, k.detail) for k in report.naive_contractions]
+    contractions = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
+    assert len(contractions) >= 7, [(k.name, k.plan.description) for k in contractions]
+    batched = [k for k in contractions if k.plan.description.count("x") >= 3]  # batch/outer or two k dims
+    assert len(batched) >= 3
+    for kernel in contractions:
+        assert kernel.schedule == "mma-sync", (kernel.name, kernel.plan.description, kernel.plan.reason)
+        assert "mma.sync.aligned.m16n8k16" in kernel.ptx and "ldmatrix" in kernel.ptx
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+    rows = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "row-reduction"]
+    assert rows and all(k.schedule in ("warp-reduce", "block-reduce") for k in rows)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

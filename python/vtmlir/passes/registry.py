@@ -95,6 +95,8 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-gpu-sink-constants": "vtmlir.codegen.gpu.sink_constants",
     "codegen-gpu-outline-kernels": "vtmlir.codegen.gpu.outline_kernels",
     "codegen-gpu-convert-mma": "vtmlir.codegen.gpu.convert_mma",
+    "codegen-gpu-reduce-rows": "vtmlir.codegen.gpu.reduce_rows",
+    "codegen-gpu-drop-unit-dims": "vtmlir.codegen.gpu.drop_unit_dims",
     "codegen-approximate-math": "vtmlir.codegen.approximate_math",
     # The default optimisation pipeline (python/vtmlir/optimize.py, docs/pipeline.md).
     "vtmlir-default": "vtmlir.vtmlir_default",

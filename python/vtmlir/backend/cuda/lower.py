@@ -96,15 +96,17 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("schedule", "contractions' operand prologues split off, tensor-core operands padded to "
              "multiples of 16, unit loops dropped; every kernel classified and its GPU schedule attached",
              pipeline="codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
-                      "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
+                      "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
-    GpuStage("gpu-tile", "block tiles, k loops, shared-memory promotion",
-             pipeline="transform-interpreter{{entry-point=__gpu_tile}}, memref-copy-to-linalg"),
+    GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
+             pipeline="transform-interpreter{{entry-point=__gpu_tile}}, codegen-gpu-drop-unit-dims"),
+    GpuStage("gpu-promote", "contraction tiles promoted to shared memory",
+             pipeline="transform-interpreter{{entry-point=__gpu_promote}}, memref-copy-to-linalg"),
     # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
     # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
     GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 contractions to nvgpu.mma.sync",
-             pipeline="transform-interpreter{{entry-point=__gpu_map}}, fold-memref-alias-ops, canonicalize, cse, "
+             pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
                       "codegen-gpu-convert-mma"),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
@@ -164,7 +166,7 @@ class ScheduleFailure(VtmlirError):
         self.kernel = kernel
 
 
-_GPU_PHASES = ("gpu-tile", "gpu-map", "gpu-pipeline")
+_GPU_PHASES = ("gpu-tile", "gpu-promote", "gpu-map", "gpu-pipeline")
 
 
 def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,

@@ -7,7 +7,8 @@ their own kernels, `gpu-sequentialize-forall`). Each scheduled kernel is tagged
 module gets one entry point per phase, which the `transform-interpreter{entry-point=...}` passes of
 `passes/cuda.pipeline` run in turn:
 
-- `@__gpu_tile`: block tiles (`scf.forall` on `#gpu.block`), k loops, shared-memory promotion;
+- `@__gpu_tile`: block tiles (`scf.forall` on `#gpu.block`), k loops;
+- `@__gpu_promote` (after `codegen-gpu-drop-unit-dims`): shared-memory promotion;
 - `@__gpu_map`: copies and compute over threads/warps, vectors, `gpu.launch` (annotated with the
   kernel id), then per function the accumulators hoisted out of the k loops, then each kernel's
   finishing patterns;
@@ -33,8 +34,8 @@ from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
 
-PHASES = ("tile", "map", "finish", "pipeline")
-ENTRY_POINTS = {"tile": "__gpu_tile", "map": "__gpu_map", "pipeline": "__gpu_pipeline"}
+PHASES = ("tile", "promote", "map", "finish", "pipeline")
+ENTRY_POINTS = {"tile": "__gpu_tile", "promote": "__gpu_promote", "map": "__gpu_map", "pipeline": "__gpu_pipeline"}
 _STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast")
 
 

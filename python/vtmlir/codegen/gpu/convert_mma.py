@@ -59,8 +59,27 @@ def convert_mma(module_op) -> int:
                 # reach LLVM with a 2-d vector.contract it cannot lower. Its schedule failed.
                 raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: a vector.contract is "
                                   "left that convert-vector-to-gpu did not make mma.sync", op.location)
+            _enable_tf32(op)
             converted += 1
     return converted
+
+
+def _enable_tf32(gpu_module) -> None:
+    """f32 operands of `nvgpu.mma.sync` are TF32 (`mma.sync...tf32`), which the op states with its
+    `tf32Enabled` attribute; the conversion does not set it (NVVM lowering refuses f32 without it).
+    An f32 contraction reaches this pass only when the schedule allowed TF32 (`allow_tf32`): SIMT
+    contractions are FMAs by now."""
+    found = []
+
+    def visit(inner):
+        if inner.name == "nvgpu.mma.sync" and isinstance(ir.VectorType(inner.operands[0].type).element_type,
+                                                         ir.F32Type):
+            found.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    gpu_module.walk(visit)
+    for mma in found:
+        mma.attributes["tf32Enabled"] = ir.UnitAttr.get()
 
 
 @register_pass

@@ -16,8 +16,9 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
   order (no TF32).
 - `VectorSchedule` (elementwise, data movement, outer reductions): 128-bit vectors along the
   output's contiguous dimension, up to 256 threads per block, reduction loops inside each thread.
-- Row reductions (softmax, LayerNorm, RMSNorm, sums) have no GPU schedule yet: the naive mapping
-  (a thread per row), named in the report.
+- `RowReductionSchedule` (softmax, LayerNorm, RMSNorm, row sums): a warp per row (several rows per
+  block) or, for long rows, a block of up to 8 warps per row; `shfl.sync` butterflies, one pass over
+  global memory (the kernel is built by `codegen-gpu-reduce-rows`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from ..kernels import Kernel, KernelKind
 from ..schedules import Schedule, resolve_schedules
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
+from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
+from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners
 from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
 
@@ -63,6 +66,23 @@ class GpuSchedule(Schedule):
         """The tiling for `kernel` on `target`, or a string saying why the schedule does not apply."""
         raise NotImplementedError
 
+    # The transform IR per phase of the CUDA lowering (`attach_schedule.PHASES`): "tile" gets the
+    # kernel's op (consumed), the others the module. A schedule overrides the phases it has work in.
+    def build_tile(self, kid: int, kernel: Kernel, tiling, op: ir.Value) -> None:
+        raise NotImplementedError
+
+    def build_promote(self, kid: int, kernel: Kernel, tiling, root: ir.Value) -> None:
+        return
+
+    def build_map(self, kid: int, kernel: Kernel, tiling, root: ir.Value) -> None:
+        return
+
+    def build_finish(self, kid: int, kernel: Kernel, tiling, root: ir.Value) -> None:
+        return
+
+    def build_pipeline(self, kid: int, kernel: Kernel, tiling, root: ir.Value) -> None:
+        return
+
 
 # --------------------------------------------------------------------------------------------------
 # Contractions
@@ -92,6 +112,7 @@ class ContractionTiling:
     threads: int
     stages: int
     copies: tuple[CopyPlan, CopyPlan]   # of input 0 and input 1, in operand order
+    split: tuple[bool, bool]        # whether m and n are split over blocks (else one block tile covers it)
     grid: int
     shared_bytes: int
     element_type: str
@@ -105,7 +126,8 @@ class ContractionTiling:
     def describe(self) -> str:
         bm, bn, bk = self.block
         what = "warp" if self.mma else "thread"
-        return (f"{self.schedule} {self.element_type}: block {bm}x{bn}x{bk}, {what} tile "
+        elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
+        return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
                 f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s)")
 
 
@@ -145,6 +167,7 @@ class ContractionSchedule(GpuSchedule):
     stages: int = 0             # shared-memory stages (0: 2, or 3 where 48 KiB allow)
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
+    allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
@@ -155,7 +178,8 @@ class ContractionSchedule(GpuSchedule):
         a_idx = 1 - kernel.b_operand
         types = [ir.MemRefType(v.type) for v in kernel.op.operands]
         mi, ni, ki = kernel.m[-1], kernel.n[-1], kernel.k[-1]
-        return (_mma_types(types[a_idx], types[kernel.b_operand], types[2])
+        f32 = all(isinstance(t.element_type, ir.F32Type) for t in types)
+        return ((_mma_types(types[a_idx], types[kernel.b_operand], types[2]) or (self.allow_tf32 and f32))
                 and _innermost(kernel.maps[a_idx]) in (mi, ki) and _innermost(kernel.maps[kernel.b_operand]) in (ni, ki)
                 and _innermost(kernel.maps[2]) == ni)
 
@@ -183,12 +207,6 @@ class ContractionSchedule(GpuSchedule):
             return "the contraction's dimensions are not batch/m/n/k"
         if min(big_m, big_n, big_k) < 2:
             return "a unit m, n or k dimension (a matrix-vector product)"
-        if outer_dims:
-            # Each block's tile keeps a unit batch dimension, on views with a dynamic offset, which
-            # upstream's fold-unit-extent-dims patterns do not rank-reduce: the promoted tiles get
-            # dynamic shapes and vectorisation fails. (Also, `map_forall_to_blocks` launches linear
-            # dimensions 0-2 only.)
-            return f"{len(outer_dims)} batch or outer dimension(s) (not tiled yet)"
         outer_tiles = prod(ranges[d] for d in outer_dims)
         elem = _element_name(types[a_idx].element_type)
         mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
@@ -199,6 +217,14 @@ class ContractionSchedule(GpuSchedule):
         if tiles is None:
             return "no block tile fits the shape"
         (bm, bn, bk), sub, threads = tiles
+        # Each outer dimension is a grid dimension next to m and n, and `map_forall_to_blocks`
+        # launches three: m or n covered by one block tile need none.
+        split = [True, True]
+        for i, (extent, size) in enumerate(((big_m, bm), (big_n, bn))):
+            if len(outer_dims) + sum(split) > 3 and extent == size:
+                split[i] = False
+        if len(outer_dims) + sum(split) > 3:
+            return f"{len(outer_dims)} batch or outer dimensions and m and n over blocks (the grid has three)"
         tile_of = {mi: bm, ni: bn, ki: bk}
         copies = []
         for idx in (0, 1):
@@ -229,7 +255,7 @@ class ContractionSchedule(GpuSchedule):
         moved = sum(prod(t.shape) * element_bytes(t.element_type) for t in types) + \
             prod(types[2].shape) * element_bytes(types[2].element_type)
         return ContractionTiling(bool(mma), order, len(outer_dims), len(k_outer), (bm, bn, bk), sub, threads, stages,
-                                 tuple(copies), grid, shared, elem, flops, moved)
+                                 tuple(copies), tuple(split), grid, shared, elem, flops, moved)
 
     def _mma_tiles(self, target, big_m, big_n, big_k, outer_tiles):
         bk = self.block_k or (32 if big_k % 32 == 0 else 16)
@@ -288,14 +314,23 @@ class ContractionSchedule(GpuSchedule):
             handle = tg.interchange(handle, tiling.order)
         p, q = tiling.outer, tiling.k_outer
         bm, bn, bk = tiling.block
-        tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm, bn, 0], processor="block",
-                                       linear_dims=[p + 1 - i for i in range(p)] + [1, 0])
+        dims = p + sum(tiling.split)
+        tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm if tiling.split[0] else 0,
+                                                                               bn if tiling.split[1] else 0, 0],
+                                       processor="block", linear_dims=[dims - 1 - i for i in range(dims)])
         tg.annotate_kernel(forall, kid)
-        tile(tiled, [0] * p + [1] * q + [0, 0, bk])
-        # The tiles of 1 (batch, outer m/n/k) are unit dimensions: drop them, so the shared-memory
-        # tiles and the warp-level contraction are 2-d (m, k) x (n, k) -> (m, n).
-        tg.apply_patterns(forall, tg.fold_unit_dims, tg.canonicalization)
-        tg.promote_to_workgroup(match_names(forall, ["linalg.generic"]), [0, 1])
+        tiled, _ = tile(tiled, [0] * p + [1] * q + [0, 0, bk])
+        if p or q:
+            # The tiles of 1 (batch, outer m/n/k) are unit loops on views with dynamic offsets, which
+            # upstream's unit-dimension folding leaves alone: `codegen-gpu-drop-unit-dims` drops them
+            # after this phase, so the shared-memory tiles and the warp-level contraction are 2-d
+            # (m, k) x (n, k) -> (m, n).
+            tg.annotate(tiled, DROP_UNIT_DIMS_ATTR, 1)
+
+    def build_promote(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
+        forall = tg.match_tagged(root, "scf.forall", kid)
+        tg.apply_patterns(forall, tg.canonicalization)
+        tg.promote_to_workgroup(tg.match_tagged(forall, "linalg.generic", kid), [0, 1])
 
     def build_map(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
@@ -316,7 +351,9 @@ class ContractionSchedule(GpuSchedule):
             tg.apply_patterns(launch, tg.fold_extensions, tg.canonicalization)
         tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
         if tiling.mma:
-            tg.apply_patterns(launch, tg.unroll_to_mma, tg.canonicalization)
+            # m16n8k16 for f16, m16n8k8 for TF32.
+            k = 8 if tiling.element_type == "f32" else 16
+            tg.apply_patterns(launch, lambda: tg.unroll_to_mma(16, 8, k), tg.canonicalization)
 
     def build_finish(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         if tiling.mma:
@@ -489,8 +526,67 @@ class VectorSchedule(GpuSchedule):
         launch = tg.match_tagged(root, "gpu.launch", kid)
         tg.apply_patterns(launch, tg.drop_unit_dims, tg.canonicalization)
 
-    def build_pipeline(self, kid, kernel, tiling, root) -> None:
-        return
+
+# --------------------------------------------------------------------------------------------------
+# Row reductions
+
+
+@dataclass(frozen=True)
+class RowReductionTiling:
+    row_threads: int       # per row: 32 (a warp) or 64-256 (a block)
+    rows_per_block: int
+    grid: int
+    flops: int
+    bytes: int
+    shared_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return self.row_threads * self.rows_per_block
+
+    @property
+    def schedule(self) -> str:
+        return "warp-reduce" if self.row_threads == WARP else "block-reduce"
+
+    def describe(self) -> str:
+        return (f"{self.schedule}: {self.row_threads} threads per row, {self.rows_per_block} row(s) per block, "
+                f"{self.grid} blocks")
+
+
+@dataclass(frozen=True)
+class RowReductionSchedule(GpuSchedule):
+    name: ClassVar[str] = "row-reduction"
+    elements_per_thread: int = 32   # a block per row once a warp would take more per thread
+    max_threads: int = MAX_THREADS  # per row
+    block_threads: int = MAX_THREADS  # per block (warp per row: rows per block x 32)
+
+    def choose(self, kernel: Kernel, target: GpuTarget):
+        if kernel.kind is not KernelKind.REDUCTION or tuple(kernel.reduction_dims) != (kernel.rank - 1,):
+            return "not a reduction over the innermost loop alone"
+        combiners = row_combiners(kernel.op)
+        if isinstance(combiners, str):
+            return combiners
+        row = kernel.loop_ranges[-1]
+        rows = prod(kernel.loop_ranges[:-1])
+        threads = WARP
+        while threads < self.max_threads and row > threads * self.elements_per_thread:
+            threads *= 2
+        rows_per_block = 1
+        if threads == WARP:
+            rows_per_block = min(max(1, self.block_threads // WARP), 1 << max(0, (rows - 1).bit_length()))
+        grid = -(-rows // rows_per_block)
+        moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+                    for v in kernel.op.operands if isinstance(v.type, ir.MemRefType))
+        body_ops = len(list(kernel.op.regions[0].blocks[0].operations)) - 1
+        shared = 0
+        if threads > WARP:
+            shared = sum(threads // WARP * element_bytes(c.results[0].type) for c in combiners)
+        return RowReductionTiling(threads, rows_per_block, grid, kernel.iterations * body_ops, moved, shared)
+
+    def build_tile(self, kid: int, kernel: Kernel, tiling: RowReductionTiling, op: ir.Value) -> None:
+        # The tiling travels on the op to `codegen-gpu-reduce-rows` (gpu-map stage), which builds the kernel.
+        tg.annotate(op, ROW_THREADS_ATTR, tiling.row_threads)
+        tg.annotate(op, ROWS_PER_BLOCK_ATTR, tiling.rows_per_block)
 
 
 # The default GPU schedule per kernel kind (keys as codegen.schedules.schedule_key); None: the naive
@@ -500,7 +596,7 @@ DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
     KernelKind.ELEMENTWISE.value: VectorSchedule(),
     KernelKind.DATA_MOVEMENT.value: VectorSchedule(),
     "outer-reduction": VectorSchedule(),
-    "row-reduction": None,
+    "row-reduction": RowReductionSchedule(),
     KernelKind.CONVOLUTION.value: None,
     KernelKind.POOLING.value: None,
 }

@@ -51,11 +51,16 @@ def match_tagged(scope: ir.Value, op_name: str, kernel_id: int) -> ir.Value:
     return structured.MatchOp(any_op(), scope, ops=[op_name], op_attrs={KERNEL_ATTR: kernel_id_attr(kernel_id)}).result
 
 
+def annotate(target: ir.Value, name: str, value: int) -> None:
+    """Put `name = value : i64` on the payload ops of `target`."""
+    param_type = transform.ParamType.get(ir.IntegerType.get_signless(64))
+    param = transform.ParamConstantOp(param_type, kernel_id_attr(value)).result
+    transform.AnnotateOp(target, name, param=param)
+
+
 def annotate_kernel(target: ir.Value, kernel_id: int) -> None:
     """Put `codegen.kernel = kernel_id : i64` on the payload ops of `target` (foralls, launches)."""
-    param_type = transform.ParamType.get(ir.IntegerType.get_signless(64))
-    param = transform.ParamConstantOp(param_type, kernel_id_attr(kernel_id)).result
-    transform.AnnotateOp(target, KERNEL_ATTR, param=param)
+    annotate(target, KERNEL_ATTR, kernel_id)
 
 
 def tile_forall(target: ir.Value, *, tile_sizes: Sequence[int] | None = None, num_threads: Sequence[int] | None = None,
@@ -128,11 +133,6 @@ def fold_extensions() -> None:
     """Widening casts of the operands folded into `vector.contract` (the f16 x f16 → f32 contraction
     that `mma.sync` computes)."""
     transform_vector.ApplyFoldArithExtensionPatternsOp()
-
-
-def fold_unit_dims() -> None:
-    """Unit loops of linalg ops dropped through rank-reducing subviews."""
-    structured_gen.ApplyFoldUnitExtentDimsViaSlicesPatternsOp()
 
 
 def drop_unit_dims() -> None:

@@ -1,0 +1,97 @@
+"""`codegen-gpu-drop-unit-dims`: the unit loops of a block's contraction tile dropped through
+rank-reducing views, so a batch matmul's block works on 2-d tiles like a matmul's.
+
+A batch contraction (attention's two products, `torch.bmm`) is tiled with its batch dimension by 1
+onto the grid (`ContractionSchedule`, gpu-tile stage): each block's `linalg.generic` then reads
+`memref<1x16x32xf16, strided<[2048, 32, 1], offset: ?>>` views. Upstream's fold-unit-extent-dims
+patterns leave ops on non-identity layouts alone (both the slice and the reshape strategies), and the
+shared-memory tiles, warp tiles and `vector.contract` built from a 4-loop op fail to vectorise. This
+pass takes the ops the schedule annotated `codegen.drop_unit_dims` (between its tile and promote
+phases): every loop of extent 1 leaves the indexing maps and the iterator types, and every operand
+is replaced by a rank-reducing `memref.subview` without the unit dimensions those loops index
+(strides and offset kept: the same elements). Only projected-permutation maps are handled (what a
+contraction has); anything else is an error naming the op.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import memref
+
+from ...ir_utils import walk_ops
+from ...passes.registry import Pass, PassFailure, register_pass
+from ..kernels import indexing_maps_of
+
+DROP_UNIT_DIMS_ATTR = "codegen.drop_unit_dims"
+
+
+def _strides_and_offset(t: ir.MemRefType) -> tuple[list[int], int]:
+    strides, offset = t.get_strides_and_offset()
+    return list(strides), offset
+
+
+def _rank_reduced(value: ir.Value, keep: list[int]) -> ir.Value:
+    """A view of `value` without its dimensions not in `keep` (all of extent 1)."""
+    t = ir.MemRefType(value.type)
+    shape = list(t.shape)
+    strides, offset = _strides_and_offset(t)
+    layout = ir.StridedLayoutAttr.get(offset, [strides[i] for i in keep])
+    result = ir.MemRefType.get([shape[i] for i in keep], t.element_type, layout, t.memory_space)
+    return memref.SubViewOp(result, value, [], [], [], [0] * t.rank, shape, [1] * t.rank).result
+
+
+def drop_unit_loops(op: ir.Operation) -> None:
+    """Drop the unit loops of a memref `linalg.generic` in place (see the module docstring)."""
+    maps = indexing_maps_of(op)
+    if maps is None:
+        raise PassFailure(f"codegen-gpu-drop-unit-dims: '{op.name}' has no indexing maps", op.location)
+    operands = list(op.operands)
+    ranges: list[int | None] = [None] * maps[0].n_dims
+    for amap, value in zip(maps, operands):
+        if not isinstance(value.type, ir.MemRefType):
+            raise PassFailure("codegen-gpu-drop-unit-dims: a scalar operand", op.location)
+        for expr, extent in zip(amap.results, ir.MemRefType(value.type).shape):
+            if not isinstance(expr, ir.AffineDimExpr) or amap.n_symbols:
+                raise PassFailure("codegen-gpu-drop-unit-dims: an indexing map that is not a projected "
+                                  "permutation", op.location)
+            ranges[expr.position] = extent
+    unit = {d for d, extent in enumerate(ranges) if extent == 1}
+    if not unit or len(unit) == len(ranges):
+        return
+    renumber = {}
+    for d in range(len(ranges)):
+        if d not in unit:
+            renumber[d] = len(renumber)
+    new_maps = []
+    with ir.InsertionPoint(op):
+        for i, (amap, value) in enumerate(zip(maps, operands)):
+            keep = [j for j, e in enumerate(amap.results) if e.position not in unit]
+            exprs = [ir.AffineDimExpr.get(renumber[amap.results[j].position]) for j in keep]
+            new_maps.append(ir.AffineMapAttr.get(ir.AffineMap.get(len(renumber), 0, exprs)))
+            if len(keep) != ir.MemRefType(value.type).rank:
+                op.operands[i] = _rank_reduced(value, keep)
+    iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get(new_maps)
+    op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in renumber])
+    del op.attributes[DROP_UNIT_DIMS_ATTR]
+
+
+def drop_unit_dims(module_op) -> int:
+    """Rewrite every op annotated `codegen.drop_unit_dims`; returns how many."""
+    with module_op.context, ir.Location.unknown():
+        found = [op for op in walk_ops(module_op) if DROP_UNIT_DIMS_ATTR in op.attributes]
+        for op in found:
+            if op.name != "linalg.generic":
+                raise PassFailure(f"codegen-gpu-drop-unit-dims: '{op.name}' is not a linalg.generic", op.location)
+            with op.location:
+                drop_unit_loops(op)
+    return len(found)
+
+
+@register_pass
+class DropUnitDims(Pass):
+    name = "codegen-gpu-drop-unit-dims"
+    summary = "Unit loops of annotated linalg.generic ops dropped through rank-reducing memref views (any layout)"
+
+    def run(self, module):
+        drop_unit_dims(module)
