@@ -375,8 +375,8 @@ def test_bert_encoder_runs_every_kernel_natively(monkeypatch):
             ref = model(torch.from_numpy(xb)).numpy()
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-4)
     admitted = [e for k in fn.kernels for e in k.cache.values()] + list(fn._bmm_kernels.values())
-    assert all(use_native for _, use_native in admitted)
-    assert max(len(k.input_shapes) + len(k.output_shapes) for k, _ in admitted) > 8
+    assert all(use_native for _, use_native, _ in admitted)
+    assert max(len(k.input_shapes) + len(k.output_shapes) for k, _, _ in admitted) > 8
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float64"])
