@@ -279,7 +279,7 @@ def test_dvm_kernel_fast_path_falls_back_where_it_does_not_apply():
     a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
     (ref,) = k(a, b)
     np.testing.assert_array_equal(k(a, b, native=True)[0], ref)
-    assert k._launch  # prepared at the first native run
+    assert k.native_call  # prepared at the first native run
     wide = np.zeros((5, 14), np.float32)
     wide[:, ::2] = a
     frozen = a.copy()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class CompiledKernel:
     kernel (``template=False``) is decoded -- validated -- at its first native run."""
 
     __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
-                 "output_dtypes", "_tiling_of", "info", "_program", "_native", "_header", "_launch")
+                 "output_dtypes", "_tiling_of", "info", "_program", "_native", "_header", "native_call")
 
     def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
                  output_dtypes, tiling_of=None, info=None, native_reason=UNCHECKED):
@@ -57,7 +58,8 @@ class CompiledKernel:
         self._tiling_of, self.info, self._program = tiling_of, info, None
         self._native = native_reason
         self._header = None  # `native.launch_header` of the bytecode, read at the first native run
-        self._launch = None  # `_NativeCall`, made at the first native run of a dense kernel
+        # `_NativeCall` ``(inputs, cores) -> outputs or None``, made at the first native run; False: none
+        self.native_call = None
 
     @property
     def tiling(self) -> VectorTiling | MatmulTiling:
@@ -109,11 +111,11 @@ class CompiledKernel:
             raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
         if self._header is None:
             self._header = launch_header(self.bytecode)
-        if self._launch is None:
+        if self.native_call is None:
             dense = self._input_strides is None or self._input_strides == tuple(
                 map(cached_dense_strides, self.input_shapes))
-            self._launch = (dense and _NativeCall.of(self, native_vm(), self._header)) or False
-        return self._launch
+            self.native_call = (dense and _NativeCall.of(self, native_vm(), self._header)) or False
+        return self.native_call
 
     def __repr__(self) -> str:
         return (f"CompiledKernel({self.graph.name}, inputs={list(self.input_shapes)}, "
@@ -124,7 +126,7 @@ class CompiledKernel:
         `native=True` runs the VM compiled once through MLIR (`native.py`) instead of the numpy
         reference; `cores` is N of Alg. 2 (native default 1)."""
         if native:
-            launch = self._launch
+            launch = self.native_call
             if launch is None:
                 launch = self._prepare_native()
             if launch:
@@ -158,11 +160,13 @@ class CompiledKernel:
 class _NativeCall:
     """The native run of a kernel compiled for dense inputs, prepared at its first run: the
     header's launch figures, per input the shape and dtype it takes, per output its shape and
-    dtype. A call checks each input (an ndarray of exactly that shape and dtype, C-contiguous),
-    writes its pointer into the thread's argument table and dispatches (`NativeVM._dispatch`);
-    anything else gives None and takes the checked path of `CompiledKernel.__call__`."""
+    dtype, and, for one-core runs on the thread that prepared it, a frame of its own with every
+    word but the argument pointers written (`NativeVM.prepared_frame`; the static path's
+    `DescriptorTable` words, as `backend/cpu/calling.py` keeps them per signature). A call checks
+    each input (an ndarray of exactly that shape and dtype, C-contiguous), writes the pointers and
+    runs; anything else gives None and takes the checked path of `CompiledKernel.__call__`."""
 
-    __slots__ = ("vm", "code", "address", "nargs", "tiles", "local_bytes", "inputs", "outputs")
+    __slots__ = ("vm", "code", "address", "nargs", "tiles", "local_bytes", "inputs", "outputs", "owner", "frame")
 
     @classmethod
     def of(cls, kernel: CompiledKernel, vm, header) -> _NativeCall | None:
@@ -176,16 +180,23 @@ class _NativeCall:
         self.tiles, self.local_bytes = tiles, local_bytes
         self.inputs = [(tuple(shape), np.dtype(dt)) for shape, (dt, _) in zip(kernel.input_shapes, descs[:n])]
         self.outputs = [(tuple(shape), dt.numpy) for shape, dt in zip(kernel.output_shapes, kernel.output_dtypes)]
+        self.owner = threading.get_ident()
+        self.frame = vm.prepared_frame(address, kernel.bytecode.size, self.nargs, tiles, local_bytes)
+        table = self.frame.table  # the buffers' sizes never change: written once
+        for j, (shape, dt) in enumerate(self.inputs + self.outputs):
+            table[5 * j + 3] = math.prod(shape) * np.dtype(dt).itemsize
         return self
 
     def __call__(self, inputs, cores: int):
         if len(inputs) != len(self.inputs):
             return None
-        frame = self.vm._frame()
-        table = frame.table_for(self.nargs)
+        own = cores == 1 and threading.get_ident() == self.owner
+        frame = self.frame if own else self.vm._frame()
+        table = frame.table if own else frame.table_for(self.nargs)
         j = 0
         for a, (shape, dt) in zip(inputs, self.inputs):
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dt or not a.flags.c_contiguous:
+            if (type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt)
+                    or not a.flags.c_contiguous):
                 return None
             table[j] = table[j + 1] = data_pointer(a)
             table[j + 3] = a.nbytes
@@ -197,7 +208,10 @@ class _NativeCall:
             table[j + 3] = o.nbytes
             j += 5
             outs.append(o)
-        self.vm._dispatch(frame, self.address, self.code.size, self.nargs, self.tiles, self.local_bytes, cores)
+        if own:
+            self.vm.run_prepared(frame)
+        else:
+            self.vm._dispatch(frame, self.address, self.code.size, self.nargs, self.tiles, self.local_bytes, cores)
         return outs
 
 

@@ -79,10 +79,11 @@ class _Frame:
     `backend/cpu/calling.py`) and the growable argument table (one memref descriptor of five words
     per program argument). A call writes words; no ctypes object is created."""
 
-    __slots__ = ("words", "address", "table", "table_address")
+    __slots__ = ("words", "address", "table", "table_address", "keep")
 
-    def __init__(self, state):
+    def __init__(self, state, keep=None):
         self.words, self.address = state
+        self.keep = keep  # a prepared frame's pointer arrays and local memory
         self.table = (ctypes.c_int64 * 0)()
         self.table_address = 0
 
@@ -127,12 +128,40 @@ class NativeVM:
         self._local = threading.local()
 
     def _scratch(self, nbytes: int) -> np.ndarray:
+        """This thread's local memory of at least `nbytes`. A larger one replaces it, but the
+        smaller ones stay allocated: a prepared frame (`prepared_frame`) may still hold one, as
+        large as its program needs (they grow geometrically: at most twice the largest in all)."""
         buf = getattr(self._local, "buf", None)
         if buf is None or buf.size < nbytes:
-            buf = np.zeros(max(nbytes, 4096), dtype=np.uint8)
+            buf = np.zeros(max(nbytes, 4096, 2 * (0 if buf is None else buf.size)), dtype=np.uint8)
+            self._local.__dict__.setdefault("kept", []).append(buf)
             self._local.buf = buf
             self._local.buf_address = data_pointer(buf)
         return buf
+
+    def prepared_frame(self, code_address: int, code_size: int, nargs: int, tiles: int, local_bytes: int) -> _Frame:
+        """A frame of its own for one program run on one core of the calling thread, everything but
+        the argument pointers written (`kernel._NativeCall`): code, argument table (room for
+        `nargs`), local memory of this thread, tiles [0, tiles). Run it with `run_prepared` on
+        that thread only."""
+        words, address, keep = self._params.fresh()
+        local = self._scratch(max(local_bytes, 1))
+        # the frame holds its local memory too: a thread that ends frees its own, and a later
+        # thread may get the same ident
+        frame = _Frame((words, address), (keep, local))
+        frame.table_for(nargs)
+        words[_CODE] = words[_CODE + 1] = code_address
+        words[_CODE + 3] = code_size
+        words[_ARGS] = words[_ARGS + 1] = frame.table_address
+        words[_ARGS + 3] = nargs
+        words[_LOCAL] = words[_LOCAL + 1] = self._local.buf_address
+        words[_LOCAL + 3] = local.size
+        words[_T0], words[_T1] = 0, tiles
+        return frame
+
+    def run_prepared(self, frame: _Frame) -> None:
+        """Run a `prepared_frame` (its argument table filled) on the calling thread."""
+        self._entry(frame.address)
 
     def _frame(self) -> _Frame:
         try:

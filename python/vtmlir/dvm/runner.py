@@ -301,8 +301,9 @@ class _GroupKernel:
         then receives what this kernel compiled (`DvmFunction.shape_plans`)."""
         if not self.results:  # every result is dead: nothing to compute
             return
-        arrays = [src if view is None else view(values[src]) for src, view in self.feed]
-        key = tuple([(a.shape, a.strides, a.dtype.str) for a in arrays])
+        arrays = [values[src] if view is _SAME else src if view is None else view(values[src])
+                  for src, view in self.feed]
+        key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         if dry:
             shapes, strides = _layout(arrays)
             k = compile_graph(self.graph, shapes, target, input_strides=strides)
@@ -315,7 +316,10 @@ class _GroupKernel:
         if kernel is None:
             kernel = self.admit(key, self.compile(*_layout(arrays), target), native, target)
         k, use_native, cores = kernel
-        outs = k(*arrays, native=use_native, cores=cores)
+        launch = k.native_call if use_native else None  # the prepared native call, once it exists
+        outs = launch(arrays, cores) if launch else None
+        if outs is None:
+            outs = k(*arrays, native=use_native, cores=cores)
         for r, o, convert in zip(self.results, outs, self.converters):
             values[r] = convert(o)
 
@@ -326,8 +330,10 @@ class _GroupKernel:
         return self.__dict__.get("_feed", self.inputs)
 
     def bind(self, constants: dict) -> None:
-        """Take the domain views of the operands that are constants of the function once."""
-        self._feed = [(view(constants[src]), None) if view is not None and src in constants else (src, view)
+        """Take the domain views of the operands that are constants of the function once; an
+        operand already in domain layout is read as it is (`_SAME`)."""
+        self._feed = [(view(constants[src]), None) if view is not None and src in constants
+                      else (src, _SAME) if getattr(view, "identity", False) else (src, view)
                       for src, view in self.inputs]
 
     @property
@@ -383,6 +389,10 @@ def _strides(a):
     return tuple(0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides))
 
 
+# a `_GroupKernel.feed` entry's view of an operand already in domain layout: read it as it is
+_SAME = object()
+
+
 def _domain_view(positions, rank):
     """numpy view of an operand in domain layout: tensor dims at their loop positions (in loop
     order), const-0 (unit) dims dropped, unit axes where the operand has no loop."""
@@ -411,6 +421,7 @@ def _domain_view(positions, rank):
             strides[p] = s
         return np.lib.stride_tricks.as_strided(a, shape=tuple(shape), strides=tuple(strides))
 
+    view.identity = identity
     return view
 
 
@@ -637,12 +648,14 @@ class DvmFunction:
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
         values = dict(self.constants)
         types = self.__dict__.get("_arg_types")
-        if types is None:  # (type, rank, static sizes (-1 dynamic), numpy dtype) per argument, read once
-            types = self._arg_types = [(t, t.rank, list(t.shape), tensor_dtype(v).numpy)
-                                       for v in self.args for t in [ir.RankedTensorType(v.type)]]
-        for v, a, (t, rank, sizes, dtype) in zip(self.args, arrays, types):
-            a = np.asarray(a)
-            if a.ndim != rank or any([s >= 0 and s != n for s, n in zip(sizes, a.shape)]) or a.dtype != dtype:
+        if types is None:  # (type, rank, the static (position, size) pairs, numpy dtype) per argument, read once
+            types = self._arg_types = [(t, t.rank, [(i, n) for i, n in enumerate(t.shape) if n >= 0],
+                                        tensor_dtype(v).numpy) for v in self.args for t in [ir.RankedTensorType(v.type)]]
+        for v, a, (t, rank, fixed, dtype) in zip(self.args, arrays, types):
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            shape = a.shape
+            if len(shape) != rank or a.dtype != dtype or [n for i, n in fixed if shape[i] != n]:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
         self.dry = dry
@@ -650,13 +663,18 @@ class DvmFunction:
             plan = self.shape_plans.pop(_arg_key(arrays), None)
             if plan is not None:
                 _compile_ahead(self, plan)
-        for kind, unit in self.plan:
-            if kind == "kernel":
+        steps = self.__dict__.get("_steps")
+        if steps is None:  # the plan with what each unit runs read from the IR once
+            steps = self._steps = [(unit, None, None) if kind == "kernel" else
+                                   (None, None, list(unit.operands)) if unit.name == "func.return" else
+                                   (unit, GLUE[unit.name], None) for kind, unit in self.plan]
+        for unit, glue, returned in steps:
+            if returned is not None:
+                return [np.asarray(values[v]) for v in returned]
+            if glue is None:
                 unit.run(values, self.target, self.native, dry, self.record)
-            elif unit.name == "func.return":
-                return [np.asarray(values[v]) for v in unit.operands]
             else:
-                GLUE[unit.name](unit, values, self)
+                glue(unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
 
 

@@ -111,7 +111,10 @@ class DescriptorTable:
         except AttributeError:
             return self._build()
 
-    def _build(self):
+    def fresh(self):
+        """A set of descriptor words of its own, not this thread's (a caller that keeps several
+        argument sets ready, as DVM does per kernel): (words, the address of the packed argument
+        array, what must stay alive with them)."""
         words = (ctypes.c_int64 * max(self._total, 1))()
         for word, value in self._static:
             words[word] = value
@@ -121,10 +124,14 @@ class DescriptorTable:
         packed = (ctypes.c_void_p * max(len(self.offsets), 1))(
             *[base + _WORD * o if scalar else ctypes.addressof(pointers) + _WORD * i
               for i, (o, scalar) in enumerate(zip(self.offsets, self._scalars))])
+        return words, ctypes.addressof(packed), (pointers, packed)
+
+    def _build(self):
+        words, address, keep = self.fresh()
         local = self._local
-        local.keep = (pointers, packed)
+        local.keep = keep
         local.words = words
-        local.state = (words, ctypes.addressof(packed))
+        local.state = (words, address)
         return local.state
 
     def set_shape(self, words, index: int, shape) -> None:
