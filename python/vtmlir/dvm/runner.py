@@ -96,7 +96,9 @@ class _GroupKernel:
         self.compile_seconds = 0.0
         self.validate_seconds = 0.0
         self._scalars = known_scalars
-        member_ops = {id(op) for op in self.ops}
+        # the ops as `ir.Operation`s (equal and hashed by the operation, not by the Python object:
+        # a use's owner is a new wrapper, an OpView is another object than its operation)
+        member_ops = {_operation(op) for op in self.ops}
         self.rank = len(g.domain)
         self.env: dict = {}  # (mlir value) -> Graph Value in domain layout
         self._ext: dict = {}
@@ -108,7 +110,7 @@ class _GroupKernel:
         self.results = []
         for op in self.ops:
             for r in op.results:
-                used_outside = any(id(_user(u)) not in member_ops for u in r.uses)
+                used_outside = any(_user(u) not in member_ops for u in r.uses)
                 if used_outside:
                     self.results.append(r)
         self.results = [r for r in self.results if r in self.env]
@@ -381,8 +383,11 @@ def _layout(arrays):
 
 
 def _user(use):
-    o = use.owner
-    return o.operation if hasattr(o, "operation") else o
+    return _operation(use.owner)
+
+
+def _operation(op):
+    return op.operation if hasattr(op, "operation") else op
 
 
 def _strides(a):
