@@ -636,6 +636,7 @@ def run_compile_dynamic(args) -> None:
     for name, values in (("first_call_cpu", list(first.values())), ("first_call_overhead", over),
                          ("new_shape_compile", list(compiled.values())), ("steady_cpu", list(steady.values()))):
         REPORT.emit(case, f"{name}_median", round(statistics.median(values), 1), "us")
+        REPORT.emit(case, f"{name}_p90", round(statistics.quantiles(values, n=10)[-1], 1), "us")
         REPORT.emit(case, f"{name}_max", round(max(values), 1), "us")
     ratios = []
     for b in batches[:args.run_shapes]:

@@ -160,8 +160,8 @@ class CompiledKernel:
 class _NativeCall:
     """The native run of a kernel compiled for dense inputs, prepared at its first run: the
     header's launch figures, per input the shape and dtype it takes, per output its shape and
-    dtype, and, for one-core runs on the thread that prepared it, a frame of its own with every
-    word but the argument pointers written (`NativeVM.prepared_frame`; the static path's
+    dtype, and, for one-core runs on the thread that prepared it (from the second on), a frame of
+    its own with every word but the argument pointers written (`NativeVM.prepared_frame`; the static path's
     `DescriptorTable` words, as `backend/cpu/calling.py` keeps them per signature). A call checks
     each input (an ndarray of exactly that shape and dtype, C-contiguous), writes the pointers and
     runs; anything else gives None and takes the checked path of `CompiledKernel.__call__`."""
@@ -181,16 +181,25 @@ class _NativeCall:
         self.inputs = [(tuple(shape), np.dtype(dt)) for shape, (dt, _) in zip(kernel.input_shapes, descs[:n])]
         self.outputs = [(tuple(shape), dt.numpy) for shape, dt in zip(kernel.output_shapes, kernel.output_dtypes)]
         self.owner = threading.get_ident()
-        self.frame = vm.prepared_frame(address, kernel.bytecode.size, self.nargs, tiles, local_bytes)
-        table = self.frame.table  # the buffers' sizes never change: written once
+        self.frame = None  # made at the second one-core run: a new shape's first run makes nothing more
+        return self
+
+    def _prepare_frame(self):
+        frame = self.vm.prepared_frame(self.address, self.code.size, self.nargs, self.tiles, self.local_bytes)
+        table = frame.table  # the buffers' sizes never change: written once
         for j, (shape, dt) in enumerate(self.inputs + self.outputs):
             table[5 * j + 3] = math.prod(shape) * np.dtype(dt).itemsize
-        return self
+        return frame
 
     def __call__(self, inputs, cores: int):
         if len(inputs) != len(self.inputs):
             return None
         own = cores == 1 and threading.get_ident() == self.owner
+        if own and not self.frame:
+            if self.frame is None:  # the first run: the thread's shared frame
+                self.frame, own = False, False
+            else:
+                self.frame = self._prepare_frame()
         frame = self.frame if own else self.vm._frame()
         table = frame.table if own else frame.table_for(self.nargs)
         j = 0

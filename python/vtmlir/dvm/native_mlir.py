@@ -1,8 +1,8 @@
 """The DVM virtual machine (Fang et al., DVM, §4.3, Algorithm 2) built as MLIR.
 
 `build_vm_module()` builds, through the dialects' op builders, one MLIR module
-(func/scf/memref/arith/math only) whose entry ``@dvm_vm`` interprets the bytecode of
-`bytecode.py` exactly like the numpy reference `vm.py`:
+(func/scf/memref/arith/math; vector for the CPU variant's MatMul register blocks) whose entry
+``@dvm_vm`` interprets the bytecode of `bytecode.py` exactly like the numpy reference `vm.py`:
 
     func.func @dvm_vm(%code: memref<?xi64>, %local: memref<?xi8>,
                       %args: memref<?xmemref<?xi8>>, %t0: index, %t1: index)
