@@ -205,16 +205,22 @@ def test_data_pointer_of_read_only_empty_and_views():
     assert data_pointer(empty) == empty.ctypes.data
 
 
-def test_dvm_native_kernel_builds_nothing_per_call(monkeypatch):
+def _addmul_kernel(seed: int):
+    """A DVM kernel of x * y + x on 5x7 f32 and two random inputs."""
     from vtmlir.dvm import Graph, compile_graph
-    from vtmlir.dvm.native import native_vm
 
     g = Graph("addmul")
     x, y = g.input(2), g.input(2)
     g.output(x * y + x)
-    k = compile_graph(g, [(5, 7), (5, 7)])
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    return (compile_graph(g, [(5, 7), (5, 7)]), rng.standard_normal((5, 7)).astype(np.float32),
+            rng.standard_normal((5, 7)).astype(np.float32))
+
+
+def test_dvm_native_kernel_builds_nothing_per_call(monkeypatch):
+    from vtmlir.dvm.native import native_vm
+
+    k, a, b = _addmul_kernel(0)
     (first,) = k(a, b, native=True)
     k(a, b, native=True, cores=3)  # the thread pool exists
     counting = _Counting(monkeypatch)
@@ -269,14 +275,9 @@ def test_dvm_kernel_fast_path_falls_back_where_it_does_not_apply():
     """The prepared native call of a kernel (`kernel._NativeCall`) takes exactly the compiled
     shapes and dtypes, C-contiguous; anything else takes the checked path: a read-only array runs
     (same results), a strided view, another dtype, a wrong shape or count get its errors."""
-    from vtmlir.dvm import Graph, GraphError, compile_graph
+    from vtmlir.dvm import GraphError
 
-    g = Graph("addmul")
-    x, y = g.input(2), g.input(2)
-    g.output(x * y + x)
-    k = compile_graph(g, [(5, 7), (5, 7)])
-    rng = np.random.default_rng(1)
-    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    k, a, b = _addmul_kernel(1)
     (ref,) = k(a, b)
     np.testing.assert_array_equal(k(a, b, native=True)[0], ref)
     assert k.native_call  # prepared at the first native run
