@@ -50,12 +50,15 @@ JSON lines (benchmarks/jsonl.py), per workload:
   `compile_latency_ratio_static_max` / `_median` = those / DVM's max / median. Inductor gets a
   fresh cache directory and no FX graph cache, so a new shape recompiles (the same random shapes
   as an earlier run would otherwise be cache hits).
-`native_vm_jit` (s) is the one-off JIT of the VM per process. `--only guards` (not in the default
+`native_vm_jit` (s) is the one-off JIT of the VM per process. `--only compile_dynamic` (not in the
+default set): `vtmlir.compile(..., dynamic_shapes=...)` of an MLP, the first call of never-seen
+batches (`first_call_overhead_*` = first - steady, `new_shape_compile_*`) and `steady_vs_static`
+(`run_compile_dynamic`). `--only guards` (not in the default
 set): per static workload `template_guards`, `template_jit_cpu` and `template_walk_cpu`, its
 template sets built with every traced guard (baseline) and with the implied ones removed.
 
     python benchmarks/dvm.py [--shapes N] [--warmup W] [--run-shapes K] [--torch-shapes T] [--repeat R]
-                             [--cores C] [--no-inductor] [--only static,if_else_add,bert,guards]
+                             [--cores C] [--no-inductor] [--only static,if_else_add,bert,guards,compile_dynamic]
 """
 
 from __future__ import annotations
@@ -590,6 +593,70 @@ def inductor_available() -> tuple[bool, str]:
     return True, ""
 
 
+def run_compile_dynamic(args) -> None:
+    """`vtmlir.compile(model, x, dynamic_shapes=...)` (issue 23): an MLP (Linear 32->64, ReLU,
+    Linear 64->16) with batch in [1, 64] (prebuilt at compile time), one thread. Per never-seen
+    batch, in a random order: the first call's CPU time, then the median of `--repeat` further
+    calls (steady state); `first_call_overhead` = first - steady of that batch, and
+    `new_shape_compile` the part of it DVM counts as compiling (`DvmFunction.compile_seconds`:
+    every kernel's template fill). `steady_vs_static` compares each batch's steady time with the
+    static compile of that batch (`vtmlir.compile` without dynamic_shapes), measured interleaved."""
+    from torch.export import Dim
+
+    import vtmlir
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    case = "compile_dynamic/mlp"
+    t = time.perf_counter()
+    dyn = vtmlir.compile(model, torch.randn(4, 32), dynamic_shapes={"input": {0: Dim("batch", min=1, max=64)}},
+                         threads=1)
+    REPORT.emit(case, "compile_time", round(time.perf_counter() - t, 3), "s", prebuilt=dyn.prebuilt["points"])
+    batches = [b for b in range(1, 65) if b != 4]
+    random = np.random.default_rng(1)
+    random.shuffle(batches)
+    inputs = {b: torch.randn(b, 32) for b in batches}
+    gc.collect()
+    gc.freeze()  # as for the other workloads: a collection of the whole heap is not DVM's cost
+    first, steady, compiled = {}, {}, {}
+    for b in batches:
+        before = dyn.function.compile_seconds
+        p = time.process_time()
+        dyn(inputs[b])
+        first[b] = (time.process_time() - p) * 1e6
+        compiled[b] = (dyn.function.compile_seconds - before) * 1e6
+        runs = []
+        for _ in range(max(args.repeat, 5)):
+            p = time.process_time()
+            dyn(inputs[b])
+            runs.append((time.process_time() - p) * 1e6)
+        steady[b] = statistics.median(runs)
+    over = [first[b] - steady[b] for b in batches]
+    for name, values in (("first_call_cpu", list(first.values())), ("first_call_overhead", over),
+                         ("new_shape_compile", list(compiled.values())), ("steady_cpu", list(steady.values()))):
+        REPORT.emit(case, f"{name}_median", round(statistics.median(values), 1), "us")
+        REPORT.emit(case, f"{name}_p90", round(statistics.quantiles(values, n=10)[-1], 1), "us")
+        REPORT.emit(case, f"{name}_max", round(max(values), 1), "us")
+    ratios = []
+    for b in batches[:args.run_shapes]:
+        static = vtmlir.compile(model, inputs[b], threads=1)
+        x = inputs[b]
+        samples = {"dvm": [], "static": []}
+        for _ in range(21):
+            for name, fn in (("dvm", dyn), ("static", static)):
+                p = time.process_time()
+                for _ in range(50):
+                    fn(x)
+                samples[name].append((time.process_time() - p) / 50 * 1e6)
+        d, s_ = statistics.median(samples["dvm"]), statistics.median(samples["static"])
+        ratios.append(d / s_)
+        REPORT.emit(case, "steady_vs_static", round(d / s_, 2), "x", batch=b, dvm_us=round(d, 2),
+                    static_us=round(s_, 2))
+    REPORT.emit(case, "steady_vs_static_median", round(statistics.median(ratios), 2), "x")
+    gc.unfreeze()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--shapes", type=int, default=1000, help="random new shapes per workload (compile latency)")
@@ -604,7 +671,8 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=None, help="Alg. 2 cores (default: CPU count)")
     ap.add_argument("--no-inductor", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--only", default="",
-                    help="comma-separated workloads: static,if_else_add,bert (default: these three), guards")
+                    help="comma-separated workloads: static,if_else_add,bert (default: these three), guards, "
+                         "compile_dynamic")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     target = Target() if args.cores is None else Target(cores=args.cores)
@@ -635,6 +703,8 @@ def main() -> None:
         run_bert(args, target, rng, inductor)
     if "guards" in only:
         run_guards(args, target)
+    if "compile_dynamic" in only:
+        run_compile_dynamic(args)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
             name = symbol_name(find_entry(graph, entry))
             example = call.flatten(example_args, kwargs or {}) if call is not None else None
-            executable = DynamicExecutable(graph, name, prebuild=prebuild, example=example)
+            executable = DynamicExecutable(graph, name, prebuild=prebuild, example=example, threads=threads)
             executable.stages = stages
             executable.call_spec = call
             return executable

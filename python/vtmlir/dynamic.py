@@ -24,14 +24,18 @@ class DynamicExecutable:
 
     target = "cpu"
 
-    def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None):
+    def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None, threads: int = 0):
         import math
+        import os
 
         from .dvm.runner import DvmFunction
+        from .dvm.tiling import Target
 
         start = time.perf_counter()
         self.graph = graph  # the function's values live in its context
-        self.function = DvmFunction(graph, entry, native=True)
+        # `threads` (0: every core) are Alg. 2's cores: the tiling's cost model and the VM's workers
+        target = Target(cores=threads or max(1, os.cpu_count() or 1))
+        self.function = DvmFunction(graph, entry, native=True, target=target)
         self.call_spec = None
         self.optimization = None
         self.stages: dict[str, str] = {}

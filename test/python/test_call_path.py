@@ -205,16 +205,22 @@ def test_data_pointer_of_read_only_empty_and_views():
     assert data_pointer(empty) == empty.ctypes.data
 
 
-def test_dvm_native_kernel_builds_nothing_per_call(monkeypatch):
+def _addmul_kernel(seed: int):
+    """A DVM kernel of x * y + x on 5x7 f32 and two random inputs."""
     from vtmlir.dvm import Graph, compile_graph
-    from vtmlir.dvm.native import native_vm
 
     g = Graph("addmul")
     x, y = g.input(2), g.input(2)
     g.output(x * y + x)
-    k = compile_graph(g, [(5, 7), (5, 7)])
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    return (compile_graph(g, [(5, 7), (5, 7)]), rng.standard_normal((5, 7)).astype(np.float32),
+            rng.standard_normal((5, 7)).astype(np.float32))
+
+
+def test_dvm_native_kernel_builds_nothing_per_call(monkeypatch):
+    from vtmlir.dvm.native import native_vm
+
+    k, a, b = _addmul_kernel(0)
     (first,) = k(a, b, native=True)
     k(a, b, native=True, cores=3)  # the thread pool exists
     counting = _Counting(monkeypatch)
@@ -241,3 +247,71 @@ def test_dvm_function_repeated_calls():
         np.testing.assert_allclose(out, (a * b + a).numpy(), rtol=1e-6)
     with pytest.raises(VtmlirError, match="cannot take an array"):
         fn(a.numpy().astype(np.float64), b.numpy())
+
+
+def test_descriptor_table_scalars_and_partly_known_shapes():
+    """A `SCALAR` parameter is one word that args[i] points at; a memref's known sizes and the
+    strides of the dimensions whose inner sizes are all known are written once (DVM's @dvm_vm takes
+    three memref<?x...> and two i64)."""
+    import ctypes
+
+    from vtmlir.backend.cpu.calling import SCALAR, DescriptorTable
+
+    table = DescriptorTable(0, [(None, 3, 4), SCALAR, (2, 5)])
+    assert table.offsets == [0, 9, 10]
+    words, packed = table.state()
+    w = list(words)
+    assert w[3:9] == [0, 3, 4, 12, 4, 1]  # sizes ?, 3, 4; strides 12, 4, 1
+    assert w[13:17] == [2, 5, 5, 1]
+    args = (ctypes.c_void_p * 3).from_address(packed)
+    base = ctypes.addressof(words)
+    assert args[1] == base + 8 * 9  # the scalar's word itself
+    assert ctypes.c_void_p.from_address(args[0]).value == base  # a descriptor pointer
+    table.set_shape(words, 0, (7, 3, 4))
+    assert list(words)[3:9] == [7, 3, 4, 12, 4, 1]
+
+
+def test_dvm_kernel_fast_path_falls_back_where_it_does_not_apply():
+    """The prepared native call of a kernel (`kernel._NativeCall`) takes exactly the compiled
+    shapes and dtypes, C-contiguous; anything else takes the checked path: a read-only array runs
+    (same results), a strided view, another dtype, a wrong shape or count get its errors."""
+    from vtmlir.dvm import GraphError
+
+    k, a, b = _addmul_kernel(1)
+    (ref,) = k(a, b)
+    np.testing.assert_array_equal(k(a, b, native=True)[0], ref)
+    assert k.native_call  # prepared at the first native run
+    wide = np.zeros((5, 14), np.float32)
+    wide[:, ::2] = a
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_array_equal(k(frozen, b, native=True)[0], ref)
+    with pytest.raises(vtmlir.dvm.BytecodeError, match="float32"):
+        k(a.astype(np.float64), b, native=True)
+    with pytest.raises(GraphError, match="strides"):
+        k(wide[:, ::2], b, native=True)
+    with pytest.raises(GraphError, match="input 0 has shape"):
+        k(a[:4], b[:4], native=True)
+    with pytest.raises(GraphError, match="expected 2 inputs"):
+        k(a, native=True)
+
+
+def test_dvm_function_drops_glue_nothing_reads_and_runs_small_kernels_on_one_core():
+    """`tensor.empty`s that only name a fused op's `outs` are not run per call; a kernel of a few
+    KiB runs on one core whatever the target's count (the thread pool's hand-off costs more)."""
+    from vtmlir.dvm.kernel import PARALLEL_MIN_BYTES, launch_cores
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.dvm.tiling import Target
+
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    fn = DvmFunction(vtmlir.import_torch(MulAdd(), a, b), native=True, target=Target(cores=4))
+    assert [getattr(u, "name", "kernel") for kind, u in fn.plan] == ["kernel", "func.return"]
+    (out,) = fn(a.numpy(), b.numpy())
+    np.testing.assert_allclose(out, (a * b + a).numpy(), rtol=1e-6)
+    ((kernel, native, cores),) = fn.kernels[0].cache.values()
+    assert native and cores == 1
+    n = PARALLEL_MIN_BYTES // 12 + 1  # three f32 buffers of n elements
+    from vtmlir.dvm import compile_graph
+
+    big = compile_graph(kernel.graph, [(1, n), (1, n)])
+    assert launch_cores(big, Target(cores=4)) == 4 and launch_cores(big, Target(cores=1)) == 1

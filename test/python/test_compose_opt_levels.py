@@ -209,6 +209,17 @@ def test_dynamic_shapes_run_every_shape_in_the_range_without_recompiling():
             torch.testing.assert_close(compiled(xb), model(xb), rtol=1e-5, atol=1e-6)
     text = str(compiled.report())
     assert "dvm (dynamic shapes)" in text and "batch in [1, 8]" in text
+    # a never-seen batch inside the prebuilt range fills its words: no template is traced
+    templates = compiled.function.template_count()
+    compiled(torch.randn(6, 16))
+    assert compiled.function.template_count() == templates
+    # GELU's erf runs as the static path's polynomial (test_dvm_fuse.py measures its ulp)
+    gelu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+    dyn = vtmlir.compile(gelu, x, dynamic_shapes={"input": {0: Dim("batch", min=1, max=8)}}, threads=1)
+    for batch in (2, 7):
+        xb = torch.randn(batch, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(dyn(xb), gelu(xb), rtol=1e-5, atol=1e-6)
     static = vtmlir.compile(model, x, dynamic_shapes={"input": {0: Dim.STATIC}}, llvm_opt_level=0)
     assert not isinstance(static, DynamicExecutable)
     with pytest.raises(vtmlir.VtmlirError, match="dynamic shapes through vtmlir.compile run on the CPU"):

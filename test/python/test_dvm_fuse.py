@@ -132,13 +132,51 @@ def test_bert_encoder_with_varying_batch_matches_torch():
 
 
 def test_op_without_an_instruction_is_named():
+    class Sin(torch.nn.Module):
+        def forward(self, x):
+            return torch.sin(x) + 1
+
+    m = vtmlir.import_torch(Sin(), torch.randn(4, 8), dynamic_shapes={"x": {0: BATCH}})
+    with pytest.raises(VtmlirError, match="no Table 1 instruction for 'math.sin'"):
+        DvmFunction(m)
+
+
+def _ulp_error(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|got - exact| in units of the f32 spacing at the correctly rounded value."""
+    rounded = exact.astype(np.float32)
+    return np.abs(got.astype(np.float64) - exact) / np.spacing(np.abs(rounded)).astype(np.float64)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_erf_is_the_static_paths_polynomial(native):
+    """`math.erf` (GELU's) runs as the polynomial of `codegen-approximate-math` in Table 1
+    instructions: within 4 ulp of the correctly rounded value (math.erf in f64) over both
+    intervals and beyond, the special values exact, and GELU against PyTorch."""
+    import math
+
     class Erf(torch.nn.Module):
         def forward(self, x):
-            return torch.erf(x) + 1
+            return torch.erf(x)
 
     m = vtmlir.import_torch(Erf(), torch.randn(4, 8), dynamic_shapes={"x": {0: BATCH}})
-    with pytest.raises(VtmlirError, match="no Table 1 instruction for 'math.erf'"):
-        DvmFunction(m)
+    fn = DvmFunction(m, native=native)
+    x = np.concatenate([np.linspace(-5, 5, 4001), np.geomspace(1e-30, 0.5, 999), [0.0, -0.0, 0.999999, 1.0,
+                        3.91, 3.92, 3.93, 100.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    x = np.resize(x, (len(x) // 8 + 1, 8))
+    (got,) = fn(x)
+    exact = np.vectorize(math.erf)(x.astype(np.float64))
+    finite = np.isfinite(x)
+    assert _ulp_error(got[finite], exact[finite]).max() <= 4
+    np.testing.assert_allclose(got[finite], torch.erf(torch.from_numpy(x)).numpy()[finite], rtol=2e-6, atol=1e-7)
+    assert np.isnan(got[np.isnan(x)]).all()
+    np.testing.assert_array_equal(got[np.isinf(x)], np.sign(x[np.isinf(x)]))
+
+    gelu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+    fn = DvmFunction(vtmlir.import_torch(gelu, torch.randn(2, 8), dynamic_shapes={"input": {0: BATCH}}), native=native)
+    for batch in (1, 5):
+        xb = np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32) * 3
+        with torch.no_grad():
+            np.testing.assert_allclose(fn(xb)[0], gelu(torch.from_numpy(xb)).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_wrong_argument_shape_is_refused(mlp):

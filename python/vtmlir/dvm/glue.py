@@ -16,6 +16,7 @@ from ..dialects.affine_eval import eval_expr
 from ..errors import VtmlirError
 from .compile import compile_graph
 from .graph import Graph
+from .kernel import launch_cores
 from .isa import DType
 
 def element_dtype(t) -> DType:
@@ -126,10 +127,10 @@ def _g_batch_matmul(op, values, fn):
     k = fn.__dict__.setdefault("_bmm_kernels", {}).get(key)
     if k is None:
         k = bmm_admit(fn, key, bmm_compile(op, fn, [a.shape[1:], b.shape[1:]]))
-    k, native = k
+    k, native, cores = k
     out = np.empty(init.shape, dtype=init.dtype)
     for i in range(a.shape[0]):
-        (r,) = k(np.ascontiguousarray(a[i]), np.ascontiguousarray(b[i]), native=native, cores=fn.target.cores if native else None)
+        (r,) = k(np.ascontiguousarray(a[i]), np.ascontiguousarray(b[i]), native=native, cores=cores)
         out[i] = r + init[i]
     values[op.results[0]] = out
 
@@ -155,12 +156,13 @@ def bmm_compile(op, fn, shapes):
 
 def bmm_admit(fn, key, k):
     """Decide whether the native VM runs the slice kernel `k` (timed: `glue_validate_seconds`;
-    `CompiledKernel.native_reason`, no decode for a template's kernel)
-    and cache it under `key`."""
+    `CompiledKernel.native_reason`, no decode for a template's kernel) and on how many cores
+    (`runner.launch_cores`), and cache it under `key`."""
     start = time.perf_counter()
     use_native = fn.native and k.native_reason is None  # a template's kernel: no decode
     fn.glue_validate_seconds += time.perf_counter() - start
-    entry = fn.__dict__.setdefault("_bmm_kernels", {})[key] = (k, use_native)
+    entry = fn.__dict__.setdefault("_bmm_kernels", {})[key] = (
+        k, use_native, launch_cores(k, fn.target) if use_native else None)
     return entry
 
 

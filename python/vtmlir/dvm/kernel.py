@@ -8,9 +8,12 @@ the native one (`native.py`).
 from __future__ import annotations
 
 import functools
+import math
+import threading
 
 import numpy as np
 
+from ..backend.cpu.calling import data_pointer
 from .graph import Graph, GraphError
 from .isa import Program
 from .tiling import MatmulTiling, VectorTiling
@@ -45,7 +48,7 @@ class CompiledKernel:
     kernel (``template=False``) is decoded -- validated -- at its first native run."""
 
     __slots__ = ("graph", "bytecode", "_tiling", "input_shapes", "_input_strides", "output_shapes",
-                 "output_dtypes", "_tiling_of", "info", "_program", "_native", "_header")
+                 "output_dtypes", "_tiling_of", "info", "_program", "_native", "_header", "native_call")
 
     def __init__(self, graph: Graph, bytecode: np.ndarray, tiling, input_shapes, input_strides, output_shapes,
                  output_dtypes, tiling_of=None, info=None, native_reason=UNCHECKED):
@@ -55,6 +58,8 @@ class CompiledKernel:
         self._tiling_of, self.info, self._program = tiling_of, info, None
         self._native = native_reason
         self._header = None  # `native.launch_header` of the bytecode, read at the first native run
+        # `_NativeCall` ``(inputs, cores) -> outputs or None``, made at the first native run; False: none
+        self.native_call = None
 
     @property
     def tiling(self) -> VectorTiling | MatmulTiling:
@@ -95,6 +100,23 @@ class CompiledKernel:
             r = self._native = unsupported_reason(self.program)
         return r
 
+    def _prepare_native(self):
+        """Before the first native run: the check (`native_reason`, raising for a program the
+        native VM cannot run), the header read once (the words never change) and, for a kernel
+        compiled for dense inputs, its `_NativeCall` (False where there is none)."""
+        from .native import BytecodeError, launch_header, native_vm
+
+        reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
+        if reason is not None:
+            raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
+        if self._header is None:
+            self._header = launch_header(self.bytecode)
+        if self.native_call is None:
+            dense = self._input_strides is None or self._input_strides == tuple(
+                map(cached_dense_strides, self.input_shapes))
+            self.native_call = (dense and _NativeCall.of(self, native_vm(), self._header)) or False
+        return self.native_call
+
     def __repr__(self) -> str:
         return (f"CompiledKernel({self.graph.name}, inputs={list(self.input_shapes)}, "
                 f"outputs={list(self.output_shapes)}, words={self.bytecode.size})")
@@ -103,6 +125,14 @@ class CompiledKernel:
         """Run on numpy arrays (of the compiled shapes and strides); returns the outputs.
         `native=True` runs the VM compiled once through MLIR (`native.py`) instead of the numpy
         reference; `cores` is N of Alg. 2 (native default 1)."""
+        if native:
+            launch = self.native_call
+            if launch is None:
+                launch = self._prepare_native()
+            if launch:
+                outs = launch(inputs, cores or 1)
+                if outs is not None:
+                    return outs
         from .vm import execute
 
         if len(inputs) != len(self.input_shapes):
@@ -118,18 +148,96 @@ class CompiledKernel:
             flat.append(a.reshape(-1) if a.flags.c_contiguous and a.size else _flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
-            from .native import BytecodeError, launch_header, native_vm
+            from .native import native_vm
 
-            reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
-            if reason is not None:
-                raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
-            header = self._header
-            if header is None:  # the words never change: read their header once
-                header = self._header = launch_header(self.bytecode)
-            native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *header)
+            self._prepare_native()  # raises for a program the native VM cannot run
+            native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *self._header)
         else:
             execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
         return outs
+
+
+class _NativeCall:
+    """The native run of a kernel compiled for dense inputs, prepared at its first run: the
+    header's launch figures, per input the shape and dtype it takes, per output its shape and
+    dtype, and, for one-core runs on the thread that prepared it (from the second on), a frame of
+    its own with every word but the argument pointers written (`NativeVM.prepared_frame`; the static path's
+    `DescriptorTable` words, as `backend/cpu/calling.py` keeps them per signature). A call checks
+    each input (an ndarray of exactly that shape and dtype, C-contiguous), writes the pointers and
+    runs; anything else gives None and takes the checked path of `CompiledKernel.__call__`."""
+
+    __slots__ = ("vm", "code", "address", "nargs", "tiles", "local_bytes", "inputs", "outputs", "owner", "frame")
+
+    @classmethod
+    def of(cls, kernel: CompiledKernel, vm, header) -> _NativeCall | None:
+        tiles, local_bytes, descs, address = header
+        n = len(kernel.input_shapes)
+        # a dense input is read over its whole extent: the header's element count is its size
+        if any(numel != math.prod(shape) for shape, (_, numel) in zip(kernel.input_shapes, descs[:n])):
+            return None
+        self = cls()
+        self.vm, self.code, self.address, self.nargs = vm, kernel.bytecode, address, len(descs)
+        self.tiles, self.local_bytes = tiles, local_bytes
+        self.inputs = [(tuple(shape), np.dtype(dt)) for shape, (dt, _) in zip(kernel.input_shapes, descs[:n])]
+        self.outputs = [(tuple(shape), dt.numpy) for shape, dt in zip(kernel.output_shapes, kernel.output_dtypes)]
+        self.owner = threading.get_ident()
+        self.frame = None  # made at the second one-core run: a new shape's first run makes nothing more
+        return self
+
+    def _prepare_frame(self):
+        frame = self.vm.prepared_frame(self.address, self.code.size, self.nargs, self.tiles, self.local_bytes)
+        table = frame.table  # the buffers' sizes never change: written once
+        for j, (shape, dt) in enumerate(self.inputs + self.outputs):
+            table[5 * j + 3] = math.prod(shape) * np.dtype(dt).itemsize
+        return frame
+
+    def __call__(self, inputs, cores: int):
+        if len(inputs) != len(self.inputs):
+            return None
+        own = cores == 1 and threading.get_ident() == self.owner
+        if own and not self.frame:
+            if self.frame is None:  # the first run: the thread's shared frame
+                self.frame, own = False, False
+            else:
+                self.frame = self._prepare_frame()
+        frame = self.frame if own else self.vm._frame()
+        table = frame.table if own else frame.table_for(self.nargs)
+        j = 0
+        for a, (shape, dt) in zip(inputs, self.inputs):
+            if (type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dt and a.dtype != dt)
+                    or not a.flags.c_contiguous):
+                return None
+            table[j] = table[j + 1] = data_pointer(a)
+            table[j + 3] = a.nbytes
+            j += 5
+        outs = []
+        for shape, dt in self.outputs:
+            o = np.empty(shape, dt)
+            table[j] = table[j + 1] = data_pointer(o)
+            table[j + 3] = o.nbytes
+            j += 5
+            outs.append(o)
+        if own:
+            self.vm.run_prepared(frame)
+        else:
+            self.vm._dispatch(frame, self.address, self.code.size, self.nargs, self.tiles, self.local_bytes, cores)
+        return outs
+
+
+# A kernel whose arguments total fewer bytes than this runs on one core: handing tiles to the
+# thread pool costs tens of µs (more on a loaded machine), more than such a kernel computes.
+PARALLEL_MIN_BYTES = 64 * 1024
+
+
+def launch_cores(kernel: CompiledKernel, target) -> int:
+    """Alg. 2's N for `kernel`: the target's cores, one for a small kernel (`PARALLEL_MIN_BYTES`)."""
+    if target.cores == 1:
+        return 1
+    g = kernel.graph
+    dtypes = [g.nodes[i].dtype for i in g.inputs] + list(kernel.output_dtypes)
+    nbytes = sum(math.prod(s) * d.itemsize
+                 for s, d in zip(tuple(kernel.input_shapes) + tuple(kernel.output_shapes), dtypes))
+    return 1 if nbytes < PARALLEL_MIN_BYTES else target.cores
 
 
 def _element_strides(a: np.ndarray) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..backend.cpu.calling import data_pointer
+from ..backend.cpu.calling import SCALAR, DescriptorTable, data_pointer
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
 from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_opcodes
@@ -65,32 +65,27 @@ def _unsupported_reason(program: Program) -> str | None:
 
 # `raw_lookup("_mlir_ciface_dvm_vm")` is the packed wrapper ``_mlir__mlir_ciface_dvm_vm(void **args)``:
 # args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64):
-# code, local, the argument table, t0, t1.
-_PACKED_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# code, local, the argument table, t0, t1 -- a `DescriptorTable` of the CPU call path.
+_PARAMS = [(None,), (None,), (None,), SCALAR, SCALAR]
 _HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
 _NUMPY = {int(d): d.numpy for d in DType}
-_NPARAMS = 5
-_WORD = 8
-# words of a `_Frame`: three memref<?xT> descriptors (allocated, aligned, offset, size, stride), t0, t1
+# the words of the parameters in the table: three memref<?xT> descriptors (allocated, aligned,
+# offset, size, stride), t0, t1
 _CODE, _LOCAL, _ARGS, _T0, _T1 = 0, 5, 10, 15, 16
 
 
 class _Frame:
-    """One thread's arguments of @dvm_vm, built once (`backend/cpu/calling.py` does the same for
-    compiled functions): the code, local-memory and argument-table descriptors and t0, t1 in one
-    int64 buffer, the descriptor pointers and the packed argument array pointing at them, and the
-    growable argument table (one memref descriptor of five words per program argument). A call
-    writes words; no ctypes object is created."""
+    """One thread's arguments of @dvm_vm: the `DescriptorTable` words (built once per thread by
+    `backend/cpu/calling.py`) and the growable argument table (one memref descriptor of five words
+    per program argument). A call writes words; no ctypes object is created."""
 
-    def __init__(self):
-        self.words = (ctypes.c_int64 * 17)()
-        base = ctypes.addressof(self.words)
-        self.words[_CODE + 4] = self.words[_LOCAL + 4] = self.words[_ARGS + 4] = 1  # unit strides
-        self._pointers = (ctypes.c_void_p * 3)(base + _WORD * _CODE, base + _WORD * _LOCAL, base + _WORD * _ARGS)
-        p = ctypes.addressof(self._pointers)
-        self._packed = (ctypes.c_void_p * _NPARAMS)(p, p + _WORD, p + 2 * _WORD, base + _WORD * _T0, base + _WORD * _T1)
-        self.address = ctypes.addressof(self._packed)
+    __slots__ = ("words", "address", "table", "table_address", "keep")
+
+    def __init__(self, state, keep=None):
+        self.words, self.address = state
+        self.keep = keep  # a prepared frame's pointer arrays and local memory
         self.table = (ctypes.c_int64 * 0)()
+        self.table_address = 0
 
     def table_for(self, nargs: int):
         """The argument table with room for `nargs` descriptors (offsets and strides written)."""
@@ -98,6 +93,7 @@ class _Frame:
             self.table = (ctypes.c_int64 * (5 * max(nargs, 8)))()
             for i in range(len(self.table) // 5):
                 self.table[5 * i + 4] = 1
+            self.table_address = ctypes.addressof(self.table)
         return self.table
 
 
@@ -125,24 +121,53 @@ class NativeVM:
         addr = self._engine.raw_lookup("_mlir_ciface_dvm_vm")
         if not addr:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_vm")
-        self._entry = _PACKED_TYPE(addr)
+        self._params = DescriptorTable(addr, _PARAMS)
+        self._entry = self._params.function
         self._module = module
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
 
     def _scratch(self, nbytes: int) -> np.ndarray:
+        """This thread's local memory of at least `nbytes`. A larger one replaces it, but the
+        smaller ones stay allocated: a prepared frame (`prepared_frame`) may still hold one, as
+        large as its program needs (they grow geometrically: at most twice the largest in all)."""
         buf = getattr(self._local, "buf", None)
         if buf is None or buf.size < nbytes:
-            buf = np.zeros(max(nbytes, 4096), dtype=np.uint8)
+            buf = np.zeros(max(nbytes, 4096, 2 * (0 if buf is None else buf.size)), dtype=np.uint8)
+            self._local.__dict__.setdefault("kept", []).append(buf)
             self._local.buf = buf
             self._local.buf_address = data_pointer(buf)
         return buf
+
+    def prepared_frame(self, code_address: int, code_size: int, nargs: int, tiles: int, local_bytes: int) -> _Frame:
+        """A frame of its own for one program run on one core of the calling thread, everything but
+        the argument pointers written (`kernel._NativeCall`): code, argument table (room for
+        `nargs`), local memory of this thread, tiles [0, tiles). Run it with `run_prepared` on
+        that thread only."""
+        words, address, keep = self._params.fresh()
+        local = self._scratch(max(local_bytes, 1))
+        # the frame holds its local memory too: a thread that ends frees its own, and a later
+        # thread may get the same ident
+        frame = _Frame((words, address), (keep, local))
+        frame.table_for(nargs)
+        words[_CODE] = words[_CODE + 1] = code_address
+        words[_CODE + 3] = code_size
+        words[_ARGS] = words[_ARGS + 1] = frame.table_address
+        words[_ARGS + 3] = nargs
+        words[_LOCAL] = words[_LOCAL + 1] = self._local.buf_address
+        words[_LOCAL + 3] = local.size
+        words[_T0], words[_T1] = 0, tiles
+        return frame
+
+    def run_prepared(self, frame: _Frame) -> None:
+        """Run a `prepared_frame` (its argument table filled) on the calling thread."""
+        self._entry(frame.address)
 
     def _frame(self) -> _Frame:
         try:
             return self._local.frame
         except AttributeError:
-            frame = self._local.frame = _Frame()
+            frame = self._local.frame = _Frame(self._params.state())
             return frame
 
     def run(self, bytecode, args, cores: int | None = 1, program: Program | None = None) -> None:
@@ -172,7 +197,6 @@ class NativeVM:
         if len(args) != len(arg_descs):
             raise BytecodeError(f"dvm native vm: error: program takes {len(arg_descs)} arguments, got {len(args)}")
         frame = self._frame()
-        words = frame.words
         # the argument table of @dvm_vm: one memref<?xi8> descriptor (five words) per argument, in
         # header order, so that a record's argument number indexes it
         table = frame.table_for(len(arg_descs))
@@ -185,22 +209,30 @@ class NativeVM:
             table[j] = table[j + 1] = data_pointer(a)
             table[j + 3] = a.nbytes
             j += 5
+        self._dispatch(frame, code_address, code.size, len(arg_descs), M, local_bytes, cores)
+
+    def _dispatch(self, frame: _Frame, code_address: int, code_size: int, nargs: int, M: int, local_bytes: int,
+                  cores) -> None:
+        """Run the program at `code_address` on the arguments in `frame`'s table: Alg. 2, M tiles
+        over N cores."""
+        words = frame.words
         words[_CODE] = words[_CODE + 1] = code_address
-        words[_CODE + 3] = code.size
-        words[_ARGS] = words[_ARGS + 1] = ctypes.addressof(table)
-        words[_ARGS + 3] = len(arg_descs)
+        words[_CODE + 3] = code_size
+        words[_ARGS] = words[_ARGS + 1] = frame.table_address
+        words[_ARGS + 3] = nargs
         # M: Alg. 2 line 3
-        N = max(1, min(M, cores or os.cpu_count() or 1))  # line 2
-        m = -(-M // N)  # line 4
+        N = 1 if cores == 1 else max(1, min(M, cores or os.cpu_count() or 1))  # line 2
         nbytes = max(local_bytes, 1)
         if N == 1:
             self._core(frame, nbytes, 0, M)
             return
+        m = -(-M // N)  # line 4
 
         def core(c):
             own = self._frame()
-            if own is not frame:  # the launching thread's code and argument table
-                own.words[_CODE:_ARGS + 5] = words[_CODE:_ARGS + 5]
+            if own is not frame:  # the launching thread's code and argument table (its own local memory)
+                own.words[_CODE:_CODE + 5] = words[_CODE:_CODE + 5]
+                own.words[_ARGS:_ARGS + 5] = words[_ARGS:_ARGS + 5]
             self._core(own, nbytes, m * c, min(M, m * (c + 1)))  # line 5
 
         if self._pool is None or self._pool._max_workers < N:
@@ -211,10 +243,11 @@ class NativeVM:
 
     def _core(self, frame: _Frame, nbytes: int, t0: int, t1: int) -> None:
         """Run tiles [t0, t1) on this thread's local memory (`frame` is this thread's)."""
-        local = self._scratch(nbytes)
         words = frame.words
-        words[_LOCAL] = words[_LOCAL + 1] = self._local.buf_address
-        words[_LOCAL + 3] = local.size
+        if words[_LOCAL + 3] < nbytes:
+            local = self._scratch(nbytes)
+            words[_LOCAL] = words[_LOCAL + 1] = self._local.buf_address
+            words[_LOCAL + 3] = local.size
         words[_T0], words[_T1] = t0, t1
         self._entry(frame.address)
 

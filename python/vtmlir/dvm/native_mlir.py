@@ -1,8 +1,8 @@
 """The DVM virtual machine (Fang et al., DVM, §4.3, Algorithm 2) built as MLIR.
 
 `build_vm_module()` builds, through the dialects' op builders, one MLIR module
-(func/scf/memref/arith/math only) whose entry ``@dvm_vm`` interprets the bytecode of
-`bytecode.py` exactly like the numpy reference `vm.py`:
+(func/scf/memref/arith/math; vector for the CPU variant's MatMul register blocks) whose entry
+``@dvm_vm`` interprets the bytecode of `bytecode.py` exactly like the numpy reference `vm.py`:
 
     func.func @dvm_vm(%code: memref<?xi64>, %local: memref<?xi8>,
                       %args: memref<?xmemref<?xi8>>, %t0: index, %t1: index)
@@ -381,33 +381,89 @@ def _matmul_prologue(o: _Op, storage: str, compute: str):
     return f, a, b, d, zero, keep
 
 
-def _matmul(dt):
+# The CPU VM's MatMul computes blocks of `_MM_ROWS` rows x one vector of columns in registers
+# (`_matmul_block`): each element still starts from dst (accumulate) or 0 and adds a[i, q] * b[q, j]
+# for q = 0, 1, ... with one multiply and one add, as the i-k-j loop of the other rows and columns
+# does -- bitwise the same results, without a load and a store of dst per product.
+_MM_ROWS = 4
+_VECTOR_BYTES = 32  # AVX2; LLVM splits wider vectors and widens nothing by itself here
+
+
+def _matmul(dt, tiled: bool = False):
     if dt == DType.F16:
         return _matmul_widened(dt)
     t = _MLIR_TYPE[dt]
     with _Op(_name("op_matmul", dt)) as o:
         f, a, b, d, zero, keep = _matmul_prologue(o, t, t)
         m, k, n = f["m"], f["k"], f["n"]
+        first = o.c[0]
+        if tiled:
+            first = _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt)
         # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
-        with _for(o.c[0], m, o.c[1]) as row:
-            arow = arith.muli(row, k)
-            drow = arith.muli(row, n)
-            clear = scf.IfOp(keep, [], has_else=True)
-            with ir.InsertionPoint(clear.then_block):
-                scf.YieldOp([])
-            with ir.InsertionPoint(clear.else_block):
-                with _for(o.c[0], n, o.c[1]) as j:
-                    memref.store(zero, d, [arith.addi(drow, j)])
-                scf.YieldOp([])
-            with _for(o.c[0], k, o.c[1]) as q:
-                x = memref.load(a, [arith.addi(arow, q)])
-                brow = arith.muli(q, n)
-                with _for(o.c[0], n, o.c[1]) as j:
-                    bq = arith.addi(brow, j)
-                    dj = arith.addi(drow, j)
-                    y = memref.load(b, [bq])
-                    old = memref.load(d, [dj])
-                    memref.store(arith.addf(old, arith.mulf(x, y)), d, [dj])
+        with _for(first, m, o.c[1]) as row:
+            _matmul_row(o, a, b, d, zero, keep, row, o.c[0], k, n)
+
+
+def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
+    """Columns [j0, n) of one dst row, i-k-j."""
+    arow = arith.muli(row, k)
+    drow = arith.muli(row, n)
+    clear = scf.IfOp(keep, [], has_else=True)
+    with ir.InsertionPoint(clear.then_block):
+        scf.YieldOp([])
+    with ir.InsertionPoint(clear.else_block):
+        with _for(j0, n, o.c[1]) as j:
+            memref.store(zero, d, [arith.addi(drow, j)])
+        scf.YieldOp([])
+    with _for(o.c[0], k, o.c[1]) as q:
+        x = memref.load(a, [arith.addi(arow, q)])
+        brow = arith.muli(q, n)
+        with _for(j0, n, o.c[1]) as j:
+            bq = arith.addi(brow, j)
+            dj = arith.addi(drow, j)
+            y = memref.load(b, [bq])
+            old = memref.load(d, [dj])
+            memref.store(arith.addf(old, arith.mulf(x, y)), d, [dj])
+
+
+def _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt):
+    """Rows [0, m - m % R) in blocks of R, their columns [0, n - n % W) in vectors of W held in
+    registers along k, the remaining columns i-k-j; returns the first row left (a Value)."""
+    from torch_mlir.dialects import vector
+
+    t = scalar(_MLIR_TYPE[dt])
+    width = _VECTOR_BYTES // _ITEMSIZE[dt]
+    vt = ir.VectorType.get([width], t)
+    R, W = cidx(_MM_ROWS), cidx(width)
+    rows = arith.subi(m, arith.remui(m, R))
+    cols = arith.subi(n, arith.remui(n, W))
+    vzero = vector.broadcast(vt, zero)
+    with _for(o.c[0], rows, R) as row:
+        arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(_MM_ROWS)]
+        drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(_MM_ROWS)]
+        with _for(o.c[0], cols, W) as j:
+            starts = []
+            for r in range(_MM_ROWS):
+                init = scf.IfOp(keep, [vt], has_else=True)
+                with ir.InsertionPoint(init.then_block):
+                    scf.YieldOp([vector.load(vt, d, [arith.addi(drows[r], j)])])
+                with ir.InsertionPoint(init.else_block):
+                    scf.YieldOp([vzero])
+                starts.append(init.results[0])
+            loop = scf.ForOp(o.c[0], k, o.c[1], starts)
+            with ir.InsertionPoint(loop.body):
+                q = loop.induction_variable
+                y = vector.load(vt, b, [arith.addi(arith.muli(q, n), j)])
+                accs = []
+                for r, acc in enumerate(loop.inner_iter_args):
+                    x = vector.broadcast(vt, memref.load(a, [arith.addi(arows[r], q)]))
+                    accs.append(arith.addf(acc, arith.mulf(x, y)))
+                scf.YieldOp(accs)
+            for r in range(_MM_ROWS):
+                vector.StoreOp(loop.results[r], d, [arith.addi(drows[r], j)])
+        for r in range(_MM_ROWS):
+            _matmul_row(o, a, b, d, zero, keep, arith.addi(row, cidx(r)), cols, k, n)
+    return rows
 
 
 def _matmul_widened(dt):
@@ -722,7 +778,7 @@ def build_vm_module(gpu: bool = False) -> ir.Module:
         types = GPU_ARITH_TYPES if gpu else ARITH_TYPES
         _all_types(_is_finite, "op_is_finite", types)
         _all_types(_cmp, "op_cmp", tuple(DType))
-        _all_types(_matmul, "op_matmul", types)
+        _all_types(lambda dt: _matmul(dt, tiled=not gpu), "op_matmul", types)
         for table, gen in _TYPED:
             for op in table:
                 _all_types(lambda dt, op=op: gen(op, dt), f"op_{op.name.lower()}", types)

@@ -10,8 +10,8 @@ Translation of a group (runner docs in docs/dvm.md):
   `m` is presented as a numpy view (transposed / with unit axes inserted; strides go to
   `compile_graph(input_strides=...)`, so no copy);
 - `linalg.generic` bodies map op by op to Table 1 instructions (arith add/sub/mul/div/max/min,
-  cmpf/cmpi, select, casts, math sqrt/rsqrt/exp/log/abs/floor/roundeven/powf/tanh -- tanh and rsqrt
-  through Exp/Div); captured scalar constants become AddS/MulS or a broadcast 1-element input;
+  cmpf/cmpi, select, casts, math sqrt/rsqrt/exp/log/abs/floor/roundeven/powf/tanh/erf -- tanh and
+  rsqrt through Exp/Div, erf as the static path's polynomial); captured scalar constants become AddS/MulS or a broadcast 1-element input;
 - reductions: the body must be `combine(expr, %out)` with add/max/min; the init is combined in
   unless it is a fill of the identity;
 - `linalg.matmul` + epilogue: a cube-vector graph (the fill-0 accumulator start is dropped);
@@ -28,11 +28,13 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
+from ..codegen.approximate_math import ERF_LARGE_CENTER, ERF_LARGE_POLY, ERF_ONE, ERF_SMALL_POLY
 from ..errors import VtmlirError
 from ..frontend.torch_import import ShapeSymbols, shape_symbols
 from ..ir_constants import elements_array
 from ..ir_utils import nested_operands
 from .compile import compile_graph
+from .kernel import launch_cores
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import GLUE, defining_op, tensor_dtype, describe_op, element_dtype
@@ -94,7 +96,9 @@ class _GroupKernel:
         self.compile_seconds = 0.0
         self.validate_seconds = 0.0
         self._scalars = known_scalars
-        member_ops = {id(op) for op in self.ops}
+        # the ops as `ir.Operation`s (equal and hashed by the operation, not by the Python object:
+        # a use's owner is a new wrapper, an OpView is another object than its operation)
+        member_ops = {_operation(op) for op in self.ops}
         self.rank = len(g.domain)
         self.env: dict = {}  # (mlir value) -> Graph Value in domain layout
         self._ext: dict = {}
@@ -106,7 +110,7 @@ class _GroupKernel:
         self.results = []
         for op in self.ops:
             for r in op.results:
-                used_outside = any(id(_user(u)) not in member_ops for u in r.uses)
+                used_outside = any(_user(u) not in member_ops for u in r.uses)
                 if used_outside:
                     self.results.append(r)
         self.results = [r for r in self.results if r in self.env]
@@ -240,6 +244,11 @@ class _GroupKernel:
         elif name == "math.tanh":  # tanh x = 1 - 2 / (exp(2x) + 1): Exp, AddS, Div, MulS, AddS
             e2 = g.exp(g.mul(args[0], 2.0))
             res = g.add(g.mul(g.div(self._constant_input(1.0, dt), g.add(e2, 1.0)), -2.0), 1.0)
+        elif name == "math.erf":
+            if dt not in (DType.F32, DType.F16):
+                raise VtmlirError(f"dvm: 'math.erf' on {dt.name} in {describe_op(generic)}: DVM's erf is the f32 "
+                                  "polynomial (f32 and f16 only)")
+            res = self._erf(args[0], dt)
         elif name == "math.fpowi" and not hasattr(args[1], "graph") and 1 <= int(args[1]) <= 8:
             res = args[0]
             for _ in range(int(args[1]) - 1):  # x^n by n-1 Mul instructions
@@ -264,6 +273,28 @@ class _GroupKernel:
         local[v] = res
         return res
 
+    def _erf(self, x, dt: DType):
+        """erf(x) in Table 1 instructions, the polynomials of `codegen-approximate-math` (the static
+        path's erf, codegen/approximate_math.py): |x| · P(x²) below 1, a degree-12 polynomial in
+        |x| − 2.46 up to 3.92, 1 beyond, the sign of x. Horner steps are MulS/Mul then AddS (the
+        static code fuses them into FMAs), so results may differ from it by an ulp or two; within 4
+        ulp of the correctly rounded f32 value (test_dvm_fuse.py). NaN stays NaN (every compare with
+        it is false, so it takes the polynomial), ±inf give ±1."""
+        g = self.graph
+
+        def horner(coefficients, t):
+            acc = g.add(g.mul(t, coefficients[-1]), coefficients[-2])
+            for c in reversed(coefficients[:-2]):
+                acc = g.add(g.mul(acc, t), c)
+            return acc
+
+        a = g.abs(x)
+        small = g.mul(a, horner(ERF_SMALL_POLY, g.mul(a, a)))
+        large = horner(ERF_LARGE_POLY, g.add(a, -ERF_LARGE_CENTER))
+        large = g.select(g.cmp(a, self._constant_input(ERF_ONE, dt), "GT"), self._constant_input(1.0, dt), large)
+        value = g.select(g.cmp(a, self._constant_input(1.0, dt), "LT"), small, large)
+        return g.select(g.cmp(x, self._constant_input(0.0, dt), "LT"), g.mul(value, -1.0), value)
+
     # -- per call ---------------------------------------------------------------------------
     def run(self, values: dict, target: Target, native: bool, dry: bool = False, record: list | None = None):
         """Compile for the inputs' shapes (once per shape and strides) and run. `dry`: compile
@@ -272,10 +303,9 @@ class _GroupKernel:
         then receives what this kernel compiled (`DvmFunction.shape_plans`)."""
         if not self.results:  # every result is dead: nothing to compute
             return
-        arrays = []
-        for src, view in self.inputs:
-            arrays.append(src if view is None else view(values[src]))
-        key = tuple([(a.shape, a.strides, a.dtype.str) for a in arrays])
+        arrays = [values[src] if view is _SAME else src if view is None else view(values[src])
+                  for src, view in self.feed]
+        key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         if dry:
             shapes, strides = _layout(arrays)
             k = compile_graph(self.graph, shapes, target, input_strides=strides)
@@ -286,11 +316,35 @@ class _GroupKernel:
             return
         kernel = self.cache.get(key)
         if kernel is None:
-            kernel = self.admit(key, self.compile(*_layout(arrays), target), native)
-        k, use_native = kernel
-        outs = k(*arrays, native=use_native, cores=target.cores if use_native else None)
-        for r, o in zip(self.results, outs):
-            values[r] = self.from_domain(r)(o)
+            kernel = self.admit(key, self.compile(*_layout(arrays), target), native, target)
+        k, use_native, cores = kernel
+        launch = k.native_call if use_native else None  # the prepared native call, once it exists
+        outs = launch(arrays, cores) if launch else None
+        if outs is None:
+            outs = k(*arrays, native=use_native, cores=cores)
+        for r, o, convert in zip(self.results, outs, self.converters):
+            values[r] = convert(o)
+
+    @property
+    def feed(self) -> list:
+        """`inputs` with the views of constant operands (weights) taken once: (array, None) for
+        those, (value, view) for the others. `bind` sets it; until then, `inputs`."""
+        return self.__dict__.get("_feed", self.inputs)
+
+    def bind(self, constants: dict) -> None:
+        """Take the domain views of the operands that are constants of the function once; an
+        operand already in domain layout is read as it is (`_SAME`)."""
+        self._feed = [(view(constants[src]), None) if view is not None and src in constants
+                      else (src, _SAME) if getattr(view, "identity", False) else (src, view)
+                      for src, view in self.inputs]
+
+    @property
+    def converters(self) -> list:
+        """`from_domain` of every result, in `results` order."""
+        c = self.__dict__.get("_converters")
+        if c is None:
+            c = self._converters = [self.from_domain(r) for r in self.results]
+        return c
 
     def from_domain(self, value):
         """`_from_domain` for result `value`, its IR read once (every call converts every result)."""
@@ -307,14 +361,15 @@ class _GroupKernel:
         self.compile_seconds += time.perf_counter() - start
         return kernel
 
-    def admit(self, key, kernel, native: bool):
-        """Decide whether the native VM runs `kernel` (timed: `validate_seconds`) and cache it
-        under `key`. A kernel a template made says so without decoding (`native_reason`: the
-        template's guards hold `decode`'s checks); another one is decoded here."""
+    def admit(self, key, kernel, native: bool, target: Target):
+        """Decide whether the native VM runs `kernel` (timed: `validate_seconds`) and on how many
+        cores, and cache it under `key`. A kernel a template made says so without decoding
+        (`native_reason`: the template's guards hold `decode`'s checks); another one is decoded
+        here."""
         start = time.perf_counter()
         use_native = native and kernel.native_reason is None  # a template's kernel: no decode
         self.validate_seconds += time.perf_counter() - start
-        entry = self.cache[key] = (kernel, use_native)
+        entry = self.cache[key] = (kernel, use_native, launch_cores(kernel, target) if use_native else None)
         return entry
 
 
@@ -328,12 +383,19 @@ def _layout(arrays):
 
 
 def _user(use):
-    o = use.owner
-    return o.operation if hasattr(o, "operation") else o
+    return _operation(use.owner)
+
+
+def _operation(op):
+    return op.operation if hasattr(op, "operation") else op
 
 
 def _strides(a):
     return tuple(0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides))
+
+
+# a `_GroupKernel.feed` entry's view of an operand already in domain layout: read it as it is
+_SAME = object()
 
 
 def _domain_view(positions, rank):
@@ -364,6 +426,7 @@ def _domain_view(positions, rank):
             strides[p] = s
         return np.lib.stride_tricks.as_strided(a, shape=tuple(shape), strides=tuple(strides))
 
+    view.identity = identity
     return view
 
 
@@ -380,6 +443,15 @@ def _from_domain(value, kernel):
         dims = [p for p in positions if p is not None]
         keep = sorted(dims)
         perm = [keep.index(p) for p in dims]
+        if perm == list(range(len(perm))):  # no transpose: one reshape (a view of the fresh output)
+            at = [dims.index(p) if p is not None else None for p in positions]
+
+            def in_order(out):
+                if out.ndim == kernel.rank:
+                    return out.reshape([out.shape[p] if p is not None else 1 for p in positions])
+                return out.reshape([out.shape[i] if i is not None else 1 for i in at])
+
+            return in_order
 
         def generic(out):
             a = out.reshape([out.shape[p] for p in keep]) if out.ndim == kernel.rank else out
@@ -439,6 +511,9 @@ class DvmFunction:
             self.kernels = [_GroupKernel(self.fusion, g.id, scalars) for g in self.fusion.groups]
             self.plan = self._schedule()
             self._fold_constants()
+            self._drop_dead_glue()
+            for k in self.kernels:
+                k.bind(self.constants)
 
     def _schedule(self):
         """Units in a topological order: ('op', op) or ('kernel', _GroupKernel); a kernel runs where
@@ -471,6 +546,21 @@ class DvmFunction:
                 continue
             keep.append((kind, unit))
         self.plan = keep
+
+    def _drop_dead_glue(self):
+        """Drop the glue whose results nothing reads: a kernel reads only its `inputs` (the
+        `tensor.empty` of a fused op's `outs` is never read), glue reads its operands, the return
+        its values. Every call would otherwise allocate and fill them. `cf.assert` stays."""
+        read, keep = set(), []
+        for kind, unit in reversed(self.plan):
+            if kind == "kernel":
+                read.update(src for src, _ in unit.inputs if isinstance(src, ir.Value))
+            elif unit.name == "func.return" or unit.name == "cf.assert" or any(r in read for r in unit.results):
+                read.update(unit.operands)
+            else:
+                continue
+            keep.append((kind, unit))
+        self.plan = keep[::-1]
 
     @property
     def compile_seconds(self) -> float:
@@ -563,12 +653,14 @@ class DvmFunction:
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
         values = dict(self.constants)
         types = self.__dict__.get("_arg_types")
-        if types is None:  # (type, rank, static sizes (-1 dynamic), numpy dtype) per argument, read once
-            types = self._arg_types = [(t, t.rank, list(t.shape), tensor_dtype(v).numpy)
-                                       for v in self.args for t in [ir.RankedTensorType(v.type)]]
-        for v, a, (t, rank, sizes, dtype) in zip(self.args, arrays, types):
-            a = np.asarray(a)
-            if a.ndim != rank or any([s >= 0 and s != n for s, n in zip(sizes, a.shape)]) or a.dtype != dtype:
+        if types is None:  # (type, rank, the static (position, size) pairs, numpy dtype) per argument, read once
+            types = self._arg_types = [(t, t.rank, [(i, n) for i, n in enumerate(t.shape) if n >= 0],
+                                        tensor_dtype(v).numpy) for v in self.args for t in [ir.RankedTensorType(v.type)]]
+        for v, a, (t, rank, fixed, dtype) in zip(self.args, arrays, types):
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            shape = a.shape
+            if len(shape) != rank or a.dtype != dtype or [n for i, n in fixed if shape[i] != n]:
                 raise VtmlirError(f"dvm: argument of type {t} cannot take an array {a.dtype}{list(a.shape)}")
             values[v] = a
         self.dry = dry
@@ -576,13 +668,18 @@ class DvmFunction:
             plan = self.shape_plans.pop(_arg_key(arrays), None)
             if plan is not None:
                 _compile_ahead(self, plan)
-        for kind, unit in self.plan:
-            if kind == "kernel":
+        steps = self.__dict__.get("_steps")
+        if steps is None:  # the plan with what each unit runs read from the IR once
+            steps = self._steps = [(unit, None, None) if kind == "kernel" else
+                                   (None, None, list(unit.operands)) if unit.name == "func.return" else
+                                   (unit, GLUE[unit.name], None) for kind, unit in self.plan]
+        for unit, glue, returned in steps:
+            if returned is not None:
+                return [np.asarray(values[v]) for v in returned]
+            if glue is None:
                 unit.run(values, self.target, self.native, dry, self.record)
-            elif unit.name == "func.return":
-                return [np.asarray(values[v]) for v in unit.operands]
             else:
-                GLUE[unit.name](unit, values, self)
+                glue(unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
 
 
@@ -606,7 +703,7 @@ def _compile_ahead(fn: DvmFunction, plan) -> None:
                 else bmm_compile(unit, fn, shapes) for unit, key, shapes, strides in todo]
     for (unit, key, _, _), kernel in zip(todo, compiled):  # then admit them (native or not)
         if isinstance(unit, _GroupKernel):
-            unit.admit(key, kernel, fn.native)
+            unit.admit(key, kernel, fn.native, fn.target)
         else:
             bmm_admit(fn, key, kernel)
 

@@ -10,7 +10,8 @@ argument array. A call then writes two words per buffer (its data pointer) and c
 through a ctypes function built once -- no ctypes class, structure or pointer object per call
 (torch_mlir's `get_ranked_memref_descriptor` builds a Structure class per array, ~100 µs a call).
 The threads that call one executable concurrently each get their own table (ctypes releases the
-GIL during the call).
+GIL during the call). A parameter may also be a 64-bit integer passed by value (`SCALAR`: one word,
+``args[i]`` points at it), as DVM's native VM takes its tile range (`dvm/native.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _WORD = 8  # bytes per descriptor word (pointer or i64) on the 64-bit hosts the JIT targets
 
 _DESCRIPTOR_TYPES: dict[int, type] = {}
+
+#: a `DescriptorTable` parameter that is an i64 passed by value rather than a memref
+SCALAR = "i64"
 
 
 def descriptor_type(rank: int) -> type:
@@ -60,23 +64,36 @@ def dense_strides(shape) -> list[int]:
 
 class DescriptorTable:
     """The descriptors of one packed call with buffers of the given ranks (`shapes`: a shape per
-    buffer, None for a dimension known only per call), built once per thread.
+    buffer, None for a dimension known only per call; or `SCALAR` for an i64 parameter), built once
+    per thread.
 
     `words()` is the thread's int64 buffer: buffer i's data pointer goes to words `offsets[i]` and
-    `offsets[i] + 1` (allocated and aligned); `set_shape` writes sizes and dense strides of a buffer
-    whose shape is known only at the call. `call(words)` runs the function on them."""
+    `offsets[i] + 1` (allocated and aligned), a scalar parameter's value to word `offsets[i]`;
+    `set_shape` writes sizes and dense strides of a buffer whose shape is known only at the call
+    (the sizes known now and the strides of the dimensions whose inner sizes are all known are
+    written once). `call()` runs the function on them."""
 
-    def __init__(self, address: int, shapes: list[tuple]):
+    def __init__(self, address: int, shapes: list):
         self.function = _PACKED(address)  # takes the packed argument array's address
         self.offsets: list[int] = []
-        self._static: list[tuple[int, list[int]]] = []  # (first size word, sizes + strides) known now
-        self.ranks = [len(s) for s in shapes]
+        self._static: list[tuple[int, int]] = []  # (word, value) known now
+        self._scalars = [s is SCALAR for s in shapes]
+        self.ranks = [0 if s is SCALAR else len(s) for s in shapes]
         total = 0
         for shape in shapes:
             self.offsets.append(total)
-            if all(d is not None for d in shape):
-                self._static.append((total + 3, list(shape) + dense_strides(shape)))
-            total += 3 + 2 * len(shape)
+            if shape is SCALAR:
+                total += 1
+                continue
+            rank, acc = len(shape), 1
+            for d in range(rank - 1, -1, -1):  # a stride is known where every inner size is
+                if acc is not None:
+                    self._static.append((total + 3 + rank + d, acc))
+                n = shape[d]
+                if n is not None:
+                    self._static.append((total + 3 + d, n))
+                acc = None if n is None or acc is None else acc * n
+            total += 3 + 2 * rank
         self._total = total
         self._local = threading.local()
 
@@ -94,18 +111,27 @@ class DescriptorTable:
         except AttributeError:
             return self._build()
 
-    def _build(self):
+    def fresh(self):
+        """A set of descriptor words of its own, not this thread's (a caller that keeps several
+        argument sets ready, as DVM does per kernel): (words, the address of the packed argument
+        array, what must stay alive with them)."""
         words = (ctypes.c_int64 * max(self._total, 1))()
-        for first, values in self._static:
-            words[first:first + len(values)] = values
+        for word, value in self._static:
+            words[word] = value
         base = ctypes.addressof(words)
         pointers = (ctypes.c_void_p * max(len(self.offsets), 1))(*[base + _WORD * o for o in self.offsets])
+        # args[i]: the descriptor pointer of a memref, the word itself of a scalar
         packed = (ctypes.c_void_p * max(len(self.offsets), 1))(
-            *[ctypes.addressof(pointers) + _WORD * i for i in range(len(self.offsets))])
+            *[base + _WORD * o if scalar else ctypes.addressof(pointers) + _WORD * i
+              for i, (o, scalar) in enumerate(zip(self.offsets, self._scalars))])
+        return words, ctypes.addressof(packed), (pointers, packed)
+
+    def _build(self):
+        words, address, keep = self.fresh()
         local = self._local
-        local.keep = (pointers, packed)
+        local.keep = keep
         local.words = words
-        local.state = (words, ctypes.addressof(packed))
+        local.state = (words, address)
         return local.state
 
     def set_shape(self, words, index: int, shape) -> None:
