@@ -29,8 +29,8 @@
 
 // The contraction: the B panel (k-chunk 64 x 64 columns) packed on the stack row by row, then per
 // 6-row tile its A block (6 x 64) packed, and a 6 x 16 register tile (two 8-lane registers per row)
-// accumulated over k in registers; the elementwise op and the row reduction become vector code; no
-// linalg op and no transform IR is left.
+// accumulated over k in registers, its vectors without the unit k dimension; the elementwise op and
+// the row reduction become vector code; no linalg op and no transform IR is left.
 // APPLIED-LABEL: func.func @kernels
 // APPLIED-NOT:     codegen.kernel
 // APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<16384xi8>
@@ -38,7 +38,7 @@
 // APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<1536xi8>
 // APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<6x64xf32>
 // APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
-// APPLIED:           arith.mulf {{.*}} : vector<6x16x1xf32>
+// APPLIED:           arith.mulf {{.*}} : vector<6x16xf32>
 // APPLIED:           arith.addf {{.*}} : vector<6x16xf32>
 // APPLIED:         math.exp {{.*}} : vector<32xf32>
 // APPLIED:         vector.reduction <add>, {{.*}} : vector<64xf32> into f32

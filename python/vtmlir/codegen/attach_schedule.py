@@ -97,6 +97,7 @@ def _append_script(module_op, scheduled, target: HostTarget, parts: int, strict:
                 funcs = t.hoist_vector_transfers(funcs)
                 t.lower_contractions(funcs)
                 t.lower_multi_reductions(funcs)
+                t.drop_unit_vector_dims(funcs)
                 t.lower_transposes(funcs, target.vector_bits)
             t.yield_()
 
