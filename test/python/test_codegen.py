@@ -210,6 +210,18 @@ def test_packed_buffers_do_not_grow_the_stack(threads):
         torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_hoisted_accumulator_of_a_k_panel_loop_lowers(threads):
+    # K > 256 (a packed k panel loop) and M < a register tile: the accumulator is hoisted out of the
+    # panel loop, which yields a vector<8x16xf32>; the alloca scope around the kernel must not
+    # return it (an llvm.br carrying an n-D vector failed the LLVM stage: temco_resnet18 at batch 8).
+    linear = torch.nn.Linear(512, 16).eval()
+    x = torch.randn(8, 512)
+    compiled = _compile(linear, x, threads=threads)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), linear(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["exp", "erf", "tanh"])
 def test_polynomial_math_stays_within_its_ulp_bound(name):
     # codegen-approximate-math (docs/codegen.md): exp within 2 ulp, erf and tanh within 3 ulp of the

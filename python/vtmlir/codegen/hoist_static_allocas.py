@@ -54,20 +54,48 @@ def hoist_static_allocas(module_op, sequential: bool = False) -> int:
 
 
 def _kernel_scope(kernel):
-    """The `memref.alloca_scope` around `kernel`, an op directly in a function body (made on first use)."""
+    """The `memref.alloca_scope` around `kernel`, an op directly in a function body (made on first use).
+
+    The scope takes the kernel and every later op of the block up to the last reader of what they
+    define (a contraction whose accumulator was hoisted out of its k loop: the loop yields a
+    `vector<8x16xf32>` that a transfer_write after it stores). A scope returning an n-D vector
+    would lower to an `llvm.br` carrying it, which LLVM does not take (Linear(512, 16) at batch 8)."""
     parent = kernel.parent
     if parent.name == "memref.alloca_scope":
         return parent
-    results = [r.type for r in kernel.results]
+    ops = [o.operation for o in kernel.block.operations]
+    first = last = next(i for i, o in enumerate(ops) if o == kernel)
+    i = first
+    while i <= last:   # grow the range to the last in-block reader of any value it defines
+        for result in ops[i].results:
+            for use in result.uses:
+                user = _in_block(use.owner, kernel.block)
+                if user is not None:
+                    last = max(last, next(j for j, o in enumerate(ops) if o == user))
+        i += 1
+    last = min(last, len(ops) - 2)   # never the block's terminator
+    inside = ops[first:last + 1]
+    escaping = [r for op in inside for r in op.results
+                if any(_in_block(u.owner, kernel.block) not in inside for u in r.uses)]
     with kernel.location, ir.InsertionPoint(kernel):
-        scope = memref.AllocaScopeOp(results)
+        scope = memref.AllocaScopeOp([r.type for r in escaping])
         block = scope.bodyRegion.blocks.append()
         with ir.InsertionPoint(block):
-            end = memref.AllocaScopeReturnOp(list(kernel.results))
-    for old, new in zip(kernel.results, scope.results):
+            end = memref.AllocaScopeReturnOp(escaping)
+    for old, new in zip(escaping, scope.results):
         old.replace_all_uses_except(new, end.operation)
-    kernel.move_before(end.operation)
+    for op in inside:
+        op.move_before(end.operation)
     return scope.operation
+
+
+def _in_block(op, block):
+    """The ancestor of `op` (itself included) directly in `block`, or None."""
+    op = op.operation if hasattr(op, "operation") else op
+    while op is not None and op.block != block:
+        parent = op.parent
+        op = parent.operation if parent is not None and hasattr(parent, "operation") else parent
+    return op
 
 
 def _alloca_scope(forall):
