@@ -478,11 +478,41 @@ def _pooling_window(op) -> list[int] | None:
     return list(kernel.reduction_dims)
 
 
+def _unwrapped(expr, ranges):
+    """`expr` with `d mod N` -> `d` and `d floordiv N` -> 0 where d's loop range is at most N."""
+    if isinstance(expr, (ir.AffineModExpr, ir.AffineFloorDivExpr)):
+        lhs, rhs = expr.lhs, expr.rhs
+        if isinstance(lhs, ir.AffineDimExpr) and isinstance(rhs, ir.AffineConstantExpr) and \
+                ranges[lhs.position] <= rhs.value:
+            return lhs if isinstance(expr, ir.AffineModExpr) else ir.AffineConstantExpr.get(0)
+        return expr
+    if isinstance(expr, (ir.AffineAddExpr, ir.AffineMulExpr)):
+        lhs, rhs = _unwrapped(expr.lhs, ranges), _unwrapped(expr.rhs, ranges)
+        return lhs + rhs if isinstance(expr, ir.AffineAddExpr) else lhs * rhs
+    return expr
+
+
+def _drop_redundant_wraps(op) -> None:
+    """A view folded into a convolution may index its channels as `c mod 16` with c < 8 (a
+    periodic concat buffer, vt-lower-views): the identity, which linalg's convolution matcher and
+    the per-tap split do not see through. Without it the convolution kept its loops, which sum
+    channels outer, and was no longer bitwise the im2col GEMM of the plain pipeline (fuzz seed
+    2611 case 5154)."""
+    maps = indexing_maps_of(op)
+    ranges = loop_ranges_of(op, maps) if maps else None
+    if ranges is None:
+        return
+    new = [ir.AffineMap.get(m.n_dims, m.n_symbols, [_unwrapped(e, ranges) for e in m.results]) for m in maps]
+    if new != maps:
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new])
+
+
 def decompose_convolutions(module_op) -> int:
     """Decompose every convolution generic of the kernel level; returns how many."""
     globals_ = Globals(module_op)
 
     def rewrite(op):
+        _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
             return _im2col_convolution(op, globals_) or decompose_convolution(op)
         window = _pooling_window(op)
