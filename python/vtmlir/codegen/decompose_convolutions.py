@@ -29,6 +29,7 @@ from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Pass, register_pass
 from .bodies import clone_ops, iterator_attr
+from .delinearize_loops import subview_type
 from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
 from .weights import Globals
 
@@ -497,14 +498,31 @@ def _drop_redundant_wraps(op) -> None:
     periodic concat buffer, vt-lower-views): the identity, which linalg's convolution matcher and
     the per-tap split do not see through. Without it the convolution kept its loops, which sum
     channels outer, and was no longer bitwise the im2col GEMM of the plain pipeline (fuzz seed
-    2611 case 5154)."""
+    2611 case 5154). The operand becomes a subview of c's extent where it is wider, as linalg
+    infers each loop's range from the operand dims a bare loop index addresses."""
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return   # the kernel level only (as decompose_convolution)
     maps = indexing_maps_of(op)
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None:
         return
-    new = [ir.AffineMap.get(m.n_dims, m.n_symbols, [_unwrapped(e, ranges) for e in m.results]) for m in maps]
-    if new != maps:
-        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new])
+    new_maps, views = [], {}
+    for k, (operand, amap) in enumerate(zip(op.operands, maps)):
+        results = [_unwrapped(e, ranges) for e in amap.results]
+        new_maps.append(ir.AffineMap.get(amap.n_dims, amap.n_symbols, results))
+        source = ir.MemRefType(operand.type)
+        sizes = [ranges[e.position] if isinstance(e, ir.AffineDimExpr) and e != old else size
+                 for e, old, size in zip(results, amap.results, source.shape)]
+        if sizes != list(source.shape):
+            views[k] = (operand, sizes)
+    if new_maps == maps:
+        return
+    with op.context, op.location, ir.InsertionPoint(op):
+        for k, (operand, sizes) in views.items():
+            zeros = [0] * len(sizes)
+            op.operands[k] = memref.subview(operand, zeros, sizes, [1] * len(sizes),
+                                            result_type=subview_type(ir.MemRefType(operand.type), zeros, sizes, []))
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
 
 
 def decompose_convolutions(module_op) -> int:

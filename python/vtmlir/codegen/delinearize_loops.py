@@ -50,7 +50,7 @@ def _plain(amap: ir.AffineMap) -> bool:
     return True
 
 
-def _subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefType:
+def subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefType:
     """The type of `memref.subview` of `source` at `offsets` of `sizes` (unit strides) without the
     unit dimensions `dropped` (a rank-reducing subview)."""
     strides, offset = source.get_strides_and_offset()
@@ -266,7 +266,7 @@ def delinearize(op) -> bool:
             view = value
             if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape) or dropped:
                 view = memref.subview(value, offsets, sizes, [1] * len(sizes),
-                                      result_type=_subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
+                                      result_type=subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
             kept = [d for d in dims if d is not None]
             if len(kept) != len(sizes) - len(dropped):
                 kept_groups, start = [], 0
