@@ -187,6 +187,7 @@ def test_contractions_do_not_fall_back_to_the_naive_mapping(case):
                 _check_resources(kernel, arch)
 
 
+@pytest.mark.slow  # about 32 s: the suite is over its 15 minutes (16 min 47 s at e9d42f9)
 def test_llama_layer_in_f16_runs_every_contraction_on_tensor_cores():
     """The Llama decoder layer in f16 at decode (batch 1): q/k/v/o projections (o reads the heads
     unflattened: two k dimensions), attention's two batched products (batch and heads on the grid),
