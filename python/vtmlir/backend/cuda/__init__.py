@@ -6,6 +6,8 @@
     exe.stages             # {stage name: IR text after it}: "bufferize", then the GPU lowering stages
     exe.host_program       # HostProgram: allocate / upload constant / launch steps, printable
     exe.assemble("sm_90")  # {kernel name: cubin bytes}; raises VtmlirError with ptxas's message
+    exe.save(path); load(path)   # compile here, run on a GPU machine
+    exe.profile(*tensors)  # device time of the kernels (CUDA events), whole sequence and per kernel
     exe.report()           # per kernel: schedule, launch, ptxas -v resources, occupancy, roofline estimate
     exe(*tensors)          # runs on GPU 0 (cuda-python driver API; cubins assembled for that GPU's
                            # arch); VtmlirError("no CUDA device available ...") without one
@@ -17,6 +19,7 @@ PTX in a subprocess (a crash of the LLVM translation cannot kill the caller) →
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,8 +36,11 @@ from .runtime import cuda_available
 
 __all__ = [
     "CudaExecutable", "CudaKernel", "DEFAULT_STAGES", "GpuStage", "HostProgram", "assemble",
-    "compile_cuda", "cuda_available", "find_ptxas", "lower_to_nvvm",
+    "compile_cuda", "cuda_available", "find_ptxas", "load", "lower_to_nvvm",
 ]
+
+#: Version of `CudaExecutable.save`'s file; `load` refuses others (the classes inside may differ).
+_SAVED_FORMAT = "vtmlir-cuda-executable/1"
 
 
 @dataclass
@@ -120,6 +126,31 @@ class CudaExecutable:
         (`Signature.deliver`)."""
         arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
         self.signature.check_inputs(arrays)
+        return self.signature.deliver(self.runtime().run(arrays), inputs)
+
+    def profile(self, *inputs, repeat: int = 20) -> dict:
+        """Device time of the compiled kernels on these flat tensor arguments (CUDA events; the inputs
+        are uploaded once and not timed): `total_s` for the whole launch sequence, `kernels` as
+        (kernel name, seconds) per launch in order. See `runtime.CudaRuntime.profile`."""
+        arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
+        self.signature.check_inputs(arrays)
+        return self.runtime().profile(arrays, repeat)
+
+    def save(self, path) -> None:
+        """Write this executable (PTX, launch configurations, host program with its constants, calling
+        convention, kernel plans) to `path`, to run it with `vtmlir.backend.cuda.load` on a machine
+        with a GPU, where the compiler's own dependencies (llvmlite, the nvcc wheel) are not needed.
+        The file is a pickle: load only files you wrote."""
+        with open(path, "wb") as f:
+            pickle.dump((_SAVED_FORMAT, self), f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_runtime"] = None   # device handles do not outlive the process
+        return state
+
+    def runtime(self):
+        """The loaded kernels and resident buffers on GPU 0 (`runtime.CudaRuntime`), made on first use."""
         if self._runtime is None:
             if not cuda_available():
                 raise VtmlirError("error: no CUDA device available (no driver or no GPU); the CUDA "
@@ -128,15 +159,38 @@ class CudaExecutable:
 
             # A cubin runs only on its own major architecture (sm_80 code does not load on sm_90), so
             # assemble for the device itself; if this ptxas does not know it, the driver JITs the PTX.
+            functions = {k.name: k.function for k in self.kernels}
+            ptx = {k.name: k.ptx.encode() for k in self.kernels}
             try:
                 images = self.assemble(device_arch())
             except VtmlirError:
-                images = {k.name: k.ptx.encode() for k in self.kernels}
-            self._runtime = CudaRuntime(self.host_program, images, {k.name: k.function for k in self.kernels})
-        return self.signature.deliver(self._runtime.run(arrays), inputs)
+                images = ptx
+            try:
+                self._runtime = CudaRuntime(self.host_program, images, functions)
+            except VtmlirError:
+                if images is ptx:
+                    raise
+                # A cubin from a newer ptxas than the driver knows (a saved executable on another
+                # machine): let the driver compile the PTX instead.
+                self._runtime = CudaRuntime(self.host_program, ptx, functions)
+        return self._runtime
 
     def __repr__(self):
         return f"CudaExecutable({len(self.kernels)} kernels for {self.chip})"
+
+
+def load(path) -> CudaExecutable:
+    """A `CudaExecutable` written by `CudaExecutable.save` (a pickle: load only files you wrote)."""
+    try:
+        with open(path, "rb") as f:
+            saved = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+        raise VtmlirError(f"error: {path}: not a saved CUDA executable ({err})") from None
+    if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == _SAVED_FORMAT
+            and isinstance(saved[1], CudaExecutable)):
+        raise VtmlirError(f"error: {path}: not a saved CUDA executable of this vtmlir version "
+                          f"(format {_SAVED_FORMAT})")
+    return saved[1]
 
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,

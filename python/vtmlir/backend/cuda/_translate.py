@@ -104,8 +104,9 @@ def legacy_float_literals(llvm_ir: str) -> str:
 
     - `f0x<bits>`: float/double become `0x<16 hex digits of the double>`, half `0xH<bits>`, bfloat
       `0xR<bits>`;
-    - decimal half/bfloat literals (`9.997550e-02`), which the older parser accepts only when exact,
-      become `0xH`/`0xR` bit patterns; `inf`/`-inf` become the type's bit pattern;
+    - decimal half/bfloat/float literals (`9.997550e-02`), which the older parser accepts only when
+      exact, become `0xH`/`0xR` bit patterns and, for float, the hex double of the float's value;
+      `inf`/`-inf` become the type's bit pattern;
     - vector splats `splat (half 1.0)` become the element list `<half 1.0, ...>` (the length of the
       last vector type before them on the line).
     Which type a literal has is read off the last float type named before it on its line."""
@@ -128,6 +129,11 @@ def legacy_float_literals(llvm_ir: str) -> str:
             kind = type_before(match.start())
             if kind in ("half", "bfloat"):
                 return _sixteen_bit_literal(kind, float(match.group(0)))
+            if kind == "float":
+                # LLVM 24 prints the shortest decimal that rounds to the float (4.471500e-02); the
+                # older parser wants one the float holds exactly: write the float's value in hex.
+                (value,) = struct.unpack(">f", struct.pack(">f", float(match.group(0))))
+                return "0x" + struct.pack(">d", value).hex().upper()
             return match.group(0)
 
         def infinity(match: re.Match) -> str:
@@ -147,7 +153,7 @@ def legacy_float_literals(llvm_ir: str) -> str:
         line = _HEX_FLOAT.sub(hex_literal, line)
         if "inf" in line:
             line = _INFINITY.sub(infinity, line)
-        if "half" in line or "bfloat" in line:
+        if "half" in line or "float" in line:   # "float" also finds "bfloat"
             line = _DECIMAL.sub(decimal_literal, line)
         return line
 

@@ -14,7 +14,7 @@ import ctypes
 import numpy as np
 
 from ...errors import VtmlirError
-from .host import Allocate, BufferPointer, Free, HostProgram, Launch, Scalar, UploadConstant, numpy_dtype
+from .host import BufferPointer, HostProgram, Launch, Scalar, UploadConstant, numpy_dtype
 
 _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "i16": ctypes.c_int16, "i8": ctypes.c_int8,
            "i1": ctypes.c_bool, "f32": ctypes.c_float, "f64": ctypes.c_double}
@@ -82,7 +82,15 @@ def check_cuda(result, what: str):
 
 
 class CudaRuntime:
-    """Loaded kernels of one executable on device 0; `run` executes its host program."""
+    """Loaded kernels of one executable on device 0, with its buffers resident on the device.
+
+    Every buffer of the host program (inputs, outputs, constants, temporaries) is allocated once,
+    when the runtime is made, and the constants (the weights) are uploaded then: a call uploads its
+    inputs, enqueues the launches (their parameter arrays are built once too: the buffers never move)
+    and reads the results back. Temporaries are not shared between buffers whose lifetimes do not
+    overlap (the host program's `Free` steps): the device memory is the sum of all buffers, the price
+    of a call path without allocation. Not thread-safe: one call at a time per executable.
+    """
 
     def __init__(self, program: HostProgram, images: dict[str, bytes], functions: dict[str, str]):
         if not cuda_available():
@@ -96,56 +104,100 @@ class CudaRuntime:
         check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self.modules = {}
         self.functions = {}
-        for name, image in images.items():
-            data = image
-            if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
-                data = image + b"\0"  # PTX text must be NUL-terminated for cuModuleLoadData
-            module = check_cuda(driver.cuModuleLoadData(data), f"loading kernel {name}")
-            self.modules[name] = module
-            self.functions[name] = check_cuda(driver.cuModuleGetFunction(module, functions[name].encode()),
-                                          f"looking up {functions[name]} in kernel {name}")
+        self.buffers: dict[int, object] = {}
+        try:
+            for name, image in images.items():
+                data = image
+                if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
+                    data = image + b"\0"  # PTX text must be NUL-terminated for cuModuleLoadData
+                module = check_cuda(driver.cuModuleLoadData(data), f"loading kernel {name}")
+                self.modules[name] = module
+                self.functions[name] = check_cuda(driver.cuModuleGetFunction(module, functions[name].encode()),
+                                                  f"looking up {functions[name]} in kernel {name}")
+            for buffer_id, buf in program.buffers.items():
+                self.buffers[buffer_id] = self._alloc(buf.nbytes)
+            for step in program.steps:
+                if isinstance(step, UploadConstant):
+                    self._upload(self.buffers[step.buffer.id], step.data)
+            self.launches = [self._prepare(step) for step in program.launches()]
+        except Exception:
+            self.close()
+            raise
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Execute the host program on `inputs` (numpy, in the function's argument order)."""
         driver = cuda_driver()
+        check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.upload_inputs(inputs)
+        self.enqueue()
+        check_cuda(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
+        results = []
+        for buffer_id in self.program.result_buffers:   # out-parameters, or donated inputs updated in place
+            buf = self.program.buffers[buffer_id]
+            host = np.empty(buf.shape, dtype=numpy_dtype(buf.dtype))
+            if host.nbytes:
+                check_cuda(driver.cuMemcpyDtoH(host.ctypes.data, self.buffers[buffer_id], host.nbytes),
+                           "cuMemcpyDtoH")
+            results.append(host)
+        return results
+
+    def upload_inputs(self, inputs: list[np.ndarray]) -> None:
+        """Copy `inputs` into the device buffers of the function's arguments."""
         program = self.program
         if len(inputs) != len(program.inputs):
             raise VtmlirError(f"error: expected {len(program.inputs)} inputs, got {len(inputs)}")
+        for index, (buffer_id, array) in enumerate(zip(program.inputs, inputs)):
+            buf = program.buffers[buffer_id]
+            array = np.asarray(array, dtype=numpy_dtype(buf.dtype), order="C")  # keeps 0-d arrays 0-d
+            if tuple(array.shape) != buf.shape:
+                raise VtmlirError(f"error: input {index} has shape {tuple(array.shape)}, "
+                                  f"the compiled module expects {buf.shape}")
+            self._upload(self.buffers[buffer_id], array)
+
+    def enqueue(self, events: list | None = None) -> None:
+        """Launch every kernel, in order, on the default stream (asynchronously). With `events`
+        (len(launches) + 1 CUDA events), record one before each launch and one after the last."""
+        driver = cuda_driver()
+        for i, (function, grid, block, pointers, name, _) in enumerate(self.launches):
+            if events is not None:
+                check_cuda(driver.cuEventRecord(events[i], 0), "cuEventRecord")
+            check_cuda(driver.cuLaunchKernel(function, *grid, *block, 0, 0, ctypes.addressof(pointers), 0),
+                       f"launching kernel {name}")
+        if events is not None:
+            check_cuda(driver.cuEventRecord(events[len(self.launches)], 0), "cuEventRecord")
+
+    def profile(self, inputs: list[np.ndarray], repeat: int = 20) -> dict:
+        """Device time of the kernels on `inputs` (already on the device: no copies timed), measured
+        with CUDA events after one warm-up pass: `total_s`, the median over `repeat` passes of the
+        whole launch sequence, and `kernels`, per launch (in order) the kernel name and its median
+        time. The total includes the gaps between launches; the per-kernel times do not."""
+        import statistics
+
+        driver = cuda_driver()
         check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-        device_ptrs: dict[int, int] = {}
+        self.upload_inputs(inputs)
+        self.enqueue()
+        check_cuda(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
+        events = [check_cuda(driver.cuEventCreate(0), "cuEventCreate") for _ in range(len(self.launches) + 1)]
+        ends = [check_cuda(driver.cuEventCreate(0), "cuEventCreate") for _ in range(2)]
+        totals, per_kernel = [], [[] for _ in self.launches]
         try:
-            for index, (buffer_id, array) in enumerate(zip(program.inputs, inputs)):
-                buf = program.buffers[buffer_id]
-                array = np.asarray(array, dtype=numpy_dtype(buf.dtype), order="C")  # keeps 0-d arrays 0-d
-                if tuple(array.shape) != buf.shape:
-                    raise VtmlirError(f"error: input {index} has shape {tuple(array.shape)}, "
-                                      f"the compiled module expects {buf.shape}")
-                device_ptrs[buffer_id] = self._alloc(buf.nbytes)
-                self._upload(device_ptrs[buffer_id], array)
-            for buffer_id in program.outputs:
-                device_ptrs[buffer_id] = self._alloc(program.buffers[buffer_id].nbytes)
-            for step in program.steps:
-                if isinstance(step, Allocate):
-                    device_ptrs[step.buffer.id] = self._alloc(step.buffer.nbytes)
-                elif isinstance(step, UploadConstant):
-                    self._upload(device_ptrs[step.buffer.id], step.data)
-                elif isinstance(step, Launch):
-                    self._launch(step, device_ptrs)
-                elif isinstance(step, Free):
-                    check_cuda(driver.cuMemFree(device_ptrs.pop(step.buffer)), "cuMemFree")
-            check_cuda(driver.cuCtxSynchronize(), "running the kernels (cuCtxSynchronize)")
-            results = []
-            for buffer_id in program.result_buffers:   # out-parameters, or donated inputs updated in place
-                buf = program.buffers[buffer_id]
-                host = np.empty(buf.shape, dtype=numpy_dtype(buf.dtype))
-                if host.nbytes:
-                    check_cuda(driver.cuMemcpyDtoH(host.ctypes.data, device_ptrs[buffer_id], host.nbytes),
-                           "cuMemcpyDtoH")
-                results.append(host)
-            return results
+            for _ in range(repeat):
+                check_cuda(driver.cuEventRecord(ends[0], 0), "cuEventRecord")
+                self.enqueue()
+                check_cuda(driver.cuEventRecord(ends[1], 0), "cuEventRecord")
+                check_cuda(driver.cuEventSynchronize(ends[1]), "cuEventSynchronize")
+                totals.append(check_cuda(driver.cuEventElapsedTime(ends[0], ends[1]), "cuEventElapsedTime") / 1e3)
+                self.enqueue(events)
+                check_cuda(driver.cuEventSynchronize(events[-1]), "cuEventSynchronize")
+                for i in range(len(self.launches)):
+                    per_kernel[i].append(check_cuda(driver.cuEventElapsedTime(events[i], events[i + 1]),
+                                                    "cuEventElapsedTime") / 1e3)
         finally:
-            for ptr in device_ptrs.values():
-                driver.cuMemFree(ptr)
+            for event in events + ends:
+                driver.cuEventDestroy(event)
+        return {"total_s": statistics.median(totals),
+                "kernels": [(launch[4], statistics.median(times)) for launch, times in zip(self.launches, per_kernel)]}
 
     def _alloc(self, nbytes: int):
         return check_cuda(cuda_driver().cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})")
@@ -155,26 +207,27 @@ class CudaRuntime:
         if array.nbytes:
             check_cuda(cuda_driver().cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
 
-    def _launch(self, step: Launch, device_ptrs: dict) -> None:
-        # cuLaunchKernel takes void** : one pointer per kernel parameter, each to that parameter's value.
+    def _prepare(self, step: Launch) -> tuple:
+        """The launch of `step`: cuLaunchKernel takes void**, one pointer per kernel parameter, each to
+        that parameter's value; the values (device addresses, sizes) are fixed, so build them once."""
         storage = []
         for param, ptype in zip(step.params(), step.param_types):
             if isinstance(param, BufferPointer):
-                storage.append(ctypes.c_void_p(int(device_ptrs[param.buffer])))
+                storage.append(ctypes.c_void_p(int(self.buffers[param.buffer])))
             elif isinstance(param, Scalar):
                 try:
                     storage.append(scalar_parameter(ptype, param.value))
                 except VtmlirError as err:
                     raise VtmlirError(f"{err} (kernel {step.kernel})") from None
         pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
-        check_cuda(cuda_driver().cuLaunchKernel(self.functions[step.kernel], *step.grid, *step.block, 0, 0,
-                                        ctypes.addressof(pointers), 0),
-               f"launching kernel {step.kernel}")
+        return (self.functions[step.kernel], tuple(step.grid), tuple(step.block), pointers, step.kernel, storage)
 
     def close(self) -> None:
         driver = cuda_driver()
+        for ptr in self.buffers.values():
+            driver.cuMemFree(ptr)
+        self.buffers.clear()
         for module in self.modules.values():
             driver.cuModuleUnload(module)
         self.modules.clear()
         driver.cuDevicePrimaryCtxRelease(self.device)
-
