@@ -136,6 +136,26 @@ def test_elementwise_kernels_use_128_bit_accesses():
         _check_resources(kernel, arch)
 
 
+class PadRelu(torch.nn.Module):
+    """4-D elementwise and data-movement kernels: a padded NCHW batch (the pad's copy) and a ReLU."""
+
+    def forward(self, x):
+        return torch.relu(torch.nn.functional.pad(x, (1, 1, 1, 1)))
+
+
+def test_four_dimensional_kernels_loop_over_the_fourth_dimension_in_each_thread():
+    # The grid has three dimensions: the loop of least extent (the batch of 8) runs inside each
+    # thread instead of the kernel keeping the naive mapping.
+    exe = _compile(PadRelu(), torch.randn(8, 16, 30, 30))
+    assert all(k.schedule == "vector" for k in exe.kernels), [(k.name, k.schedule, k.plan and k.plan.reason)
+                                                             for k in exe.kernels]
+    serial = [k for k in exe.kernels if "loops [0] in each thread" in k.plan.detail]
+    assert serial, [(k.name, k.plan.detail) for k in exe.kernels]
+    for kernel in serial:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_row_reductions_use_warp_shuffles(dtype):
     exe = _compile(Norms().to(dtype), torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))

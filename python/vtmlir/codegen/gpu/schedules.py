@@ -432,13 +432,15 @@ class VectorTiling:
     grid: int
     flops: int
     bytes: int
+    serial_dims: tuple[int, ...] = ()   # parallel loops each thread runs in turn (beyond the grid's three)
 
     @property
     def schedule(self) -> str:
         return "vector"
 
     def describe(self) -> str:
-        return f"vector x{self.vector}: {self.threads} threads per block, {self.grid} blocks"
+        serial = f", loops {list(self.serial_dims)} in each thread" if self.serial_dims else ""
+        return f"vector x{self.vector}: {self.threads} threads per block, {self.grid} blocks{serial}"
 
 
 @dataclass(frozen=True)
@@ -490,8 +492,14 @@ class VectorSchedule(GpuSchedule):
             if block_sizes[d] == ranges[d] and d != vd:
                 block_sizes[d] = 0
         tiled_dims = [d for d in range(kernel.rank) if block_sizes[d]]
-        if len(tiled_dims) > 3:
-            return f"{len(tiled_dims)} block-tiled dimensions (the grid has three)"
+        # Beyond three, the loops of least extent (never x or y) run inside each thread, one
+        # iteration at a time: [8, 16, 66, 66] (a padded NCHW batch) loops over its 8 images.
+        serial_dims: list[int] = []
+        while len(tiled_dims) > 3:
+            d = min((d for d in tiled_dims if d not in (vd, y)), key=lambda d: (ranges[d], d))
+            tiled_dims.remove(d)
+            serial_dims.append(d)
+            block_sizes[d] = 0
         # Linear block dimensions numbered densely from 0 (x): the vector dimension, then y, then
         # the rest from the inside out.
         order = [vd] + [d for d in [y, *reversed(tiled_dims)] if d is not None and d in tiled_dims and d != vd]
@@ -504,7 +512,8 @@ class VectorSchedule(GpuSchedule):
                     for v in op.operands if isinstance(v.type, ir.MemRefType))
         body_ops = len(list(op.regions[0].blocks[0].operations)) - 1 if op.regions else 0
         return VectorTiling(vd, vec, tuple(block_sizes), tuple(thread_sizes), block_linear, thread_linear,
-                            tuple(kernel.reduction_dims), tx * ty, grid, kernel.iterations * max(0, body_ops), moved)
+                            tuple(kernel.reduction_dims), tx * ty, grid, kernel.iterations * max(0, body_ops), moved,
+                            tuple(sorted(serial_dims)))
 
     def build_tile(self, kid: int, kernel: Kernel, tiling: VectorTiling, op: ir.Value) -> None:
         tiled, forall = tg.tile_forall(op, tile_sizes=tiling.block_sizes, processor="block",
@@ -512,8 +521,9 @@ class VectorSchedule(GpuSchedule):
         tg.annotate_kernel(forall, kid)
         tiled, _ = tg.tile_forall(tiled, tile_sizes=tiling.thread_sizes, processor="thread",
                                   linear_dims=tiling.thread_linear)
-        if tiling.reduction_dims:
-            tile(tiled, [1 if d in tiling.reduction_dims else 0 for d in range(kernel.rank)])
+        loops = set(tiling.reduction_dims) | set(tiling.serial_dims)
+        if loops:
+            tile(tiled, [1 if d in loops else 0 for d in range(kernel.rank)])
 
     def build_map(self, kid: int, kernel: Kernel, tiling: VectorTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
