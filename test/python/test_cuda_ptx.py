@@ -296,9 +296,11 @@ def test_launch_beyond_cuda_grid_limits_is_refused():
 
 
 def test_boolean_fill_passes_an_i1_constant_to_its_kernel():
-    # BERT's and GPT-2's attention masks fill an i1 buffer with `true`: the constant becomes a kernel
-    # parameter, read from its BoolAttr (it used to stop at "host constant true is not a scalar").
-    exe = compile_cuda(as_module("""
+    # BERT's and GPT-2's attention masks fill an i1 buffer with `true`: under the naive mapping the
+    # constant becomes a kernel parameter, read from its BoolAttr (it used to stop at "host constant
+    # true is not a scalar"). By default the fill is a `threads` kernel (i1 vectors are bit-packed,
+    # which the vector schedule refuses) with the constant inside.
+    source = """
 func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x8xi1>, tensor<4x8xf32>) {
   %true = arith.constant true
   %e = tensor.empty() : tensor<4x8xi1>
@@ -308,9 +310,13 @@ func.func @main(%x: tensor<4x8xf32>) -> (tensor<4x8xi1>, tensor<4x8xf32>) {
   %y = linalg.fill ins(%h : f32) outs(%f : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %m, %y : tensor<4x8xi1>, tensor<4x8xf32>
 }
-"""))
-    scalars = [a for launch in exe.host_program.launches() for a in launch.args if not isinstance(a, MemrefView)]
+"""
+    naive = compile_cuda(as_module(source), schedules={"unknown": None})
+    scalars = [a for launch in naive.host_program.launches() for a in launch.args if not isinstance(a, MemrefView)]
     assert any(a.type == "i1" and a.value == 1 for a in scalars)
+    assert len(naive.assemble("sm_80")) == len(naive.kernels)
+    exe = compile_cuda(as_module(source))
+    assert [k.schedule for k in exe.kernels] == ["threads", "vector"]
     assert len(exe.assemble("sm_80")) == len(exe.kernels)
 
 

@@ -156,6 +156,30 @@ def test_four_dimensional_kernels_loop_over_the_fourth_dimension_in_each_thread(
             _check_resources(kernel, arch)
 
 
+class ConvPool(torch.nn.Module):
+    """A 3x3 convolution and a max-pool: window kernels the vectoriser does not take."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.max_pool2d(self.conv(x), 2)
+
+
+def test_window_kernels_get_a_thread_per_output_element():
+    # Not the naive mapping (one thread per block): scalar code, an output element per thread,
+    # coalesced along the output rows; the reduction over the window in each thread, in loop order.
+    exe = _compile(ConvPool(), torch.randn(2, 8, 32, 32))
+    threads = _kernels(exe, "threads")
+    assert len(threads) == 2, [(k.name, k.plan.description) for k in threads]   # the conv and the pool
+    assert not [k for k in exe.kernels if k.schedule == "naive"], [(k.name, k.plan and k.plan.reason) for k in exe.kernels]
+    for kernel in threads:
+        assert kernel.block[0] * kernel.block[1] * kernel.block[2] >= 32, (kernel.name, kernel.block)
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_row_reductions_use_warp_shuffles(dtype):
     exe = _compile(Norms().to(dtype), torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))

@@ -433,20 +433,29 @@ class VectorTiling:
     flops: int
     bytes: int
     serial_dims: tuple[int, ...] = ()   # parallel loops each thread runs in turn (beyond the grid's three)
+    vectorized: bool = True             # else scalar code per thread ("threads")
 
     @property
     def schedule(self) -> str:
-        return "vector"
+        return "vector" if self.vectorized else "threads"
 
     def describe(self) -> str:
         serial = f", loops {list(self.serial_dims)} in each thread" if self.serial_dims else ""
+        if not self.vectorized:
+            return f"threads: an output element per thread, {self.threads} threads per block, {self.grid} blocks{serial}"
         return f"vector x{self.vector}: {self.threads} threads per block, {self.grid} blocks{serial}"
 
 
 @dataclass(frozen=True)
 class VectorSchedule(GpuSchedule):
+    """Parallel loops over blocks and threads, the contiguous one in vectors of up to 128 bits; loops
+    over reductions inside each thread. With `vectorize=False` ("threads"), scalar code for kernels
+    the vectoriser does not take (convolution and pooling windows, gathers): an output element per
+    thread, coalesced along the output's contiguous dimension, instead of the naive mapping's one
+    thread per block."""
     name: ClassVar[str] = "vector"
     threads: int = MAX_THREADS   # threads per block at most
+    vectorize: bool = True
 
     def choose(self, kernel: Kernel, target: GpuTarget):
         op = kernel.op
@@ -462,7 +471,7 @@ class VectorSchedule(GpuSchedule):
             return "no parallel dimension"
         vec = 1 << 30
         for operand, amap in zip(op.operands, kernel.maps):
-            if not isinstance(operand.type, ir.MemRefType) or operand.type.rank == 0:
+            if not self.vectorize or not isinstance(operand.type, ir.MemRefType) or operand.type.rank == 0:
                 continue
             if _innermost(amap) == vd:
                 vec = min(vec, vector_width(ir.MemRefType(operand.type), ranges[vd]))
@@ -513,7 +522,7 @@ class VectorSchedule(GpuSchedule):
         body_ops = len(list(op.regions[0].blocks[0].operations)) - 1 if op.regions else 0
         return VectorTiling(vd, vec, tuple(block_sizes), tuple(thread_sizes), block_linear, thread_linear,
                             tuple(kernel.reduction_dims), tx * ty, grid, kernel.iterations * max(0, body_ops), moved,
-                            tuple(sorted(serial_dims)))
+                            tuple(sorted(serial_dims)), self.vectorize)
 
     def build_tile(self, kid: int, kernel: Kernel, tiling: VectorTiling, op: ir.Value) -> None:
         tiled, forall = tg.tile_forall(op, tile_sizes=tiling.block_sizes, processor="block",
@@ -528,7 +537,10 @@ class VectorSchedule(GpuSchedule):
     def build_map(self, kid: int, kernel: Kernel, tiling: VectorTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
         tg.apply_patterns(forall, tg.canonicalization)
-        tg.vectorize(tg.match_tagged(forall, kernel.op.name, kid))
+        if tiling.vectorized:
+            tg.vectorize(tg.match_tagged(forall, kernel.op.name, kid))
+        else:
+            tg.convert_to_loops(tg.match_tagged(forall, kernel.op.name, kid))
         # Each thread reads and writes its own elements of global memory only: no barrier.
         tg.map_to_launch(forall, tiling.threads, kid, sync=False)
 
@@ -607,8 +619,9 @@ DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
     KernelKind.DATA_MOVEMENT.value: VectorSchedule(),
     "outer-reduction": VectorSchedule(),
     "row-reduction": RowReductionSchedule(),
-    KernelKind.CONVOLUTION.value: None,
-    KernelKind.POOLING.value: None,
+    KernelKind.CONVOLUTION.value: VectorSchedule(vectorize=False),
+    KernelKind.POOLING.value: VectorSchedule(vectorize=False),
+    KernelKind.UNKNOWN.value: VectorSchedule(vectorize=False),
 }
 
 

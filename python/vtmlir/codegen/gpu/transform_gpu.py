@@ -165,6 +165,11 @@ def vectorize(target: ir.Value) -> None:
     structured_gen.VectorizeOp(target, [], static_vector_sizes=[], scalable_sizes=[], create_named_contraction=True)
 
 
+def convert_to_loops(target: ir.Value) -> None:
+    """The structured op becomes `scf.for` loops of scalar loads and stores (its tile's extents)."""
+    structured_gen.ConvertToLoopsOp(any_op(), target)
+
+
 def async_copies(scope: ir.Value) -> ir.Value:
     """Global→shared vector copies → `cp.async` (bypassing L1 for 16-byte copies) in groups."""
     return nvgpu_gen.CreateAsyncGroupsOp(any_op(), scope, bypass_l1=True).result
