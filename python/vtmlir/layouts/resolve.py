@@ -48,6 +48,7 @@ from .conventions import (
     Variant,
     elementwise_roles,
     get_target,
+    layout_label,
     layout_named,
 )
 from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION, FunctionLayoutReport, LayoutReport
@@ -160,8 +161,6 @@ def any_decision(conv: KernelConvention, site: KernelSite, layout: Layout) -> De
 
 
 def _label(layout: Layout) -> str:
-    from .conventions import layout_label
-
     return layout_label(layout)
 
 
