@@ -10,11 +10,12 @@ from __future__ import annotations
 from torch_mlir import ir, passmanager
 from torch_mlir.dialects import torch as torch_dialect
 
-from .dialects import load_dialects
-
 
 def make_context() -> ir.Context:
     """A fresh context with torch, tm_tensor, vt, layout and lowbit loaded."""
+    # deferred: the dialect modules load with the first context; `import vtmlir` stays light
+    from .dialects import load_dialects
+
     ctx = ir.Context()
     torch_dialect.register_dialect(ctx)
     with ctx:

@@ -15,7 +15,6 @@ import sys
 import traceback
 
 import vtmlir
-from vtmlir.demo import run_demo
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import import_torch
 from vtmlir.frontend.source import decode_source
@@ -77,6 +76,9 @@ def main(argv=None) -> int:
 
 
 def _demo(args) -> int:
+    # deferred: the demo loads the CUDA backend and rich; `vtmlir --help` and the other commands do not
+    from vtmlir.demo import run_demo
+
     rows = run_demo(archs=tuple(args.arch or ("sm_80", "sm_90")))
     return 0 if all(r.ok for r in rows) else 1
 

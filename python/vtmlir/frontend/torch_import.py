@@ -33,7 +33,6 @@ from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
 from ..ir_utils import copy_module, walk_ops
 from ..passes import run_pipeline
-from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts
 from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
 from .transformers_export import is_transformers_model, register_cache_pytrees
@@ -400,6 +399,9 @@ def _record_calling_convention(fn, program) -> None:
     # deferred: torch is heavy; loaded on first use
     import torch
     from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
+
+    # deferred: signature loads ml_dtypes and the tensor dialect; `import vtmlir` stays light
+    from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts
 
     sig = program.graph_signature
     block = fn.regions[0].blocks[0]
