@@ -8,6 +8,26 @@ or "optimized" (after the user's `pipeline`), then the backend's own stages.
 from __future__ import annotations
 
 import contextlib
+import sys
+
+from rich.console import Console
+from torch_mlir import ir
+
+from .backend.cpu import compile_cpu
+from .backend.cpu.executable import print_ir
+from .backend.cuda import compile_cuda
+from .backend.lowerable import check_lowerable
+from .context import make_context
+from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
+from .errors import InputMutationError, VtmlirError, format_location
+from .frontend import as_module
+from .frontend.limits import check_module
+from .frontend.torch_import import export_torch, import_exported
+from .ir_utils import symbol_name
+from .optimize import LOWBIT_PIPELINES, check_opt_level, optimize
+from .passes import parse_pipeline, run_pipeline
+from .passes.registry import PassFailure
+from .signature import box_scalars, find_entry, signature_of
 
 TARGETS = ("cpu", "cuda")
 
@@ -83,16 +103,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
       `vtmlir.codegen.DEFAULT_SCHEDULES`. `compiled.report()` names each kernel's schedule and the
       kernels left as loops.
     """
-    from .backend.cpu.executable import print_ir
-    from .backend.lowerable import check_lowerable
-    from .errors import VtmlirError
-    from .frontend import as_module
-    from .frontend.limits import check_module
-    from .frontend.torch_import import export_torch, import_exported
-    from .signature import box_scalars, find_entry, signature_of
-
-    from .optimize import LOWBIT_PIPELINES, check_opt_level
-
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
     donated = _donated(donate)
@@ -117,11 +127,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     stages: dict[str, str] = {"graph": print_ir(graph)}
     if dynamic_shapes is not None:
-        from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
-
         if has_dynamic_dims(graph, entry):
             check_target(target)
-            from .ir_utils import symbol_name
 
             name = symbol_name(find_entry(graph, entry))
             example = call.flatten(example_args, kwargs or {}) if call is not None else None
@@ -143,8 +150,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     box_scalars(entry_func)  # scalars cross the boundary as 0-d tensors (signature.py)
 
     if target == "cpu":
-        from .backend.cpu import compile_cpu
-
         executable = compile_cpu(graph, signature, stages, opt_level=llvm_opt_level, track_memory=track_memory,
                                  donate=donated, threads=threads, schedules=schedules)
         executable.call_spec = call
@@ -152,7 +157,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
         return executable
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
-    from .backend.cuda import compile_cuda
 
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
                               signature=signature)
@@ -167,10 +171,6 @@ def _optimize_graph(graph, stages: dict, pipeline: str | None, *, target, opt_le
     """Run the opt-level pipeline (`optimize.py`), or the user's `pipeline` in place of its graph
     steps (the Tilus lowering still runs unless `pipeline` names a subbyte pass), with a progress
     display on a terminal; record each step's IR as a stage. Returns the `OptimizationReport`."""
-    from .backend.cpu.executable import print_ir
-    from .optimize import optimize
-    from .passes import parse_pipeline, run_pipeline
-
     only = None
     if pipeline:
         parsed = parse_pipeline(pipeline)
@@ -190,12 +190,9 @@ def _optimize_graph(graph, stages: dict, pipeline: str | None, *, target, opt_le
 @contextlib.contextmanager
 def _progress():
     """A rich status line naming the running step, on a terminal only (else: nothing)."""
-    import sys
-
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
 
     console = Console(stderr=True)
     with console.status("optimising") as status:
@@ -205,9 +202,6 @@ def _progress():
 def _pass_failure_as_error(function, module):
     """Run a pass's entry point outside a pass manager: its `PassFailure` becomes the error the pass
     would have reported (`file:line:col: error: ...`)."""
-    from .errors import VtmlirError, format_location
-    from .passes.registry import PassFailure
-
     try:
         return function(module)
     except PassFailure as failure:
@@ -220,8 +214,6 @@ def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
     """A module that writes its inputs in place (`x.add_(1)`, `copy_`, `out=`) is compiled only when
     those inputs are donated: the compiled function then writes them as PyTorch does; otherwise
     the caller's tensors would silently keep their old values."""
-    from .errors import InputMutationError
-
     written = sorted(set(signature.written_inputs) - set(donated))
     if written:
         names = ", ".join(map(str, written))
@@ -235,8 +227,6 @@ def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
 
 def _donated(donate) -> tuple[int, ...]:
     """`donate` as a tuple of argument indices (an int, or an iterable of ints)."""
-    from .errors import VtmlirError
-
     if isinstance(donate, int) and not isinstance(donate, bool):
         return (donate,)
     try:
@@ -250,8 +240,6 @@ def _donated(donate) -> tuple[int, ...]:
 
 def _threads(threads) -> int:
     """`threads` as an int >= 0 (0: all cores)."""
-    from .errors import VtmlirError
-
     if threads is None:
         return 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
@@ -261,19 +249,15 @@ def _threads(threads) -> int:
 
 def _is_torch_module(obj) -> bool:
     try:
-        import torch
+        import torch  # deferred and optional: torch is heavy and may be absent
     except ImportError:  # pragma: no cover
         return False
     return isinstance(obj, torch.nn.Module)
 
 
 def _is_ir_module(obj) -> bool:
-    from torch_mlir import ir
-
     return isinstance(obj, ir.Module)
 
 
 def _fresh_context():
-    from .context import make_context
-
     return make_context()

@@ -30,10 +30,14 @@ Options are written like MLIR pass options, `vt-stats{json=true report=stats.txt
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from torch_mlir import ir
 
 from ..errors import LocatedError, VtmlirError
 
@@ -356,9 +360,6 @@ class Pass:
         """An exception escaping `run` is a bug in the pass; the user still gets an MLIR-style error
         naming the pass and the op it was working on (the innermost `op` of the traceback, which is
         where `file:line:col` comes from), and `VTMLIR_DEBUG=1` prints the Python traceback."""
-        import os
-        import traceback
-
         culprit = _op_in_traceback(exc.__traceback__)
         target = culprit if culprit is not None else module
         summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -374,8 +375,6 @@ class Pass:
 def _op_in_traceback(tb):
     """The op held in a variable named `op` by the innermost traceback frame that has one (an op a
     pass erased is skipped: the bindings refuse to read its location)."""
-    from torch_mlir import ir
-
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)

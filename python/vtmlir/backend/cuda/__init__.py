@@ -24,15 +24,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...codegen import override_items
+from ...codegen.gpu.schedules import resolve_gpu_schedules
 from ...errors import VtmlirError
+from ...frontend import as_module
 from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, box_scalars, find_entry, signature_of, to_numpy
 from ..bufferize import bufferize
+from ..report import CompileReport
 from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, ScheduleFailure, lower_to_nvvm
 from .ptx import check_chip, kernel_sources, translate_kernels
 from .ptxas import assemble, find_ptxas
-from .runtime import cuda_available
+from .report import gpu_report
+from .runtime import CudaRuntime, cuda_available, device_arch
 
 __all__ = [
     "CudaExecutable", "CudaKernel", "DEFAULT_STAGES", "GpuStage", "HostProgram", "assemble",
@@ -108,9 +113,6 @@ class CudaExecutable:
         (`report.GpuReport`, whose attributes read through it): per kernel its schedule, launch shape,
         registers, shared memory and spills from `ptxas -v` on sm_80 and sm_90, occupancy, bytes,
         flops and an H100 roofline estimate (`print(compiled.report())`)."""
-        from ..report import CompileReport
-        from .report import gpu_report
-
         if self._report is None:
             self._report = gpu_report(self)
         return CompileReport(self.optimization, self._report)
@@ -155,7 +157,6 @@ class CudaExecutable:
             if not cuda_available():
                 raise VtmlirError("error: no CUDA device available (no driver or no GPU); the CUDA "
                                   "executable can be inspected (ptx, host_program) but not run here")
-            from .runtime import CudaRuntime, device_arch
 
             # A cubin runs only on its own major architecture (sm_80 code does not load on sm_90), so
             # assemble for the device itself; if this ptxas does not know it, the driver JITs the PTX.
@@ -206,10 +207,6 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
     the module.
     """
-    from ...codegen import override_items
-    from ...codegen.gpu.schedules import resolve_gpu_schedules
-    from ...frontend import as_module
-
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
     source = as_module(module)

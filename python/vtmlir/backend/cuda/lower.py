@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from torch_mlir import ir
 
+from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
+from ...codegen.kernels import KERNEL_ATTR
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
 from ...passes import run_pipeline
@@ -178,8 +180,6 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
     leave to the naive mapping. A schedule that fails raises `ScheduleFailure` naming the kernel
     (`compile_cuda` then compiles again without it).
     """
-    from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
-
     if walk_ops(module, "bufferization.to_tensor") or _has_tensor_args(module):
         raise VtmlirError("error: the CUDA lowering expects a bufferized module (memrefs, not tensors); "
                           "run vtmlir.backend.bufferize.bufferize first")
@@ -230,8 +230,6 @@ def _top_level(module: ir.Module, name: str) -> list:
 
 def _naive_kernel_ids(module: ir.Module) -> list[int | None]:
     """The kernels left to the naive mapping, in program order (their `codegen.kernel` tags)."""
-    from ...codegen.kernels import KERNEL_ATTR
-
     ids = []
     for func_op in walk_ops(module, "func.func"):
         if not func_op.regions[0].blocks:
@@ -247,8 +245,6 @@ def _launch_origins(module: ir.Module, naive: list, spaces: list) -> list[Launch
     """Per top-level gpu.launch_func in order: the scheduled kernel it carries (`codegen.kernel`,
     codegen-gpu-outline-kernels), or the next naive loop nest; a naive launch is traced to its kernel
     when the naive loop nests and the naive kernels correspond one to one."""
-    from ...codegen.kernels import KERNEL_ATTR
-
     calls = _top_level(module, "gpu.launch_func")
     naive_calls = sum(1 for op in calls if KERNEL_ATTR not in op.attributes)
     traced = naive if len(naive) == naive_calls else [None] * naive_calls

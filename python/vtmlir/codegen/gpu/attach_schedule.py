@@ -22,14 +22,18 @@ element) and named in the report with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from torch_mlir import ir
+from torch_mlir.dialects.transform import interpreter
 
+from ...errors import format_location
 from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
 from ..attach_schedule import KernelPlan
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
+from .layouts import element_bytes
 from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
@@ -73,8 +77,6 @@ def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude
 
 
 def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKernelPlan]:
-    from ...errors import format_location
-
     table = resolve_gpu_schedules(overrides)
     target = gpu_target(chip)
     plans, scheduled = [], []
@@ -115,10 +117,6 @@ def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKerne
 def _work(kernel) -> tuple[int, int]:
     """(flops, bytes) of a kernel left to the naive mapping, for the report: its body's arithmetic
     per iteration (2 per multiply-add of a contraction), every operand read or written once."""
-    from math import prod
-
-    from .layouts import element_bytes
-
     op = kernel.op
     moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
                 for v in op.operands if isinstance(v.type, ir.MemRefType))
@@ -185,8 +183,6 @@ def kernel_of_failure(message: str) -> int | None:
 def failing_kernel(snapshot, phase: str, plans: list[GpuKernelPlan]) -> int | None:
     """Which kernel's `phase` sequence fails on `snapshot` (the module as it was before the phase),
     trying each scheduled kernel's sequence alone on a copy; None when none fails alone."""
-    from torch_mlir.dialects.transform import interpreter
-
     for plan in plans:
         if plan.schedule is None:
             continue
