@@ -117,14 +117,34 @@ def test_f32_matmul_is_a_shared_memory_tiled_simt_kernel():
 
 def test_f32_matmul_uses_tf32_tensor_cores_only_on_request():
     torch.manual_seed(0)
-    exe = vtmlir.compile(MatMul(), torch.randn(128, 64), torch.randn(64, 96), target="cuda",
-                         schedules={"contraction": {"allow_tf32": True}})
+    a, b = torch.randn(128, 64), torch.randn(64, 96)
+    exe = vtmlir.compile(MatMul(), a, b, target="cuda", allow_tf32=True)
     (kernel,) = _kernels(exe, "mma-sync")
     assert "tf32" in kernel.plan.detail
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.ptx
     assert "cp.async" in kernel.ptx and "bar.sync" in kernel.ptx
     for arch in ARCHS:
         assert _check_resources(kernel, arch).shared_bytes > 0
+    # An explicit schedules= setting wins over the keyword (the default, False, is checked above).
+    exact = vtmlir.compile(MatMul(), a, b, target="cuda", allow_tf32=True,
+                           schedules={"contraction": {"allow_tf32": False}})
+    (kernel,) = _kernels(exact, "simt")
+    assert "mma.sync" not in kernel.ptx and "tf32" not in kernel.ptx
+
+
+def test_allow_tf32_is_an_error_on_the_cpu():
+    with pytest.raises(vtmlir.VtmlirError, match="allow_tf32=True applies to target='cuda' only"):
+        vtmlir.compile(MatMul(), torch.randn(4, 4), torch.randn(4, 4), allow_tf32=True)
+    with pytest.raises(vtmlir.VtmlirError, match="allow_tf32 must be True or False"):
+        vtmlir.compile(MatMul(), torch.randn(4, 4), torch.randn(4, 4), target="cuda", allow_tf32="yes")
+
+
+def test_cli_allow_tf32(tmp_path):
+    from vtmlir.cli.main import main
+
+    out = tmp_path / "mlp.ptx"
+    assert main(["compile", "mlp", "--target", "cuda", "--allow-tf32", "-o", str(out)]) == 0
+    assert ".tf32.tf32.f32" in out.read_text()  # the f32 model's Linear layers on TF32 tensor cores
 
 
 def test_elementwise_kernels_use_128_bit_accesses():

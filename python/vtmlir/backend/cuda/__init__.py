@@ -141,7 +141,7 @@ class CudaExecutable:
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
                  function: str = "main", donate: tuple[int, ...] = (), schedules=None,
-                 signature: Signature | None = None) -> CudaExecutable:
+                 signature: Signature | None = None, allow_tf32: bool = False) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
@@ -150,7 +150,8 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     array is uploaded, never written). `schedules`: overrides of the GPU schedules per kernel kind
     (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
     the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
-    the module.
+    the module. `allow_tf32`: f32 contractions on TF32 tensor cores (the contraction schedule's
+    `allow_tf32`, set before the `schedules` overrides, which may set it otherwise).
     """
     from ...codegen import override_items
     from ...codegen.gpu.schedules import resolve_gpu_schedules
@@ -158,6 +159,10 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
 
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
+    if allow_tf32:
+        # First, so that a `schedules=` item for the contraction (its own allow_tf32, or
+        # "contraction:none") takes precedence.
+        items = ["contraction.allow_tf32:true", *items]
     source = as_module(module)
     signature = signature or signature_of(find_entry(source, function))
     exclude: list[int] = []
