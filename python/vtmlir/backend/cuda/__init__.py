@@ -166,6 +166,7 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     source = as_module(module)
     signature = signature or signature_of(find_entry(source, function))
     exclude: list[int] = []
+    unfused: list[int] = []
     while True:
         work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
         box_scalars(find_entry(work, function))
@@ -174,10 +175,12 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
         num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
         recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
         try:
-            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude)
+            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude,
+                                                  unfused=unfused)
         except ScheduleFailure as failure:
-            # The kernel keeps the naive mapping (the report says its schedule failed); compile again.
-            exclude.append(failure.kernel)
+            # Compile again: a contraction that ran its fill and epilogue in its tiles without them,
+            # else the kernel keeps the naive mapping (the report says its schedule failed).
+            (unfused if failure.fused else exclude).append(failure.kernel)
             continue
         break
     recorded.update(lowering.stages)

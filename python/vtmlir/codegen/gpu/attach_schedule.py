@@ -50,6 +50,7 @@ class GpuKernelPlan(KernelPlan):
     flops: int = 0
     bytes: int = 0
     shared_bytes: int = 0
+    fused: tuple[int, ...] = ()    # the kernels run in its block tiles (its fill, its epilogue)
 
 
 def top_level_kernels(module_op) -> list[ir.Operation]:
@@ -65,25 +66,25 @@ def top_level_kernels(module_op) -> list[ir.Operation]:
     return found
 
 
-def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=()) -> list[GpuKernelPlan]:
+def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=(), unfused=()) -> list[GpuKernelPlan]:
     """Tag the kernels of `module_op` (kernel level, memrefs) and append their GPU schedules; returns
-    the plan per kernel. `exclude`: kernel ids to leave to the naive mapping (a schedule that failed)."""
+    the plan per kernel. `exclude`: kernel ids to leave to the naive mapping (a schedule that failed);
+    `unfused`: contraction ids to schedule without their fill and epilogue (`fusion.py`)."""
     with module_op.context, ir.Location.unknown():
-        return _attach(module_op, chip, overrides, set(exclude))
+        return _attach(module_op, chip, overrides, set(exclude), set(unfused))
 
 
-def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKernelPlan]:
+def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int]) -> list[GpuKernelPlan]:
     from ...errors import format_location
 
     table = resolve_gpu_schedules(overrides)
     target = gpu_target(chip)
-    plans, scheduled = [], []
+    chosen_all = []  # (id, op, kernel, key, schedule, tiling or None, reason)
     for i, op in enumerate(top_level_kernels(module_op)):
         kernel = classify(op)
         op.attributes[KERNEL_ATTR] = t.kernel_id_attr(i)
         key = schedule_key(kernel)
         schedule = table.get(key)
-        location = format_location(op.location, "-")
         reason, tiling = kernel.reason, None
         if target is None:
             reason = f"no GPU schedules for {chip} (sm_80 and later)"
@@ -98,18 +99,73 @@ def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKerne
                 reason = chosen
             else:
                 tiling = chosen
+        chosen_all.append([i, op, kernel, key, schedule, tiling, reason])
+    fused_into = _fuse_neighbours(chosen_all, unfused)
+    plans, scheduled = [], []
+    for i, op, kernel, key, schedule, tiling, reason in chosen_all:
+        location = format_location(op.location, "-")
+        if i in fused_into:
+            host, role = fused_into[i]
+            plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None,
+                                       f"fused into kernel {host} ({role})"))
+            continue
         if tiling is None:
             flops, moved = _work(kernel)
             plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None, reason or "no schedule",
                                        flops=flops, bytes=moved))
             continue
         op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
+        fused = tuple(n.id for n in (getattr(tiling, "fill", None), getattr(tiling, "epilogue", None)) if n is not None)
         plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
                                    tiling.threads, tiling.grid, tiling.flops, tiling.bytes,
-                                   getattr(tiling, "shared_bytes", 0)))
+                                   getattr(tiling, "shared_bytes", 0), fused))
         scheduled.append((i, kernel, schedule, tiling))
     _append_script(module_op, scheduled)
     return plans
+
+
+def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]]:
+    """Give each contraction its accumulator's fill and its epilogue (`fusion.py`) where they
+    qualify; updates the contractions' tilings in `chosen_all`, returns {neighbour id: (contraction
+    id, role)}."""
+    from .fusion import EPILOGUE, FILL, independent, is_epilogue_of, is_fill_of, neighbour
+    from .schedules import ContractionTiling
+
+    fused_into: dict[int, tuple[int, str]] = {}
+    for pos, (i, op, kernel, _, schedule, tiling, _) in enumerate(chosen_all):
+        if not isinstance(tiling, ContractionTiling) or i in unfused or not schedule.fuse:
+            continue
+        sizes = tiling.output_block_sizes(kernel)
+        if sizes is None:
+            continue
+        output = op.opview.outputs[0]
+        owner = op.parent
+        found, frees = {}, []
+        for role, candidates in ((FILL, reversed(chosen_all[:pos])), (EPILOGUE, chosen_all[pos + 1:])):
+            for j, other, other_kernel, _, _, other_tiling, _ in candidates:
+                if j in fused_into or isinstance(other_tiling, ContractionTiling):
+                    continue
+                if role == FILL and is_fill_of(other_kernel, output):
+                    moves = independent(owner, other, op, other)
+                elif role == EPILOGUE and other_tiling is not None and is_epilogue_of(other_kernel, output):
+                    moves = independent(owner, op, other, op)
+                else:
+                    continue
+                found[role] = neighbour(other_kernel, j, role, sizes, tiling.threads) if moves is not None else None
+                if found[role] is not None and role == EPILOGUE:
+                    frees = [(dealloc, other) for dealloc in moves]
+                break
+        fill, epilogue = found.get(FILL), found.get(EPILOGUE)
+        if fill is None and epilogue is None:
+            continue
+        # The contraction runs at the epilogue's place: buffers it reads are freed after that.
+        for dealloc, after in frees:
+            dealloc.move_after(after)
+        for n in (fill, epilogue):
+            if n is not None:
+                fused_into[n.id] = (i, n.role)
+        chosen_all[pos][5] = tiling.with_neighbours(kernel, fill, epilogue)
+    return fused_into
 
 
 def _work(kernel) -> tuple[int, int]:

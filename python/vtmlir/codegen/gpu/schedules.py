@@ -23,7 +23,7 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import ClassVar
 
@@ -34,6 +34,8 @@ from ..schedules import Schedule, resolve_schedules
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
 from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
+from .fusion import FusedNeighbour, block_tile_of_output
+from .sync_epilogues import EPILOGUE_ATTR
 from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners
 from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
@@ -118,6 +120,8 @@ class ContractionTiling:
     element_type: str
     flops: int
     bytes: int
+    fill: FusedNeighbour | None = None       # the accumulator's fill, run in the block tiles first
+    epilogue: FusedNeighbour | None = None   # the elementwise consumer of C, run in them last
 
     @property
     def schedule(self) -> str:
@@ -127,8 +131,28 @@ class ContractionTiling:
         bm, bn, bk = self.block
         what = "warp" if self.mma else "thread"
         elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
+        fused = "".join(f" + {n.role} (kernel {n.id})" for n in (self.fill, self.epilogue) if n is not None)
         return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
-                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s)")
+                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s){fused}")
+
+    def output_block_sizes(self, kernel: Kernel) -> tuple[int, ...] | None:
+        """The block tile per dimension of C (`fusion.block_tile_of_output`)."""
+        bm, bn, _ = self.block
+        loop_sizes = {d: 1 for d in self.order[:self.outer]}
+        loop_sizes[kernel.m[-1]] = bm if self.split[0] else 0
+        loop_sizes[kernel.n[-1]] = bn if self.split[1] else 0
+        return block_tile_of_output(kernel, loop_sizes)
+
+    def with_neighbours(self, kernel: Kernel, fill: FusedNeighbour | None,
+                        epilogue: FusedNeighbour | None) -> ContractionTiling:
+        """This tiling with the fill and the epilogue run in its block tiles: the epilogue's work
+        added, less its read of C (the block's own stores, from cache)."""
+        flops, moved = self.flops, self.bytes
+        if epilogue is not None:
+            c_type = ir.MemRefType(kernel.op.operands[2].type)
+            flops += epilogue.flops
+            moved += epilogue.bytes - prod(c_type.shape) * element_bytes(c_type.element_type)
+        return replace(self, fill=fill, epilogue=epilogue, flops=flops, bytes=moved)
 
 
 # Block tiles for tensor cores (BM, BN, WM, WN): 1-4 warps of WM x WN, CUTLASS-like shapes.
@@ -168,6 +192,7 @@ class ContractionSchedule(GpuSchedule):
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
     allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
+    fuse: bool = True           # the accumulator's fill and the elementwise epilogue in the block tiles (fusion.py)
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
@@ -315,10 +340,11 @@ class ContractionSchedule(GpuSchedule):
         p, q = tiling.outer, tiling.k_outer
         bm, bn, bk = tiling.block
         dims = p + sum(tiling.split)
+        linear = [dims - 1 - i for i in range(dims)]
+        func = tg.parent_function(op) if tiling.fill or tiling.epilogue else None
         tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm if tiling.split[0] else 0,
                                                                                bn if tiling.split[1] else 0, 0],
-                                       processor="block", linear_dims=[dims - 1 - i for i in range(dims)])
-        tg.annotate_kernel(forall, kid)
+                                       processor="block", linear_dims=linear)
         tiled, _ = tile(tiled, [0] * p + [1] * q + [0, 0, bk])
         if p or q:
             # The tiles of 1 (batch, outer m/n/k) are unit loops on views with dynamic offsets, which
@@ -326,6 +352,18 @@ class ContractionSchedule(GpuSchedule):
             # after this phase, so the shared-memory tiles and the warp-level contraction are 2-d
             # (m, k) x (n, k) -> (m, n).
             tg.annotate(tiled, DROP_UNIT_DIMS_ATTR, 1)
+        # The fill and the epilogue in the same block tiles, their foralls fused with this one
+        # (`fusion.py`): the fill's body first, the epilogue's last; the loop takes the later one's place.
+        if tiling.fill is not None:
+            _, fill_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", tiling.fill.id),
+                                            tile_sizes=tiling.fill.block_sizes, processor="block", linear_dims=linear)
+            forall = tg.fuse_sibling(fill_forall, forall)
+        if tiling.epilogue is not None:
+            _, epilogue_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", tiling.epilogue.id),
+                                                tile_sizes=tiling.epilogue.block_sizes, processor="block",
+                                                linear_dims=linear)
+            forall = tg.fuse_sibling(forall, epilogue_forall)
+        tg.annotate_kernel(forall, kid)
 
     def build_promote(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
@@ -338,11 +376,29 @@ class ContractionSchedule(GpuSchedule):
         copies = tg.split(match_names(forall, ["linalg.copy"]), 2)
         for copy, plan in zip(copies, tiling.copies):
             tg.tile_forall(copy, num_threads=plan.num_threads, processor="thread", linear_dims=plan.linear_dims)
-        compute = match_names(forall, ["linalg.generic"])
+        compute = tg.match_tagged(forall, "linalg.generic", kid)
         tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
+        for fused in (tiling.fill, tiling.epilogue):
+            # Each thread its vectors of the tile; the barrier after each distributed forall orders
+            # the fill's stores before the accumulators' loads and C's stores before the epilogue.
+            if fused is None:
+                continue
+            per_thread, _ = tg.tile_forall(tg.match_tagged(forall, "linalg.generic", fused.id),
+                                           num_threads=fused.threads, processor="thread",
+                                           linear_dims=fused.linear_dims)
+            # One vector per row, the rows unrolled: 1-d vectors, which convert-vector-to-gpu leaves
+            # alone (it takes a 2-d transfer -> elementwise -> transfer chain for mma.sync
+            # fragments, wherever it is, and then fails on the elementwise op).
+            rows = [1 if extent > 1 else 0 for extent in fused.thread_tile[:-1]]
+            if any(rows):
+                _, loops = tile(per_thread, rows + [0])
+                for loop_handle, extent in zip(loops, [e for e in fused.thread_tile[:-1] if e > 1]):
+                    tg.unroll(loop_handle, extent)
         tg.apply_patterns(forall, tg.canonicalization)
         tg.vectorize(match_names(forall, ["linalg.copy", "linalg.generic"]))
         launch = tg.map_to_launch(forall, tiling.threads, kid)
+        if tiling.epilogue is not None:
+            tg.annotate(launch, EPILOGUE_ATTR, tiling.epilogue.id)  # codegen-gpu-sync-epilogues
         # With the warp tiles' views folded into the shared buffers' indices, the vectorised
         # broadcast-multiply-reduce becomes a 2-d vector.contract (then 16x8x16 pieces for mma.sync).
         tg.apply_patterns(launch, tg.fold_memref_aliases, tg.canonicalization)
