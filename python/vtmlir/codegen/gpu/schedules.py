@@ -379,8 +379,9 @@ class ContractionSchedule(GpuSchedule):
         compute = tg.match_tagged(forall, "linalg.generic", kid)
         tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
         for fused in (tiling.fill, tiling.epilogue):
-            # Each thread its vectors of the tile; the barrier after each distributed forall orders
-            # the fill's stores before the accumulators' loads and C's stores before the epilogue.
+            # Each thread its vectors of the tile. The barrier after each distributed forall orders
+            # the fill's stores before the accumulators' loads; C's stores, hoisted out of the k
+            # loop later, get theirs from codegen-gpu-sync-epilogues.
             if fused is None:
                 continue
             per_thread, _ = tg.tile_forall(tg.match_tagged(forall, "linalg.generic", fused.id),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import gpu
 
+from ...ir_utils import walk_ops
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS
 from ...passes.registry import Pass, register_pass
 from .fusion import base_buffer
@@ -31,15 +32,11 @@ _WRITES = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1, "me
 def _accesses(op) -> tuple[list[ir.Value], list[ir.Value]]:
     """(buffers read, buffers written) by `op` and the ops nested in it, as the buffers behind views."""
     reads, writes = [], []
-
-    def visit(inner):
+    for inner in walk_ops(op):
         written_at = _WRITES.get(inner.name)
         for number, value in enumerate(inner.operands):
             if isinstance(value.type, ir.MemRefType) and inner.name not in VIEW_OPS:
                 (writes if number == written_at else reads).append(base_buffer(value))
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
     return reads, writes
 
 
@@ -47,15 +44,9 @@ def sync_epilogues(module_op) -> int:
     """Insert the barriers; returns how many."""
     inserted = 0
     with module_op.context, ir.Location.unknown():
-        launches = []
-
-        def find(op):
-            if op.name == "gpu.launch" and EPILOGUE_ATTR in op.attributes:
-                launches.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module_op.walk(find)
-        for launch in launches:
+        for launch in walk_ops(module_op, "gpu.launch"):
+            if EPILOGUE_ATTR not in launch.attributes:
+                continue
             written: list[ir.Value] = []
             for op in list(launch.regions[0].blocks[0].operations):
                 op = op.operation
