@@ -252,19 +252,35 @@ def test_linear_bias_and_activation_are_one_tensor_core_kernel(mlp_fused_and_not
     assert len(fused.kernels) == 3
     for kernel in fused.kernels:
         assert kernel.schedule == "mma-sync", (kernel.name, kernel.plan.reason)
-        assert "+ fill (kernel" in kernel.plan.detail and "+ epilogue (kernel" in kernel.plan.detail
+        assert "+ prologue (kernel" in kernel.plan.detail and "+ epilogue (kernel" in kernel.plan.detail
         ptx = kernel.ptx
         assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "cp.async" in ptx
         assert "bar.sync" in ptx
         for arch in ARCHS:
             _check_resources(kernel, arch)  # no spills on sm_80 or sm_90
-    epilogues = {p.id for p in fused.plans if p.reason.startswith("fused into kernel")}
-    assert len(epilogues) == 6  # 3 fills, 3 epilogues
+    members = {p.id for p in fused.plans if p.reason.startswith("fused into kernel")}
+    assert len(members) == 6  # 3 fills, 3 bias + activation epilogues
     # GELU's erf (libdevice: ex2) in the first layer's tensor-core kernel, in no unfused contraction
     assert "ex2" in fused.kernels[0].ptx
     assert not any("ex2" in k.ptx for k in unfused.kernels if k.schedule == "mma-sync")
     report = fused.report()
     assert len(report.kernels) == 3 and "+ epilogue" in str(report)
+
+
+def test_padded_linear_layers_fuse_their_padding_copies_and_epilogues():
+    """The f16 MLP at batch 8 (m padded to 16 rows): each layer's accumulator fills, the copies into
+    and out of the padded accumulator, the bias and activation and the copy of the activation into the
+    next layer's padded A run in the layer's tensor-core kernel (one block covers the 16 rows); only
+    the padded A buffers' fills and the input's copy stay kernels of their own: 24 -> 7 kernels."""
+    model, x = _mlp_f16(batch=8)
+    exe = vtmlir.compile(model, x, target="cuda")
+    contractions = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
+    assert len(contractions) == 3 and len(exe.kernels) == 7, [(k.name, k.plan.description) for k in exe.kernels]
+    for kernel in contractions:
+        assert kernel.schedule == "mma-sync" and "mma.sync.aligned.m16n8k16" in kernel.ptx
+        assert "+ prologue (kernels" in kernel.plan.detail and "+ epilogue (kernels" in kernel.plan.detail
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
 
 
 def test_epilogue_fusion_keeps_simt_contractions_fused_too():
@@ -280,11 +296,13 @@ def test_epilogue_fusion_keeps_simt_contractions_fused_too():
 
 
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
-def test_fused_epilogues_compute_what_the_separate_kernels_do(mlp_fused_and_not):
+@pytest.mark.parametrize("batch", [64, 8])  # 8: m padded, the padding copies fused too
+def test_fused_epilogues_compute_what_the_separate_kernels_do(batch):
     """On a GPU: fusion is bitwise the unfused kernels (same operations per element, same order),
     and both are torch's f16 MLP within f16 rounding of a differently ordered sum."""
-    fused, unfused = mlp_fused_and_not
-    model, x = _mlp_f16()
+    model, x = _mlp_f16(batch)
+    fused = vtmlir.compile(model, x, target="cuda")
+    unfused = vtmlir.compile(model, x, target="cuda", schedules={"contraction": {"fuse": False}})
     got, want = fused(x), unfused(x)
     assert torch.equal(got, want)
     reference = model.cuda()(x.cuda()).cpu()

@@ -115,7 +115,7 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
                                        flops=flops, bytes=moved))
             continue
         op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
-        fused = tuple(n.id for n in (getattr(tiling, "fill", None), getattr(tiling, "epilogue", None)) if n is not None)
+        fused = tuple(n.id for n in getattr(tiling, "prologue", ()) + getattr(tiling, "epilogue", ()))
         plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
                                    tiling.threads, tiling.grid, tiling.flops, tiling.bytes,
                                    getattr(tiling, "shared_bytes", 0), fused))
@@ -125,46 +125,36 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
 
 
 def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]]:
-    """Give each contraction its accumulator's fill and its epilogue (`fusion.py`) where they
-    qualify; updates the contractions' tilings in `chosen_all`, returns {neighbour id: (contraction
-    id, role)}."""
-    from .fusion import EPILOGUE, FILL, independent, is_epilogue_of, is_fill_of, neighbour
-    from .schedules import ContractionTiling
+    """Give each contraction the prologue and epilogue kernels that run in its block tiles
+    (`fusion.py`); updates the contractions' tilings in `chosen_all`, returns {member id:
+    (contraction id, role)}."""
+    from .fusion import Candidate, find_group, neighbour
+    from .schedules import ContractionTiling, VectorTiling
 
+    candidates = [Candidate(i, op, kernel, kernel.kind in (KernelKind.CONTRACTION, KernelKind.CONVOLUTION),
+                            isinstance(tiling, VectorTiling))
+                  for i, op, kernel, _, _, tiling, _ in chosen_all]
     fused_into: dict[int, tuple[int, str]] = {}
     for pos, (i, op, kernel, _, schedule, tiling, _) in enumerate(chosen_all):
         if not isinstance(tiling, ContractionTiling) or i in unfused or not schedule.fuse:
             continue
-        sizes = tiling.output_block_sizes(kernel)
+        group = find_group(candidates, pos, tiling.whole_output_dims(kernel), set(fused_into))
+        if group is None:
+            continue
+        fused_tiling = tiling.covering(kernel, group.whole_dims)
+        sizes = fused_tiling.output_block_sizes(kernel) if fused_tiling is not None else None
         if sizes is None:
             continue
-        output = op.opview.outputs[0]
-        owner = op.parent
-        found, frees = {}, []
-        for role, candidates in ((FILL, reversed(chosen_all[:pos])), (EPILOGUE, chosen_all[pos + 1:])):
-            for j, other, other_kernel, _, _, other_tiling, _ in candidates:
-                if j in fused_into or isinstance(other_tiling, ContractionTiling):
-                    continue
-                if role == FILL and is_fill_of(other_kernel, output):
-                    moves = independent(owner, other, op, other)
-                elif role == EPILOGUE and other_tiling is not None and is_epilogue_of(other_kernel, output):
-                    moves = independent(owner, op, other, op)
-                else:
-                    continue
-                found[role] = neighbour(other_kernel, j, role, sizes, tiling.threads) if moves is not None else None
-                if found[role] is not None and role == EPILOGUE:
-                    frees = [(dealloc, other) for dealloc in moves]
-                break
-        fill, epilogue = found.get(FILL), found.get(EPILOGUE)
-        if fill is None and epilogue is None:
+        members = {role: [neighbour(c.kernel, c.id, role, sizes, tiling.threads) for c in found]
+                   for role, found in (("prologue", group.prologue), ("epilogue", group.epilogue))}
+        if any(n is None for found in members.values() for n in found):
             continue
-        # The contraction runs at the epilogue's place: buffers it reads are freed after that.
-        for dealloc, after in frees:
-            dealloc.move_after(after)
-        for n in (fill, epilogue):
-            if n is not None:
-                fused_into[n.id] = (i, n.role)
-        chosen_all[pos][5] = tiling.with_neighbours(kernel, fill, epilogue)
+        # The group runs at its last member's place: buffers its members use are freed after that.
+        for dealloc in group.frees:
+            dealloc.move_after(group.place)
+        for n in members["prologue"] + members["epilogue"]:
+            fused_into[n.id] = (i, n.role)
+        chosen_all[pos][5] = fused_tiling.with_neighbours(tuple(members["prologue"]), tuple(members["epilogue"]))
     return fused_into
 
 

@@ -1,34 +1,39 @@
-"""Which neighbours of a contraction kernel run inside its block tiles: the fill of its accumulator
-before it and the elementwise consumer of its result after it (bias, activation, residual add,
-casts: the epilogue), so that the three are one GPU kernel instead of three launches.
+"""Which neighbours of a contraction kernel run inside its block tiles: the kernels before it that
+prepare its accumulator (the fill; with padding also the copy of the unpadded accumulator into the
+padded one) and the kernels after it that consume its result (copied out of a padded buffer, then
+bias, activation, residual add, casts: the epilogue), so that they are one GPU kernel.
 
 At the kernel level a Linear layer is `fill(C); C += A * B; out = f(C, bias, ...)`: the graph-level
 fusion puts the bias and activation in one elementwise generic after the contraction (or in the next
-contraction's prologue, which `codegen-gpu-split-prologues` splits off into such a generic again).
-The contraction schedule tiles the fill and the epilogue with the contraction's block tiles and
-fuses their `scf.forall`s with its own (`transform.loop.fuse_sibling`): each block zeroes its C tile,
-accumulates it, and after a barrier applies the epilogue to that tile, reading the C elements its
-own threads stored (global memory writes are visible to the block after `bar.sync`). Every element
-is computed by the same operations in the same order as by the separate kernels: bitwise the same.
+contraction's prologue, which `codegen-gpu-split-prologues` splits off into such a generic again);
+`codegen-gpu-pad-contractions` adds a zeroed padded C, the copy of C into its corner and the copy of
+the corner back. The contraction schedule tiles these neighbours with the contraction's block tiles
+and fuses their `scf.forall`s with its own (`transform.loop.fuse_sibling`): each block runs the
+prologue on its tile, accumulates the tile, and after a barrier runs the epilogue on it, each step's
+threads reading elements other threads of the block wrote before a barrier (global memory writes
+are visible to the block after `bar.sync`). Every element is computed by the same operations in the
+same order as by the separate kernels: bitwise the same.
 
-A neighbour qualifies when (everything read through the bindings: SSA values, indexing maps,
-buffers behind views):
-- fill: a parallel generic with no buffer inputs writing the contraction's output C with the
-  identity map (its iteration space is C's shape);
-- epilogue: a parallel generic the vector schedule took (so it vectorises), one output, whose
-  iteration space is C's shape, reading C with the identity map and touching C's buffer nowhere
-  else (each block reads only its own tile);
-- "C" is the contraction's output value or another view of its buffer with the same static type
-  (bufferization gives each op its own `collapse_shape` of a buffer);
-- nothing between the neighbour and the contraction uses the buffers the moved op reads or writes
-  (the fused loop takes the later op's place), other than by taking views of them;
-- the loops the contraction tiles over blocks are C's dimensions in C's order, so the neighbour's
-  block `scf.forall` is the contraction's (same bounds, steps and mapping), as fusing requires.
+The group (everything read through the bindings: SSA values, indexing maps, the buffers behind
+views, static strides and offsets):
+- a member is a parallel generic the vector schedule took (it vectorises), with one output written
+  with the identity map, of C's rank, its extent equal to C's along the dimensions split over
+  blocks and at most C's along the others (which one block then covers whole: a padded
+  contraction's m);
+- every buffer a member or the contraction writes is accessed by all of them with the identity map
+  through views of one static layout (the same index is the same element), so a block only reads
+  what its own threads wrote; the contraction's operands A and B are written by none;
+- members are taken scanning away from the contraction (back for the prologue, forward for the
+  epilogue, never across another contraction), skipping kernels that do not qualify; the fused loop
+  takes the last member's place, so no op between a member and that place may use a buffer the
+  member uses other than by a view (frees are moved after the group);
+- the loops the contraction tiles over blocks are C's dimensions in C's order, so the members'
+  block `scf.forall`s are the contraction's (same bounds, steps and mapping), as fusing requires.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from torch_mlir import ir
@@ -36,23 +41,48 @@ from torch_mlir import ir
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from ..kernels import Kernel, KernelKind
 
-FILL, EPILOGUE = "fill", "epilogue"
+PROLOGUE, EPILOGUE = "prologue", "epilogue"
 
 
 @dataclass(frozen=True)
 class FusedNeighbour:
-    """A kernel run in a contraction's block tiles: its id, `role` (fill or epilogue), its block tile
-    per loop (0: the whole extent), how its tile is spread over the block's threads (`threads` per
-    loop, 0: not split; `linear_dims` their mapping) and its work for the report."""
+    """A kernel run in a contraction's block tiles: its id, `role` (prologue or epilogue), its block
+    tile per loop (0: the whole extent), how its tile is spread over the block's threads (`threads`
+    per loop, 0: not split; `linear_dims` their mapping; `thread_tile` the elements of one thread,
+    rows of one vector each) and its work for the report."""
 
     id: int
     role: str
     block_sizes: tuple[int, ...]
     threads: tuple[int, ...]
     linear_dims: tuple[int, ...]
-    thread_tile: tuple[int, ...]    # the elements of one thread: rows of one vector each
+    thread_tile: tuple[int, ...]
     flops: int
     bytes: int
+
+
+@dataclass
+class Candidate:
+    """A kernel of the function as the group search sees it (`vectorizable`: the vector schedule
+    took it)."""
+
+    id: int
+    op: ir.Operation
+    kernel: Kernel
+    contraction: bool
+    vectorizable: bool
+
+
+@dataclass
+class Group:
+    """The members found for one contraction (in program order), the C dimensions one block must
+    cover whole, and the frees to move after the group's place."""
+
+    prologue: list[Candidate] = field(default_factory=list)
+    epilogue: list[Candidate] = field(default_factory=list)
+    whole_dims: set[int] = field(default_factory=set)
+    frees: list[ir.Operation] = field(default_factory=list)
+    place: ir.Operation | None = None
 
 
 def base_buffer(value: ir.Value) -> ir.Value:
@@ -62,61 +92,164 @@ def base_buffer(value: ir.Value) -> ir.Value:
     return value
 
 
-def same_elements(a: ir.Value, b: ir.Value) -> bool:
-    """Whether two memref values address the same elements the same way: one value, or views of one
-    buffer of one static type (shape, strides and offset in the type: the same index -> address)."""
-    if a == b:
-        return True
-    if a.type != b.type or base_buffer(a) != base_buffer(b):
-        return False
+def _layout(value: ir.Value):
     from .layouts import strides_and_offset
 
-    return strides_and_offset(ir.MemRefType(a.type)) is not None
+    return strides_and_offset(ir.MemRefType(value.type))
 
 
-def is_fill_of(kernel: Kernel, output: ir.Value) -> bool:
+class _Accesses:
+    """The buffers a group accesses: per buffer, whether it is written, and whether every access
+    is the identity element access through one static layout (None once one is not)."""
+
+    def __init__(self):
+        self.bases: list[ir.Value] = []
+        self.written: list[bool] = []
+        self.layout: list = []
+
+    def _index(self, base):
+        for i, b in enumerate(self.bases):
+            if b == base:
+                return i
+        self.bases.append(base)
+        self.written.append(False)
+        self.layout.append("unset")
+        return len(self.bases) - 1
+
+    def add(self, value: ir.Value, identity: bool, write: bool) -> None:
+        i = self._index(base_buffer(value))
+        self.written[i] = self.written[i] or write
+        layout = _layout(value) if identity else None
+        if self.layout[i] == "unset":
+            self.layout[i] = layout
+        elif self.layout[i] != layout:
+            self.layout[i] = None
+
+    def consistent(self) -> bool:
+        return all(not w or layout is not None for w, layout in zip(self.written, self.layout))
+
+    def aligned(self, base: ir.Value) -> bool:
+        """Whether the group accesses `base` by the identity element access only (its dimensions
+        are then C's, in C's order: every member's loops are C's)."""
+        return any(b == base and layout not in (None, "unset") for b, layout in zip(self.bases, self.layout))
+
+    def copy(self) -> _Accesses:
+        other = _Accesses()
+        other.bases, other.written, other.layout = list(self.bases), list(self.written), list(self.layout)
+        return other
+
+
+def _record(accesses: _Accesses, candidate: Candidate) -> None:
+    op, kernel = candidate.op, candidate.kernel
+    n_in = len(op.opview.inputs)
+    for number, (value, amap) in enumerate(zip(op.operands, kernel.maps)):
+        if isinstance(value.type, ir.MemRefType):
+            accesses.add(value, _identity(amap, kernel.rank), write=number >= n_in)
+
+
+def _record_contraction(accesses: _Accesses, kernel: Kernel) -> None:
     op = kernel.op
-    if op.name != "linalg.generic" or kernel.reduction_dims or len(op.opview.outputs) != 1:
-        return False
-    if any(isinstance(v.type, ir.MemRefType) and ir.MemRefType(v.type).rank for v in op.opview.inputs):
-        return False
-    return same_elements(op.opview.outputs[0], output) and _identity(kernel.maps[-1], kernel.rank)
+    for value in op.opview.inputs:
+        accesses.add(value, identity=False, write=False)
+    accesses.add(op.opview.outputs[0], identity=True, write=True)
 
 
-def is_epilogue_of(kernel: Kernel, output: ir.Value) -> bool:
-    op = kernel.op
-    if (op.name != "linalg.generic" or kernel.reduction_dims or len(op.opview.outputs) != 1
-            or kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT)):
-        return False
-    c_type = ir.MemRefType(output.type)
-    if tuple(kernel.loop_ranges) != tuple(c_type.shape) or not _identity(kernel.maps[-1], kernel.rank):
-        return False
-    base, reads = base_buffer(output), False
-    for value, amap in zip(op.operands, kernel.maps):
-        if not isinstance(value.type, ir.MemRefType) or base_buffer(value) != base:
-            continue
-        if not same_elements(value, output) or not _identity(amap, kernel.rank):
-            return False  # C read elsewhere than the element the thread computes: another block's tile
-        reads = reads or any(value == v for v in op.opview.inputs)
-    return reads
+def _member_dims(candidate: Candidate, c_shape: tuple[int, ...]) -> set[int] | None:
+    """The C dimensions along which the candidate is shorter than C (one block must cover them
+    whole), or None when it cannot be a member."""
+    op, kernel = candidate.op, candidate.kernel
+    if (not candidate.vectorizable or op.name != "linalg.generic" or kernel.reduction_dims
+            or len(op.opview.outputs) != 1 or kernel.rank != len(c_shape)
+            or kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT)
+            or not _identity(kernel.maps[-1], kernel.rank)):
+        return None
+    if any(e > c for e, c in zip(kernel.loop_ranges, c_shape)):
+        return None
+    return {d for d, (e, c) in enumerate(zip(kernel.loop_ranges, c_shape)) if e < c}
 
 
-def independent(block_owner, first: ir.Operation, last: ir.Operation, moved: ir.Operation) -> list | None:
-    """Whether no op strictly between `first` and `last` (in `block_owner`'s body) uses a buffer
-    `moved` uses, other than by taking a view of it or freeing it: `moved` (one of the two) may then
-    run at the other's place. Returns the `memref.dealloc`s in between that free such a buffer (to be
-    moved after `last`), or None when not independent."""
+def _bases(op: ir.Operation) -> list[ir.Value]:
+    return [base_buffer(v) for v in op.operands if isinstance(v.type, ir.MemRefType)]
+
+
+def _movable(block_owner, members: list[ir.Operation], place: ir.Operation, others: list) -> list | None:
+    """Whether each of `members` may run at `place` (later in the block): no op between the two that
+    is not in `others` (the group) uses a buffer the member uses, other than by a view or by freeing
+    it. Returns those frees (to be moved after `place`), or None."""
     frees = []
-    for value in moved.operands:
-        if not isinstance(value.type, ir.MemRefType):
-            continue
-        for user in users_in_block(base_buffer(value), block_owner):
-            if user.name in VIEW_OPS or not (first.is_before_in_block(user) and user.is_before_in_block(last)):
-                continue
-            if user.name != "memref.dealloc":
-                return None
-            frees.append(user)
+    for member in members:
+        for base in _bases(member):
+            for user in users_in_block(base, block_owner):
+                if user.name in VIEW_OPS or any(user == o for o in others):
+                    continue
+                if not (member.is_before_in_block(user) and user.is_before_in_block(place)):
+                    continue
+                if user.name != "memref.dealloc":
+                    return None
+                if not any(user == f for f in frees):
+                    frees.append(user)
     return frees
+
+
+def find_group(candidates: list[Candidate], pos: int, c_whole: set[int], taken: set[int]) -> Group | None:
+    """The prologue and epilogue of the contraction `candidates[pos]` (None when it has neither).
+    `c_whole`: the C dimensions one block tile may cover whole (its block size is C's extent);
+    `taken`: kernels already in another contraction's group."""
+    contraction = candidates[pos]
+    kernel = contraction.kernel
+    c_shape = tuple(ir.MemRefType(kernel.op.operands[2].type).shape)
+    owner = contraction.op.parent
+    accesses = _Accesses()
+    _record_contraction(accesses, kernel)
+    group = Group(place=contraction.op)
+    members = [contraction.op]
+
+    def try_add(candidate: Candidate, role: str) -> bool:
+        if candidate.id in taken:
+            return False
+        dims = _member_dims(candidate, c_shape)
+        if dims is None or not dims <= c_whole:
+            return False
+        op, ck = candidate.op, candidate.kernel
+        if not any(accesses.aligned(base_buffer(v)) for v, amap in zip(op.operands, ck.maps)
+                   if isinstance(v.type, ir.MemRefType) and _identity(amap, ck.rank)):
+            return False  # no element shared with the group (nor loops known to be C's)
+        trial = accesses.copy()
+        _record(trial, candidate)
+        if not trial.consistent():
+            return False
+        ops = members + [candidate.op]
+        if role == PROLOGUE:
+            moved = _movable(owner, [candidate.op], group.place, ops)
+        else:
+            moved = _movable(owner, members, candidate.op, ops)
+        if moved is None:
+            return False
+        accesses.bases, accesses.written, accesses.layout = trial.bases, trial.written, trial.layout
+        members.append(candidate.op)
+        group.whole_dims |= dims
+        if role == PROLOGUE:
+            group.prologue.insert(0, candidate)
+        else:
+            group.epilogue.append(candidate)
+            group.place = candidate.op
+        return True
+
+    for candidate in reversed(candidates[:pos]):
+        if candidate.contraction:
+            break
+        try_add(candidate, PROLOGUE)
+    for candidate in candidates[pos + 1:]:
+        if candidate.contraction:
+            break
+        try_add(candidate, EPILOGUE)
+    if not group.prologue and not group.epilogue:
+        return None
+    frees = _movable(owner, [m for m in members if m != group.place], group.place, members)
+    if frees is None:
+        return None
+    group.frees = frees
+    return group
 
 
 def block_tile_of_output(kernel: Kernel, loop_sizes: dict[int, int]) -> tuple[int, ...] | None:
@@ -169,7 +302,6 @@ def neighbour(kernel: Kernel, kid: int, role: str, block_sizes: tuple[int, ...],
     found = spread(shape, 1 if vector == 1 << 30 else vector, threads)
     if found is None:
         return None
-
     moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
                 for v in kernel.op.operands if isinstance(v.type, ir.MemRefType))
     body_ops = len(list(kernel.op.regions[0].blocks[0].operations)) - 1

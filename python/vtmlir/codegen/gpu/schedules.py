@@ -120,8 +120,8 @@ class ContractionTiling:
     element_type: str
     flops: int
     bytes: int
-    fill: FusedNeighbour | None = None       # the accumulator's fill, run in the block tiles first
-    epilogue: FusedNeighbour | None = None   # the elementwise consumer of C, run in them last
+    prologue: tuple[FusedNeighbour, ...] = ()   # kernels run in the block tiles first (fusion.py)
+    epilogue: tuple[FusedNeighbour, ...] = ()   # and last
 
     @property
     def schedule(self) -> str:
@@ -131,7 +131,8 @@ class ContractionTiling:
         bm, bn, bk = self.block
         what = "warp" if self.mma else "thread"
         elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
-        fused = "".join(f" + {n.role} (kernel {n.id})" for n in (self.fill, self.epilogue) if n is not None)
+        fused = "".join(f" + {role} (kernel{'s' if len(found) > 1 else ''} {', '.join(str(n.id) for n in found)})"
+                        for role, found in (("prologue", self.prologue), ("epilogue", self.epilogue)) if found)
         return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
                 f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s){fused}")
 
@@ -143,16 +144,44 @@ class ContractionTiling:
         loop_sizes[kernel.n[-1]] = bn if self.split[1] else 0
         return block_tile_of_output(kernel, loop_sizes)
 
-    def with_neighbours(self, kernel: Kernel, fill: FusedNeighbour | None,
-                        epilogue: FusedNeighbour | None) -> ContractionTiling:
-        """This tiling with the fill and the epilogue run in its block tiles: the epilogue's work
-        added, less its read of C (the block's own stores, from cache)."""
-        flops, moved = self.flops, self.bytes
-        if epilogue is not None:
-            c_type = ir.MemRefType(kernel.op.operands[2].type)
-            flops += epilogue.flops
-            moved += epilogue.bytes - prod(c_type.shape) * element_bytes(c_type.element_type)
-        return replace(self, fill=fill, epilogue=epilogue, flops=flops, bytes=moved)
+    def _c_dim_of(self, kernel: Kernel, loop: int) -> int | None:
+        for d, e in enumerate(kernel.maps[2].results):
+            if isinstance(e, ir.AffineDimExpr) and e.position == loop:
+                return d
+        return None
+
+    def whole_output_dims(self, kernel: Kernel) -> set[int]:
+        """The dimensions of C one block tile covers whole, or could: m or n when one block tile
+        spans it (a padded contraction's 16 rows)."""
+        bm, bn, _ = self.block
+        ranges = kernel.loop_ranges
+        found = set()
+        for loop, size in ((kernel.m[-1], bm), (kernel.n[-1], bn)):
+            d = self._c_dim_of(kernel, loop)
+            if d is not None and ranges[loop] == size:
+                found.add(d)
+        return found
+
+    def covering(self, kernel: Kernel, dims: set[int]) -> ContractionTiling | None:
+        """This tiling with the C dimensions `dims` covered whole by each block (not split over
+        blocks: the same tiles, one fewer grid dimension), or None when one cannot be."""
+        split = list(self.split)
+        for d in dims:
+            for i, loop in enumerate((kernel.m[-1], kernel.n[-1])):
+                if self._c_dim_of(kernel, loop) == d:
+                    split[i] = False
+                    break
+            else:
+                return None
+        return replace(self, split=tuple(split))
+
+    def with_neighbours(self, prologue: tuple[FusedNeighbour, ...],
+                        epilogue: tuple[FusedNeighbour, ...]) -> ContractionTiling:
+        """This tiling with the prologue and epilogue kernels run in its block tiles, their work
+        added (their bytes as if from memory: intermediates the block wrote come from cache)."""
+        flops = self.flops + sum(n.flops for n in prologue + epilogue)
+        moved = self.bytes + sum(n.bytes for n in prologue + epilogue)
+        return replace(self, prologue=prologue, epilogue=epilogue, flops=flops, bytes=moved)
 
 
 # Block tiles for tensor cores (BM, BN, WM, WN): 1-4 warps of WM x WN, CUTLASS-like shapes.
@@ -192,7 +221,7 @@ class ContractionSchedule(GpuSchedule):
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
     allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
-    fuse: bool = True           # the accumulator's fill and the elementwise epilogue in the block tiles (fusion.py)
+    fuse: bool = True           # prologue (fill) and epilogue (bias, activation) kernels in the block tiles (fusion.py)
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
@@ -341,7 +370,7 @@ class ContractionSchedule(GpuSchedule):
         bm, bn, bk = tiling.block
         dims = p + sum(tiling.split)
         linear = [dims - 1 - i for i in range(dims)]
-        func = tg.parent_function(op) if tiling.fill or tiling.epilogue else None
+        func = tg.parent_function(op) if tiling.prologue or tiling.epilogue else None
         tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm if tiling.split[0] else 0,
                                                                                bn if tiling.split[1] else 0, 0],
                                        processor="block", linear_dims=linear)
@@ -352,17 +381,17 @@ class ContractionSchedule(GpuSchedule):
             # after this phase, so the shared-memory tiles and the warp-level contraction are 2-d
             # (m, k) x (n, k) -> (m, n).
             tg.annotate(tiled, DROP_UNIT_DIMS_ATTR, 1)
-        # The fill and the epilogue in the same block tiles, their foralls fused with this one
-        # (`fusion.py`): the fill's body first, the epilogue's last; the loop takes the later one's place.
-        if tiling.fill is not None:
-            _, fill_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", tiling.fill.id),
-                                            tile_sizes=tiling.fill.block_sizes, processor="block", linear_dims=linear)
-            forall = tg.fuse_sibling(fill_forall, forall)
-        if tiling.epilogue is not None:
-            _, epilogue_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", tiling.epilogue.id),
-                                                tile_sizes=tiling.epilogue.block_sizes, processor="block",
-                                                linear_dims=linear)
-            forall = tg.fuse_sibling(forall, epilogue_forall)
+        # The prologue and epilogue kernels in the same block tiles, their foralls fused with this
+        # one (`fusion.py`) in program order: each prologue's body before, each epilogue's after;
+        # the loop takes the last one's place.
+        for member in reversed(tiling.prologue):
+            _, member_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", member.id),
+                                              tile_sizes=member.block_sizes, processor="block", linear_dims=linear)
+            forall = tg.fuse_sibling(member_forall, forall)
+        for member in tiling.epilogue:
+            _, member_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", member.id),
+                                              tile_sizes=member.block_sizes, processor="block", linear_dims=linear)
+            forall = tg.fuse_sibling(forall, member_forall)
         tg.annotate_kernel(forall, kid)
 
     def build_promote(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
@@ -378,12 +407,11 @@ class ContractionSchedule(GpuSchedule):
             tg.tile_forall(copy, num_threads=plan.num_threads, processor="thread", linear_dims=plan.linear_dims)
         compute = tg.match_tagged(forall, "linalg.generic", kid)
         tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
-        for fused in (tiling.fill, tiling.epilogue):
+        for fused in tiling.prologue + tiling.epilogue:
             # Each thread its vectors of the tile. The barrier after each distributed forall orders
-            # the fill's stores before the accumulators' loads; C's stores, hoisted out of the k
-            # loop later, get theirs from codegen-gpu-sync-epilogues.
-            if fused is None:
-                continue
+            # one member's stores before the next one's loads (and the prologue's before the
+            # accumulators' loads); C's stores, hoisted out of the k loop later, get theirs from
+            # codegen-gpu-sync-epilogues.
             per_thread, _ = tg.tile_forall(tg.match_tagged(forall, "linalg.generic", fused.id),
                                            num_threads=fused.threads, processor="thread",
                                            linear_dims=fused.linear_dims)
@@ -398,8 +426,8 @@ class ContractionSchedule(GpuSchedule):
         tg.apply_patterns(forall, tg.canonicalization)
         tg.vectorize(match_names(forall, ["linalg.copy", "linalg.generic"]))
         launch = tg.map_to_launch(forall, tiling.threads, kid)
-        if tiling.epilogue is not None:
-            tg.annotate(launch, EPILOGUE_ATTR, tiling.epilogue.id)  # codegen-gpu-sync-epilogues
+        if tiling.epilogue:
+            tg.annotate(launch, EPILOGUE_ATTR, tiling.epilogue[0].id)  # codegen-gpu-sync-epilogues
         # With the warp tiles' views folded into the shared buffers' indices, the vectorised
         # broadcast-multiply-reduce becomes a 2-d vector.contract (then 16x8x16 pieces for mma.sync).
         tg.apply_patterns(launch, tg.fold_memref_aliases, tg.canonicalization)
