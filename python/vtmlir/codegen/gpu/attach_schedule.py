@@ -145,7 +145,8 @@ def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]
         sizes = fused_tiling.output_block_sizes(kernel) if fused_tiling is not None else None
         if sizes is None:
             continue
-        members = {role: [neighbour(c.kernel, c.id, role, sizes, tiling.threads) for c in found]
+        members = {role: [neighbour(c.kernel, c.id, role, tuple(sizes[d] for d in group.dims[c.id]), tiling.threads)
+                          for c in found]
                    for role, found in (("prologue", group.prologue), ("epilogue", group.epilogue))}
         if any(n is None for found in members.values() for n in found):
             continue

@@ -76,11 +76,12 @@ class Candidate:
 @dataclass
 class Group:
     """The members found for one contraction (in program order), the C dimensions one block must
-    cover whole, and the frees to move after the group's place."""
+    cover whole, the C dimension of each member loop, and the frees to move after the group's place."""
 
     prologue: list[Candidate] = field(default_factory=list)
     epilogue: list[Candidate] = field(default_factory=list)
     whole_dims: set[int] = field(default_factory=set)
+    dims: dict[int, tuple[int, ...]] = field(default_factory=dict)   # per member: C dimension of each loop
     frees: list[ir.Operation] = field(default_factory=list)
     place: ir.Operation | None = None
 
@@ -92,20 +93,28 @@ def base_buffer(value: ir.Value) -> ir.Value:
     return value
 
 
-def _layout(value: ir.Value):
+def _signature(value: ir.Value, dims: tuple[int, ...]):
+    """How an identity access through the view `value` addresses elements in C's index space
+    (`dims`: the C dimension of each view dimension): (offset, ((C dimension, stride), ...)) for the
+    dimensions longer than 1 (the others are only ever indexed 0), or None for a dynamic layout."""
     from .layouts import strides_and_offset
 
-    return strides_and_offset(ir.MemRefType(value.type))
+    t = ir.MemRefType(value.type)
+    found = strides_and_offset(t)
+    if found is None:
+        return None
+    strides, offset = found
+    return offset, tuple(sorted((dims[k], strides[k]) for k in range(t.rank) if t.shape[k] > 1))
 
 
 class _Accesses:
-    """The buffers a group accesses: per buffer, whether it is written, and whether every access
-    is the identity element access through one static layout (None once one is not)."""
+    """The buffers a group accesses: per buffer, whether it is written, and the signature of each
+    access (`_signature`; None for an access that is not the identity element access)."""
 
     def __init__(self):
         self.bases: list[ir.Value] = []
         self.written: list[bool] = []
-        self.layout: list = []
+        self.signatures: list[list] = []
 
     def _index(self, base):
         for i, b in enumerate(self.bases):
@@ -113,59 +122,85 @@ class _Accesses:
                 return i
         self.bases.append(base)
         self.written.append(False)
-        self.layout.append("unset")
+        self.signatures.append([])
         return len(self.bases) - 1
 
-    def add(self, value: ir.Value, identity: bool, write: bool) -> None:
+    def add(self, value: ir.Value, dims: tuple[int, ...] | None, write: bool) -> None:
+        """Record an access through `value`: `dims` the C dimension of each of its dimensions for an
+        identity access, None for any other."""
         i = self._index(base_buffer(value))
         self.written[i] = self.written[i] or write
-        layout = _layout(value) if identity else None
-        if self.layout[i] == "unset":
-            self.layout[i] = layout
-        elif self.layout[i] != layout:
-            self.layout[i] = None
+        self.signatures[i].append(_signature(value, dims) if dims is not None else None)
 
     def consistent(self) -> bool:
-        return all(not w or layout is not None for w, layout in zip(self.written, self.layout))
+        """Whether every written buffer is only accessed at the same element for the same index of
+        C's space: identity accesses whose signatures are parts of one of them (same offset, the
+        same stride per C dimension; that one, a view of the buffer, addresses distinct elements)."""
+        for written, signatures in zip(self.written, self.signatures):
+            if not written:
+                continue
+            if any(sig is None for sig in signatures) or len({sig[0] for sig in signatures}) != 1:
+                return False
+            union: dict[int, int] = {}
+            for _, pairs in signatures:
+                for dim, stride in pairs:
+                    if union.setdefault(dim, stride) != stride:
+                        return False
+            if not any(dict(pairs) == union for _, pairs in signatures):
+                return False
+        return True
 
     def aligned(self, base: ir.Value) -> bool:
-        """Whether the group accesses `base` by the identity element access only (its dimensions
-        are then C's, in C's order: every member's loops are C's)."""
-        return any(b == base and layout not in (None, "unset") for b, layout in zip(self.bases, self.layout))
+        """Whether the group accesses `base` by an identity element access."""
+        return any(b == base and any(sig is not None for sig in sigs) for b, sigs in zip(self.bases, self.signatures))
 
     def copy(self) -> _Accesses:
         other = _Accesses()
-        other.bases, other.written, other.layout = list(self.bases), list(self.written), list(self.layout)
+        other.bases, other.written = list(self.bases), list(self.written)
+        other.signatures = [list(sigs) for sigs in self.signatures]
         return other
 
 
-def _record(accesses: _Accesses, candidate: Candidate) -> None:
+def _record(accesses: _Accesses, candidate: Candidate, dims: tuple[int, ...]) -> None:
     op, kernel = candidate.op, candidate.kernel
     n_in = len(op.opview.inputs)
     for number, (value, amap) in enumerate(zip(op.operands, kernel.maps)):
         if isinstance(value.type, ir.MemRefType):
-            accesses.add(value, _identity(amap, kernel.rank), write=number >= n_in)
+            accesses.add(value, dims if _identity(amap, kernel.rank) else None, write=number >= n_in)
 
 
 def _record_contraction(accesses: _Accesses, kernel: Kernel) -> None:
     op = kernel.op
     for value in op.opview.inputs:
-        accesses.add(value, identity=False, write=False)
-    accesses.add(op.opview.outputs[0], identity=True, write=True)
+        accesses.add(value, None, write=False)
+    output = op.opview.outputs[0]
+    accesses.add(output, tuple(range(ir.MemRefType(output.type).rank)), write=True)
 
 
-def _member_dims(candidate: Candidate, c_shape: tuple[int, ...]) -> set[int] | None:
-    """The C dimensions along which the candidate is shorter than C (one block must cover them
-    whole), or None when it cannot be a member."""
+def _member_dims(candidate: Candidate, c_shape: tuple[int, ...],
+                 c_whole: set[int]) -> tuple[tuple[int, ...], set[int]] | None:
+    """The C dimension of each loop of the candidate and the C dimensions one block must cover
+    whole for it (where it is shorter than C, or has no loop: a unit dimension folded away, a
+    batch-1 epilogue's), or None when it cannot be a member. Loops are matched to C's dimensions in
+    order, equal extents first."""
     op, kernel = candidate.op, candidate.kernel
     if (not candidate.vectorizable or op.name != "linalg.generic" or kernel.reduction_dims
-            or len(op.opview.outputs) != 1 or kernel.rank != len(c_shape)
+            or len(op.opview.outputs) != 1 or not 0 < kernel.rank <= len(c_shape)
             or kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT)
             or not _identity(kernel.maps[-1], kernel.rank)):
         return None
-    if any(e > c for e, c in zip(kernel.loop_ranges, c_shape)):
-        return None
-    return {d for d, (e, c) in enumerate(zip(kernel.loop_ranges, c_shape)) if e < c}
+    ranges, dims, whole = kernel.loop_ranges, [], set()
+    for d, extent in enumerate(c_shape):
+        j = len(dims)
+        if j < len(ranges) and (ranges[j] == extent or (ranges[j] < extent and d in c_whole)):
+            dims.append(d)
+            if ranges[j] < extent:
+                whole.add(d)
+        elif d in c_whole:
+            whole.add(d)  # no loop of the candidate: it touches index 0 only
+        else:
+            return None
+    return (tuple(dims), whole) if len(dims) == len(ranges) else None
 
 
 def _bases(op: ir.Operation) -> list[ir.Value]:
@@ -207,15 +242,16 @@ def find_group(candidates: list[Candidate], pos: int, c_whole: set[int], taken: 
     def try_add(candidate: Candidate, role: str) -> bool:
         if candidate.id in taken:
             return False
-        dims = _member_dims(candidate, c_shape)
-        if dims is None or not dims <= c_whole:
+        found = _member_dims(candidate, c_shape, c_whole)
+        if found is None:
             return False
+        dims, whole = found
         op, ck = candidate.op, candidate.kernel
         if not any(accesses.aligned(base_buffer(v)) for v, amap in zip(op.operands, ck.maps)
                    if isinstance(v.type, ir.MemRefType) and _identity(amap, ck.rank)):
-            return False  # no element shared with the group (nor loops known to be C's)
+            return False  # no element shared with the group
         trial = accesses.copy()
-        _record(trial, candidate)
+        _record(trial, candidate, dims)
         if not trial.consistent():
             return False
         ops = members + [candidate.op]
@@ -225,9 +261,10 @@ def find_group(candidates: list[Candidate], pos: int, c_whole: set[int], taken: 
             moved = _movable(owner, members, candidate.op, ops)
         if moved is None:
             return False
-        accesses.bases, accesses.written, accesses.layout = trial.bases, trial.written, trial.layout
+        accesses.bases, accesses.written, accesses.signatures = trial.bases, trial.written, trial.signatures
         members.append(candidate.op)
-        group.whole_dims |= dims
+        group.whole_dims |= whole
+        group.dims[candidate.id] = dims
         if role == PROLOGUE:
             group.prologue.insert(0, candidate)
         else:
