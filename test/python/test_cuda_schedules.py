@@ -267,12 +267,13 @@ def test_linear_bias_and_activation_are_one_tensor_core_kernel(mlp_fused_and_not
     assert len(report.kernels) == 3 and "+ epilogue" in str(report)
 
 
-def test_padded_linear_layers_fuse_their_padding_copies_and_epilogues():
-    """The f16 MLP at batch 8 (m padded to 16 rows): each layer's accumulator fills, the copies into
-    and out of the padded accumulator, the bias and activation and the copy of the activation into the
-    next layer's padded A run in the layer's tensor-core kernel (one block covers the 16 rows); only
-    the padded A buffers' fills and the input's copy stay kernels of their own: 24 -> 7 kernels."""
-    model, x = _mlp_f16(batch=8)
+@pytest.mark.parametrize("batch", [8, 1])  # 1: the epilogues' unit row dimension is folded away
+def test_padded_linear_layers_fuse_their_padding_copies_and_epilogues(batch):
+    """The f16 MLP at batch 8 and 1 (m padded to 16 rows): each layer's accumulator fills, the copies
+    into and out of the padded accumulator, the bias and activation and the copy of the activation into
+    the next layer's padded A run in the layer's tensor-core kernel (one block covers the 16 rows);
+    only the padded A buffers' fills and the input's copy stay kernels of their own: 24 -> 7 kernels."""
+    model, x = _mlp_f16(batch=batch)
     exe = vtmlir.compile(model, x, target="cuda")
     contractions = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
     assert len(contractions) == 3 and len(exe.kernels) == 7, [(k.name, k.plan.description) for k in exe.kernels]
@@ -296,7 +297,7 @@ def test_epilogue_fusion_keeps_simt_contractions_fused_too():
 
 
 @pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
-@pytest.mark.parametrize("batch", [64, 8])  # 8: m padded, the padding copies fused too
+@pytest.mark.parametrize("batch", [64, 8, 1])  # 8, 1: m padded, the padding copies fused too
 def test_fused_epilogues_compute_what_the_separate_kernels_do(batch):
     """On a GPU: fusion is bitwise the unfused kernels (same operations per element, same order),
     and both are torch's f16 MLP within f16 rounding of a differently ordered sum."""

@@ -17,12 +17,14 @@ same order as by the separate kernels: bitwise the same.
 The group (everything read through the bindings: SSA values, indexing maps, the buffers behind
 views, static strides and offsets):
 - a member is a parallel generic the vector schedule took (it vectorises), with one output written
-  with the identity map, of C's rank, its extent equal to C's along the dimensions split over
-  blocks and at most C's along the others (which one block then covers whole: a padded
-  contraction's m);
+  with the identity map, whose loops match C's dimensions in order: as long as C along the
+  dimensions split over blocks, at most as long or missing along the others (which one block then
+  covers whole: a padded contraction's 16 rows; a batch-1 epilogue whose unit row dimension
+  `linalg-fold-unit-extent-dims` folded away);
 - every buffer a member or the contraction writes is accessed by all of them with the identity map
-  through views of one static layout (the same index is the same element), so a block only reads
-  what its own threads wrote; the contraction's operands A and B are written by none;
+  through views whose static strides per C dimension and offsets are parts of one of them (the same
+  index of C's space is the same element), so a block only reads what its own threads wrote; the
+  contraction's operands A and B are written by none;
 - members are taken scanning away from the contraction (back for the prologue, forward for the
   epilogue, never across another contraction), skipping kernels that do not qualify; the fused loop
   takes the last member's place, so no op between a member and that place may use a buffer the
