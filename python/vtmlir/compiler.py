@@ -50,6 +50,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     threads: int | None = None,
     schedules=None,
     prebuild: bool | None = None,
+    allow_tf32: bool = False,
 ):
     """Compile `module` for `target`.
 
@@ -102,6 +103,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
       `{"contraction": {"register_m": 4}, "row-reduction": None}` (None: keep scalar loops); see
       `vtmlir.codegen.DEFAULT_SCHEDULES`. `compiled.report()` names each kernel's schedule and the
       kernels left as loops.
+    - `allow_tf32` (CUDA): f32 contractions (matmul, Linear, batch matmul, attention's products) on
+      TF32 tensor cores (`mma.sync...tf32`: operands rounded to a 10-bit mantissa, f32 accumulation),
+      as `torch.backends.cuda.matmul.allow_tf32 = True` does for cuBLAS; default False, like torch:
+      exact f32 SIMT kernels. The same as `schedules={"contraction": {"allow_tf32": True}}` (an
+      explicit `schedules=` setting of it wins). With target="cpu" it is an error: the CPU has no
+      TF32, and a CPU run would silently give exact f32 numbers where TF32 ones were asked for.
     """
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
@@ -111,6 +118,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
+    if not isinstance(allow_tf32, bool):
+        raise VtmlirError(f"error: allow_tf32 must be True or False, got {allow_tf32!r}")
+    if allow_tf32 and target != "cuda":
+        raise VtmlirError(f"error: allow_tf32=True applies to target='cuda' only (TF32 tensor cores); "
+                          f"target='{target}' computes f32 contractions exactly")
     if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
                                       or memory_budget <= 0):
         raise VtmlirError(f"error: memory_budget must be a positive number of bytes, got {memory_budget!r}")
@@ -159,7 +171,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise VtmlirError("error: track_memory is available on the CPU target only")
 
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
-                              signature=signature)
+                              signature=signature, allow_tf32=allow_tf32)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     executable.optimization = optimization

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("input", help="a .mlir file at linalg-on-tensors level, '-' for stdin, or a zoo model name")
     comp.add_argument("--target", default="cpu", choices=("cpu", "cuda"))
     comp.add_argument("--chip", default="sm_80", help="CUDA chip the PTX targets (default: sm_80)")
+    comp.add_argument("--allow-tf32", action="store_true",
+                      help="cuda: f32 matmuls on TF32 tensor cores (as torch.backends.cuda.matmul.allow_tf32; "
+                           "default: exact f32)")
     comp.add_argument("--pipeline", help="graph-level pipeline to run instead of the opt-level one (vtmlir and "
                                          "upstream passes)")
     comp.add_argument("-O", "--opt-level", dest="opt_level", type=int, default=2, choices=(0, 1, 2),
@@ -105,7 +108,8 @@ def _compile(args) -> int:
     from vtmlir.models import REGISTRIES, get  # deferred: models imports torch (heavy)
 
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
-                   memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report)
+                   memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report,
+                   allow_tf32=args.allow_tf32)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
         if args.dtype:

@@ -196,7 +196,7 @@ def load(path) -> CudaExecutable:
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
                  function: str = "main", donate: tuple[int, ...] = (), schedules=None,
-                 signature: Signature | None = None) -> CudaExecutable:
+                 signature: Signature | None = None, allow_tf32: bool = False) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
@@ -205,13 +205,19 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     array is uploaded, never written). `schedules`: overrides of the GPU schedules per kernel kind
     (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
     the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
-    the module.
+    the module. `allow_tf32`: f32 contractions on TF32 tensor cores (the contraction schedule's
+    `allow_tf32`, set before the `schedules` overrides, which may set it otherwise).
     """
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
+    if allow_tf32:
+        # First, so that a `schedules=` item for the contraction (its own allow_tf32, or
+        # "contraction:none") takes precedence.
+        items = ["contraction.allow_tf32:true", *items]
     source = as_module(module)
     signature = signature or signature_of(find_entry(source, function))
     exclude: list[int] = []
+    unfused: list[int] = []
     while True:
         work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
         box_scalars(find_entry(work, function))
@@ -220,10 +226,12 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
         num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
         recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
         try:
-            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude)
+            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude,
+                                                  unfused=unfused)
         except ScheduleFailure as failure:
-            # The kernel keeps the naive mapping (the report says its schedule failed); compile again.
-            exclude.append(failure.kernel)
+            # Compile again: a contraction that ran its fill and epilogue in its tiles without them,
+            # else the kernel keeps the naive mapping (the report says its schedule failed).
+            (unfused if failure.fused else exclude).append(failure.kernel)
             continue
         break
     recorded.update(lowering.stages)
