@@ -10,6 +10,7 @@ kernel's `llvm.func`. On a machine without a driver or a device, `cuda_available
 from __future__ import annotations
 
 import ctypes
+import statistics
 
 import ml_dtypes
 import numpy as np
@@ -170,8 +171,6 @@ class CudaRuntime:
         with CUDA events after one warm-up pass: `total_s`, the median over `repeat` passes of the
         whole launch sequence, and `kernels`, per launch (in order) the kernel name and its median
         time. The total includes the gaps between launches; the per-kernel times do not."""
-        import statistics
-
         driver = cuda_driver()
         check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self.upload_inputs(inputs)

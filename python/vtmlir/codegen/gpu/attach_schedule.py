@@ -34,7 +34,8 @@ from ..attach_schedule import KernelPlan
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .layouts import element_bytes
-from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
+from .fusion import Candidate, find_group, neighbour
+from .schedules import DEFAULT_GPU_SCHEDULES, ContractionTiling, VectorTiling, resolve_gpu_schedules
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
 
@@ -130,11 +131,8 @@ def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]
     """Give each contraction the prologue and epilogue kernels that run in its block tiles
     (`fusion.py`); updates the contractions' tilings in `chosen_all`, returns {member id:
     (contraction id, role)}."""
-    from .fusion import Candidate, find_group, neighbour
-    from .schedules import ContractionTiling, VectorTiling
-
     candidates = [Candidate(i, op, kernel, kernel.kind in (KernelKind.CONTRACTION, KernelKind.CONVOLUTION),
-                            isinstance(tiling, VectorTiling))
+                            isinstance(tiling, VectorTiling) and tiling.vectorized)
                   for i, op, kernel, _, _, tiling, _ in chosen_all]
     fused_into: dict[int, tuple[int, str]] = {}
     for pos, (i, op, kernel, _, schedule, tiling, _) in enumerate(chosen_all):

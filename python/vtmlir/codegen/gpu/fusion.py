@@ -42,6 +42,7 @@ from torch_mlir import ir
 
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from ..kernels import Kernel, KernelKind
+from .layouts import element_bytes, strides_and_offset, vector_width
 
 PROLOGUE, EPILOGUE = "prologue", "epilogue"
 
@@ -99,8 +100,6 @@ def _signature(value: ir.Value, dims: tuple[int, ...]):
     """How an identity access through the view `value` addresses elements in C's index space
     (`dims`: the C dimension of each view dimension): (offset, ((C dimension, stride), ...)) for the
     dimensions longer than 1 (the others are only ever indexed 0), or None for a dynamic layout."""
-    from .layouts import strides_and_offset
-
     t = ir.MemRefType(value.type)
     found = strides_and_offset(t)
     if found is None:
@@ -328,8 +327,6 @@ def spread(shape: tuple[int, ...], vector: int, threads: int) -> tuple[tuple[int
 def neighbour(kernel: Kernel, kid: int, role: str, block_sizes: tuple[int, ...], threads: int) -> FusedNeighbour | None:
     """`kernel` as a neighbour run in block tiles of `block_sizes` by `threads` threads, or None when
     its tile cannot be spread over them."""
-    from .layouts import element_bytes, vector_width
-
     shape = tuple(s or r for s, r in zip(block_sizes, kernel.loop_ranges))
     last = kernel.rank - 1
     vector = 1 << 30
