@@ -18,6 +18,7 @@ def compile(module, *example_args, target: str = "cpu", **options):  # noqa: A00
 
     See `vtmlir.compiler.compile` for the options.
     """
+    # deferred: the compiler loads every pass and backend; `import vtmlir` stays light
     from .compiler import compile as _compile
 
     return _compile(module, *example_args, target=target, **options)

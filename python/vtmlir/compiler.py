@@ -8,6 +8,26 @@ or "optimized" (after the user's `pipeline`), then the backend's own stages.
 from __future__ import annotations
 
 import contextlib
+import sys
+
+from rich.console import Console
+from torch_mlir import ir
+
+from .backend.cpu import compile_cpu
+from .backend.cpu.executable import print_ir
+from .backend.cuda import compile_cuda
+from .backend.lowerable import check_lowerable
+from .context import make_context
+from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
+from .errors import InputMutationError, VtmlirError, format_location
+from .frontend import as_module
+from .frontend.limits import check_module
+from .frontend.torch_import import export_torch, import_exported
+from .ir_utils import symbol_name
+from .optimize import LOWBIT_PIPELINES, check_opt_level, optimize
+from .passes import parse_pipeline, run_pipeline
+from .passes.registry import PassFailure
+from .signature import box_scalars, find_entry, signature_of
 
 TARGETS = ("cpu", "cuda")
 
@@ -30,6 +50,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     threads: int | None = None,
     schedules=None,
     prebuild: bool | None = None,
+    allow_tf32: bool = False,
 ):
     """Compile `module` for `target`.
 
@@ -82,17 +103,13 @@ def compile(  # noqa: A001 - mirrors torch.compile
       `{"contraction": {"register_m": 4}, "row-reduction": None}` (None: keep scalar loops); see
       `vtmlir.codegen.DEFAULT_SCHEDULES`. `compiled.report()` names each kernel's schedule and the
       kernels left as loops.
+    - `allow_tf32` (CUDA): f32 contractions (matmul, Linear, batch matmul, attention's products) on
+      TF32 tensor cores (`mma.sync...tf32`: operands rounded to a 10-bit mantissa, f32 accumulation),
+      as `torch.backends.cuda.matmul.allow_tf32 = True` does for cuBLAS; default False, like torch:
+      exact f32 SIMT kernels. The same as `schedules={"contraction": {"allow_tf32": True}}` (an
+      explicit `schedules=` setting of it wins). With target="cpu" it is an error: the CPU has no
+      TF32, and a CPU run would silently give exact f32 numbers where TF32 ones were asked for.
     """
-    from .backend.cpu.executable import print_ir
-    from .backend.lowerable import check_lowerable
-    from .errors import VtmlirError
-    from .frontend import as_module
-    from .frontend.limits import check_module
-    from .frontend.torch_import import export_torch, import_exported
-    from .signature import box_scalars, find_entry, signature_of
-
-    from .optimize import LOWBIT_PIPELINES, check_opt_level
-
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
     donated = _donated(donate)
@@ -101,6 +118,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: "
                           f"{', '.join(LOWBIT_PIPELINES)}, or None")
+    if not isinstance(allow_tf32, bool):
+        raise VtmlirError(f"error: allow_tf32 must be True or False, got {allow_tf32!r}")
+    if allow_tf32 and target != "cuda":
+        raise VtmlirError(f"error: allow_tf32=True applies to target='cuda' only (TF32 tensor cores); "
+                          f"target='{target}' computes f32 contractions exactly")
     if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
                                       or memory_budget <= 0):
         raise VtmlirError(f"error: memory_budget must be a positive number of bytes, got {memory_budget!r}")
@@ -117,11 +139,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     stages: dict[str, str] = {"graph": print_ir(graph)}
     if dynamic_shapes is not None:
-        from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
-
         if has_dynamic_dims(graph, entry):
             check_target(target)
-            from .ir_utils import symbol_name
 
             name = symbol_name(find_entry(graph, entry))
             example = call.flatten(example_args, kwargs or {}) if call is not None else None
@@ -143,8 +162,6 @@ def compile(  # noqa: A001 - mirrors torch.compile
     box_scalars(entry_func)  # scalars cross the boundary as 0-d tensors (signature.py)
 
     if target == "cpu":
-        from .backend.cpu import compile_cpu
-
         executable = compile_cpu(graph, signature, stages, opt_level=llvm_opt_level, track_memory=track_memory,
                                  donate=donated, threads=threads, schedules=schedules)
         executable.call_spec = call
@@ -152,10 +169,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
         return executable
     if track_memory:
         raise VtmlirError("error: track_memory is available on the CPU target only")
-    from .backend.cuda import compile_cuda
 
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
-                              signature=signature)
+                              signature=signature, allow_tf32=allow_tf32)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     executable.optimization = optimization
@@ -167,10 +183,6 @@ def _optimize_graph(graph, stages: dict, pipeline: str | None, *, target, opt_le
     """Run the opt-level pipeline (`optimize.py`), or the user's `pipeline` in place of its graph
     steps (the Tilus lowering still runs unless `pipeline` names a subbyte pass), with a progress
     display on a terminal; record each step's IR as a stage. Returns the `OptimizationReport`."""
-    from .backend.cpu.executable import print_ir
-    from .optimize import optimize
-    from .passes import parse_pipeline, run_pipeline
-
     only = None
     if pipeline:
         parsed = parse_pipeline(pipeline)
@@ -190,12 +202,9 @@ def _optimize_graph(graph, stages: dict, pipeline: str | None, *, target, opt_le
 @contextlib.contextmanager
 def _progress():
     """A rich status line naming the running step, on a terminal only (else: nothing)."""
-    import sys
-
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
 
     console = Console(stderr=True)
     with console.status("optimising") as status:
@@ -205,9 +214,6 @@ def _progress():
 def _pass_failure_as_error(function, module):
     """Run a pass's entry point outside a pass manager: its `PassFailure` becomes the error the pass
     would have reported (`file:line:col: error: ...`)."""
-    from .errors import VtmlirError, format_location
-    from .passes.registry import PassFailure
-
     try:
         return function(module)
     except PassFailure as failure:
@@ -220,8 +226,6 @@ def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
     """A module that writes its inputs in place (`x.add_(1)`, `copy_`, `out=`) is compiled only when
     those inputs are donated: the compiled function then writes them as PyTorch does; otherwise
     the caller's tensors would silently keep their old values."""
-    from .errors import InputMutationError
-
     written = sorted(set(signature.written_inputs) - set(donated))
     if written:
         names = ", ".join(map(str, written))
@@ -235,8 +239,6 @@ def _check_written_inputs(signature, donated: tuple[int, ...]) -> None:
 
 def _donated(donate) -> tuple[int, ...]:
     """`donate` as a tuple of argument indices (an int, or an iterable of ints)."""
-    from .errors import VtmlirError
-
     if isinstance(donate, int) and not isinstance(donate, bool):
         return (donate,)
     try:
@@ -250,8 +252,6 @@ def _donated(donate) -> tuple[int, ...]:
 
 def _threads(threads) -> int:
     """`threads` as an int >= 0 (0: all cores)."""
-    from .errors import VtmlirError
-
     if threads is None:
         return 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
@@ -261,19 +261,15 @@ def _threads(threads) -> int:
 
 def _is_torch_module(obj) -> bool:
     try:
-        import torch
+        import torch  # deferred and optional: torch is heavy and may be absent
     except ImportError:  # pragma: no cover
         return False
     return isinstance(obj, torch.nn.Module)
 
 
 def _is_ir_module(obj) -> bool:
-    from torch_mlir import ir
-
     return isinstance(obj, ir.Module)
 
 
 def _fresh_context():
-    from .context import make_context
-
     return make_context()

@@ -13,6 +13,7 @@ from torch_mlir.dialects import torch as torch_dialect
 
 def make_context() -> ir.Context:
     """A fresh context with torch, tm_tensor, vt, layout and lowbit loaded."""
+    # deferred: the dialect modules load with the first context; `import vtmlir` stays light
     from .dialects import load_dialects
 
     ctx = ir.Context()

@@ -18,6 +18,7 @@ without `fork`).
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 import pickle
@@ -98,8 +99,6 @@ def run_guarded(fn, *args, timeout: float = 600.0):
 def _child(fn, args, result_r, result_w, err_r, err_w) -> None:
     code = 0
     try:
-        import faulthandler
-
         # An expected crash is reported by the parent: no Python stack dump from the child (pytest and
         # PYTHONFAULTHANDLER enable faulthandler on the parent's stderr, which the child inherits).
         faulthandler.disable()

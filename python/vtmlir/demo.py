@@ -10,6 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rich.console import Console
+from rich.table import Table
+
+import vtmlir
+from vtmlir.backend.cuda import assemble, cuda_available
+from vtmlir.errors import VtmlirError
+
 DEMO_MODELS = ("llama_decoder_layer", "resnet_basic_block")
 TOLERANCE = 1e-4
 
@@ -26,11 +33,9 @@ class DemoRow:
 
 
 def run_demo(models=DEMO_MODELS, archs=("sm_80", "sm_90"), console=None) -> list[DemoRow]:
+    # deferred: torch (heavy) loads on first use
     import torch
-    from rich.console import Console
 
-    import vtmlir
-    from vtmlir.backend.cuda import cuda_available
     from vtmlir.models import get
 
     # Piped output (CI logs) gets a table wide enough to read, not rich's 80-column default.
@@ -63,9 +68,6 @@ def run_demo(models=DEMO_MODELS, archs=("sm_80", "sm_90"), console=None) -> list
 
 
 def _assembles(kernel, arch) -> bool:
-    from vtmlir.backend.cuda import assemble
-    from vtmlir.errors import VtmlirError
-
     try:
         assemble(kernel.ptx, arch, kernel.name)
         return True
@@ -78,8 +80,6 @@ def _as_tuple(x):
 
 
 def _table(rows, archs):
-    from rich.table import Table
-
     table = Table(title="vtmlir demo: CPU numerics vs PyTorch, PTX per kernel")
     table.add_column("model", no_wrap=True)
     table.add_column("CPU compile", justify="right")

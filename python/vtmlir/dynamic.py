@@ -9,11 +9,19 @@ time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where 
 
 from __future__ import annotations
 
+import math
+import os
 import time
 
 import numpy as np
+from torch_mlir import ir
 
+from .backend.report import CompileReport
+from .dvm.runner import DvmFunction
+from .dvm.tiling import Target
 from .errors import VtmlirError
+from .frontend.torch_calls import call_compiled
+from .signature import find_entry
 
 # Shape spaces up to this many points are prebuilt at compile time (DVM's `prebuild`).
 PREBUILD_POINTS = 64
@@ -25,12 +33,6 @@ class DynamicExecutable:
     target = "cpu"
 
     def __init__(self, graph, entry: str, prebuild: bool | None = None, example=None, threads: int = 0):
-        import math
-        import os
-
-        from .dvm.runner import DvmFunction
-        from .dvm.tiling import Target
-
         start = time.perf_counter()
         self.graph = graph  # the function's values live in its context
         # `threads` (0: every core) are Alg. 2's cores: the tiling's cost model and the VM's workers
@@ -54,12 +56,10 @@ class DynamicExecutable:
         return dict(self.function.symbols.symbols)
 
     def __call__(self, *args, **kwargs):
-        from .frontend.torch_calls import call_compiled
-
         return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
-        import torch
+        import torch  # deferred: torch is heavy; loaded on first use
 
         arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -67,8 +67,6 @@ class DynamicExecutable:
 
     def report(self):
         """`backend.report.CompileReport` with DVM's part: symbols, kernels, templates, compile times."""
-        from .backend.report import CompileReport
-
         f = self.function
         lines = [f"dvm (dynamic shapes): {len(f.kernels)} kernel(s); symbols "
                  + ", ".join(f"{name}{'=' + n if n else ''} in [{lo}, {hi}]" for name, (lo, hi, n) in self.symbols.items()),
@@ -82,10 +80,6 @@ class DynamicExecutable:
 
 def has_dynamic_dims(graph, entry: str | None) -> bool:
     """Whether the entry function takes or returns a tensor with a `?` dim."""
-    from torch_mlir import ir
-
-    from .signature import find_entry
-
     func = find_entry(graph, entry)
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     for t in [*ftype.inputs, *ftype.results]:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import io
 
+import ml_dtypes
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import arith, func
 
 from .errors import VtmlirError
+from .passes.pipeline import run_pipeline
 
 __all__ = ["constant_array", "elements_array", "is_dense_resource", "make_constant", "numpy_dtype", "resource_blob"]
 
@@ -36,8 +39,6 @@ def numpy_dtype(element_type: ir.Type) -> np.dtype:
         if isinstance(t, cls):
             return np.dtype(dtype)
     if isinstance(t, ir.BF16Type):
-        import ml_dtypes
-
         return np.dtype(ml_dtypes.bfloat16)
     raise VtmlirError(f"error: cannot read constants of element type {t}")
 
@@ -82,10 +83,6 @@ def elements_array(attr: ir.Attribute) -> np.ndarray | None:
 def _bf16_array(dense) -> np.ndarray:
     """bf16 elements (no buffer format in the bindings) widened to f32 by folding ``arith.extf``:
     exact, so the f32 values round back to the same bf16 ones."""
-    from torch_mlir.dialects import arith, func
-
-    from .passes.pipeline import run_pipeline
-
     with dense.context, ir.Location.unknown():
         src = ir.RankedTensorType(dense.type)
         wide = ir.RankedTensorType.get(src.shape, ir.F32Type.get())
@@ -224,8 +221,6 @@ def constant_array(op) -> np.ndarray | None:
 
 def make_constant(array: np.ndarray, element_type) -> ir.Value:
     """Insert `arith.constant dense<array> : tensor<shape x element_type>` at the current insertion point."""
-    from torch_mlir.dialects import arith
-
     dtype = numpy_dtype(element_type)
     data = np.ascontiguousarray(array.astype(dtype))
     ttype = ir.RankedTensorType.get(list(data.shape), element_type)

@@ -25,8 +25,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from torch_mlir import ir
+
 from .errors import VtmlirError
-from .ir_utils import copy_module, symbol_name
+from .ir_utils import copy_module, symbol_name, walk_ops
+from .passes.pipeline import parse_pipeline, run_pipeline
+from .passes.vt_stats import DATA_MOVEMENT, collect_stats
+from .signature import find_entry
+from .temco.decompose import ROLE_ATTR
+from .temco.remat_skip import is_lconv
+from .vtc.memory_check import backend_peak
 
 OPT_LEVELS = (0, 1, 2)
 
@@ -136,8 +144,6 @@ def check_opt_level(opt_level) -> int:
 def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int | None = None,
          lowbit: str | None = "vector") -> tuple[list[Step], dict[str, str]]:
     """The steps the default pipeline runs on `module` (graph level) and, per system left out, why."""
-    from .ir_utils import walk_ops
-
     check_opt_level(opt_level)
     if lowbit is not None and lowbit not in LOWBIT_PIPELINES:
         raise VtmlirError(f"error: unknown lowbit '{lowbit}'; expected one of: {', '.join(LOWBIT_PIPELINES)}, or None")
@@ -230,8 +236,6 @@ def run_step(module, step: Step) -> StepResult:
     """Run one step on a copy of `module` and, if it succeeds, put the result in its place; a step
     that fails (a pass refusing what an earlier step made of the graph, e.g. a VTC store through a
     blocked layout) leaves the graph as it was and says why (`StepResult.failed`)."""
-    from torch_mlir import ir
-
     op = module.operation if isinstance(module, ir.Module) else module
     work = copy_module(op)
     start = time.perf_counter()
@@ -250,8 +254,6 @@ def run_step(module, step: Step) -> StepResult:
 
 def _run_step(module, step: Step) -> StepResult:
     """Run one step, its passes writing their reports to temporary files that are read back."""
-    from .passes.pipeline import parse_pipeline, run_pipeline
-
     pipeline = parse_pipeline(step.pipeline, validate=False)
     before = _measures(module, step.system)
     with tempfile.TemporaryDirectory(prefix="vtmlir-report-") as tmp:
@@ -282,9 +284,6 @@ def _run_step(module, step: Step) -> StepResult:
 
 def _measures(module, system: str) -> dict:
     """Cheap graph-level measures each system changes (before/after pairs in the report)."""
-    from .ir_utils import walk_ops
-    from .passes.vt_stats import collect_stats
-
     if system == "vtc":
         totals = collect_stats(module).totals()
         return {"data-movement ops": totals["data_movement"], "data-movement bytes": totals["bytes_moved"]}
@@ -309,27 +308,17 @@ def _pass_measures(results) -> dict:
 
 def _peak(module) -> int:
     """Internal peak (bytes) of the entry function as the backend allocates it, on a copy."""
-    from torch_mlir import ir
-
-    from .signature import find_entry
-    from .vtc.memory_check import backend_peak
-
     op = module.operation if isinstance(module, ir.Module) else module
     copy = copy_module(op)
     return backend_peak(copy, symbol_name(find_entry(copy, None)))
 
 
 def _data_movement_ops(module) -> int:
-    from .passes.vt_stats import DATA_MOVEMENT, collect_stats
-
     return collect_stats(module).count(DATA_MOVEMENT)
 
 
 def _lconv_groups(module) -> int:
     """lconvs (TeMCO Alg. 2 IsLConv: 1x1 stride-1 convs raising the channel count)."""
-    from .ir_utils import walk_ops
-    from .temco.remat_skip import is_lconv
-
     return sum(1 for op in walk_ops(module, "linalg.conv_2d_nchw_fchw") if is_lconv(op))
 
 
@@ -337,9 +326,6 @@ def _decomposed_convs(module) -> int:
     """Convolutions `temco-decompose` produced (tagged `temco.role`): TeMCO's rematerialisation and
     fusion pay where the graph holds them; on undecomposed networks their groups are rare and the
     fused loops measured slower than the scheduled convolutions (docs/pipeline.md)."""
-    from .ir_utils import walk_ops
-    from .temco.decompose import ROLE_ATTR
-
     return sum(1 for op in walk_ops(module, "linalg.conv_2d_nchw_fchw") if ROLE_ATTR in op.attributes)
 
 
@@ -347,10 +333,6 @@ def _has_byte_constants(module) -> bool:
     """Whether the graph holds a matmul and a tensor constant of bytes (i8): the cheap sign of packed
     quantised weights, which `vtmlir.quantize` stores as uint8 whatever their width (subbyte-pack
     then decides for real, by evaluating each matmul's weight)."""
-    from torch_mlir import ir
-
-    from .ir_utils import walk_ops
-
     if not walk_ops(module, "linalg.matmul"):
         return False
     for op in walk_ops(module, "arith.constant"):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import tensor
 
 from .errors import VtmlirError, format_location
 
@@ -203,8 +204,6 @@ def signature_of(func_op: ir.Operation) -> Signature:
 def box_scalars(func_op: ir.Operation) -> None:
     """Make the scalar arguments and results of `func_op` 0-d tensors (`tensor.extract` at the entry,
     `tensor.from_elements` before the return), so that both backends pass every value as a buffer."""
-    from torch_mlir.dialects import tensor
-
     block = func_op.regions[0].blocks[0]
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
 
@@ -242,7 +241,7 @@ def box_scalars(func_op: ir.Operation) -> None:
 
 def to_torch(array: np.ndarray):
     """A torch tensor sharing `array`'s memory (bf16 through its bits: torch has no numpy bf16)."""
-    from torch import bfloat16, from_numpy
+    from torch import bfloat16, from_numpy  # deferred: torch is heavy; loaded on first use
 
     if array.dtype is _BF16:  # numpy dtypes are singletons (and this is on every call's path)
         return from_numpy(array.view(np.int16)).view(bfloat16)
@@ -252,7 +251,7 @@ def to_torch(array: np.ndarray):
 def to_numpy(value, index: int) -> np.ndarray:
     """Input `index` (a torch tensor, numpy array or Python scalar) as a C-contiguous numpy array
     (of the same rank: a 0-d tensor stays 0-d)."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().contiguous()
@@ -271,7 +270,7 @@ def to_numpy(value, index: int) -> np.ndarray:
 def _write_back(target, value: np.ndarray, index: int) -> None:
     """Store `value` into the caller's input `target` (a donated tensor the module writes), unless
     the compiled code already wrote it there."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     if isinstance(target, torch.Tensor):
         source = to_torch(value)

@@ -1,5 +1,14 @@
 // RUN: vt-opt %s --codegen-delinearize-loops | filecheck %s
 
+// (@blocked_conv_batchnorm's maps, printed at the top of the module.)
+// CHECK-DAG:   #[[BNWIN:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7, d8) -> (d0, d4, d2 + d6, d3 + d7, d5)>
+// CHECK-DAG:   #[[BNVAR:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7, d8) -> (d4, d5)>
+// (@conv_channel_slice's, @conv_channel_shuffle's and @strided_pool's input maps.)
+// CHECK-DAG:   #[[SLICE:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d3, d1 + d4, d2 + d5)>
+// CHECK-DAG:   #[[SHUFFLE:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d3, d4, d1 + d5, d2 + d6)>
+// CHECK-DAG:   #[[SHUFFLEW:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d5, d6, d3, d4, d7)>
+// CHECK-DAG:   #[[STRIDED:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>
+
 #q = affine_map<(d0, d1, d2, d3) -> (d0 floordiv 4, d1, (d0 mod 4) * 16 + d3 + 64)>
 #k = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
 #o = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
@@ -88,6 +97,97 @@ func.func @not_exact(%a: memref<4x5xf32>, %b: memref<10x5xf32>) {
 func.func @window(%x: memref<1x4x8x8xf32>, %w: memref<1x1xf32>, %y: memref<1x4x8x8xf32>) {
   linalg.generic {indexing_maps = [#pin, #pk, #pout], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
       ins(%x, %w : memref<1x4x8x8xf32>, memref<1x1xf32>) outs(%y : memref<1x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.maximumf %a, %o : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+
+// A blocked (NCHW16c) 1x1 convolution with a BatchNorm fused into its input, as the importer and
+// VTC make it: the window (h + kh, w + kw) and its loops stay for codegen-decompose-convolutions; the
+// BatchNorm's per-channel vectors, read at the linear index c * 16 + cb, become 2 x 16 views (c, cb),
+// so that codegen-split-checks can move the assert out and codegen-split-prologues the normalisation.
+// CHECK-LABEL: func.func @blocked_conv_batchnorm
+// CHECK:         %[[SV:.*]] = memref.subview %arg1[0, 0, 0] [32, 1, 1] [1, 1, 1] : memref<32x1x1xf32> to memref<32xf32, strided<[1]>>
+// CHECK:         %[[V:.*]] = memref.expand_shape %[[SV]] {{\[\[}}0, 1]] output_shape [2, 16] : memref<32xf32, strided<[1]>> into memref<2x16xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[BNWIN]], #[[BNVAR]], #{{map[0-9]*}}, #{{map[0-9]*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "reduction", "parallel"]}
+// CHECK-SAME:        ins(%arg0, %[[V]], %arg2 : memref<1x2x8x8x16xf32>, memref<2x16xf32>, memref<3x2x1x1x16x16xf32>) outs(%arg3 : memref<1x3x8x8x16xf32>)
+// CHECK:           cf.assert
+func.func @blocked_conv_batchnorm(%x: memref<1x2x8x8x16xf32>, %var: memref<32x1x1xf32>, %w: memref<3x2x1x1x16x16xf32>, %y: memref<1x3x8x8x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [affine_map<(n, k, h, w, c, cb, kh, kw, kb) -> (n, c, h + kh, w + kw, cb)>,
+                                   affine_map<(n, k, h, w, c, cb, kh, kw, kb) -> (c * 16 + cb, 0, 0)>,
+                                   affine_map<(n, k, h, w, c, cb, kh, kw, kb) -> (k, c, kh, kw, cb, kb)>,
+                                   affine_map<(n, k, h, w, c, cb, kh, kw, kb) -> (n, k, h, w, kb)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "reduction", "parallel"]}
+      ins(%x, %var, %w : memref<1x2x8x8x16xf32>, memref<32x1x1xf32>, memref<3x2x1x1x16x16xf32>) outs(%y : memref<1x3x8x8x16xf32>) {
+  ^bb0(%a: f32, %v: f32, %b: f32, %o: f32):
+    %s = math.sqrt %v : f32
+    %nz = arith.cmpf one, %s, %zero : f32
+    cf.assert %nz, "unimplemented: tensor with zero element"
+    %n = arith.divf %a, %s : f32
+    %m = arith.mulf %n, %b : f32
+    %r = arith.addf %o, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// ShuffleNet's 1x1 convolution (NCHW in, NHWC out) reading the second half of the channels
+// (torch.chunk): the slice c + 8 becomes a subview at channel 8; the window h + kh stays.
+// CHECK-LABEL: func.func @conv_channel_slice
+// CHECK:         %[[S:.*]] = memref.subview %arg0[0, 8, 0, 0] [2, 8, 6, 6] [1, 1, 1, 1] : memref<2x16x6x6xf32> to memref<2x8x6x6xf32, strided<[576, 36, 6, 1], offset: 288>>
+// CHECK:         linalg.generic {indexing_maps = [#[[SLICE]], #{{map[0-9]*}}, #{{map[0-9]*}}]
+// CHECK-SAME:        ins(%[[S]], %arg1 : {{.*}}) outs(%arg2 : memref<2x6x6x4xf32>)
+func.func @conv_channel_slice(%x: memref<2x16x6x6xf32>, %w: memref<1x1x8x4xf32>, %y: memref<2x6x6x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, h, w, c, kh, kw, f) -> (n, c + 8, h + kh, w + kw)>,
+                                   affine_map<(n, h, w, c, kh, kw, f) -> (kh, kw, c, f)>,
+                                   affine_map<(n, h, w, c, kh, kw, f) -> (n, h, w, f)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel"]}
+      ins(%x, %w : memref<2x16x6x6xf32>, memref<1x1x8x4xf32>) outs(%y : memref<2x6x6x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// ... and after a channel shuffle folded into its input (channel c of the shuffled tensor is
+// (c floordiv 2 + 4, c mod 2) of the viewed one): the reduction loop c splits into (4, 2), the
+// filter's channels expand with it; the window stays, over the new loops.
+// CHECK-LABEL: func.func @conv_channel_shuffle
+// CHECK:         %[[S:.*]] = memref.subview %arg0[0, 4, 0, 0, 0] [2, 4, 2, 6, 6] [1, 1, 1, 1, 1]
+// CHECK:         %[[W:.*]] = memref.expand_shape %arg1 {{\[\[}}0], [1], [2, 3], [4]] output_shape [1, 1, 4, 2, 4] : memref<1x1x8x4xf32> into memref<1x1x4x2x4xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[SHUFFLE]], #[[SHUFFLEW]], #{{map[0-9]*}}], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "reduction", "parallel"]}
+// CHECK-SAME:        ins(%[[S]], %[[W]] : {{.*}}) outs(%arg2 : memref<2x6x6x4xf32>)
+func.func @conv_channel_shuffle(%x: memref<2x8x2x6x6xf32>, %w: memref<1x1x8x4xf32>, %y: memref<2x6x6x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, h, w, c, kh, kw, f) -> (n, c floordiv 2 + 4, c mod 2, h + kh, w + kw)>,
+                                   affine_map<(n, h, w, c, kh, kw, f) -> (kh, kw, c, f)>,
+                                   affine_map<(n, h, w, c, kh, kw, f) -> (n, h, w, f)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction", "parallel"]}
+      ins(%x, %w : memref<2x8x2x6x6xf32>, memref<1x1x8x4xf32>) outs(%y : memref<2x6x6x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A strided window 2 * h + kh is a row-major linear form too, but it combines an output position
+// (parallel) with a tap (reduction): a window, left as it is.
+// CHECK-LABEL: func.func @strided_pool
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         linalg.generic {indexing_maps = [#[[STRIDED]], #{{map[0-9]*}}, #{{map[0-9]*}}]
+// CHECK-SAME:        ins(%arg0, %arg1 : memref<1x4x8x8xf32>, memref<2x2xf32>)
+func.func @strided_pool(%x: memref<1x4x8x8xf32>, %k: memref<2x2xf32>, %y: memref<1x4x4x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, c, h, w, kh, kw) -> (n, c, 2 * h + kh, 2 * w + kw)>,
+                                   affine_map<(n, c, h, w, kh, kw) -> (kh, kw)>,
+                                   affine_map<(n, c, h, w, kh, kw) -> (n, c, h, w)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %k : memref<1x4x8x8xf32>, memref<2x2xf32>) outs(%y : memref<1x4x4x4xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.maximumf %a, %o : f32
     linalg.yield %m : f32

@@ -1,27 +1,43 @@
 // RUN: vt-opt %s --codegen-gpu-attach-schedule | filecheck %s
+// RUN: vt-opt %s '--codegen-gpu-attach-schedule=schedules=contraction.fuse:false' | filecheck %s --check-prefix=UNFUSED
 // RUN: vt-opt %s '--codegen-gpu-attach-schedule=schedules=contraction.tensor_cores:false' | filecheck %s --check-prefix=SIMT
 
 // Every kernel is tagged with its id and gets one named sequence per phase of the CUDA lowering:
 // the f16 contraction the tensor-core schedule (block tiles, shared-memory promotion, warps,
-// cp.async groups, multi-buffering and pipelining), the elementwise kernel the vector schedule
-// (threads without a barrier: they share no memory). Entry points run the phases in turn.
+// cp.async groups, multi-buffering and pipelining). The elementwise kernel reading its result is
+// its epilogue (codegen/gpu/fusion.py): no schedule of its own, tiled with the contraction's block
+// tiles in the contraction's sequence, the two foralls fused, its tile spread over the threads
+// (a row at a time), the launch marked for codegen-gpu-sync-epilogues. Entry points run the phases.
 // CHECK:       linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64, codegen.scheduled}
-// CHECK:       linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.scheduled}
+// CHECK:       linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64}
 // CHECK:       transform.named_sequence @kernel_0_mma_sync_tile
 // CHECK:         transform.structured.tile_using_forall %{{.*}} tile_sizes [32, 32, 0](mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>])
+// CHECK:         transform.structured.match ops{["linalg.generic"]} attributes {codegen.kernel = 1 : i64}
+// CHECK:         transform.structured.tile_using_forall %{{.*}} tile_sizes [32, 32](mapping = [#gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>])
+// CHECK:         transform.loop.fuse_sibling
 // CHECK:         transform.structured.promote %{{.*}} {mapping = [#gpu.memory_space<workgroup>], operands_to_promote = [0, 1]}
 // CHECK:       transform.named_sequence @kernel_0_mma_sync_map
 // CHECK:         mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>]
+// CHECK:         transform.structured.tile_using_forall %{{.*}} num_threads [16, 8](mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>])
+// CHECK:         transform.loop.unroll %{{.*}} {factor = 2 : i64}
 // CHECK:         transform.gpu.map_nested_forall_to_threads %{{.*}} block_dims = [128, 1, 1]
+// CHECK:         transform.annotate %{{.*}} "codegen.epilogue"
 // CHECK:       transform.named_sequence @kernel_0_mma_sync_pipeline
 // CHECK:         transform.nvgpu.create_async_groups
 // CHECK:         transform.memref.multibuffer
 // CHECK:         transform.nvgpu.pipeline_shared_memory_copies
-// CHECK:       transform.named_sequence @kernel_1_vector_map
-// CHECK:         transform.gpu.map_nested_forall_to_threads %{{.*}} block_dims = [256, 1, 1] sync_after_distribute = false
+// CHECK-NOT:   @kernel_1_
 // CHECK:       transform.named_sequence @__gpu_tile
 // CHECK:       transform.named_sequence @__gpu_map
 // CHECK:       transform.named_sequence @__gpu_pipeline
+
+// Without fusion the elementwise kernel gets the vector schedule (threads without a barrier: they
+// share no memory).
+// UNFUSED:     linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.scheduled}
+// UNFUSED:     transform.named_sequence @kernel_0_mma_sync_tile
+// UNFUSED-NOT:   transform.loop.fuse_sibling
+// UNFUSED:     transform.named_sequence @kernel_1_vector_map
+// UNFUSED:       transform.gpu.map_nested_forall_to_threads %{{.*}} block_dims = [256, 1, 1] sync_after_distribute = false
 
 // Without tensor cores the contraction is a SIMT kernel.
 // SIMT:        transform.named_sequence @kernel_0_simt_tile

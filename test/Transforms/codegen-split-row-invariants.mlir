@@ -58,3 +58,40 @@ func.func @cheap(%x: memref<8x32xf32>, %mean: memref<8x1xf32>, %y: memref<8x32xf
   }
   return
 }
+
+// A BatchNorm + ReLU in a channels-last kernel: 1 / sqrt(var + eps) is the channel's, computed along
+// the vectors (the channels) but the same for every pixel: it moves into a kernel over the channels.
+// CHECK-LABEL: func.func @nhwc_batchnorm
+// CHECK:         %[[R:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x1x1xf32>
+// CHECK:         linalg.generic {{.*}} ins(%arg2 : memref<8x1x1xf32>) outs(%[[R]] : memref<8x1x1xf32>)
+// CHECK-NEXT:    ^bb0(
+// CHECK-NEXT:      arith.addf
+// CHECK-NEXT:      math.sqrt
+// CHECK-NEXT:      arith.divf
+// CHECK-NEXT:      linalg.yield
+// CHECK:         linalg.generic {{.*}} ins(%arg0, %arg1, %[[R]] : memref<2x4x4x8xf32>, memref<8x1x1xf32>, memref<8x1x1xf32>) outs(%arg3 : memref<2x4x4x8xf32>)
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: f32, %[[M:.*]]: f32, %[[S:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[C:.*]] = arith.subf %[[X]], %[[M]] : f32
+// CHECK-NEXT:      %[[N:.*]] = arith.mulf %[[C]], %[[S]] : f32
+// CHECK-NEXT:      arith.maximumf %[[N]]
+// CHECK-NOT:       math.sqrt
+// CHECK:         memref.dealloc %[[R]] : memref<8x1x1xf32>
+func.func @nhwc_batchnorm(%x: memref<2x4x4x8xf32>, %mean: memref<8x1x1xf32>, %var: memref<8x1x1xf32>, %y: memref<2x4x4x8xf32>) {
+  %eps = arith.constant 1.000000e-05 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %zero = arith.constant 0.000000e+00 : f32
+  linalg.generic {indexing_maps = [affine_map<(n, h, w, c) -> (n, h, w, c)>, affine_map<(n, h, w, c) -> (c, 0, 0)>,
+                                   affine_map<(n, h, w, c) -> (c, 0, 0)>, affine_map<(n, h, w, c) -> (n, h, w, c)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x, %mean, %var : memref<2x4x4x8xf32>, memref<8x1x1xf32>, memref<8x1x1xf32>) outs(%y : memref<2x4x4x8xf32>) {
+  ^bb0(%in: f32, %m: f32, %v: f32, %out: f32):
+    %0 = arith.addf %v, %eps : f32
+    %1 = math.sqrt %0 : f32
+    %2 = arith.divf %one, %1 : f32
+    %3 = arith.subf %in, %m : f32
+    %4 = arith.mulf %3, %2 : f32
+    %5 = arith.maximumf %4, %zero : f32
+    linalg.yield %5 : f32
+  }
+  return
+}

@@ -283,6 +283,58 @@ def test_fused_prologues_are_split_from_their_contractions():
             torch.testing.assert_close(scheduled(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_blocked_convolution_with_a_fused_batchnorm_check_is_scheduled():
+    # EfficientViT's MBConv in the blocked layout (opt level 2): BatchNorm + Hardswish fused into the
+    # last 1x1 convolution read the BatchNorm's vectors at the linear index c * 16 + cb, and the
+    # fused body held the BatchNorm's cf.assert. codegen-delinearize-loops views those vectors as
+    # (c, cb), so the assert moves to a check kernel and the normalisation to a prologue kernel: the
+    # product is a scheduled contraction, not an 'unknown' kernel left as loops.
+    from vtmlir.models.vtc_workloads import MBConv
+
+    torch.manual_seed(0)
+    model = MBConv(16, expand=2).eval()
+    with torch.no_grad():
+        for bn in (m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(1, 16, 6, 6)
+    from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
+
+    # opt level 2 (the default): the blocked layout.
+    scheduled = vtmlir.compile(model, x, opt_level=2, schedules=EXACT_SCHEDULES)
+    loops = vtmlir.compile(model, x, opt_level=2, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    report = scheduled.report()
+    assert not report.fallbacks, str(report)
+    assert not any(p.kind == "unknown" for p in report.kernels), str(report)
+    vectorized = [p.description for p in report.kernels if p.id in report.vectorized]
+    assert "contraction 1x1x6x6x2x16x16" in vectorized, str(report)  # 32 -> 16 channels, 16-blocked
+    assert torch.equal(scheduled(x), loops(x))
+    with torch.no_grad():
+        torch.testing.assert_close(scheduled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_convolutions_reading_a_channel_slice_or_shuffle_are_scheduled():
+    # ShuffleNet's 1x1 convolutions read their input through views VTC folds into the maps: the
+    # second half of the channels (torch.chunk: `c + C/2`) and, after the channel shuffle,
+    # `(c floordiv 2 + C/4, c mod 2)`. No convolution for linalg's interface, so they were 'pooling'
+    # kernels left as loops; codegen-delinearize-loops views the channels (and splits c), so they are
+    # convolutions and then contractions. One tap: bitwise the loops.
+    from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get("vtc_shufflenet_unit").builder(batch=2, seed=0, **SMALL_SIZES["vtc_shufflenet_unit"])
+    model = model.eval()
+    scheduled = vtmlir.compile(model, *inputs, schedules=EXACT_SCHEDULES)
+    loops = vtmlir.compile(model, *inputs, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    report = scheduled.report()
+    assert not any(p.kind in ("pooling", "contraction") for p in report.fallbacks), str(report)
+    assert sum(p.kind == "contraction" and p.id in report.vectorized for p in report.kernels) == 4, str(report)
+    assert torch.equal(scheduled(*inputs), loops(*inputs))
+    with torch.no_grad():
+        torch.testing.assert_close(scheduled(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_transposed_b_operands_are_laid_out_for_the_contraction():
     # A Linear's weight is transposed at compile time (a new constant global, the original gone);
     # attention's K^T is copied transposed at run time. Bitwise the loops either way.

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import vtmlir
+from vtmlir.backend.cuda import cuda_available
 from vtmlir.backend.cuda.ptxas import resource_usage
 from vtmlir.codegen.gpu.target import TARGETS
 from vtmlir.models import ZOO
@@ -117,14 +118,34 @@ def test_f32_matmul_is_a_shared_memory_tiled_simt_kernel():
 
 def test_f32_matmul_uses_tf32_tensor_cores_only_on_request():
     torch.manual_seed(0)
-    exe = vtmlir.compile(MatMul(), torch.randn(128, 64), torch.randn(64, 96), target="cuda",
-                         schedules={"contraction": {"allow_tf32": True}})
+    a, b = torch.randn(128, 64), torch.randn(64, 96)
+    exe = vtmlir.compile(MatMul(), a, b, target="cuda", allow_tf32=True)
     (kernel,) = _kernels(exe, "mma-sync")
     assert "tf32" in kernel.plan.detail
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.ptx
     assert "cp.async" in kernel.ptx and "bar.sync" in kernel.ptx
     for arch in ARCHS:
         assert _check_resources(kernel, arch).shared_bytes > 0
+    # An explicit schedules= setting wins over the keyword (the default, False, is checked above).
+    exact = vtmlir.compile(MatMul(), a, b, target="cuda", allow_tf32=True,
+                           schedules={"contraction": {"allow_tf32": False}})
+    (kernel,) = _kernels(exact, "simt")
+    assert "mma.sync" not in kernel.ptx and "tf32" not in kernel.ptx
+
+
+def test_allow_tf32_is_an_error_on_the_cpu():
+    with pytest.raises(vtmlir.VtmlirError, match="allow_tf32=True applies to target='cuda' only"):
+        vtmlir.compile(MatMul(), torch.randn(4, 4), torch.randn(4, 4), allow_tf32=True)
+    with pytest.raises(vtmlir.VtmlirError, match="allow_tf32 must be True or False"):
+        vtmlir.compile(MatMul(), torch.randn(4, 4), torch.randn(4, 4), target="cuda", allow_tf32="yes")
+
+
+def test_cli_allow_tf32(tmp_path):
+    from vtmlir.cli.main import main
+
+    out = tmp_path / "mlp.ptx"
+    assert main(["compile", "mlp", "--target", "cuda", "--allow-tf32", "-o", str(out)]) == 0
+    assert ".tf32.tf32.f32" in out.read_text()  # the f32 model's Linear layers on TF32 tensor cores
 
 
 def test_elementwise_kernels_use_128_bit_accesses():
@@ -255,6 +276,84 @@ def test_llama_layer_in_f16_runs_every_contraction_on_tensor_cores():
     assert rows and all(k.schedule in ("warp-reduce", "block-reduce") for k in rows)
 
 
+def _mlp_f16(batch=64):
+    model, inputs = ZOO["mlp"].build(batch=batch, seed=0)  # batch 64: m a multiple of 16, no padding
+    return model.half(), inputs[0].half()
+
+
+@pytest.fixture(scope="module")
+def mlp_fused_and_not():
+    model, x = _mlp_f16()
+    return (vtmlir.compile(model, x, target="cuda"),
+            vtmlir.compile(model, x, target="cuda", schedules={"contraction": {"fuse": False}}))
+
+
+def test_linear_bias_and_activation_are_one_tensor_core_kernel(mlp_fused_and_not):
+    """The f16 MLP's Linear + bias + GELU / ReLU: the accumulator's fill, the matmul on tensor cores
+    and the bias and activation (the epilogue) in one kernel per layer; 9 kernels without fusion."""
+    fused, unfused = mlp_fused_and_not
+    assert [k.schedule for k in unfused.kernels].count("mma-sync") == 3 and len(unfused.kernels) == 9
+    assert len(fused.kernels) == 3
+    for kernel in fused.kernels:
+        assert kernel.schedule == "mma-sync", (kernel.name, kernel.plan.reason)
+        assert "+ prologue (kernel" in kernel.plan.detail and "+ epilogue (kernel" in kernel.plan.detail
+        ptx = kernel.ptx
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "cp.async" in ptx
+        assert "bar.sync" in ptx
+        for arch in ARCHS:
+            _check_resources(kernel, arch)  # no spills on sm_80 or sm_90
+    members = {p.id for p in fused.plans if p.reason.startswith("fused into kernel")}
+    assert len(members) == 6  # 3 fills, 3 bias + activation epilogues
+    # GELU's erf (libdevice: ex2) in the first layer's tensor-core kernel, in no unfused contraction
+    assert "ex2" in fused.kernels[0].ptx
+    assert not any("ex2" in k.ptx for k in unfused.kernels if k.schedule == "mma-sync")
+    report = fused.report()
+    assert len(report.kernels) == 3 and "+ epilogue" in str(report)
+
+
+@pytest.mark.parametrize("batch", [8, 1])  # 1: the epilogues' unit row dimension is folded away
+def test_padded_linear_layers_fuse_their_padding_copies_and_epilogues(batch):
+    """The f16 MLP at batch 8 and 1 (m padded to 16 rows): each layer's accumulator fills, the copies
+    into and out of the padded accumulator, the bias and activation and the copy of the activation into
+    the next layer's padded A run in the layer's tensor-core kernel (one block covers the 16 rows);
+    only the padded A buffers' fills and the input's copy stay kernels of their own: 24 -> 7 kernels."""
+    model, x = _mlp_f16(batch=batch)
+    exe = vtmlir.compile(model, x, target="cuda")
+    contractions = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
+    assert len(contractions) == 3 and len(exe.kernels) == 7, [(k.name, k.plan.description) for k in exe.kernels]
+    for kernel in contractions:
+        assert kernel.schedule == "mma-sync" and "mma.sync.aligned.m16n8k16" in kernel.ptx
+        assert "+ prologue (kernels" in kernel.plan.detail and "+ epilogue (kernels" in kernel.plan.detail
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+
+
+def test_epilogue_fusion_keeps_simt_contractions_fused_too():
+    """bf16 (SIMT contractions): the same fusion, with the FMA register tiles."""
+    model, inputs = ZOO["mlp"].build(batch=64, seed=0)
+    model, x = model.to(torch.bfloat16), inputs[0].to(torch.bfloat16)
+    exe = vtmlir.compile(model, x, target="cuda")
+    assert [k.schedule for k in exe.kernels] == ["simt"] * 3
+    for kernel in exe.kernels:
+        assert "+ epilogue" in kernel.plan.detail
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+@pytest.mark.parametrize("batch", [64, 8, 1])  # 8, 1: m padded, the padding copies fused too
+def test_fused_epilogues_compute_what_the_separate_kernels_do(batch):
+    """On a GPU: fusion is bitwise the unfused kernels (same operations per element, same order),
+    and both are torch's f16 MLP within f16 rounding of a differently ordered sum."""
+    model, x = _mlp_f16(batch)
+    fused = vtmlir.compile(model, x, target="cuda")
+    unfused = vtmlir.compile(model, x, target="cuda", schedules={"contraction": {"fuse": False}})
+    got, want = fused(x), unfused(x)
+    assert torch.equal(got, want)
+    reference = model.cuda()(x.cuda()).cpu()
+    torch.testing.assert_close(got.cpu(), reference, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_model_compiles_end_to_end(dtype):
     """`vtmlir.compile(model.half(), ...)` (and bf16): import, kernels, PTX for sm_80 and sm_90, a
@@ -277,7 +376,8 @@ def test_report_lists_every_kernel_with_resources_and_an_estimate():
     report = exe.report()
     assert len(report.kernels) == len(exe.kernels)
     (row,) = [r for r in report.kernels if r.schedule == "mma-sync"]
-    assert row.flops == 2 * m * n * k
+    assert row.flops == 2 * m * n * k + m * n  # and the fused epilogue's f32 -> f16 cast per element
+    assert len(report.kernels) == 1  # the accumulator's fill and that cast run in the contraction's tiles
     assert row.bytes >= (m * k + k * n) * 2
     for arch in ARCHS:
         assert row.resources[arch].registers > 0 and row.resources[arch].shared_bytes > 0

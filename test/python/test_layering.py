@@ -8,13 +8,21 @@ an edge. The test fails on
   package (`from ..vtc import fold_views`, the names its `__init__` exports), and the subsystems'
   own graph is acyclic; what two share otherwise moves down a layer;
 - a private name (`_x`) imported from another module, or a private module imported from outside its
-  package.
+  package;
+- a cycle among the imports that run when a module is loaded (its module-level ones), counting the
+  package `__init__` each import loads on the way (`from ..passes.registry import x` runs
+  `vtmlir/passes/__init__.py` first);
+- a function-local import without a comment saying why it is local (a heavy or optional dependency
+  deferred to first use, an upward import kept on purpose): on its line, or on a comment line right
+  before the run of imports it belongs to. Any other import goes at the top of the module.
 """
 
 from __future__ import annotations
 
 import ast
 import collections
+import io
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -177,6 +185,119 @@ def test_the_subsystems_use_each_other_acyclically():
 @pytest.mark.parametrize("kind", ["upward", "cross-subsystem", "private"])
 def test_imports_follow_the_layers(kind):
     assert VIOLATIONS[kind] == []
+
+
+def _module_level_imports(tree):
+    """The imports a module runs when it is loaded: top level, and in top-level `if`/`try` blocks
+    (except `if TYPE_CHECKING:`)."""
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.Try) or isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            yield from (n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def _load_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the vtmlir modules loading it loads directly: each module-level import's target and
+    the packages above the target that are not already loaded as the module's own parents."""
+    def resolve(name):
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    edges = collections.defaultdict(set)
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in _module_level_imports(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = package.split(".")
+                    source = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                names = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                         for alias in node.names]
+            for name in names:
+                if name.split(".")[0] != "vtmlir":
+                    continue
+                parts = resolve(name).split(".")
+                for i in range(1, len(parts) + 1):
+                    loaded = ".".join(parts[:i])
+                    if loaded in modules and not (module + ".").startswith(loaded + "."):
+                        edges[module].add(loaded)
+    return edges
+
+
+def test_loading_a_module_runs_no_import_cycle():
+    assert _cycles(_load_edges(MODULES)) == []
+
+
+def _unexplained_local_imports(path: Path, name: str) -> list[str]:
+    """`name:line: import` for each function-local import with no comment on its line(s), or on a
+    comment line right before the run of consecutive import statements it belongs to."""
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source, str(path))
+    comments = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    found = []
+
+    def visit(node, in_function: bool):
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list):
+                continue
+            run_start = None
+            for statement in statements:
+                if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    run_start = None
+                    continue
+                run_start = run_start or statement.lineno
+                own = any(line in comments for line in range(statement.lineno, statement.end_lineno + 1))
+                before = run_start - 1 in comments and lines[run_start - 2].lstrip().startswith("#")
+                if in_function and not (own or before):
+                    found.append(f"{name}:{statement.lineno}: {lines[statement.lineno - 1].strip()}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return found
+
+
+def test_function_local_imports_say_why():
+    assert [where for path in sorted(MODULES.values())
+            for where in _unexplained_local_imports(path, str(path.relative_to(PACKAGE.parent)))] == []
+
+
+def test_the_local_import_check_sees_unexplained_imports(tmp_path):
+    path = tmp_path / "fake.py"
+    path.write_text(
+        "import os\n\n"
+        "def f():\n    import json\n    import re  # deferred: why\n\n"
+        "def g():\n    # deferred: both heavy\n    import numpy\n    import torch\n\n"
+        "def h():\n    x = 1  # a comment on code, not on the import\n    import sys\n"
+        "    try:\n        import lzma\n    except ImportError:\n        pass\n"
+    )
+    assert _unexplained_local_imports(path, "fake.py") == [
+        "fake.py:4: import json", "fake.py:14: import sys", "fake.py:16: import lzma"]
+
+
+def test_the_load_cycle_check_counts_package_inits(tmp_path):
+    """q/c.py imports p.a, whose import of q.b runs q/__init__.py, which imports q.c: a cycle that
+    no edge between the two modules shows."""
+    files = {"vtmlir/__init__.py": "", "vtmlir/p/__init__.py": "", "vtmlir/p/a.py": "from ..q.b import x\n",
+             "vtmlir/q/__init__.py": "from .c import y\n", "vtmlir/q/b.py": "x = 1\n",
+             "vtmlir/q/c.py": "def f():\n    from ..p import a  # function-local: not a load edge\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    modules = {rel[:-3].replace("/__init__", "").replace("/", "."): tmp_path / rel for rel in files}
+    assert _cycles(_load_edges(modules), modules) == []
+    (tmp_path / "vtmlir/q/c.py").write_text("from ..p.a import z\n")
+    assert _cycles(_load_edges(modules), modules) == [["vtmlir.p.a", "vtmlir.q", "vtmlir.q.c"]]
 
 
 def test_the_checker_sees_violations(tmp_path):

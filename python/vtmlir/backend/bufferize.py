@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from torch_mlir import ir
 
 from ..passes import run_pipeline
+from ..passes.argument_updates import donate_arguments, result_arguments
+from ..signature import find_entry
 
 GRAPH_TO_KERNELS = (
     "builtin.module("
@@ -64,9 +66,6 @@ def bufferize(module: ir.Module, donate: Sequence[int] = (), function: str | Non
     out-parameter; `passes/argument_updates.py`). Returns, per result of the entry, the index of the
     donated argument that holds it or -1 (an out-parameter); None when nothing is donated.
     """
-    from ..passes.argument_updates import donate_arguments, result_arguments
-    from ..signature import find_entry
-
     if donate:
         donate_arguments(find_entry(module, function), donate)
     run_pipeline(module, GRAPH_TO_KERNELS, what="bufferizing (graph level → kernel level)")

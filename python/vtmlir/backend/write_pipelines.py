@@ -15,6 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from .bufferize import GRAPH_TO_KERNELS
+from .cpu.lower import CPU_STAGES
+from .cuda.lower import DEFAULT_STAGES
+
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "passes"
 
 
@@ -45,10 +49,6 @@ def _format(elements: list[str]) -> str:
 
 def codegen_pipelines(chip: str = "sm_80") -> dict[str, str]:
     """File name → pipeline text for every code-generation pipeline."""
-    from .bufferize import GRAPH_TO_KERNELS
-    from .cpu.lower import CPU_STAGES
-    from .cuda.lower import DEFAULT_STAGES
-
     cpu = [e for _, text in CPU_STAGES for e in _split_top_level(_body(text))]
     cuda = [e for stage in DEFAULT_STAGES for e in _split_top_level(_body(stage.text(chip)))]
     return {

@@ -10,7 +10,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+
+import vtmlir
+from vtmlir.errors import VtmlirError
+from vtmlir.frontend import import_torch
+from vtmlir.frontend.source import decode_source
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("input", help="a .mlir file at linalg-on-tensors level, '-' for stdin, or a zoo model name")
     comp.add_argument("--target", default="cpu", choices=("cpu", "cuda"))
     comp.add_argument("--chip", default="sm_80", help="CUDA chip the PTX targets (default: sm_80)")
+    comp.add_argument("--allow-tf32", action="store_true",
+                      help="cuda: f32 matmuls on TF32 tensor cores (as torch.backends.cuda.matmul.allow_tf32; "
+                           "default: exact f32)")
     comp.add_argument("--pipeline", help="graph-level pipeline to run instead of the opt-level one (vtmlir and "
                                          "upstream passes)")
     comp.add_argument("-O", "--opt-level", dest="opt_level", type=int, default=2, choices=(0, 1, 2),
@@ -49,7 +59,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from vtmlir.errors import VtmlirError
 
     try:
         return _COMMANDS[args.command](args)
@@ -61,11 +70,7 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends up: never a traceback
-        import os
-
         if os.environ.get("VTMLIR_DEBUG"):
-            import traceback
-
             traceback.print_exc()
         summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         print(f"vtmlir: internal error: {type(exc).__name__}: {summary} -- this is a bug in vtmlir; "
@@ -74,6 +79,7 @@ def main(argv=None) -> int:
 
 
 def _demo(args) -> int:
+    # deferred: the demo loads the CUDA backend and rich; `vtmlir --help` and the other commands do not
     from vtmlir.demo import run_demo
 
     rows = run_demo(archs=tuple(args.arch or ("sm_80", "sm_90")))
@@ -81,7 +87,7 @@ def _demo(args) -> int:
 
 
 def _models(args) -> int:
-    from vtmlir.models import REGISTRIES
+    from vtmlir.models import REGISTRIES  # deferred: models imports torch (heavy)
 
     for title, registry in REGISTRIES.items():
         print(f"# {title}")
@@ -91,8 +97,7 @@ def _models(args) -> int:
 
 
 def _import(args) -> int:
-    from vtmlir.frontend import import_torch
-    from vtmlir.models import get
+    from vtmlir.models import get  # deferred: models imports torch (heavy)
 
     model, inputs = get(args.model).build(batch=args.batch, seed=0)
     _write(args.output, str(import_torch(model, *inputs, output_type=args.output_type)))
@@ -100,16 +105,15 @@ def _import(args) -> int:
 
 
 def _compile(args) -> int:
-    import vtmlir
-    from vtmlir.errors import VtmlirError
-    from vtmlir.models import REGISTRIES, get
+    from vtmlir.models import REGISTRIES, get  # deferred: models imports torch (heavy)
 
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
-                   memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report)
+                   memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report,
+                   allow_tf32=args.allow_tf32)
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
         if args.dtype:
-            import torch
+            import torch  # deferred: torch is heavy; loaded on first use
 
             dtype = getattr(torch, args.dtype)
             model = model.to(dtype)
@@ -117,14 +121,10 @@ def _compile(args) -> int:
         compiled = vtmlir.compile(model, *inputs, **options)
     else:
         if args.input == "-":
-            from vtmlir.frontend.source import decode_source
-
             source = decode_source(sys.stdin.buffer.read(), "<stdin>")
         else:
             source = args.input
         if args.input != "-" and not args.input.endswith(".mlir"):
-            import os
-
             if args.dtype:
                 raise VtmlirError("error: --dtype applies to zoo models; an .mlir file has its types")
             if not os.path.isfile(args.input):

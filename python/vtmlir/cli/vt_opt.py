@@ -25,9 +25,18 @@ from __future__ import annotations
 import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass, field
 
+from torch_mlir import ir
+
+from .. import __version__
+from ..context import make_context
 from ..diagnostics import Diag, DirectiveError, Source, parse_expected, to_diag, verify_diagnostics
+from ..errors import VtmlirError
+from ..frontend.source import decode_source, parse_source
+from ..passes import all_passes
+from ..passes.pipeline import Pipeline, parse_pipeline
 
 PROG = "vt-opt"
 DEFAULT_SPLIT_MARKER = "// -----"
@@ -163,8 +172,6 @@ def parse_args(argv: list[str]) -> Options:
 
 
 def list_passes_text() -> str:
-    from vtmlir.passes import all_passes
-
     lines = ["Available vtmlir passes (run on builtin.module):"]
     for name, cls in all_passes().items():
         lines.append(f"  --{name:<30} {cls.summary}")
@@ -184,9 +191,6 @@ def list_passes_text() -> str:
 
 
 def build_pipeline(opts: Options):
-    from vtmlir.errors import VtmlirError
-    from vtmlir.passes.pipeline import Pipeline, parse_pipeline
-
     if opts.pass_pipeline is not None:
         return parse_pipeline(opts.pass_pipeline)
     elements = []
@@ -233,11 +237,6 @@ class Driver:
         name, text = self._read_input()
         source = Source(name, text)
 
-        from torch_mlir import ir
-
-        from vtmlir.context import make_context
-        from vtmlir.frontend.source import parse_source
-
         self.pipeline = build_pipeline(opts) if (opts.pass_pipeline is not None or opts.pass_flags) else None
         if opts.dump_pass_pipeline and self.pipeline is not None:
             sys.stderr.write(f"Pass Manager with {len(self.pipeline.elements)} passes:\n{self.pipeline.text()}\n")
@@ -259,8 +258,6 @@ class Driver:
         return 0 if ok else 1
 
     def _read_input(self) -> tuple[str, str]:
-        from vtmlir.frontend.source import decode_source
-
         path = self.opts.input
         if path == "-":
             return "<stdin>", decode_source(sys.stdin.buffer.read(), "<stdin>")
@@ -378,8 +375,6 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(USAGE)
             return 0
         if opts.version:
-            from vtmlir import __version__
-
             sys.stdout.write(f"vt-opt (vtmlir) {__version__}\n")
             return 0
         if opts.list_passes:
@@ -395,15 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - the one place every failure ends up
-        from vtmlir.errors import VtmlirError
-
         if isinstance(exc, VtmlirError):
             text = str(exc)
             _stderr(text if re.match(r"^\S*:\d+:\d+: |^[^\s:]+: error: ", text) else f"{PROG}: {text}")
             return 1
         if os.environ.get("VTMLIR_DEBUG"):
-            import traceback
-
             traceback.print_exc()
         notes = "; ".join(getattr(exc, "__notes__", []) or [])
         where = f" ({notes})" if notes else ""

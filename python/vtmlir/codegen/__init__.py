@@ -15,6 +15,7 @@ before the lowering to LLVM (`backend.cpu.lower`). It imports only the IR layer 
 
 from __future__ import annotations
 
+from ..errors import VtmlirError
 from .attach_schedule import KernelPlan, attach_schedules
 from .kernels import KERNEL_ATTR, Kernel, KernelKind, classify
 from .report import KernelReport, kernel_report
@@ -38,8 +39,6 @@ def override_items(schedules, resolve=resolve_schedules) -> list[str]:
             elif isinstance(value, dict):
                 items += [f"{kind}.{k}:{v}" for k, v in value.items()]
             else:
-                from ..errors import VtmlirError
-
                 raise VtmlirError(f"error: schedules[{kind!r}] must be None, a Schedule or a dict of parameters")
     else:
         items = list(schedules)

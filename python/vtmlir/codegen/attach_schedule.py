@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from torch_mlir import ir
 
+from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
 from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, structured_ops
@@ -50,8 +51,6 @@ def attach_schedules(module_op, threads: int = 0, overrides=None, target: HostTa
 
 
 def _attach(module_op, threads: int, overrides, target: HostTarget, strict: bool) -> list[KernelPlan]:
-    from ..errors import format_location
-
     table = resolve_schedules(overrides)
     parts = threads if threads > 0 else target.cores
     kernels = [classify(op) for op in structured_ops(module_op)]

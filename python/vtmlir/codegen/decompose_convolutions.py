@@ -31,7 +31,7 @@ from ..passes.registry import Pass, register_pass
 from .bodies import clone_ops, iterator_attr
 from .delinearize_loops import subview_type
 from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
-from .weights import Globals
+from .weights import Globals, is_identity_layout
 
 # An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
 # the register tiles; whole output rows, so narrow images take several rows per panel).
@@ -445,7 +445,6 @@ def _collapse(value, groups: list[list[int]]):
             size *= t.shape[i]
         shape.append(size)
         new_strides.append(strides[group[-1]])
-    from .weights import is_identity_layout
 
     if is_identity_layout(t):
         result = ir.MemRefType.get(shape, t.element_type)

@@ -19,12 +19,22 @@ This pass undoes the linearisation on the kernel, not on the data:
   that dimension into the loops' extents, `c_i` the row-major strides of that split): the same
   elements, addressed by one loop per dimension.
 
-A sliding window (linalg's convolution interface; without a `floordiv`/`mod`, any sum of loops two
-of which have the same coefficient: `h + kh`, also with a BatchNorm fused into the body) is left to
-`codegen-decompose-convolutions`. A kernel whose expressions do not have the form above (a
-coefficient that is not such a stride, a `floordiv` whose remainder terms could reach the divisor,
-negative coefficients, a body that reads `linalg.index`, a view of a buffer with a dynamic layout) is
-left as it is.
+A sliding window (linalg's convolution interface, or any sum of loops two of which have the same
+coefficient: `h + kh`, also with a BatchNorm fused into the body) is
+`codegen-decompose-convolutions`' to take: its window expressions (a sum mixing parallel and
+reduction loops, or with equal coefficients) stay, rewritten over the new loops, and their operand
+dimensions are not viewed; the other expressions are treated as above. So a blocked (NCHW16c) 1x1
+convolution with a BatchNorm fused into its input, which reads the BatchNorm's vectors at
+`c * 16 + cb`, reads them as (c, cb): the BatchNorm's assert and normalisation then read plain
+dimensions, `codegen-split-checks` and `codegen-split-prologues` take them out, and the product is a
+convolution again (EfficientViT's MBConv: the kernel kept scalar loops and took 2/3 of the block's
+time). ShuffleNet's 1x1 convolutions reading half of the channels (`c + 58`) or the shuffled ones
+(`(c floordiv 2 + 29, c mod 2)`) were no convolutions for linalg either ('pooling' kernels, scalar
+loops): a subview at channel 58, a split of `c` into (29, 2).
+
+A kernel whose expressions do not have the form above (a coefficient that is not such a stride, a
+`floordiv` whose remainder terms could reach the divisor, negative coefficients, loops to split under
+a body that reads `linalg.index`, a view of a buffer with a dynamic layout) is left as it is.
 """
 
 from __future__ import annotations
@@ -198,6 +208,89 @@ def _view_dim(form: Linear, ranges: list[int], size: int) -> tuple[list[int], in
     return order, offset, step
 
 
+def _expr(form: Linear) -> ir.AffineExpr:
+    """`form` as an affine expression of the loops."""
+    terms, constant = form
+    expr = None
+    for d, c in sorted(terms.items()):
+        term = ir.AffineDimExpr.get(d)
+        if c != 1:
+            term = term * ir.AffineConstantExpr.get(c)
+        expr = term if expr is None else expr + term
+    if expr is None:
+        return ir.AffineConstantExpr.get(constant)
+    return expr + ir.AffineConstantExpr.get(constant) if constant else expr
+
+
+def _plan(value, amap: ir.AffineMap, loops: dict[int, Linear], ranges: list[int], window=None):
+    """How to view `value` so that every result of `amap` is one loop per dimension: (offsets, sizes,
+    groups), or None if it cannot be. A group per operand dimension: the loops that address it, outer
+    first (one view dimension each; none: a unit dimension no loop indexes, dropped), or, where
+    `window(form)` holds (a sliding window's result), its linear form over the new loops, kept as an
+    expression with the dimension whole."""
+    memref_type = ir.MemRefType(value.type)
+    shape = list(memref_type.shape)
+    offsets, sizes, groups = [], [], []
+    for size, expr in zip(shape, amap.results):
+        form = _linear(expr, loops, ranges)
+        if form is None:
+            return None
+        if window is not None and window(form):
+            offsets.append(0)
+            sizes.append(size)
+            groups.append(form)
+            continue
+        view = _view_dim(form, ranges, size)
+        if view is None:
+            return None
+        order, offset, span = view
+        offsets.append(offset)
+        sizes.append(span)
+        groups.append(order)
+    used = [d for g in groups if isinstance(g, list) for d in g]
+    if len(used) != len(set(used)):
+        return None  # a loop twice in one operand (a diagonal): no projected permutation
+    strides, offset = memref_type.get_strides_and_offset()
+    if _needs_view(offsets, sizes, groups, shape):
+        if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides + [offset]):
+            return None  # a view of a buffer with a dynamic layout would need dynamic types
+    return offsets, sizes, groups
+
+
+def _needs_view(offsets, sizes, groups, shape) -> bool:
+    return (any(offsets) or sizes != shape
+            or any(isinstance(g, list) and len(g) != 1 for g in groups))
+
+
+def _view(value, plan, ranges: list[int]):
+    """`value` viewed as `plan` says (`_plan`), inserted at the current insertion point, and its
+    indexing map over the new loops."""
+    offsets, sizes, groups = plan
+    shape = list(ir.MemRefType(value.type).shape)
+    # Dimensions no loop indexes (a slice of one element: a KV head of GQA) are dropped by a
+    # rank-reducing subview: a constant index would hide the product from linalg's contraction
+    # interface, which takes projected permutations without constants.
+    dropped = [j for j, g in enumerate(groups) if isinstance(g, list) and not g]
+    kept = [(j, g) for j, g in enumerate(groups) if j not in dropped]
+    view = value
+    if any(offsets) or sizes != shape or dropped:
+        view = memref.subview(value, offsets, sizes, [1] * len(sizes),
+                              result_type=subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
+    if any(isinstance(g, list) and len(g) > 1 for _, g in kept):
+        kept_groups, new_shape = [], []
+        for j, g in kept:
+            extents = [ranges[d] for d in g] if isinstance(g, list) else [sizes[j]]
+            kept_groups.append(list(range(len(new_shape), len(new_shape) + len(extents))))
+            new_shape += extents
+        i64 = ir.IntegerType.get_signless(64)
+        reassociation = ir.ArrayAttr.get(
+            [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in kept_groups])
+        result = _expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
+        view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
+    exprs = [e for _, g in kept for e in ([ir.AffineDimExpr.get(d) for d in g] if isinstance(g, list) else [_expr(g)])]
+    return view, ir.AffineMap.get(len(ranges), 0, exprs)
+
+
 def delinearize(op) -> bool:
     """Rewrite one linalg.generic on memrefs as described in the module docstring."""
     op = op.operation
@@ -210,19 +303,21 @@ def delinearize(op) -> bool:
     for m in maps:
         for e in m.results:
             _divisors(e, divisors)
-    if linalg.isa_convolution_op(op) or (not divisors and any(_is_window(e) for m in maps for e in m.results)):
-        # A sliding window (a convolution's, a pooling's, also with a BatchNorm fused into its
-        # body: `h + kh`) is codegen-decompose-convolutions' to take.
-        return False
-    block = op.regions[0].blocks[0]
-    if any(inner.operation.name == "linalg.index" for inner in block.operations):
-        return False
+    # A sliding window (a convolution's, a pooling's, also with a BatchNorm fused into its body:
+    # `h + kh`) is codegen-decompose-convolutions' to take: its window expressions stay (over the
+    # new loops); only the other results are viewed (a BatchNorm's per-channel vectors read as
+    # `c * 16 + cb` by a blocked convolution; a channel slice `c + 58`), so that the passes after
+    # this one see plain dimensions there.
+    windowed = linalg.isa_convolution_op(op) or any(_is_window(e) for m in maps for e in m.results)
     types = [v.type for v in op.operands]
     if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
         return False
     old_ranges = loop_ranges_of(op, maps)
     if old_ranges is None:
         return False
+    block = op.regions[0].blocks[0]
+    if divisors and any(inner.operation.name == "linalg.index" for inner in block.operations):
+        return False  # the loops are split: an index of the old loop would need rebuilding
     pieces = _split_loops(old_ranges, divisors)
     if pieces is None:
         return False
@@ -234,58 +329,36 @@ def delinearize(op) -> bool:
             ranges.append(extent)
             old_of.append(d)
         loops[d] = (form, 0)
-    plans = []  # per operand: (offsets, sizes, groups of new dims, loops per new dim) or None
+    old_iterators = ir.ArrayAttr(op.attributes["iterator_types"])
+    iterators = [old_iterators[d] for d in old_of]
+
+    def window(form: Linear) -> bool:
+        # A window slides an output position by a filter tap: loops of both kinds (`2 * oh + kh`,
+        # also strided), or equal coefficients (`h + kh`). A view's linear index combines loops of
+        # one role (`c * 16 + cb`, both reductions of the convolution).
+        terms = form[0]
+        if len(terms) < 2:
+            return False
+        first = iterators[next(iter(terms))]
+        return len(set(terms.values())) != len(terms) or any(iterators[d] != first for d in terms)
+
+    plans = []
     for value, amap in zip(op.operands, maps):
-        shape = list(ir.MemRefType(value.type).shape)
-        offsets, sizes, groups, dims = [], [], [], []
-        for size, expr in zip(shape, amap.results):
-            form = _linear(expr, loops, ranges)
-            view = _view_dim(form, ranges, size) if form is not None else None
-            if view is None:
-                return False
-            order, offset, span = view
-            offsets.append(offset)
-            sizes.append(span)
-            groups.append(list(range(len(dims), len(dims) + max(len(order), 1))))
-            dims.extend(order or [None])  # no loop: a unit dimension, read at index 0
-        used = [d for d in dims if d is not None]
-        if len(used) != len(set(used)):
-            return False  # a loop twice in one operand (a diagonal): no projected permutation
-        memref_type = ir.MemRefType(value.type)
-        strides, offset = memref_type.get_strides_and_offset()
-        if len(dims) != len(shape) or offsets != [0] * len(offsets) or sizes != shape:
-            if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides + [offset]):
-                return False  # a view of a buffer with a dynamic layout would need dynamic types
-        plans.append((offsets, sizes, groups, dims))
+        plan = _plan(value, amap, loops, ranges, window if windowed else None)
+        if plan is None:
+            return False
+        plans.append(plan)
+    if len(ranges) == len(old_ranges) and not any(
+            _needs_view(*plan, list(ir.MemRefType(v.type).shape)) for v, plan in zip(op.operands, plans)):
+        return False  # nothing to split or view (a window's kernel with plain operands otherwise)
+    new_maps = []
     with op.context, op.location, ir.InsertionPoint(op):
-        for i, (value, (offsets, sizes, groups, dims)) in enumerate(zip(list(op.operands), plans)):
-            # Dimensions no loop indexes (a slice of one element: a KV head of GQA) are dropped by a
-            # rank-reducing subview: a constant index would hide the product from linalg's
-            # contraction interface, which takes projected permutations without constants.
-            dropped = [j for j, g in enumerate(groups) if dims[g[0]] is None]
-            view = value
-            if offsets != [0] * len(offsets) or sizes != list(ir.MemRefType(value.type).shape) or dropped:
-                view = memref.subview(value, offsets, sizes, [1] * len(sizes),
-                                      result_type=subview_type(ir.MemRefType(value.type), offsets, sizes, dropped))
-            kept = [d for d in dims if d is not None]
-            if len(kept) != len(sizes) - len(dropped):
-                kept_groups, start = [], 0
-                for g in groups:
-                    if dims[g[0]] is not None:
-                        kept_groups.append(list(range(start, start + len(g))))
-                        start += len(g)
-                i64 = ir.IntegerType.get_signless(64)
-                reassociation = ir.ArrayAttr.get(
-                    [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, j) for j in g]) for g in kept_groups])
-                new_shape = [ranges[d] for d in kept]
-                result = _expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
-                view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
+        for i, (value, plan) in enumerate(zip(list(op.operands), plans)):
+            view, new_map = _view(value, plan, ranges)
             op.operands[i] = view
-        new_maps = [ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in dims if d is not None])
-                    for (_, _, _, dims) in plans]
-    iterators = ir.ArrayAttr(op.attributes["iterator_types"])
+            new_maps.append(new_map)
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
-    op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in old_of])
+    op.attributes["iterator_types"] = ir.ArrayAttr.get(iterators)
     if "linalg.memoized_indexing_maps" in op.attributes:  # (the old maps, cached by linalg)
         del op.attributes["linalg.memoized_indexing_maps"]
     return True

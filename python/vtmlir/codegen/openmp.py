@@ -9,6 +9,7 @@ LLVM's libomp comes from the pinned `cmeel-libomp` wheel and is handed to MLIR's
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib import metadata
 
 from torch_mlir import ir
 
@@ -20,8 +21,6 @@ OPENMP_WHEEL = "cmeel-libomp"
 @lru_cache(maxsize=1)
 def openmp_library() -> str:
     """Path of libomp.so from the `cmeel-libomp` wheel."""
-    from importlib import metadata
-
     try:
         dist = metadata.distribution(OPENMP_WHEEL)
     except metadata.PackageNotFoundError:

@@ -30,6 +30,7 @@ from typing import ClassVar
 
 from torch_mlir import ir
 
+from ..errors import VtmlirError
 from . import transform_ir as t
 from .kernels import Kernel, KernelKind, element_bits_of
 from .target import HostTarget
@@ -71,8 +72,6 @@ class Schedule:
         for key, text in values.items():
             name = key.replace("-", "_")
             if name not in known:
-                from ..errors import VtmlirError
-
                 raise VtmlirError(f"error: schedule '{self.name}' has no parameter '{key}' "
                                   f"(parameters: {', '.join(known) or 'none'})")
             typed[name] = _parse_value(text, type(getattr(self, name)), self.name, key)
@@ -80,8 +79,6 @@ class Schedule:
 
 
 def _parse_value(text: str, kind: type, schedule: str, key: str):
-    from ..errors import VtmlirError
-
     try:
         if kind is bool:
             if text.lower() in ("1", "true", "on", "yes"):
@@ -311,8 +308,6 @@ def resolve_schedules(overrides: list[str] | dict | None,
     """DEFAULT_SCHEDULES (or another target's `defaults`) with overrides applied. Text form (the pass
     option), one item per setting: `kind:none` (keep loops), `kind:default`, or `kind.parameter:value`;
     the dict form maps a kind to None, a `Schedule`, or a dict of parameter values."""
-    from ..errors import VtmlirError
-
     defaults = DEFAULT_SCHEDULES if defaults is None else defaults
     table = dict(defaults)
     if not overrides:
@@ -349,6 +344,4 @@ def resolve_schedules(overrides: list[str] | dict | None,
 
 def _check_kind(kind: str, defaults: dict) -> None:
     if kind not in defaults:
-        from ..errors import VtmlirError
-
         raise VtmlirError(f"error: unknown kernel kind '{kind}' in schedules (kinds: {', '.join(defaults)})")

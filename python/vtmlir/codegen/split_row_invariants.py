@@ -13,6 +13,12 @@ that the rest of the body uses, and whose computation includes a division or a m
 into a kernel of its own over the shape of the input it reads (`bodies.make_prologue`), writing a
 new buffer the kernel then reads in its place.
 
+Where no value is the row's, the same is tried along each other loop, outer first: a value computed
+from inputs that loop does not index is the same all along it. A BatchNorm in a channels-last (NHWC)
+kernel computes `1 / sqrt(var + eps)` per channel, along the vectors, but identically for every
+pixel: it moves into a kernel over the channels (ShuffleNet's BatchNorm + ReLU kernels at batch 8
+redid a vector square root and division per 16 elements, 8 x 28 x 28 times per channel).
+
 Every element is computed by the same ops on the same values as before: results are bitwise those
 of the unsplit kernel.
 """
@@ -24,7 +30,7 @@ from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
 from .bodies import PURE_DIALECTS, backward_slice, clone_ops, iterator_attr, free_after, make_prologue, static_shape
-from .kernels import indexing_maps_of, rewrite_generics
+from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 
 # Ops worth a kernel of their own when they are the row's: divisions and math functions (rsqrt,
 # sqrt, exp, ...): a few cheap arith ops cost less per element than a buffer and a kernel.
@@ -47,11 +53,23 @@ def split_row_invariants(op) -> bool:
     out_inner = list(maps[-1].results)[-1] if maps[-1].results else None
     if not isinstance(out_inner, ir.AffineDimExpr):
         return False
+    ranges = loop_ranges_of(op, maps)
+    if ranges is None:
+        return False
+    # The row first (the loop the vectors run along); then the other loops, outer first: a
+    # BatchNorm in a channels-last kernel computes `1 / sqrt(var + eps)` per channel, i.e. along
+    # the vectors, but the same for every pixel (ShuffleNet b8: 8 x 28 x 28 times each).
     vector_dim = out_inner.position
+    others = [d for d in range(len(ranges)) if d != vector_dim and ranges[d] > 1]
+    return any(_split_along(op, maps, loop) for loop in [vector_dim] + others)
+
+
+def _split_along(op, maps, loop: int) -> bool:
+    """Split the costly values of `op` that are the same all along `loop` (they read no input that
+    `loop` indexes) into kernels of their own; False, with `op` untouched, if there is none."""
     block = op.regions[0].blocks[0]
     n_inputs = len(op.opview.inputs)
-    invariant_args = {i for i in range(n_inputs)
-                      if not any(isinstance(e, ir.AffineDimExpr) and e.position == vector_dim for e in maps[i].results)}
+    invariant_args = {i for i in range(n_inputs) if not any(_reads(e, loop) for e in maps[i].results)}
     body = list(block.operations)
     invariant: set = set()  # values of the body computed from invariant arguments only
     invariant_ops = []
@@ -113,6 +131,15 @@ def split_row_invariants(op) -> bool:
             kernel.operation.attributes[name] = op.attributes[name]
     op.erase()
     return True
+
+
+def _reads(expr, loop: int) -> bool:
+    """Whether the affine expression `expr` depends on the loop `loop`."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position == loop
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _reads(expr.lhs, loop) or _reads(expr.rhs, loop)
+    return False
 
 
 def _is_invariant(value, block, invariant, invariant_args) -> bool:

@@ -26,6 +26,7 @@ Register layouts (Tilus §4: local, spatial, column variants, composition, divis
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from torch_mlir import ir
 
 from .affine_eval import compose_maps
@@ -281,8 +282,6 @@ class Layout:
 
     def physical_array(self, logical):
         """The physical array (numpy) holding the row-major logical numpy array `logical`."""
-        import numpy as np
-
         sizes, _, order = self.expansion(list(logical.shape))
         return np.ascontiguousarray(np.asarray(logical).reshape(sizes).transpose(order))
 

@@ -19,6 +19,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from torch_mlir import ir
+
+from ..backend.cuda.lower import DEFAULT_STAGES, lower_to_nvvm
+from ..backend.cuda.ptx import check_chip, kernel_sources, translate_kernels
+from ..backend.cuda.ptxas import assemble
+from ..errors import VtmlirError
 from .native_mlir import build_vm_module
 
 #: CUDA lowering stages the VM goes through (see the module docstring)
@@ -36,20 +42,12 @@ class VmPtx:
 
     def assemble(self, arch: str | None = None) -> bytes:
         """ptxas (from nvidia-cuda-nvcc) for `arch` (default: the chip it was generated for)."""
-        from ..backend.cuda.ptxas import assemble
-
         return assemble(self.ptx, arch or self.chip, self.kernel)
 
 
 @functools.lru_cache(maxsize=None)
 def vm_ptx(chip: str = "sm_80") -> VmPtx:
     """The VM lowered through the CUDA path to PTX for `chip` (cached per chip)."""
-    from torch_mlir import ir
-
-    from ..backend.cuda.lower import DEFAULT_STAGES, lower_to_nvvm
-    from ..backend.cuda.ptx import check_chip, kernel_sources, translate_kernels
-    from ..errors import VtmlirError
-
     check_chip(chip)
     stages = tuple(s for s in DEFAULT_STAGES if s.name not in SKIPPED_STAGES)
     with ir.Context(), ir.Location.unknown():

@@ -14,9 +14,12 @@ import threading
 import numpy as np
 
 from ..backend.cpu.calling import data_pointer
+from .bytecode import decode
 from .graph import Graph, GraphError
 from .isa import Program
+from .native import BytecodeError, launch_header, native_vm, unsupported_reason
 from .tiling import MatmulTiling, VectorTiling
+from .vm import execute
 
 
 # --------------------------------------------------------------------------------- results
@@ -84,8 +87,6 @@ class CompiledKernel:
     def program(self) -> Program:
         p = self._program
         if p is None:
-            from .bytecode import decode
-
             p = self._program = decode(self.bytecode)
         return p
 
@@ -95,8 +96,6 @@ class CompiledKernel:
         kernel a template made; else the bytecode is decoded (validated) here, once."""
         r = self._native
         if r is UNCHECKED:
-            from .native import unsupported_reason
-
             r = self._native = unsupported_reason(self.program)
         return r
 
@@ -104,8 +103,6 @@ class CompiledKernel:
         """Before the first native run: the check (`native_reason`, raising for a program the
         native VM cannot run), the header read once (the words never change) and, for a kernel
         compiled for dense inputs, its `_NativeCall` (False where there is none)."""
-        from .native import BytecodeError, launch_header, native_vm
-
         reason = self.native_reason  # a template's kernel: known, no decode (see the class doc)
         if reason is not None:
             raise BytecodeError(f"dvm native vm: error: unsupported program: {reason}")
@@ -133,7 +130,6 @@ class CompiledKernel:
                 outs = launch(inputs, cores or 1)
                 if outs is not None:
                     return outs
-        from .vm import execute
 
         if len(inputs) != len(self.input_shapes):
             raise GraphError(f"{self.graph.name}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
@@ -148,8 +144,6 @@ class CompiledKernel:
             flat.append(a.reshape(-1) if a.flags.c_contiguous and a.size else _flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
         if native:
-            from .native import native_vm
-
             self._prepare_native()  # raises for a program the native VM cannot run
             native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *self._header)
         else:

@@ -19,8 +19,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from torch_mlir import ir
 
 from ..backend.cpu.calling import SCALAR, DescriptorTable, data_pointer
+from ..backend.cpu.executable import create_engine
+from ..backend.cpu.lower import lower_to_llvm
+from ..errors import VtmlirError
 from .bytecode import BytecodeError, decode
 from .isa import BINARY_OPS, REDUCE_OPS, SCALAR_OPS, DType, Opcode, Program
 from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_opcodes
@@ -101,12 +105,6 @@ class NativeVM:
     """The JIT-compiled VM. `stages` holds the IR after every lowering stage ("vm", "loops", "llvm")."""
 
     def __init__(self, opt_level: int = 3):
-        from torch_mlir import ir
-
-        from ..backend.cpu.executable import create_engine
-        from ..backend.cpu.lower import lower_to_llvm
-        from ..errors import VtmlirError
-
         self._ctx = ir.Context()
         with self._ctx, ir.Location.unknown():
             module = build_vm_module()

@@ -40,6 +40,9 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, cf, func, llvm, memref, scf
 
+from ..backend.cpu.executable import create_engine
+from ..backend.cpu.lower import lower_to_llvm
+from ..errors import VtmlirError
 from .coverage import COVERAGE, record_hit
 from .expr import BinOp, Compare, Const, Expr, F64Bits, Field, Name, Neg, TilingCall, TARGET, f64bits
 from .mlir_build import cidx, const, function, i, index, scalar
@@ -539,10 +542,6 @@ class NativeFill:
     first read). `source` is the module as built (before lowering), for inspection."""
 
     def __init__(self, tset, opt_level: int = 2):
-        from ..backend.cpu.executable import create_engine
-        from ..backend.cpu.lower import lower_to_llvm
-        from ..errors import VtmlirError
-
         self.tset = tset
         self.n_params = len(tset.templates[-1].params) if tset.templates else 0
         self.ranks = tset.templates[-1].ranks

@@ -30,7 +30,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, math, memref, scf
+from torch_mlir.dialects import arith, func, math, memref, scf, vector
 
 from .isa import CmpType, DType, Opcode
 from .mlir_build import call, cidx, const, function, i, index, scalar
@@ -429,8 +429,6 @@ def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
 def _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt):
     """Rows [0, m - m % R) in blocks of R, their columns [0, n - n % W) in vectors of W held in
     registers along k, the remaining columns i-k-j; returns the first row left (a Value)."""
-    from torch_mlir.dialects import vector
-
     t = scalar(_MLIR_TYPE[dt])
     width = _VECTOR_BYTES // _ITEMSIZE[dt]
     vt = ir.VectorType.get([width], t)

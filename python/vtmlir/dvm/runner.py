@@ -21,6 +21,7 @@ Anything else raises `VtmlirError` naming the op (at construction).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -37,9 +38,10 @@ from .compile import compile_graph
 from .kernel import launch_cores
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
-from .glue import GLUE, defining_op, tensor_dtype, describe_op, element_dtype
+from .glue import GLUE, bmm_admit, bmm_compile, defining_op, describe_op, element_dtype, tensor_dtype
 from .graph import Graph
 from .isa import CmpType, DType, Opcode
+from .template import coverage, templates_of
 from .tiling import Target
 
 _CMPF = {1: "EQ", 2: "GT", 3: "GE", 4: "LT", 5: "LE", 6: "NE", 8: "EQ", 9: "GT", 10: "GE", 11: "LT", 12: "LE", 13: "NE"}
@@ -576,8 +578,6 @@ class DvmFunction:
 
     def template_count(self) -> int:
         """Bytecode templates built so far over all kernels (`template.py`: one per structure)."""
-        from .template import templates_of
-
         graphs = [k.graph for k in self.kernels] + list(self.__dict__.get("_bmm", {}).values())
         return sum(len(ts) for g in graphs for ts in templates_of(g).values())
 
@@ -595,10 +595,6 @@ class DvmFunction:
         shapes from `vtmlir.symbolic_shape`). Refuses more than `limit` points. With `native`, each
         kernel's template set is then JIT-compiled (`TemplateSet.compile_native`). Returns
         ``{"points", "built", "templates", "native" (template sets now native), "seconds"}``."""
-        import itertools
-
-        from .template import coverage
-
         start, before = time.perf_counter(), self.template_count()
         if space is None:
             space, shapes_of = self._recorded_space()
@@ -694,8 +690,6 @@ def _compile_ahead(fn: DvmFunction, plan) -> None:
     from the `prebuild` dry run of the same argument layout (the glue's numpy results have the
     same shapes and strides whatever the values); each is still looked up by the actual layout
     when its kernel runs."""
-    from .glue import bmm_admit, bmm_compile
-
     done = fn.__dict__.setdefault("_bmm_kernels", {})
     todo = [(unit, key, shapes, strides) for unit, key, shapes, strides in plan
             if key not in (unit.cache if isinstance(unit, _GroupKernel) else done)]

@@ -36,6 +36,7 @@ from ..errors import VtmlirError
 from .compile import compile_graph
 from .graph import Graph, broadcast_shapes
 from .isa import DType, Opcode
+from .template import templates_of
 from .tiling import Target
 
 
@@ -136,8 +137,6 @@ class StreamFuser:
         """JIT-compile the bytecode templates of every kernel structure seen so far (after a
         warm-up; `template.TemplateSet.compile_native`): later new shapes of those structures then
         compile natively. Returns how many template sets are native."""
-        from .template import templates_of
-
         sets = [ts for g in self._graphs.values() for ts in templates_of(g).values()]
         for ts in sets:
             ts.compile_native()

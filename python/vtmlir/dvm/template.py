@@ -29,11 +29,16 @@ Tiling decisions are *not* cached: Alg. 1 runs for every new shape inside `fill`
 
 from __future__ import annotations
 
+import itertools
+import math
+import time
 from array import array
 from itertools import chain
 
 import numpy as np
+from tqdm import tqdm
 
+from ..errors import VtmlirError
 from .bytecode import WORD, BytecodeError, RepeatWords, check_traced, encode_words
 from .codegen import lower
 from .coverage import COVERAGE, coverage, record_hit
@@ -42,6 +47,7 @@ from .expr import Const, Expr, Name, evaluator
 from .graph import Graph
 from .implied_guards import prune
 from .native import unsupported_reason
+from .native_fill import NativeFill, Unsupported
 from .symbolic import Sym, Tracer, value
 from .tiling import Target, tile_matmul, tile_vector
 
@@ -265,9 +271,6 @@ class TemplateSet:
         compile differs from the Python `fill` at any template's traced shape (checked here,
         dense and strided: this also runs each native path once, at graph compile time, rather
         than in the first new shape)."""
-        from ..errors import VtmlirError
-        from .native_fill import NativeFill, Unsupported
-
         if self.native is not None or not self.templates:
             return
         try:
@@ -280,8 +283,6 @@ class TemplateSet:
         self.register()
 
     def _check(self, native) -> None:
-        from ..errors import VtmlirError
-
         for t in self.templates:
             if t.point is None:
                 continue
@@ -477,10 +478,6 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     how many points of the space each covers (`fill` tries them in order) and, with `native`, every
     template set used is JIT-compiled (`TemplateSet.compile_native`, ≈1 s each). Returns
     ``{"points", "built", "templates", "native" (template sets now native), "seconds"}``."""
-    import itertools
-    import math
-    import time
-
 
     target = target or Target()
     names = list(space)
@@ -492,8 +489,6 @@ def prebuild(graph: Graph, shapes_of, space: dict, target: Target | None = None,
     t0, built = time.perf_counter(), 0
     points = itertools.product(*values)
     if progress:
-        from tqdm import tqdm
-
         points = tqdm(points, total=total, desc=f"dvm prebuild {graph.name}", unit="shape")
     with coverage() as hits:
         for point in points:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 def add_corrections(table: dict) -> dict:
     """`table` (torch-mlir's FX decomposition table) with vtmlir's corrections on top."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     aten = torch.ops.aten
     table[aten.roll.default] = roll
@@ -59,7 +59,7 @@ def rank_zero_as_rank_one(op, otherwise=None):
 
 def roll(x, shifts, dims=()):
     """`aten.roll` as narrows and a concat per rolled dimension (shift reduced modulo the size)."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     shifts, dims = list(shifts), list(dims)
     if not dims:  # roll of the flattened tensor
@@ -80,7 +80,7 @@ def roll(x, shifts, dims=()):
 
 def constant_pad_nd(x, pad, value=0):
     """`aten.constant_pad_nd` with negative widths as narrows, then a non-negative pad."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     pad = list(pad)
     if not all(isinstance(p, int) for p in pad) or all(p >= 0 for p in pad):

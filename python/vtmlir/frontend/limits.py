@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from torch_mlir import ir
 
-from ..errors import VtmlirError
+from ..errors import VtmlirError, format_location
 
 MAX_NESTING = 256
 MAX_ELEMENTS = 2**31 - 1
@@ -111,8 +112,6 @@ def _check_nesting(text: str, raw: bytes, codes: np.ndarray, source_name: str) -
 
 def shaped_element_count(t) -> int | None:
     """Elements of a statically shaped tensor/memref/vector type (dynamic dims count as 1), else None."""
-    from torch_mlir import ir
-
     t = t.maybe_downcast() if hasattr(t, "maybe_downcast") else t
     if not isinstance(t, ir.ShapedType) or not t.has_rank:
         return None
@@ -126,10 +125,6 @@ def shaped_element_count(t) -> int | None:
 def check_module(module, entry=None, source_name: str = "<module>") -> None:
     """Refuse a module with a value beyond `MAX_ELEMENTS`, or an `entry` function with more than
     `MAX_ARGUMENTS` arguments and results."""
-    from torch_mlir import ir
-
-    from ..errors import format_location
-
     def too_big(t, where, what: str) -> None:
         count = shaped_element_count(t)
         if count is not None and count > MAX_ELEMENTS:

@@ -19,6 +19,7 @@ Text vtmlir printed itself (`as_module` of a foreign `ir.Module`) skips steps 1-
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from torch_mlir import ir
@@ -176,8 +177,6 @@ def _wrap_in_module(text: str) -> str:
     any line: `module {` goes on the blank or comment line just before the first op (after attribute
     and type aliases, which must stay outside), else in front of that op's line; `}` goes at the end,
     before a `{-# ... #-}` resource section if there is one."""
-    import re
-
     top_level_def = re.compile(r"^\s*[#!][\w$.\-]+\s*=")
     lines = text.split("\n")
 

@@ -42,7 +42,7 @@ class TorchCallSpec:
         return self.out_spec.num_leaves - len(self.output_constants)
 
     def __post_init__(self):
-        import torch
+        import torch  # deferred: torch is heavy; loaded on first use
 
         self._positional = self._plain_positional()
         self._tensor = torch.Tensor
@@ -53,6 +53,7 @@ class TorchCallSpec:
         """n when the export took n positional tensors and nothing else, and returned one tensor or
         a tuple of them (the common module): then `call_compiled` passes and returns them as they
         are, without flattening the trees (None otherwise)."""
+        # deferred: torch is heavy; loaded on first use
         import torch
         from torch.utils import _pytree as pytree
 
@@ -70,7 +71,7 @@ class TorchCallSpec:
     def flatten(self, args: tuple, kwargs: dict) -> list:
         """The compiled function's arguments for a call with `args` and `kwargs`; a VtmlirError when
         the call's structure or a specialised value differs from the export's."""
-        from torch.utils import _pytree as pytree
+        from torch.utils import _pytree as pytree  # deferred: torch is heavy; loaded on first use
 
         kwargs = _in_exported_order(dict(kwargs), self.in_spec)
         leaves, spec = pytree.tree_flatten((tuple(args), kwargs))
@@ -93,7 +94,7 @@ class TorchCallSpec:
     def unflatten(self, results: tuple) -> Any:
         """The module's result from the compiled function's results (the last `num_results` of
         them, see the module docstring)."""
-        from torch.utils import _pytree as pytree
+        from torch.utils import _pytree as pytree  # deferred: torch is heavy; loaded on first use
 
         results = tuple(results)
         if len(results) < self.num_results:

@@ -21,15 +21,17 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import numbers
 import re
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 from torch_mlir import ir
 
 from ..context import make_context
 from ..errors import UnsupportedOpError, VtmlirError, format_location
-from ..ir_utils import copy_module
+from ..ir_utils import copy_module, walk_ops
 from ..passes import run_pipeline
 from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
@@ -90,7 +92,7 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
     the frozen import (`_prepare_for_import`). The inputs may be any pytree of tensors and Python
     constants; a transformers model's cache classes are registered as pytrees first
     (`transformers_export`)."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
     from torch_mlir import fx  # also registers the torch pipelines by name (docs/design.md §6)
 
     if not isinstance(module, torch.nn.Module):
@@ -109,6 +111,7 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
 def import_exported(exported: ExportedTorch, output_type: str = "linalg-on-tensors", func_name: str = "main",
                     context: ir.Context | None = None) -> ir.Module:
     """Import an `export_torch` result as an `ir.Module` at `output_type` level."""
+    # deferred: torch_mlir.extras.fx_importer imports torch (heavy)
     from torch_mlir.extras.fx_importer import FxImporter
 
     if output_type not in OUTPUT_TYPES:
@@ -166,6 +169,7 @@ def _prepare_for_import(program) -> TorchCallSpec:
       import puts the tensor itself into the list, which torch-mlir's list import refuses
       ("Heterogeneous lists are not supported"); a `get_attr` in a list it imports as a literal.
     """
+    # deferred: torch is heavy; loaded on first use
     from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
     sig = program.graph_signature
@@ -217,7 +221,7 @@ def _node_location(node) -> str:
 def _unimported_node(program, err: NotImplementedError) -> UnsupportedOpError:
     """torch-mlir's FX importer raises NotImplementedError for a node it cannot import (Python-number
     ops on data-dependent values: `sym_float`, `sym_ite`, ...): name the first such node."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     for node in program.graph.nodes:
         if node.op == "call_function" and not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
@@ -236,8 +240,6 @@ def _refuse_conditionless_while_loops(module) -> None:
     condition is the constant true, takes it for a TorchScript `for` loop, and lowers it to an
     `scf.for` over 2**63 - 1 iterations without the exit condition -- a loop that would not end.
     Refuse it, naming the loop, instead of compiling it."""
-    from ..ir_utils import walk_ops
-
     for loop in walk_ops(module, "scf.for"):
         bound = loop.operands[1].owner
         if not isinstance(bound, ir.Block) and bound.name == "arith.constant" \
@@ -253,7 +255,7 @@ def _refuse_byte_contractions(program) -> None:
     """torch-mlir's linalg conversion of matmuls and convolutions whose result is int8/uint8 builds a
     `linalg.yield` of a null value (its scalar conversion to byte types is unimplemented) and the
     process dies (SIGSEGV). Refuse them, naming the op and its source line, before torch-mlir runs."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     aten = torch.ops.aten
     contractions = {aten.mm.default, aten.bmm.default, aten.matmul.default, aten.addmm.default,
@@ -275,6 +277,7 @@ def _export(module, args, kwargs, dynamic_shapes):
     `float(t)`, `t.item()` feeding Python arithmetic become data-dependent symbols it cannot guard
     on -- strict (TorchDynamo) tracing, which captures them as tensor ops, as torch-mlir's own
     e2e configuration does."""
+    # deferred: torch (heavy) loads on first use
     import torch
     from torch_mlir import fx
 
@@ -337,6 +340,7 @@ def _decomposition_table() -> dict:
     - `sort(stable=True)` (also argsort's) as a plain sort: torch-mlir does not know
       `aten.sort.stable`, and the sort vtmlir compiles is stable (`convert-tm-tensor-to-scf`), so the
       two are the same function here."""
+    # deferred: torch (heavy) loads on first use
     import torch
     from torch._decomp import get_decompositions
     from torch_mlir import fx
@@ -353,8 +357,7 @@ def _decomposition_table() -> dict:
 def _check_input_leaves(args: tuple, kwargs: dict) -> None:
     """Refuse, naming it, an input `torch.export` cannot flatten (an object of an unregistered class)
     before the export fails on it with a message about pytrees."""
-    import numbers
-
+    # deferred: torch is heavy; loaded on first use
     import torch
     from torch.utils import _pytree as pytree
 
@@ -393,9 +396,11 @@ def _record_calling_convention(fn, program) -> None:
     uint8 arguments and results (`vtmlir.element_type = ui8`) and which results are new values of
     user inputs or buffers the module writes in place (`vtmlir.input_mutations`). Python numbers
     torch.export made constants are no arguments (`_prepare_for_import` took them out)."""
+    # deferred: torch is heavy; loaded on first use
     import torch
     from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
+    # deferred: signature loads ml_dtypes and the tensor dialect; `import vtmlir` stays light
     from ..signature import BUFFER_UPDATE, ELEMENT_TYPE, INPUT_MUTATIONS, RETURNED, attr_dicts
 
     sig = program.graph_signature
@@ -439,7 +444,7 @@ def _find_func(module, name):
 def _user_dim_names(program, dynamic_shapes) -> dict[str, str]:
     """torch.export renames every Dim to a fresh symbol (s77); map those back to the user's names
     where a placeholder size is exactly one symbol bound to a named Dim of the spec."""
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     names: dict[str, str] = {}
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
@@ -464,8 +469,6 @@ def _user_dim_names(program, dynamic_shapes) -> dict[str, str]:
 
 
 def _affine_symbol_names(expr_text: str, operands: list[str]) -> str:
-    import re
-
     return re.sub(r"\bs(\d+)\b", lambda m: operands[int(m.group(1))], expr_text)
 
 
@@ -558,8 +561,7 @@ def _quiet_torch_logs():
 
 
 def _as_torch(value):
-    import numpy as np
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value)

@@ -31,6 +31,7 @@ def is_transformers_model(module) -> bool:
 def register_cache_pytrees(model) -> None:
     """Register transformers' cache classes (those `model` may take or return) as pytree nodes."""
     try:
+        # deferred: transformers is heavy; older versions lack this module (the except below)
         from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
     except ImportError as err:
         raise VtmlirError(f"error: this transformers version cannot register its cache classes for "

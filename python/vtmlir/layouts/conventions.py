@@ -38,6 +38,7 @@ from functools import cached_property
 from torch_mlir import ir
 
 from ..dialects.memory_layout import Layout
+from ..errors import VtmlirError
 from ..ir_utils import iterator_kinds
 
 # Canonical dim letters per rank, the names layouts are written over when a convention does not say.
@@ -294,8 +295,6 @@ def register_target(target: Target) -> Target:
 
 
 def get_target(name: str) -> Target:
-    from ..errors import VtmlirError
-
     try:
         return TARGETS[name]
     except KeyError:

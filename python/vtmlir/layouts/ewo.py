@@ -40,7 +40,10 @@ import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..dialects.memory_layout import Layout
+from ..errors import VtmlirError
 from .conventions import KernelSite, Target
 from .resolve import (
     Decision,
@@ -128,8 +131,7 @@ def solve_bruteforce(problem: EwoProblem) -> EwoSolution:
 
 def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
     """Solve `problem` exactly with HiGHS (highspy)."""
-    import highspy
-    import numpy as np
+    import highspy  # deferred: highspy is heavy; loaded on first use
 
     t0 = time.perf_counter()
     cols_cost: list[float] = []
@@ -212,8 +214,6 @@ def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            from ..errors import VtmlirError
-
             raise VtmlirError(f"error: layout ILP not solved to optimality: {status}")
         values = list(h.getSolution().col_value)
     else:

@@ -39,7 +39,9 @@ from torch_mlir.dialects import tensor
 
 from ..dialects import layout as layout_dialect
 from ..dialects.memory_layout import Layout
+from ..ir_constants import constant_array, make_constant
 from ..ir_utils import symbol_name
+from ..passes import run_pipeline
 from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from .blocked import BlockedLayoutError, physical_conversion, physical_generic, physical_pads, physical_type
 from .conventions import layout_label
@@ -125,8 +127,7 @@ class _Materializer:
         evaluated at compile time with lowbit's interpreter and stored as a constant in `layout`
         (issue 4: constant operands converted at compile time). None when the interpreter cannot
         evaluate it (an op it does not know, a reduction): the caller transposes at run time."""
-        from ..lowbit import ConstantEvaluator, EvaluationError
-        from ..ir_constants import make_constant
+        from ..lowbit import ConstantEvaluator, EvaluationError  # deferred: lowbit imports torch (heavy)
 
         if self.evaluator is None:
             self.evaluator = ConstantEvaluator()
@@ -144,7 +145,6 @@ class _Materializer:
         operands are converted at compile time"). None when `owner` is not such a constant."""
         if isinstance(owner, ir.Block) or owner.name != "arith.constant":
             return None
-        from ..ir_constants import constant_array, make_constant
 
         array = constant_array(owner)
         if array is None:
@@ -336,8 +336,6 @@ class LayoutMaterialize(Pass):
                report_option("one line per conversion"))
 
     def run(self, module):
-        from ..passes import run_pipeline
-
         if self.loop_order not in ("output", "logical"):
             self.emit_error(module, f"layout-materialize: loop-order must be 'output' or 'logical', "
                                     f"got '{self.loop_order}'")

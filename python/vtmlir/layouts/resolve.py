@@ -48,6 +48,7 @@ from .conventions import (
     Variant,
     elementwise_roles,
     get_target,
+    layout_label,
     layout_named,
 )
 from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION, FunctionLayoutReport, LayoutReport
@@ -160,8 +161,6 @@ def any_decision(conv: KernelConvention, site: KernelSite, layout: Layout) -> De
 
 
 def _label(layout: Layout) -> str:
-    from .conventions import layout_label
-
     return layout_label(layout)
 
 
@@ -459,6 +458,24 @@ def apply_resolution(res: Resolution, *, share: bool = False) -> int:
     return inserted
 
 
+def resolve_module(module, target: Target, pass_name: str, *, share: bool, choose=None) -> LayoutReport:
+    """The loop of `layout-resolve` and `layout-select-ilp` over the functions of `module`: remove the
+    conversion units an earlier run left, resolve (Fig. 8), let `choose(resolution)` change the
+    resolved layouts (the ILP's choice; it returns its `FunctionLayoutReport` fields from
+    `ilp_variables` on), insert the conversions and report each function's before/after figures."""
+    report = LayoutReport(pass_name, target.name)
+    for func in functions(module):
+        strip_conversions(func)
+        res = resolve_function(func, target)
+        naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
+        solver_figures = choose(res) if choose is not None else ()
+        after_bytes, relaid = res.conversion_bytes(share=share), res.constant_conversions()
+        n = apply_resolution(res, share=share)
+        report.functions.append(FunctionLayoutReport(
+            symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, *solver_figures))
+    return report
+
+
 def conversion_bytes(value) -> int:
     """Bytes a run-time conversion of `value` moves (its elements times element size, like vt-stats)."""
     return shaped_bytes(value.type) or 0
@@ -483,15 +500,6 @@ class LayoutResolve(Pass):
             return self._run(module)
 
     def _run(self, module):
-        target = get_target(self.target)
-        report = LayoutReport(self.name, target.name)
-        for func in functions(module):
-            strip_conversions(func)
-            res = resolve_function(func, target)
-            naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
-            after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
-            n = apply_resolution(res, share=self.share)
-            report.functions.append(FunctionLayoutReport(
-                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid))
+        report = resolve_module(module, get_target(self.target), self.name, share=self.share)
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
         return report

@@ -7,12 +7,11 @@ an earlier run left (`strip_conversions`), so it can be re-run and chained. See 
 
 from __future__ import annotations
 
-from ..ir_utils import symbol_name
 from ..passes.registry import Option, Pass, register_pass
 from .conventions import get_target
 from .ewo import build_model, solve_ilp
-from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION, FunctionLayoutReport, LayoutReport
-from .resolve import apply_resolution, functions, resolve_function, strip_conversions
+from .report import JSON_OPTION, REPORT_OPTION, TARGET_OPTION
+from .resolve import resolve_module
 
 
 @register_pass
@@ -39,11 +38,8 @@ class LayoutSelectIlp(Pass):
             self.emit_error(module, f"layout-select-ilp: cost must be 'bytes' or 'count', got '{self.cost}'")
             return
         target = get_target(self.target)
-        report = LayoutReport(self.name, target.name)
-        for func in functions(module):
-            strip_conversions(func)
-            res = resolve_function(func, target)
-            naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
+
+        def choose(res) -> tuple:
             model = build_model(res, target, share=self.share)
             if self.cost == "count":
                 for v in model.problem.values:
@@ -51,15 +47,10 @@ class LayoutSelectIlp(Pass):
             solution = solve_ilp(model.problem, time_limit=self.time_limit)
             # Keep the resolved choice when the ILP finds nothing better (ties keep Fig. 8's).
             initial = model.initial_choice()
-            if model.problem.cost(initial) <= solution.objective:
-                choice = initial
-            else:
-                choice = solution.choice
-            model.apply(choice)
-            after_bytes, relaid = res.conversion_bytes(share=self.share), res.constant_conversions()
-            n = apply_resolution(res, share=self.share)
-            report.functions.append(FunctionLayoutReport(
-                symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, solution.variables, solution.integer_variables,
-                solution.constraints, solution.solve_seconds, solution.status))
+            model.apply(initial if model.problem.cost(initial) <= solution.objective else solution.choice)
+            return (solution.variables, solution.integer_variables, solution.constraints, solution.solve_seconds,
+                    solution.status)
+
+        report = resolve_module(module, target, self.name, share=self.share, choose=choose)
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text())
         return report

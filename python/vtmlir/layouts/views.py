@@ -38,10 +38,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torch_mlir import ir
+from torch_mlir.dialects import tensor
 
 from ..dialects import vt as vt_dialect
 from ..dialects.memory_layout import Layout
 from ..dialects.vt_mapping import MappingFunction
+from ..ir_utils import walk_ops
+from ..vtc import CPU_CACHE_LINE, classify, fold_views, loop_extents
 from .blocked import physical_conversion
 from .conventions import layout_label
 
@@ -105,8 +108,6 @@ def copy_choice(copy: ir.Value, src: Layout, dst: Layout) -> ConversionChoice:
 
 def _consumer_reads(use) -> int | None:
     """Loop-nest iterations of the `linalg.generic` reading `use` as an input, None for any other reader."""
-    from ..vtc import loop_extents
-
     owner = use.owner
     owner = owner.operation if hasattr(owner, "operation") else owner
     if owner.name != "linalg.generic":
@@ -126,8 +127,6 @@ def _consumer_reads(use) -> int | None:
 
 def decide(view_value: ir.Value, src: Layout, dst: Layout, mode: str) -> ConversionChoice:
     """View or copy for the conversion whose view is `view_value` (see the module docstring)."""
-    from ..vtc import CPU_CACHE_LINE, classify
-
     view_op = view_value.owner
     source_type = ir.RankedTensorType(view_op.operands[0].type)
     t = ir.RankedTensorType(view_value.type)
@@ -165,8 +164,6 @@ def decide(view_value: ir.Value, src: Layout, dst: Layout, mode: str) -> Convers
 def finish_views(func, pending: list[tuple[ir.Value, Layout, Layout]], mode: str) -> list[ConversionChoice]:
     """Decide every pending conversion view of `func`: copies for the rejected ones, `fold_views`
     for the rest, and a copy for any view `fold_views` could not fold. Returns one choice each."""
-    from ..vtc import fold_views
-
     choices = []
     kept: dict = {}
     for value, src, dst in pending:
@@ -192,8 +189,6 @@ def finish_views(func, pending: list[tuple[ir.Value, Layout, Layout]], mode: str
 
 
 def _views_in(func) -> list:
-    from ..ir_utils import walk_ops
-
     return walk_ops(func, "vt.view")
 
 
@@ -201,8 +196,6 @@ def _reshape_instead(view_value: ir.Value) -> None:
     """A fully contiguous view (VTC Def. 5, Type I) holds the source's bytes in the source's order:
     it is a reshape (`tensor.collapse_shape` to 1-D + `tensor.expand_shape`), which bufferizes to a
     view of the same buffer whatever the consumers are."""
-    from torch_mlir.dialects import tensor
-
     view_op = view_value.owner
     source = view_op.operands[0]
     src_t, dst_t = ir.RankedTensorType(source.type), ir.RankedTensorType(view_value.type)

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 from torch_mlir import ir
 
+from ..backend.cuda.ptx import kernel_sources, translate_kernels
+from ..backend.cuda.ptxas import assemble
+from ..backend.cuda.runtime import check_cuda, cuda_available, cuda_driver, device_arch
+from ..context import make_context
 from ..errors import VtmlirError
+from ..passes import run_pipeline
 from .evaluate import affine_eval
 from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout, fma_kernel,
                           mma_kernel)
@@ -160,9 +165,6 @@ class QuantizedMatmulKernel:
 
     def nvvm(self, chip: str = "sm_80") -> str:
         """The kernel after the NVVM lowering (llvm + nvvm dialects only)."""
-        from ..context import make_context
-        from ..passes import run_pipeline
-
         with make_context():
             module = ir.Module.parse(self.mlir)
             run_pipeline(module, LOWERING.format(chip=chip), what="lowbit mma kernel lowering")
@@ -173,14 +175,10 @@ class QuantizedMatmulKernel:
         return ptx_batch([self], chip)[self.name]
 
     def assemble(self, arch: str = "sm_80") -> bytes:
-        from ..backend.cuda.ptxas import assemble
-
         return assemble(self.ptx(arch if arch != "sm_90a" else "sm_90"), arch, self.name)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         """y = x @ W'^T on GPU 0 (x is cast to f16); `VtmlirError` without a device."""
-        from ..backend.cuda.runtime import check_cuda, cuda_driver, cuda_available, device_arch
-
         if not cuda_available():
             raise VtmlirError("error: no CUDA device available")
         m, n, _ = self.shape
@@ -217,8 +215,6 @@ class QuantizedMatmulKernel:
 def _printed(build) -> str:
     """The kernel module `build()` makes in a fresh context, verified and printed (the kernel's
     `mlir` artifact, which `nvvm` lowers)."""
-    from ..context import make_context
-
     with make_context(), ir.Location.unknown():
         module = build()
         module.operation.verify()
@@ -227,9 +223,6 @@ def _printed(build) -> str:
 
 def ptx_batch(kernels: list[QuantizedMatmulKernel], chip: str = "sm_80") -> dict[str, str]:
     """{kernel name: PTX} for several kernels with one LLVM translation subprocess."""
-    from ..backend.cuda.ptx import kernel_sources, translate_kernels
-    from ..context import make_context
-
     sources = []
     for kernel in kernels:
         with make_context():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 
 class BertLayer(nn.Module):
@@ -68,6 +69,4 @@ def dynamic_shapes(max_batch: int = 64):
     BERT's batch). A dynamic sequence length too is not offered: torch-mlir lowers the
     `[b, s, h] -> [b*s, h]` views of `nn.Linear` with two dynamic dims to a `tensor.cast` to
     `[?, 1, h]` guarded by a runtime assert that s == 1 (wrong for every other s)."""
-    from torch.export import Dim
-
     return {"x": {0: Dim("batch", min=1, max=max_batch)}}

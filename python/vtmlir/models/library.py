@@ -70,7 +70,7 @@ def import_torchvision():
     """`torchvision`, importable with the CPU torch (see the module docstring)."""
     if "torchvision" not in sys.modules and not _torchvision_extension_loads():
         sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
-    import torchvision
+    import torchvision  # deferred: torchvision is heavy; loaded on first use
 
     return torchvision
 
@@ -79,7 +79,7 @@ def import_transformers():
     """`transformers`, after `import_torchvision` where torchvision is installed (it imports it)."""
     if importlib.util.find_spec("torchvision") is not None:
         import_torchvision()
-    import transformers
+    import transformers  # deferred: transformers is heavy; loaded on first use
 
     return transformers
 

@@ -27,7 +27,8 @@ from functools import cmp_to_key
 from torch_mlir import ir
 
 from ..ir_utils import all_parallel, walk_ops
-from ..passes.memref_dealloc_at_last_use import users_in_block
+from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
+from ..passes.memref_elide_temporary_copies import accesses, region, root_of
 from ..passes.registry import Pass, register_pass
 
 
@@ -124,8 +125,6 @@ def _writes_view_whole(op, buffer):
     all-parallel `linalg.generic`/`linalg.map` whose one init is the view, written through a
     permutation map, with a payload that ignores the init's old value -- and reads nothing of
     `buffer`. None otherwise (also when the view is no box of the buffer)."""
-    from ..passes.memref_elide_temporary_copies import accesses, region, root_of
-
     operands = list(op.operands)
     if not operands or root_of(operands[-1]) != buffer:
         return None
@@ -155,8 +154,6 @@ def _covering_writes(ops, buffer) -> bool:
     """`ops` (top-level users of `buffer` in order) start with writes of disjoint boxes of `buffer`
     that together cover all of it, before anything reads it or touches it otherwise (view ops touch
     no memory): from the first of them on, the buffer holds a new value."""
-    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
-
     shape = ir.MemRefType(buffer.type).shape
     total = 1
     for n in shape:
@@ -194,8 +191,6 @@ def split_reused_buffers(root) -> int:
     used after it are made again on the fresh one (`cse` merges equal subviews of the two values).
     The old buffer is freed after its last earlier use (`memref-dealloc-at-last-use`'s placement
     below). Returns how many buffers were split."""
-    from ..passes.memref_dealloc_at_last_use import VIEW_OPS
-
     splits = 0
     work = list(walk_ops(root, "memref.alloc"))
     while work:
@@ -289,8 +284,6 @@ def reuse_dead_inputs(root) -> int:
     `x`'s buffer and the fresh allocation disappears (ReLU, BatchNorm and residual adds in place, what
     one-shot bufferization already does when both come from one `tensor.empty`).
     `temco-analyze-peak-memory` models the same rule. Returns how many allocations were removed."""
-    from ..passes.memref_elide_temporary_copies import accesses
-
     removed = 0
     for op in list(walk_ops(root, "linalg.generic")):
         owner = op.parent

@@ -30,10 +30,14 @@ Options are written like MLIR pass options, `vt-stats{json=true report=stats.txt
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from torch_mlir import ir
 
 from ..errors import LocatedError, VtmlirError
 
@@ -93,6 +97,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-gpu-sink-workgroup-buffers": "vtmlir.codegen.gpu.sink_workgroup_buffers",
     "codegen-gpu-workgroup-globals": "vtmlir.codegen.gpu.workgroup_globals",
     "codegen-gpu-sink-constants": "vtmlir.codegen.gpu.sink_constants",
+    "codegen-gpu-sync-epilogues": "vtmlir.codegen.gpu.sync_epilogues",
     "codegen-gpu-outline-kernels": "vtmlir.codegen.gpu.outline_kernels",
     "codegen-gpu-convert-mma": "vtmlir.codegen.gpu.convert_mma",
     "codegen-gpu-reduce-rows": "vtmlir.codegen.gpu.reduce_rows",
@@ -356,9 +361,6 @@ class Pass:
         """An exception escaping `run` is a bug in the pass; the user still gets an MLIR-style error
         naming the pass and the op it was working on (the innermost `op` of the traceback, which is
         where `file:line:col` comes from), and `VTMLIR_DEBUG=1` prints the Python traceback."""
-        import os
-        import traceback
-
         culprit = _op_in_traceback(exc.__traceback__)
         target = culprit if culprit is not None else module
         summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -374,8 +376,6 @@ class Pass:
 def _op_in_traceback(tb):
     """The op held in a variable named `op` by the innermost traceback frame that has one (an op a
     pass erased is skipped: the bindings refuse to read its location)."""
-    from torch_mlir import ir
-
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)

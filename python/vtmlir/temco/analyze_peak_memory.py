@@ -41,10 +41,13 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
+from ..frontend import as_module
+from ..passes import run_pipeline
 from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
 from ..ir_utils import all_parallel, destination_indices, nested_operands, nested_ops, walk_ops
+from .plot import plot_memory
 
 WEIGHT = "weight"
 INPUT = "input"
@@ -216,9 +219,6 @@ def analyze_peak_memory(module, as_compiled: bool = False) -> MemoryReport:
     i.e. the tensors the compiled code really allocates; `peak_internal_bytes` of that timeline is
     what `measure_peak_memory` measures, up to allocation alignment (tested)."""
     if as_compiled:
-        from ..frontend import as_module
-        from ..passes import run_pipeline
-
         module = as_module(module.operation.get_asm(enable_debug_info=True), context=module.context)
         run_pipeline(module, COMPILED_GRAPH_PREFIX, what="graph-level fusion before the memory analysis")
     report = MemoryReport()
@@ -482,8 +482,6 @@ class TemcoAnalyzePeakMemory(Pass):
         report = analyze_peak_memory(module)
         self.write_report(module, report.to_json() + "\n" if self.json else report.to_text(self.timeline))
         if self.plot and self.check_binary_destination(module, "plot", self.plot):
-            from .plot import plot_memory
-
             try:
                 plot_memory([(f"@{f.function}", f) for f in report.functions], self.plot)
             except OSError as err:

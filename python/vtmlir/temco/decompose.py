@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import arith, linalg, tensor
 
 from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
@@ -179,8 +180,6 @@ def _decompose_one(conv, fname: str, index: int, ratio: float, skip_pointwise: b
 
 def _rewrite(conv, factors, element_type, index: int) -> None:
     """Replace `conv` by fconv → (pad) → core → lconv, built right before it."""
-    from torch_mlir.dialects import arith, linalg, tensor
-
     x, w_value, init = conv.operands[0], conv.operands[1], conv.operands[2]
     r1, r2 = factors.ranks
     pad = _zero_spatial_pad(x)
@@ -256,8 +255,6 @@ def _zero_spatial_pad(value):
 
 def _repad(pad, value, element_type):
     """`tensor.pad` of `value` with `pad`'s static padding and padding value."""
-    from torch_mlir.dialects import tensor
-
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
     shape = [d + lo + hi for d, lo, hi in zip(_static_shape(value), low, high)]

@@ -48,10 +48,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import func as func_d, linalg
 from torch_mlir.dialects import transform
 from torch_mlir.dialects.transform import structured
 from torch_mlir.dialects.transform import tensor as transform_tensor
 
+from ..ir_constants import constant_array, make_constant
 from ..ir_utils import apply_transform_script, walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from ..errors import format_location
@@ -445,10 +447,6 @@ def split_concat_fconvs(func) -> int:
     longer built and each part can be fused with the chain that produced it. Returns the count.
     An lconv over a concat (`temco-merge-lconvs`' merged lconv, Fig. 9a: its parts are reduced
     tensors) is left whole: splitting it would undo the merge."""
-    from torch_mlir.dialects import linalg
-
-    from ..ir_constants import constant_array, make_constant
-
     count = 0
     for fconv in [op for op in walk_ops(func, _CONV) if _is_pointwise_conv(op)]:
         concat = _producer(fconv.operands[0])
@@ -606,8 +604,6 @@ class _Isolated:
             lambda a, b: 0 if a == b else (-1 if a.is_before_in_block(b) else 1)))
 
     def __enter__(self):
-        from torch_mlir.dialects import func
-
         block = self.root.block
         after = False
         for op in block.operations:  # the first op after the root: the loop goes before it
@@ -637,14 +633,14 @@ class _Isolated:
         with self.root.context, ir.Location.unknown():
             self.module = ir.Module.create()
             with ir.InsertionPoint(self.module.body):
-                self.func = func.FuncOp("group", ([v.type for v in self.outside], [self.root.results[0].type]))
+                self.func = func_d.FuncOp("group", ([v.type for v in self.outside], [self.root.results[0].type]))
             entry = self.func.add_entry_block()
             for op in self.ops:
                 entry.append(op)
             for op, i, k in uses:
                 op.operands[i] = entry.arguments[k]
             with ir.InsertionPoint(entry):
-                func.ReturnOp([self.root.results[0]])
+                func_d.ReturnOp([self.root.results[0]])
         return self.module.operation
 
     def __exit__(self, *exc):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 from torch_mlir import ir
-from torch_mlir.dialects import linalg, tensor
+from torch_mlir.dialects import arith, linalg, tensor
 
 from ..ir_utils import all_parallel, walk_ops
 from ..passes.registry import Option, Pass, register_pass, report_option
@@ -304,8 +304,6 @@ def merge_add_lconvs(func_or_module) -> list[str]:
 
 def _scalar_constant(value: float, element_type):
     """An `arith.constant` scalar of `element_type` at the current insertion point."""
-    from torch_mlir.dialects import arith
-
     return arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, value)).result
 
 
@@ -381,8 +379,6 @@ class TemcoMergeLconvs(Pass):
 
 def fill_conv_body(conv) -> None:
     """The named conv's region (the Python builder leaves it empty): out + in * w."""
-    from torch_mlir.dialects import arith, linalg
-
     element_type = ir.ShapedType(conv.results[0].type).element_type
     block = conv.regions[0].blocks.append(element_type, element_type, element_type)
     with ir.InsertionPoint(block):

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
+from ..errors import format_location
+from ..ir_types import element_bits
+from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass, report_option
 from . import catalogue as cat
 from .contiguity import TARGETS, Profitability, TransferUnit, classify
@@ -169,8 +172,6 @@ def mapping_text(m) -> str:
 
 
 def element_bytes(value) -> int:
-    from ..ir_types import element_bits
-
     bits = element_bits(ir.RankedTensorType(value.type).element_type) or 8
     return max(1, (bits + 7) // 8)
 
@@ -272,15 +273,11 @@ def _key(value):
 
 
 def _loc(op) -> str:
-    from ..errors import format_location
-
     return format_location(op.location)
 
 
 def build_vtogs(module, unit: TransferUnit | int = TARGETS["cuda"]) -> list[VTOG]:
     """One VTOG per `func.func` with a body in `module`."""
-    from ..ir_utils import walk_ops
-
     return [build_vtog(f, unit) for f in walk_ops(module, "func.func") if len(f.regions[0].blocks)]
 
 

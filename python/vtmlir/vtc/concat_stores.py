@@ -39,13 +39,16 @@ from torch_mlir.dialects import linalg, tensor
 
 from ..dialects import vt as vt_dialect
 from ..dialects.vt_mapping import MappingFunction, Piece
+from ..errors import format_location
 from . import catalogue as cat
-from .reindex import NotInvertible, invert_piece, shape_of
+from .build_vtog import mapping_text
+from .reindex import NotInvertible, dim_plus_const, invert_piece, iterators_of, maps_of, shape_of
 from .stores import (
     NotRealisable,
+    as_operation,
     erase_dead,
     full_boxes,
-    as_operation,
+    insertion_after as after,
     overlap,
     producer_error,
     subtract,
@@ -73,8 +76,6 @@ class ConcatPlan:
 
     def report_lines(self) -> list[str]:
         """The decision, as printed by vt-eliminate-data-movement (call before apply_concat)."""
-        from .build_vtog import mapping_text
-
         direct = sum(p.direct for p in self.parts)
         lines = [f"concat-store {self.concat.name} -> {self.concat.results[0].get_name()}: "
                  f"{direct} producer(s) write into the concat buffer, "
@@ -248,8 +249,6 @@ def _keep_buffer_births_late(plan: ConcatPlan) -> None:
 
 def _concat_dim(op, mappings) -> int | None:
     """The dim along which the inputs are concatenated (where some input's map adds an offset)."""
-    from .reindex import dim_plus_const
-
     if op.name == "tensor.concat":
         return ir.IntegerAttr(op.attributes["dim"]).value
     for m in mappings:
@@ -288,8 +287,6 @@ def buffer_reader(op, dim: int | None) -> str | None:
     pad), a named linalg op (a convolution or matmul reduces over its input's channels), and a
     generic reading the concat dim other than as a parallel loop; a reshape of it (zero-copy, so it
     reads what its own readers need: a reshaped concat returned needs the buffer too)."""
-    from .reindex import iterators_of, maps_of
-
     for use in op.results[0].uses:
         owner = as_operation(use.owner)
         if owner.name in ("tensor.expand_shape", "tensor.collapse_shape"):
@@ -326,8 +323,6 @@ def _consumers(inputs, chain) -> list:
 
 def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str, str]]]:
     """Plans for the concats of `func` (program order), and (op, reason) for those left alone."""
-    from ..errors import format_location
-
     plans, skipped = [], []
     claimed = list(claimed)
     ops = [o.operation for o in func.regions[0].blocks[0].operations]
@@ -469,6 +464,4 @@ def _later(a, b):
 
 
 def insertion_after(op) -> ir.InsertionPoint:
-    from .stores import insertion_after as after
-
     return after(op)

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from ..errors import VtmlirError
+from ..ir_utils import walk_ops
 from ..passes.registry import Option, Pass, register_pass, report_option
 from . import catalogue as cat
 from .contiguity import TARGETS
 from .greedy import AnalyticCostModel, PointsToGraph, build_points_to_graph
 from .concat_stores import apply_concat, insert_chain_ops, plan_concats
+from .measured_cost import MeasuredCostModel
 from .memory_check import fit
 from .rewrite import compose_view_chains, rewrite_points_to
 from .stores import apply_store, plan_stores
@@ -55,8 +58,6 @@ def eliminate(module, cost_model=None, rewrite: bool = True, memory_aware: bool 
     `memory_aware` (with `rewrite`): the greedy's views may not raise the function's peak memory as
     the backend allocates it; nodes are kept physical until they do not (memory_check.py). The
     PointsToGraph then carries `memory` (a MemoryDecision)."""
-    from ..ir_utils import walk_ops
-
     results = []
     for func in walk_ops(module, "func.func"):
         if not len(func.regions[0].blocks):
@@ -146,9 +147,6 @@ class EliminateDataMovement(Pass):
             self.emit_error(module, "vt-eliminate-data-movement: unit-bytes must not be negative")
             return
         if self.cost_model == "measured":   # VTC Alg. 2 lines 6, 18-19: kernels timed on the target
-            from ..errors import VtmlirError
-            from .measured_cost import MeasuredCostModel
-
             try:
                 model = MeasuredCostModel("cuda" if self.target == "cuda" else "cpu", self.unit_bytes or None)
             except VtmlirError as err:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
+from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
 from . import catalogue as cat
 from .contiguity import CPU_CACHE_LINE, Profitability, TransferUnit, classify
 from .build_vtog import VTOG, Edge, element_bytes
@@ -132,8 +133,6 @@ class AnalyticCostModel(CostModel):
 
 
 def op_moves_bytes(op) -> bool:
-    from ..passes.vt_stats import DATA_MOVEMENT, classify as stats_classify
-
     kind = stats_classify(op)
     return kind is not None and kind[0] == DATA_MOVEMENT
 

@@ -46,7 +46,9 @@ from ..dialects.affine_eval import compose_maps
 from ..dialects import vt as vt_dialect
 from ..dialects.vt_mapping import MappingFunction, Piece
 from ..ir_utils import walk_ops
+from ..passes import run_pipeline
 from ..passes.registry import Option, Pass, PassFailure, register_pass
+from .producer_writes import write_by_producers
 from .reindex import (
     clone_generic,
     dim_plus_const,
@@ -56,6 +58,8 @@ from .reindex import (
     loop_extents,
     uses_linalg_index,
 )
+from .select_views import narrowest_piece, select_reader
+from .stores import lower_stores
 
 #: Readers of a view with more pieces than this are not split (the view is gathered instead).
 MAX_SPLIT_PIECES = 16
@@ -245,8 +249,6 @@ def split_multi_piece_readers(module, max_pieces: int = MAX_SPLIT_PIECES, min_pi
     elements along its split dim (finer than a tile), or it has more than `max_pieces` pieces,
     the reader selects each element's piece in one loop instead (select_views.py). Returns the
     readers rewritten."""
-    from .select_views import narrowest_piece, select_reader
-
     for view in _views(module):   # periodic views first: one piece, folded later
         mapping = MappingFunction.from_attr(view.attributes["mapping"])
         if mapping.is_single_piece:
@@ -363,10 +365,6 @@ def lower_views(module, min_piece: int = 0) -> tuple[int, int, int, int]:
     multi-piece views (or select per element where a piece is narrower than `min_piece`),
     materialise the rest. Returns (folds, materialised views, store pieces written by their
     producer, readers split or selecting)."""
-    from ..passes import run_pipeline
-    from .producer_writes import write_by_producers
-    from .stores import lower_stores
-
     if not _views(module) and not walk_ops(module, "vt.store_into"):
         return 0, 0, 0, 0
     _require_static_shapes(module)

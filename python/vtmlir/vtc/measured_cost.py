@@ -41,11 +41,16 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 from torch_mlir.dialects import linalg
 from torch_mlir.dialects import tensor as tensor_d
 
+from ..backend.cpu.executable import memref_pointer
+from ..backend.cuda.runtime import cuda_available, device_arch
 from ..dialects import vt as vt_dialect
 from ..context import make_context
 from ..errors import VtmlirError
@@ -80,8 +85,6 @@ class KernelTimer:
             raise VtmlirError(f"error: measured cost model: unknown target '{target}' "
                               f"(expected one of {', '.join(TARGET_UNITS)})")
         if target == "cuda":
-            from ..backend.cuda.runtime import cuda_available
-
             if not cuda_available():
                 raise VtmlirError("error: measured cost model: target 'cuda' times kernels on an NVIDIA "
                                   "GPU, and this machine has none (no CUDA driver or device); use "
@@ -97,12 +100,10 @@ class KernelTimer:
         if text in self.cache:
             self.cached += 1
             return self.cache[text]
-        import vtmlir
+        import vtmlir  # upward import (test_layering.KNOWN_UPWARD): only a measured run needs vtmlir.compile
 
         kwargs = {"opt_level": self.opt_level} if self.target == "cpu" else {}
         if self.target == "cuda":
-            from ..backend.cuda.runtime import device_arch
-
             kwargs["chip"] = device_arch()
         exe = vtmlir.compile(text, target=self.target, **kwargs)
         call = _fast_call(exe) if self.target == "cpu" else _plain_call(exe)
@@ -140,10 +141,6 @@ class KernelTimer:
 
 def _fast_call(exe):
     """A CPU kernel call with its memref descriptors built once (the engine only, no conversions)."""
-    import numpy as np
-
-    from ..backend.cpu.executable import memref_pointer
-
     arrays = [_random_input(spec).numpy() for spec in exe.signature.inputs]
     arrays += [np.zeros(spec.shape, spec.numpy_dtype) for spec in exe.signature.results]
     pointers = [memref_pointer(a) for a in arrays]
@@ -161,8 +158,7 @@ def _plain_call(exe):
 
 
 def _random_input(spec):
-    import numpy as np
-    import torch
+    import torch  # deferred: torch is heavy; loaded on first use
 
     dtype = spec.numpy_dtype
     shape = tuple(spec.shape)
@@ -276,9 +272,6 @@ class MeasuredCostModel(CostModel):
         self._graph = state.graph
         if self.progress is False:
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         console = Console(stderr=True)
         if self.progress is None and not console.is_terminal:
             return

@@ -28,7 +28,7 @@ from ..dialects.vt_mapping import MappingFunction
 from ..errors import VtmlirError
 from . import catalogue as cat
 from .reindex import gather, shape_of
-from .stores import producer_error, reindexed_producer
+from .stores import fill_value, producer_error, reindexed_producer
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
@@ -127,8 +127,6 @@ def _erase_if_dead(value) -> None:
     if owner.name == "tensor.empty":
         owner.erase()
     elif owner.name in ("linalg.fill", "linalg.generic") and len(owner.results) == 1:
-        from .stores import fill_value
-
         if fill_value(owner) is not None:
             init = owner.operands[len(owner.operands) - 1]
             owner.erase()

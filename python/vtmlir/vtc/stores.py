@@ -40,10 +40,11 @@ from torch_mlir.dialects import linalg, tensor
 from ..dialects import vt as vt_dialect
 from ..dialects.affine_eval import bounds, compose_maps
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
-from ..errors import VtmlirError
+from ..errors import VtmlirError, format_location
 from ..ir_utils import iterator_type, walk_ops
 from ..passes.registry import PassFailure
 from . import catalogue as cat
+from .catalogue import generic_parts
 from .reindex import (
     NotInvertible,
     body_reads_init,
@@ -259,8 +260,6 @@ def plan_store(insert) -> StorePlan:
 
 
 def _reads_every_loop(op) -> bool:
-    from .catalogue import generic_parts
-
     _, in_map, _ = generic_parts(op)
     used = {ir.AffineDimExpr(e).position for e in in_map.results
             if isinstance(e.maybe_downcast() if hasattr(e, "maybe_downcast") else e, ir.AffineDimExpr)}
@@ -270,8 +269,6 @@ def _reads_every_loop(op) -> bool:
 def plan_stores(func, skip=()) -> tuple[list[StorePlan], list[tuple[str, str]]]:
     """Plans for every insert_slice of `func` that can be realised, and (op, reason) for the rest
     (`skip`: insert_slices that build a concat, planned by concat_stores.py)."""
-    from ..errors import format_location
-
     plans, skipped = [], []
     for op in func.regions[0].blocks[0].operations:
         op = op.operation

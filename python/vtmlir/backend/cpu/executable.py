@@ -8,12 +8,15 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
+from ...codegen.openmp import calls_openmp, openmp_library
 from ...errors import VtmlirError, capture_native_stderr, format_diagnostic
 from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
+from ..report import CompileReport
 from .calling import DescriptorTable, descriptor_type
 from .lower import lower_to_llvm
+from .memory_tracking import CountingAllocator, MemoryStats, weight_bytes_of
 
 
 class CpuExecutable:
@@ -113,8 +116,6 @@ class CpuExecutable:
         """`backend.report.CompileReport`: per step of the default pipeline what changed and its time, then
         each kernel's class and schedule and the kernels that kept scalar loops with the reason
         (`print(compiled.report())`; the `codegen.KernelReport`'s attributes read through it)."""
-        from ..report import CompileReport
-
         return CompileReport(self.optimization, self._kernel_report)
 
     def memory_stats(self):
@@ -126,8 +127,6 @@ class CpuExecutable:
         return self._last_stats
 
     def _stats(self, arrays, outputs):
-        from .memory_tracking import MemoryStats
-
         a = self._allocator
         return MemoryStats(
             peak_internal_bytes=a.peak, live_internal_bytes=a.live, allocations=a.allocations, frees=a.frees,
@@ -166,8 +165,6 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     record("kernels", module)
     allocator, weight_bytes = None, 0
     if track_memory:
-        from .memory_tracking import CountingAllocator, weight_bytes_of
-
         weight_bytes = weight_bytes_of(module)
     report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules)
     engine = create_engine(module, opt_level)
@@ -188,8 +185,6 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
 def create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:
     """The JIT for `module`; its diagnostics become the VtmlirError's message instead of stderr.
     A module with parallel loops gets LLVM's OpenMP runtime (`codegen.openmp`)."""
-    from ...codegen.openmp import calls_openmp, openmp_library
-
     shared_libs = [openmp_library()] if calls_openmp(module) else []
     diagnostics: list[str] = []
 
@@ -234,7 +229,7 @@ class _FastCall:
     which converts or raises the usual errors."""
 
     def __init__(self, exe: CpuExecutable):
-        import torch
+        import torch  # deferred: torch is heavy; loaded on first use
 
         sig = exe.signature
         self.enabled = (not exe.donate and exe._allocator is None and not exe._dynamic_inputs

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from ...codegen import attach_schedules, kernel_report, override_items
 from ...passes import run_pipeline
+from .memory_tracking import GENERIC_ALLOCATION_PASS
 
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, passes/memref_alloc_at_first_use.py).
@@ -79,8 +81,6 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
     overrides = f" schedules={','.join(schedules)}" if schedules else ""
     finalize = FINALIZE_MEMREF
     if track_memory:
-        from .memory_tracking import GENERIC_ALLOCATION_PASS
-
         finalize = GENERIC_ALLOCATION_PASS
     threads_text = _threads_passes(threads)
     finalize = f"{finalize}, convert-scf-to-cf"
@@ -108,8 +108,6 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
     `threads`: 0 (all cores), 1 (single-threaded code, no OpenMP), or N. `schedules`: overrides of the
     per-kind schedules (`codegen.schedules.resolve_schedules`).
     """
-    from ...codegen import attach_schedules, kernel_report, override_items
-
     items = override_items(schedules)
     plans = None
     for stage, pipeline in cpu_stages(threads, items, track_memory):

@@ -25,6 +25,11 @@ import ctypes
 import ctypes.util
 from dataclasses import dataclass, field
 
+from torch_mlir import ir
+
+from ...ir_types import shaped_bytes
+from ...ir_utils import walk_ops
+
 # The generic allocation functions of MLIR's memref→LLVM lowering (MemRefToLLVM, use-generic-functions).
 ALLOC_SYMBOL = "_mlir_memref_to_llvm_alloc"
 ALIGNED_ALLOC_SYMBOL = "_mlir_memref_to_llvm_aligned_alloc"
@@ -157,10 +162,5 @@ class CountingAllocator:
 
 def weight_bytes_of(kernel_module) -> int:
     """Bytes of the `memref.global` constants of a bufferized module (the weights)."""
-    from torch_mlir import ir
-
-    from ...ir_utils import walk_ops
-    from ...ir_types import shaped_bytes
-
     return sum(shaped_bytes(ir.TypeAttr(op.attributes["type"]).value) or 0
                for op in walk_ops(kernel_module) if op.name == "memref.global")

@@ -30,6 +30,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch_mlir import ir
+
+from ...context import make_context
+from ...frontend import as_module
+from ...ir_types import shaped_bytes
+from ...ir_utils import walk_ops
+from ...signature import find_entry, signature_of
+from ..lowerable import check_lowerable
+from . import compile_cpu
+
 
 @dataclass
 class AllocationTimeline:
@@ -49,11 +59,6 @@ def kernel_allocation_timeline(kernel_module, function: str = "main") -> Allocat
 
     Only straight-line code is modelled: an allocation inside a loop or branch raises `ValueError`.
     """
-    from torch_mlir import ir
-
-    from ...ir_utils import walk_ops
-    from ...ir_types import shaped_bytes
-
     funcs = [op for op in walk_ops(kernel_module, "func.func")
              if ir.StringAttr(op.attributes["sym_name"]).value == function]
     if not funcs:
@@ -90,12 +95,6 @@ def measure_peak_memory(module, *inputs, entry: str | None = None, stages: dict 
     """Compile `module` (graph level; not modified) for the CPU with memory tracking, run it on
     `inputs`, and return `(outputs, MemoryStats)`. `stages`, if given, receives the IR of each stage.
     `opt_level` is the JIT's; allocations do not depend on it (0 compiles big models much faster)."""
-    from ...context import make_context
-    from ...frontend import as_module
-    from ...signature import find_entry, signature_of
-    from ..lowerable import check_lowerable
-    from . import compile_cpu
-
     graph = as_module(module, context=make_context())
     check_lowerable(graph)
     signature = signature_of(find_entry(graph, entry))

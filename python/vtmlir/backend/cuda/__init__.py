@@ -24,15 +24,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...codegen import override_items
+from ...codegen.gpu.schedules import resolve_gpu_schedules
 from ...errors import VtmlirError
+from ...frontend import as_module
 from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, box_scalars, find_entry, signature_of, to_numpy
 from ..bufferize import bufferize
+from ..report import CompileReport
 from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, ScheduleFailure, lower_to_nvvm
 from .ptx import check_chip, kernel_sources, translate_kernels
 from .ptxas import assemble, find_ptxas
-from .runtime import cuda_available
+from .report import gpu_report
+from .runtime import CudaRuntime, cuda_available, device_arch
 
 __all__ = [
     "CudaExecutable", "CudaKernel", "DEFAULT_STAGES", "GpuStage", "HostProgram", "assemble",
@@ -108,9 +113,6 @@ class CudaExecutable:
         (`report.GpuReport`, whose attributes read through it): per kernel its schedule, launch shape,
         registers, shared memory and spills from `ptxas -v` on sm_80 and sm_90, occupancy, bytes,
         flops and an H100 roofline estimate (`print(compiled.report())`)."""
-        from ..report import CompileReport
-        from .report import gpu_report
-
         if self._report is None:
             self._report = gpu_report(self)
         return CompileReport(self.optimization, self._report)
@@ -155,7 +157,6 @@ class CudaExecutable:
             if not cuda_available():
                 raise VtmlirError("error: no CUDA device available (no driver or no GPU); the CUDA "
                                   "executable can be inspected (ptx, host_program) but not run here")
-            from .runtime import CudaRuntime, device_arch
 
             # A cubin runs only on its own major architecture (sm_80 code does not load on sm_90), so
             # assemble for the device itself; if this ptxas does not know it, the driver JITs the PTX.
@@ -195,7 +196,7 @@ def load(path) -> CudaExecutable:
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
                  function: str = "main", donate: tuple[int, ...] = (), schedules=None,
-                 signature: Signature | None = None) -> CudaExecutable:
+                 signature: Signature | None = None, allow_tf32: bool = False) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
@@ -204,17 +205,19 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     array is uploaded, never written). `schedules`: overrides of the GPU schedules per kernel kind
     (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
     the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
-    the module.
+    the module. `allow_tf32`: f32 contractions on TF32 tensor cores (the contraction schedule's
+    `allow_tf32`, set before the `schedules` overrides, which may set it otherwise).
     """
-    from ...codegen import override_items
-    from ...codegen.gpu.schedules import resolve_gpu_schedules
-    from ...frontend import as_module
-
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
+    if allow_tf32:
+        # First, so that a `schedules=` item for the contraction (its own allow_tf32, or
+        # "contraction:none") takes precedence.
+        items = ["contraction.allow_tf32:true", *items]
     source = as_module(module)
     signature = signature or signature_of(find_entry(source, function))
     exclude: list[int] = []
+    unfused: list[int] = []
     while True:
         work = as_module(source.operation.get_asm(enable_debug_info=True), context=source.context)
         box_scalars(find_entry(work, function))
@@ -223,10 +226,12 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
         num_outputs = len(signature.results) if result_arguments is None else result_arguments.count(-1)
         recorded["bufferize"] = work.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
         try:
-            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude)
+            lowering: GpuLowering = lower_to_nvvm(work, chip=chip, stages=stages, schedules=items, exclude=exclude,
+                                                  unfused=unfused)
         except ScheduleFailure as failure:
-            # The kernel keeps the naive mapping (the report says its schedule failed); compile again.
-            exclude.append(failure.kernel)
+            # Compile again: a contraction that ran its fill and epilogue in its tiles without them,
+            # else the kernel keeps the naive mapping (the report says its schedule failed).
+            (unfused if failure.fused else exclude).append(failure.kernel)
             continue
         break
     recorded.update(lowering.stages)

@@ -18,14 +18,16 @@ import re
 import struct
 import sys
 
+import numpy as np
+from torch_mlir import ir
+from torch_mlir.dialects import llvm as llvm_dialect
+
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 ALLOWED_DIALECTS = ("llvm", "nvvm")
 
 
 def offending_op(root) -> str | None:
     """The first op under `root` (excluded) that is not llvm/nvvm, with its location; or None."""
-    from torch_mlir import ir
-
     found: list[str] = []
     root_op = root.operation
 
@@ -42,9 +44,6 @@ def offending_op(root) -> str | None:
 
 def to_llvm_ir(mlir_text: str) -> str:
     """Parse an llvm/nvvm-only module and translate it to LLVM IR text (raises ValueError on bad input)."""
-    from torch_mlir import ir
-    from torch_mlir.dialects import llvm as llvm_dialect
-
     with ir.Context() as ctx:
         ctx.allow_unregistered_dialects = False
         try:
@@ -62,7 +61,7 @@ _LIBDEVICE_CACHE: dict = {}
 
 def _libdevice(path: str):
     """libdevice parsed once per process (it is ~500 KB of bitcode); linked in with preserve=True."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: llvmlite is heavy; loaded on first use
 
     if path not in _LIBDEVICE_CACHE:
         with open(path, "rb") as f:
@@ -73,7 +72,7 @@ def _libdevice(path: str):
 
 
 def target_machine(chip: str, features: str):
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: llvmlite is heavy; loaded on first use
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
@@ -91,8 +90,6 @@ _LAST_FLOAT_TYPE = re.compile(r"\b(half|bfloat|float|double)\b(?!.*\b(?:half|bfl
 
 def _sixteen_bit_literal(kind: str, value: float) -> str:
     """`0xH`/`0xR` + the bits of `value` rounded to half / bfloat (round to nearest even)."""
-    import numpy as np
-
     if kind == "half":
         return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
     bits = int(np.float32(value).view(np.uint32))
@@ -182,7 +179,7 @@ def check_libdevice_signatures(module, lib) -> None:
 
 def to_ptx(llvm_ir: str, chip: str, features: str, libdevice: str | None) -> str:
     """Link libdevice if needed, internalize it, run O3 for NVPTX and emit PTX."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: llvmlite is heavy; loaded on first use
 
     machine = target_machine(chip, features)
 

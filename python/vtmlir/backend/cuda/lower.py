@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from torch_mlir import ir
 
+from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
+from ...codegen.kernels import KERNEL_ATTR
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
 from ...passes import run_pipeline
@@ -106,7 +108,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
     # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
     GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 contractions to nvgpu.mma.sync",
-             pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
+             pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
                       "codegen-gpu-convert-mma"),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
@@ -161,25 +163,24 @@ class GpuLowering:
 class ScheduleFailure(VtmlirError):
     """A kernel's GPU schedule did not apply (the transform interpreter failed inside its sequence)."""
 
-    def __init__(self, kernel: int, message: str):
+    def __init__(self, kernel: int, message: str, fused: bool = False):
         super().__init__(message)
         self.kernel = kernel
+        self.fused = fused   # the kernel ran other kernels in its tiles (codegen/gpu/fusion.py)
 
 
 _GPU_PHASES = ("gpu-tile", "gpu-promote", "gpu-map", "gpu-pipeline")
 
 
 def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
-                  schedules=(), exclude=()) -> GpuLowering:
+                  schedules=(), exclude=(), unfused=()) -> GpuLowering:
     """Lower a bufferized module in place to host functions + NVVM `gpu.module`s.
 
     The module must be at kernel level (after `vtmlir.backend.bufferize.bufferize`). `schedules`:
     overrides of the GPU schedules (`codegen-gpu-attach-schedule`'s items); `exclude`: kernel ids to
-    leave to the naive mapping. A schedule that fails raises `ScheduleFailure` naming the kernel
+    leave to the naive mapping; `unfused`: contraction ids scheduled without their fill and epilogue. A schedule that fails raises `ScheduleFailure` naming the kernel
     (`compile_cuda` then compiles again without it).
     """
-    from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
-
     if walk_ops(module, "bufferization.to_tensor") or _has_tensor_args(module):
         raise VtmlirError("error: the CUDA lowering expects a bufferized module (memrefs, not tensors); "
                           "run vtmlir.backend.bufferize.bufferize first")
@@ -191,7 +192,8 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
             options = f" schedules={','.join(schedules)}" if schedules else ""
             head, _, _ = stage.text(chip, options).rpartition(", codegen-gpu-attach-schedule")
             run_pipeline(module, head + ")", what=f"GPU lowering stage '{stage.name}'")
-            plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude)
+            plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude,
+                                         unfused=unfused)
         elif stage.name in _GPU_PHASES:
             snapshot = module.operation.clone()
             try:
@@ -202,7 +204,8 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
                     kernel = failing_kernel(snapshot, stage.name.removeprefix("gpu-"), plans)
                 if kernel is None or kernel in exclude:
                     raise
-                raise ScheduleFailure(kernel, str(err)) from None
+                fused = any(p.id == kernel and p.fused for p in plans)
+                raise ScheduleFailure(kernel, str(err), fused) from None
             finally:
                 snapshot.erase()
         else:
@@ -230,8 +233,6 @@ def _top_level(module: ir.Module, name: str) -> list:
 
 def _naive_kernel_ids(module: ir.Module) -> list[int | None]:
     """The kernels left to the naive mapping, in program order (their `codegen.kernel` tags)."""
-    from ...codegen.kernels import KERNEL_ATTR
-
     ids = []
     for func_op in walk_ops(module, "func.func"):
         if not func_op.regions[0].blocks:
@@ -247,8 +248,6 @@ def _launch_origins(module: ir.Module, naive: list, spaces: list) -> list[Launch
     """Per top-level gpu.launch_func in order: the scheduled kernel it carries (`codegen.kernel`,
     codegen-gpu-outline-kernels), or the next naive loop nest; a naive launch is traced to its kernel
     when the naive loop nests and the naive kernels correspond one to one."""
-    from ...codegen.kernels import KERNEL_ATTR
-
     calls = _top_level(module, "gpu.launch_func")
     naive_calls = sum(1 for op in calls if KERNEL_ATTR not in op.attributes)
     traced = naive if len(naive) == naive_calls else [None] * naive_calls

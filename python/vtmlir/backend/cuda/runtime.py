@@ -10,7 +10,9 @@ kernel's `llvm.func`. On a machine without a driver or a device, `cuda_available
 from __future__ import annotations
 
 import ctypes
+import statistics
 
+import ml_dtypes
 import numpy as np
 
 from ...errors import VtmlirError
@@ -24,8 +26,6 @@ def scalar_parameter(ptype: str, value):
     """A kernel's scalar parameter as the ctypes value cuLaunchKernel reads: integers and f32/f64 as
     themselves, f16 and bf16 as their 16 bits (ctypes has no half types)."""
     if ptype in ("f16", "bf16"):
-        import ml_dtypes
-
         dtype = np.float16 if ptype == "f16" else ml_dtypes.bfloat16
         return ctypes.c_uint16(int(np.array(value, dtype=dtype).view(np.uint16)))
     ctype = _CTYPES.get(ptype)
@@ -35,7 +35,7 @@ def scalar_parameter(ptype: str, value):
 
 
 def cuda_driver():
-    from cuda.bindings import driver
+    from cuda.bindings import driver  # deferred: cuda is heavy; loaded on first use
 
     return driver
 
@@ -171,8 +171,6 @@ class CudaRuntime:
         with CUDA events after one warm-up pass: `total_s`, the median over `repeat` passes of the
         whole launch sequence, and `kernels`, per launch (in order) the kernel name and its median
         time. The total includes the gaps between launches; the per-kernel times do not."""
-        import statistics
-
         driver = cuda_driver()
         check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self.upload_inputs(inputs)

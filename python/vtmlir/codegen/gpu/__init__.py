@@ -6,9 +6,10 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 - `contraction`: analysis of contraction bodies (the two operand sides and their prologues).
 - `target`: the chips' limits and datasheet peaks (`GpuTarget`, `gpu_target`).
 - `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
-  the choice per kernel (`GpuKernelPlan`) and the appended script.
+  the choice per kernel (`GpuKernelPlan`) and the appended script; `fusion`: which prologue and
+  epilogue kernels run in a contraction's block tiles.
 - passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-pad-contractions`,
-  `codegen-gpu-attach-schedule`, `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
+  `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`, `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
   `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
 """
 

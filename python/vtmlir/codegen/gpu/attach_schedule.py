@@ -22,15 +22,20 @@ element) and named in the report with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from torch_mlir import ir
+from torch_mlir.dialects.transform import interpreter
 
+from ...errors import format_location
 from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
 from ..attach_schedule import KernelPlan
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
-from .schedules import DEFAULT_GPU_SCHEDULES, resolve_gpu_schedules
+from .layouts import element_bytes
+from .fusion import Candidate, find_group, neighbour
+from .schedules import DEFAULT_GPU_SCHEDULES, ContractionTiling, VectorTiling, resolve_gpu_schedules
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
 
@@ -50,6 +55,7 @@ class GpuKernelPlan(KernelPlan):
     flops: int = 0
     bytes: int = 0
     shared_bytes: int = 0
+    fused: tuple[int, ...] = ()    # the kernels run in its block tiles (its fill, its epilogue)
 
 
 def top_level_kernels(module_op) -> list[ir.Operation]:
@@ -65,25 +71,23 @@ def top_level_kernels(module_op) -> list[ir.Operation]:
     return found
 
 
-def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=()) -> list[GpuKernelPlan]:
+def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=(), unfused=()) -> list[GpuKernelPlan]:
     """Tag the kernels of `module_op` (kernel level, memrefs) and append their GPU schedules; returns
-    the plan per kernel. `exclude`: kernel ids to leave to the naive mapping (a schedule that failed)."""
+    the plan per kernel. `exclude`: kernel ids to leave to the naive mapping (a schedule that failed);
+    `unfused`: contraction ids to schedule without their fill and epilogue (`fusion.py`)."""
     with module_op.context, ir.Location.unknown():
-        return _attach(module_op, chip, overrides, set(exclude))
+        return _attach(module_op, chip, overrides, set(exclude), set(unfused))
 
 
-def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKernelPlan]:
-    from ...errors import format_location
-
+def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int]) -> list[GpuKernelPlan]:
     table = resolve_gpu_schedules(overrides)
     target = gpu_target(chip)
-    plans, scheduled = [], []
+    chosen_all = []  # (id, op, kernel, key, schedule, tiling or None, reason)
     for i, op in enumerate(top_level_kernels(module_op)):
         kernel = classify(op)
         op.attributes[KERNEL_ATTR] = t.kernel_id_attr(i)
         key = schedule_key(kernel)
         schedule = table.get(key)
-        location = format_location(op.location, "-")
         reason, tiling = kernel.reason, None
         if target is None:
             reason = f"no GPU schedules for {chip} (sm_80 and later)"
@@ -98,27 +102,66 @@ def _attach(module_op, chip: str, overrides, exclude: set[int]) -> list[GpuKerne
                 reason = chosen
             else:
                 tiling = chosen
+        chosen_all.append([i, op, kernel, key, schedule, tiling, reason])
+    fused_into = _fuse_neighbours(chosen_all, unfused)
+    plans, scheduled = [], []
+    for i, op, kernel, key, schedule, tiling, reason in chosen_all:
+        location = format_location(op.location, "-")
+        if i in fused_into:
+            host, role = fused_into[i]
+            plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None,
+                                       f"fused into kernel {host} ({role})"))
+            continue
         if tiling is None:
             flops, moved = _work(kernel)
             plans.append(GpuKernelPlan(i, key, kernel.describe(), location, None, reason or "no schedule",
                                        flops=flops, bytes=moved))
             continue
         op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
+        fused = tuple(n.id for n in getattr(tiling, "prologue", ()) + getattr(tiling, "epilogue", ()))
         plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
                                    tiling.threads, tiling.grid, tiling.flops, tiling.bytes,
-                                   getattr(tiling, "shared_bytes", 0)))
+                                   getattr(tiling, "shared_bytes", 0), fused))
         scheduled.append((i, kernel, schedule, tiling))
     _append_script(module_op, scheduled)
     return plans
 
 
+def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]]:
+    """Give each contraction the prologue and epilogue kernels that run in its block tiles
+    (`fusion.py`); updates the contractions' tilings in `chosen_all`, returns {member id:
+    (contraction id, role)}."""
+    candidates = [Candidate(i, op, kernel, kernel.kind in (KernelKind.CONTRACTION, KernelKind.CONVOLUTION),
+                            isinstance(tiling, VectorTiling) and tiling.vectorized)
+                  for i, op, kernel, _, _, tiling, _ in chosen_all]
+    fused_into: dict[int, tuple[int, str]] = {}
+    for pos, (i, op, kernel, _, schedule, tiling, _) in enumerate(chosen_all):
+        if not isinstance(tiling, ContractionTiling) or i in unfused or not schedule.fuse:
+            continue
+        group = find_group(candidates, pos, tiling.whole_output_dims(kernel), set(fused_into))
+        if group is None:
+            continue
+        fused_tiling = tiling.covering(kernel, group.whole_dims)
+        sizes = fused_tiling.output_block_sizes(kernel) if fused_tiling is not None else None
+        if sizes is None:
+            continue
+        members = {role: [neighbour(c.kernel, c.id, role, tuple(sizes[d] for d in group.dims[c.id]), tiling.threads)
+                          for c in found]
+                   for role, found in (("prologue", group.prologue), ("epilogue", group.epilogue))}
+        if any(n is None for found in members.values() for n in found):
+            continue
+        # The group runs at its last member's place: buffers its members use are freed after that.
+        for dealloc in group.frees:
+            dealloc.move_after(group.place)
+        for n in members["prologue"] + members["epilogue"]:
+            fused_into[n.id] = (i, n.role)
+        chosen_all[pos][5] = fused_tiling.with_neighbours(tuple(members["prologue"]), tuple(members["epilogue"]))
+    return fused_into
+
+
 def _work(kernel) -> tuple[int, int]:
     """(flops, bytes) of a kernel left to the naive mapping, for the report: its body's arithmetic
     per iteration (2 per multiply-add of a contraction), every operand read or written once."""
-    from math import prod
-
-    from .layouts import element_bytes
-
     op = kernel.op
     moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
                 for v in op.operands if isinstance(v.type, ir.MemRefType))
@@ -185,8 +228,6 @@ def kernel_of_failure(message: str) -> int | None:
 def failing_kernel(snapshot, phase: str, plans: list[GpuKernelPlan]) -> int | None:
     """Which kernel's `phase` sequence fails on `snapshot` (the module as it was before the phase),
     trying each scheduled kernel's sequence alone on a copy; None when none fails alone."""
-    from torch_mlir.dialects.transform import interpreter
-
     for plan in plans:
         if plan.schedule is None:
             continue

@@ -6,11 +6,17 @@ and stores (docs/design.md §10). It also fails on any scalar f16 or f64 arithme
 given ("unhandled vector to mma type"), which the elementwise kernels' bodies hold. This pass runs
 it, with the alias folding and clean-ups that follow, on each outlined `gpu.module` that holds a
 `vector.contract` -- the tensor-core kernels (SIMT contractions are FMAs by then) -- and nowhere else.
+A fused epilogue (`fusion.py`) brings its body's scalar ops along: those left after canonicalisation
+compute on constants only, and the one canonicalisation keeps is a narrowing `arith.truncf` of a
+constant (inexact: GELU's f64 1/sqrt(2) to f32). It is folded here to the constant the device's
+`cvt.rn` would compute at run time (round to nearest even, numpy's conversion): bitwise the same.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import arith
 from torch_mlir.passmanager import PassManager
 
 from ...errors import format_diagnostic
@@ -48,6 +54,7 @@ def convert_mma(module_op) -> int:
             op = op.operation
             if op.name != "gpu.module" or not _has_contraction(op):
                 continue
+            _fold_constant_truncations(op)
             pm = PassManager.parse(PIPELINE)
             try:
                 pm.run(op)
@@ -62,6 +69,33 @@ def convert_mma(module_op) -> int:
             _enable_tf32(op)
             converted += 1
     return converted
+
+
+_NUMPY_FLOATS = {ir.F32Type: np.float32, ir.F16Type: np.float16}
+
+
+def _fold_constant_truncations(gpu_module) -> None:
+    """`arith.truncf` (round to nearest even, the default) of a float constant → the constant."""
+    found = []
+
+    def visit(inner):
+        if inner.name == "arith.truncf" and "roundingmode" not in inner.attributes:
+            source = inner.operands[0].owner
+            if not isinstance(source, ir.Block) and source.operation.name == "arith.constant":
+                found.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    gpu_module.walk(visit)
+    for truncf in found:
+        target = truncf.results[0].type
+        convert = next((f for t, f in _NUMPY_FLOATS.items() if isinstance(target, t)), None)
+        value = truncf.operands[0].owner.operation.attributes["value"]
+        if convert is None or not isinstance(value, ir.FloatAttr):
+            continue
+        with ir.InsertionPoint(truncf), truncf.location:
+            folded = arith.ConstantOp(target, ir.FloatAttr.get(target, float(convert(ir.FloatAttr(value).value))))
+        truncf.results[0].replace_all_uses_with(folded.result)
+        truncf.erase()
 
 
 def _enable_tf32(gpu_module) -> None:

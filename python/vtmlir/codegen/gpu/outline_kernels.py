@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from ...passes import run_pipeline
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import KERNEL_ATTR
 
@@ -28,8 +29,6 @@ def _top_level(module_op, name: str) -> list:
 
 def outline_kernels(module_op) -> int:
     """Outline every top-level `gpu.launch` (all made by GPU schedules at this point); returns how many."""
-    from ...passes import run_pipeline
-
     launches = _top_level(module_op, "gpu.launch")
     if not launches:
         return 0

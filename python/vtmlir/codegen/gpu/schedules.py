@@ -23,7 +23,7 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import ClassVar
 
@@ -34,6 +34,8 @@ from ..schedules import Schedule, resolve_schedules
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
 from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
+from .fusion import FusedNeighbour, block_tile_of_output
+from .sync_epilogues import EPILOGUE_ATTR
 from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners
 from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
@@ -118,6 +120,8 @@ class ContractionTiling:
     element_type: str
     flops: int
     bytes: int
+    prologue: tuple[FusedNeighbour, ...] = ()   # kernels run in the block tiles first (fusion.py)
+    epilogue: tuple[FusedNeighbour, ...] = ()   # and last
 
     @property
     def schedule(self) -> str:
@@ -127,8 +131,57 @@ class ContractionTiling:
         bm, bn, bk = self.block
         what = "warp" if self.mma else "thread"
         elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
+        fused = "".join(f" + {role} (kernel{'s' if len(found) > 1 else ''} {', '.join(str(n.id) for n in found)})"
+                        for role, found in (("prologue", self.prologue), ("epilogue", self.epilogue)) if found)
         return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
-                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s)")
+                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s){fused}")
+
+    def output_block_sizes(self, kernel: Kernel) -> tuple[int, ...] | None:
+        """The block tile per dimension of C (`fusion.block_tile_of_output`)."""
+        bm, bn, _ = self.block
+        loop_sizes = {d: 1 for d in self.order[:self.outer]}
+        loop_sizes[kernel.m[-1]] = bm if self.split[0] else 0
+        loop_sizes[kernel.n[-1]] = bn if self.split[1] else 0
+        return block_tile_of_output(kernel, loop_sizes)
+
+    def _c_dim_of(self, kernel: Kernel, loop: int) -> int | None:
+        for d, e in enumerate(kernel.maps[2].results):
+            if isinstance(e, ir.AffineDimExpr) and e.position == loop:
+                return d
+        return None
+
+    def whole_output_dims(self, kernel: Kernel) -> set[int]:
+        """The dimensions of C one block tile covers whole, or could: m or n when one block tile
+        spans it (a padded contraction's 16 rows)."""
+        bm, bn, _ = self.block
+        ranges = kernel.loop_ranges
+        found = set()
+        for loop, size in ((kernel.m[-1], bm), (kernel.n[-1], bn)):
+            d = self._c_dim_of(kernel, loop)
+            if d is not None and ranges[loop] == size:
+                found.add(d)
+        return found
+
+    def covering(self, kernel: Kernel, dims: set[int]) -> ContractionTiling | None:
+        """This tiling with the C dimensions `dims` covered whole by each block (not split over
+        blocks: the same tiles, one fewer grid dimension), or None when one cannot be."""
+        split = list(self.split)
+        for d in dims:
+            for i, loop in enumerate((kernel.m[-1], kernel.n[-1])):
+                if self._c_dim_of(kernel, loop) == d:
+                    split[i] = False
+                    break
+            else:
+                return None
+        return replace(self, split=tuple(split))
+
+    def with_neighbours(self, prologue: tuple[FusedNeighbour, ...],
+                        epilogue: tuple[FusedNeighbour, ...]) -> ContractionTiling:
+        """This tiling with the prologue and epilogue kernels run in its block tiles, their work
+        added (their bytes as if from memory: intermediates the block wrote come from cache)."""
+        flops = self.flops + sum(n.flops for n in prologue + epilogue)
+        moved = self.bytes + sum(n.bytes for n in prologue + epilogue)
+        return replace(self, prologue=prologue, epilogue=epilogue, flops=flops, bytes=moved)
 
 
 # Block tiles for tensor cores (BM, BN, WM, WN): 1-4 warps of WM x WN, CUTLASS-like shapes.
@@ -168,6 +221,7 @@ class ContractionSchedule(GpuSchedule):
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
     allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
+    fuse: bool = True           # prologue (fill) and epilogue (bias, activation) kernels in the block tiles (fusion.py)
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
@@ -315,10 +369,11 @@ class ContractionSchedule(GpuSchedule):
         p, q = tiling.outer, tiling.k_outer
         bm, bn, bk = tiling.block
         dims = p + sum(tiling.split)
+        linear = [dims - 1 - i for i in range(dims)]
+        func = tg.parent_function(op) if tiling.prologue or tiling.epilogue else None
         tiled, forall = tg.tile_forall(handle, tile_sizes=[1] * p + [0] * q + [bm if tiling.split[0] else 0,
                                                                                bn if tiling.split[1] else 0, 0],
-                                       processor="block", linear_dims=[dims - 1 - i for i in range(dims)])
-        tg.annotate_kernel(forall, kid)
+                                       processor="block", linear_dims=linear)
         tiled, _ = tile(tiled, [0] * p + [1] * q + [0, 0, bk])
         if p or q:
             # The tiles of 1 (batch, outer m/n/k) are unit loops on views with dynamic offsets, which
@@ -326,6 +381,18 @@ class ContractionSchedule(GpuSchedule):
             # after this phase, so the shared-memory tiles and the warp-level contraction are 2-d
             # (m, k) x (n, k) -> (m, n).
             tg.annotate(tiled, DROP_UNIT_DIMS_ATTR, 1)
+        # The prologue and epilogue kernels in the same block tiles, their foralls fused with this
+        # one (`fusion.py`) in program order: each prologue's body before, each epilogue's after;
+        # the loop takes the last one's place.
+        for member in reversed(tiling.prologue):
+            _, member_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", member.id),
+                                              tile_sizes=member.block_sizes, processor="block", linear_dims=linear)
+            forall = tg.fuse_sibling(member_forall, forall)
+        for member in tiling.epilogue:
+            _, member_forall = tg.tile_forall(tg.match_tagged(func, "linalg.generic", member.id),
+                                              tile_sizes=member.block_sizes, processor="block", linear_dims=linear)
+            forall = tg.fuse_sibling(forall, member_forall)
+        tg.annotate_kernel(forall, kid)
 
     def build_promote(self, kid: int, kernel: Kernel, tiling: ContractionTiling, root: ir.Value) -> None:
         forall = tg.match_tagged(root, "scf.forall", kid)
@@ -338,11 +405,29 @@ class ContractionSchedule(GpuSchedule):
         copies = tg.split(match_names(forall, ["linalg.copy"]), 2)
         for copy, plan in zip(copies, tiling.copies):
             tg.tile_forall(copy, num_threads=plan.num_threads, processor="thread", linear_dims=plan.linear_dims)
-        compute = match_names(forall, ["linalg.generic"])
+        compute = tg.match_tagged(forall, "linalg.generic", kid)
         tg.tile_forall(compute, tile_sizes=[tiling.sub[0], tiling.sub[1], 0], processor="warp" if tiling.mma else "thread", linear_dims=[1, 0])
+        for fused in tiling.prologue + tiling.epilogue:
+            # Each thread its vectors of the tile. The barrier after each distributed forall orders
+            # one member's stores before the next one's loads (and the prologue's before the
+            # accumulators' loads); C's stores, hoisted out of the k loop later, get theirs from
+            # codegen-gpu-sync-epilogues.
+            per_thread, _ = tg.tile_forall(tg.match_tagged(forall, "linalg.generic", fused.id),
+                                           num_threads=fused.threads, processor="thread",
+                                           linear_dims=fused.linear_dims)
+            # One vector per row, the rows unrolled: 1-d vectors, which convert-vector-to-gpu leaves
+            # alone (it takes a 2-d transfer -> elementwise -> transfer chain for mma.sync
+            # fragments, wherever it is, and then fails on the elementwise op).
+            rows = [1 if extent > 1 else 0 for extent in fused.thread_tile[:-1]]
+            if any(rows):
+                _, loops = tile(per_thread, rows + [0])
+                for loop_handle, extent in zip(loops, [e for e in fused.thread_tile[:-1] if e > 1]):
+                    tg.unroll(loop_handle, extent)
         tg.apply_patterns(forall, tg.canonicalization)
         tg.vectorize(match_names(forall, ["linalg.copy", "linalg.generic"]))
         launch = tg.map_to_launch(forall, tiling.threads, kid)
+        if tiling.epilogue:
+            tg.annotate(launch, EPILOGUE_ATTR, tiling.epilogue[0].id)  # codegen-gpu-sync-epilogues
         # With the warp tiles' views folded into the shared buffers' indices, the vectorised
         # broadcast-multiply-reduce becomes a 2-d vector.contract (then 16x8x16 pieces for mma.sync).
         tg.apply_patterns(launch, tg.fold_memref_aliases, tg.canonicalization)

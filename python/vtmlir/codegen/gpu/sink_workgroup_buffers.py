@@ -19,10 +19,12 @@ their indices, which stay inside the original columns.
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import memref
 
 from ...passes.registry import Pass, PassFailure, register_pass
 from .layouts import element_bytes
 from .schedules import padded_row_elements
+from .transform_gpu import workgroup_memory_space
 
 # Users that address a buffer by index only (their result types do not depend on its layout).
 _INDEXED_ACCESSES = ("vector.transfer_read", "vector.transfer_write", "vector.load", "vector.store",
@@ -32,8 +34,6 @@ _INDEXED_ACCESSES = ("vector.transfer_read", "vector.transfer_write", "vector.lo
 def is_workgroup(memref_type) -> bool:
     """Whether a memref type lives in `#gpu.address_space<workgroup>` (compared with the attribute
     the bindings' builder makes)."""
-    from .transform_gpu import workgroup_memory_space
-
     space = ir.MemRefType(memref_type).memory_space
     return space is not None and space == workgroup_memory_space()
 
@@ -81,8 +81,6 @@ def sink_workgroup_buffers(module_op) -> int:
 
 def _pad_rows(alloc) -> None:
     """Give `alloc` padded rows when every user is an indexed access (in-bounds transfers)."""
-    from torch_mlir.dialects import memref
-
     mtype = ir.MemRefType(alloc.results[0].type)
     shape = list(mtype.shape)
     if not shape:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from torch_mlir import ir
 from torch_mlir.dialects import _gpu_transform_ops_gen as gpu_gen
+from torch_mlir.dialects import _loop_transform_ops_gen as loop_gen
 from torch_mlir.dialects import _memref_transform_ops_gen as memref_gen
 from torch_mlir.dialects import _nvgpu_transform_ops_gen as nvgpu_gen
 from torch_mlir.dialects import _structured_transform_ops_gen as structured_gen
@@ -73,6 +74,22 @@ def tile_forall(target: ir.Value, *, tile_sizes: Sequence[int] | None = None, nu
         kwargs["tile_sizes"] = list(tile_sizes)
     op = structured.TileUsingForallOp(target, **kwargs)
     return op.tiled_op, op.forall_op
+
+
+def parent_function(target: ir.Value) -> ir.Value:
+    """The `func.func` holding the payload ops of `target`."""
+    return transform.GetParentOp(any_op(), target, op_name="func.func").result
+
+
+def fuse_sibling(first: ir.Value, second: ir.Value) -> ir.Value:
+    """One `scf.forall` running the body of the `first` forall, then the body of the `second`, at the
+    `second`'s place (`transform.loop.fuse_sibling`: same bounds, steps and mapping)."""
+    return loop_gen.LoopFuseSiblingOp(any_op(), first, second).result
+
+
+def unroll(loop: ir.Value, factor: int) -> None:
+    casted = transform.CastOp(transform.OperationType.get("scf.for"), loop).result
+    loop_gen.LoopUnrollOp(casted, factor)
 
 
 def interchange(target: ir.Value, permutation: Sequence[int]) -> ir.Value:
