@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 import vtmlir
-from jsonl import Reporter
+from jsonl import Fn, Reporter
 
 SUITE = "codegen"
 emit = Reporter(SUITE).emit
@@ -197,15 +197,6 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
 
 
 # -- workloads ------------------------------------------------------------------------------------
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
 
 def kernel_cases(which: set[str]):
     """(case, module, inputs, work, unit) per kernel benchmark."""

@@ -40,7 +40,7 @@ import time
 import numpy as np
 import torch
 
-from jsonl import Reporter
+from jsonl import Fn, Reporter
 
 SUITE = "gpu"
 emit = Reporter(SUITE).emit
@@ -48,15 +48,6 @@ TOLERANCE = {"f32": 1e-3, "f16": 2e-2}
 #: Datasheet peaks (dense): H100 SXM / H200 have the same SMs and clocks, H200 more bandwidth.
 PEAKS = {"H100": {"f16_tflops": 989.0, "f32_tflops": 67.0, "hbm_gbs": 3350.0},
          "H200": {"f16_tflops": 989.0, "f32_tflops": 67.0, "hbm_gbs": 4800.0}}
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def kernel_case(name: str):

@@ -1,10 +1,24 @@
-"""What every benchmark script shares: the JSON-lines record (docs/design.md §7) and a median timer."""
+"""What every benchmark script shares: the JSON-lines record (docs/design.md §7), a median timer and
+`Fn`, a function as an `nn.Module` (what `vtmlir.compile` and `torch.compile` take)."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import time
+
+import torch
+
+
+class Fn(torch.nn.Module):
+    """`fn` as a module: `Fn(torch.matmul)(a, b)`."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
 
 
 def median_time(fn, repeat: int) -> float:
