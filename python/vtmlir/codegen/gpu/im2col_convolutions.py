@@ -90,6 +90,11 @@ def im2col_convolution(op) -> bool:
     conv = Im2col(op)
     if not conv.ok:
         return False
+    # A 1x1 stride-1 convolution is a contraction once its unit window loops are dropped
+    # (`linalg-fold-unit-extent-dims`, later in the stage): P would be a copy of its input.
+    if all(conv.ranges[d] == 1 for d in conv.window) and \
+            all(item[2] == 1 for item in conv.input_plan if item[0] == "image"):
+        return False
     n_feat = len(conv.features)
     filt_type, out_type = ir.MemRefType(op.operands[conv.filter].type), ir.MemRefType(op.operands[2].type)
     # The filter as the matrix [F, K]: its features lead, the rest (K, in the filter's order) collapse.
