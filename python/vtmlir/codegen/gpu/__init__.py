@@ -7,7 +7,7 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 - `target`: the chips' limits and datasheet peaks (`GpuTarget`, `gpu_target`).
 - `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
   the choice per kernel (`GpuKernelPlan`) and the appended script.
-- passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-pad-contractions`,
+- passes (one per file, in pipeline order): `codegen-gpu-im2col-convolutions`, `codegen-gpu-split-prologues`, `codegen-gpu-pad-contractions`,
   `codegen-gpu-attach-schedule`, `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
   `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
 """
