@@ -43,11 +43,15 @@
 // CHECK-NOT:     memref.reinterpret_cast
 // CHECK:         linalg.generic {{.*}} ins(%arg0, %arg1 : memref<2x16x22x22xf32>, memref<16x3x3xf32>)
 
-// A 1x1 stride-1 convolution is left to linalg-fold-unit-extent-dims (a contraction then); a 1x1
-// stride-2 one (a ResNet downsample) gathers its strided pixels: P[n, c, 1, 1, oh, ow], K = C.
+// A 1x1 stride-1 convolution over whole image rows reads its input as P (no copy); a 1x1 stride-2
+// one (a ResNet downsample) gathers its strided pixels: P[n, c, 1, 1, oh, ow], K = C.
 // CHECK-LABEL: func.func @pointwise
 // CHECK-NOT:     memref.reinterpret_cast
-// CHECK:         linalg.generic {{.*}} ins(%arg0, %arg1 : memref<2x16x8x8xf32>, memref<32x16x1x1xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         %[[X:.*]] = memref.collapse_shape %arg0 {{\[}}[0], [1], [2, 3]] : memref<2x16x8x8xf32> into memref<2x16x64xf32>
+// CHECK:         %[[W:.*]] = memref.collapse_shape %arg1 {{\[}}[0], [1, 2, 3]] : memref<32x16x1x1xf32> into memref<32x16xf32>
+// CHECK:         linalg.generic
+// CHECK-SAME:        ins(%[[W]], %[[X]] : memref<32x16xf32>, memref<2x16x64xf32>) outs(%{{.*}} : memref<2x32x64xf32>)
 // CHECK-LABEL: func.func @pointwise_strided
 // CHECK:         memref.reinterpret_cast %arg0 to offset: [0], sizes: [2, 16, 1, 1, 4, 4], strides: [1024, 64, 8, 1, 16, 2]
 // CHECK:         linalg.generic

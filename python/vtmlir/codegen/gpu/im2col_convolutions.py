@@ -28,8 +28,10 @@ of PyTorch in f32 (`test_cuda_schedules.py`).
 
 Convolutions that do not fit (depthwise and grouped, a filter whose features do not lead, a
 non-contiguous output row or filter, a dynamic layout, a kernel inside a loop) keep the naive
-mapping and are named in the report. A 1x1 stride-1 convolution is left as it is: the unit-dimension
-folding later in the `schedule` stage makes it a contraction that reads the input directly.
+mapping and are named in the report. A 1x1 stride-1 convolution over whole image rows needs no copy:
+its input is the matrix P (collapsed), and it becomes the same batch matmul, the filter first (the
+unit-dimension folding alone left it a contraction reading the input first, which the tensor-core
+conversion refused: f16 1x1 convolutions kept the naive mapping).
 """
 
 from __future__ import annotations
@@ -79,6 +81,25 @@ def _window_view(op, conv: Im2col, p_dims: list[int]) -> ir.Value | None:
                                     [strides[d] for d in p_dims]).result
 
 
+def _input_matrix(op, conv: Im2col, batch: list[int], k_dims: list[int]) -> ir.Value | None:
+    """The input of a 1x1 stride-1 convolution as the matrix [batch..., K, OH*OW] (a collapse_shape),
+    or None when it is not laid out so: its dimensions the batch, the channels (in K's order) and
+    whole contiguous image rows (OH x OW, no offset into the window)."""
+    source = op.operands[conv.input]
+    t = ir.MemRefType(source.type)
+    channels = [d for d in k_dims if d in conv.channels]
+    expected = [("batch", d) for d in batch] + [("channel", d) for d in channels]
+    plan = conv.input_plan
+    if [item[:2] for item in plan[:-2]] != expected or [item[:2] for item in plan[-2:]] != \
+            [("image", conv.oh), ("image", conv.ow)] or any(item[4] for item in plan[-2:]):
+        return None
+    nb, nc = len(batch), len(channels)
+    if list(t.shape[-2:]) != [conv.ranges[conv.oh], conv.ranges[conv.ow]] or \
+            not _contiguous(t, list(range(nb, nb + nc))) or not _contiguous(t, [t.rank - 2, t.rank - 1]):
+        return None
+    return collapse(source, [[i] for i in range(nb)] + [list(range(nb, nb + nc)), [nb + nc, nb + nc + 1]])
+
+
 def im2col_convolution(op) -> bool:
     """Rewrite one convolution generic (kernel level) as an im2col copy and a batch matmul, in place;
     False when it does not fit (see the module docstring)."""
@@ -90,11 +111,8 @@ def im2col_convolution(op) -> bool:
     conv = Im2col(op)
     if not conv.ok:
         return False
-    # A 1x1 stride-1 convolution is a contraction once its unit window loops are dropped
-    # (`linalg-fold-unit-extent-dims`, later in the stage): P would be a copy of its input.
-    if all(conv.ranges[d] == 1 for d in conv.window) and \
-            all(item[2] == 1 for item in conv.input_plan if item[0] == "image"):
-        return False
+    pointwise = all(conv.ranges[d] == 1 for d in conv.window) and \
+        all(item[2] == 1 for item in conv.input_plan if item[0] == "image")
     n_feat = len(conv.features)
     filt_type, out_type = ir.MemRefType(op.operands[conv.filter].type), ir.MemRefType(op.operands[2].type)
     # The filter as the matrix [F, K]: its features lead, the rest (K, in the filter's order) collapse.
@@ -110,15 +128,24 @@ def im2col_convolution(op) -> bool:
     batch = [d for d in outer if d in conv.batch]
     p_dims = batch + k_dims + [conv.oh, conv.ow]
     element = ir.MemRefType(op.operands[conv.input].type).element_type
+    nb, nk = len(batch), len(k_dims)
     with op.location, ir.InsertionPoint(op):
-        windows = _window_view(op, conv, p_dims)
-        if windows is None:
-            return False
-        panel = memref.AllocOp(ir.MemRefType.get([conv.ranges[d] for d in p_dims], element), [], [],
-                               alignment=64).result
-        linalg.copy(windows, outs=[panel])
-        nb, nk = len(batch), len(k_dims)
-        matrix = collapse(panel, [[i] for i in range(nb)] + [list(range(nb, nb + nk)), [nb + nk, nb + nk + 1]])
+        panel = None
+        if pointwise:
+            # A 1x1 stride-1 convolution over whole image rows: the input is the matrix P already
+            # (no copy). Otherwise (a view of part of the rows) the unit-dimension folding later in
+            # the stage makes it a contraction of its own.
+            matrix = _input_matrix(op, conv, batch, k_dims)
+            if matrix is None:
+                return False
+        else:
+            windows = _window_view(op, conv, p_dims)
+            if windows is None:
+                return False
+            panel = memref.AllocOp(ir.MemRefType.get([conv.ranges[d] for d in p_dims], element), [], [],
+                                   alignment=64).result
+            linalg.copy(windows, outs=[panel])
+            matrix = collapse(panel, [[i] for i in range(nb)] + [list(range(nb, nb + nk)), [nb + nk, nb + nk + 1]])
         weight = collapse(op.operands[conv.filter], [[i] for i in range(n_feat)] + [list(range(n_feat, filt_type.rank))])
         n_out = len(out_dims)
         out = collapse(op.operands[2], [[i] for i in range(n_out - 2)] + [[n_out - 2, n_out - 1]])
@@ -138,7 +165,8 @@ def im2col_convolution(op) -> bool:
         if sides is not None and sides.lhs.args == [1]:
             lhs, rhs = sides.product.operands
             sides.product.operands[0], sides.product.operands[1] = rhs, lhs
-        memref.DeallocOp(panel)
+        if panel is not None:
+            memref.DeallocOp(panel)
     op.erase()
     return True
 
