@@ -395,3 +395,82 @@ def test_cli_prints_the_report_for_a_half_precision_zoo_model():
     assert proc.returncode == 0, proc.stderr
     assert "mma-sync" in proc.stderr and "H100 roofline estimate" in proc.stderr  # the report
     assert ".entry" in proc.stdout  # the PTX, still emitted
+
+
+class ConvRelu(torch.nn.Module):
+    """An NCHW convolution (groups 1, bias) and a ReLU: what the importer makes of a conv layer."""
+
+    def __init__(self, cin, cout, stride, dilation=1, kernel=3):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(cin, cout, kernel, stride=stride, padding=dilation * (kernel // 2),
+                                    dilation=dilation)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def _run_with_gpu_im2col_on_cpu(model, x):
+    """`model` imported and bufferized as for CUDA, `codegen-gpu-im2col-convolutions` applied, the
+    rewritten kernel level run by the CPU backend (the GPU path's kernels cannot run here): returns
+    the result and how many convolutions were rewritten."""
+    from vtmlir.backend.bufferize import bufferize
+    from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
+    from vtmlir.backend.cpu.lower import lower_to_llvm
+    from vtmlir.codegen.gpu.im2col_convolutions import im2col_convolutions
+    from vtmlir.frontend.torch_import import export_torch, import_exported
+    from vtmlir.signature import box_scalars, find_entry, signature_of
+
+    module = import_exported(export_torch(model, x))
+    signature = signature_of(find_entry(module, None))
+    box_scalars(find_entry(module, None))
+    result_arguments = bufferize(module, function=signature.name)
+    rewritten = im2col_convolutions(module.operation)
+    lower_to_llvm(module, threads=1)
+    exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
+    (y,) = exe.run(x)
+    return y, rewritten
+
+
+@pytest.mark.parametrize("kernel, stride, dilation", [(3, 1, 1), (3, 2, 1), (3, 1, 2), (1, 1, 1), (1, 2, 1)])
+def test_im2col_convolutions_match_pytorch_on_the_cpu(kernel, stride, dilation):
+    """The im2col copy + batch matmul (a 1x1 stride-1 convolution: the input read as the matrix)
+    computes the convolution: f32 within rtol 1e-4 of PyTorch (the product sums in k = (c, kh, kw)
+    order, the convolution loops' own)."""
+    torch.manual_seed(0)
+    model = ConvRelu(16, 24, stride, dilation, kernel).eval()
+    x = torch.randn(2, 16, 18, 14)
+    y, rewritten = _run_with_gpu_im2col_on_cpu(model, x)
+    assert rewritten == 1
+    want = model(x)
+    torch.testing.assert_close(torch.as_tensor(y), want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("kernel, stride", [(3, 1), (3, 2), (1, 1)])
+def test_convolutions_run_as_implicit_gemm(dtype, kernel, stride):
+    """A 3x3 convolution (padding 1, stride 1 or 2) compiles to an im2col copy (vector schedule) and
+    a contraction, a 1x1 one to the contraction alone: SIMT in f32, mma.sync in f16; no naive
+    kernel; PTX for sm_80 and sm_90 with no spills."""
+    torch.manual_seed(0)
+    model = ConvRelu(32, 64, stride, kernel=kernel).to(dtype)
+    exe = _compile(model, torch.randn(4, 32, 24, 24).to(dtype))
+    report = exe.report()
+    assert not report.naive_contractions, [(k.name, k.description, k.detail) for k in report.naive_contractions]
+    assert all(k.schedule != "naive" for k in exe.kernels), \
+        [(k.name, k.plan and k.plan.description, k.plan and k.plan.reason) for k in exe.kernels]
+    assert not [k for k in exe.kernels if k.plan is not None and k.plan.kind == "convolution"]
+    (gemm,) = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
+    assert gemm.schedule == ("mma-sync" if dtype == torch.float16 else "simt")
+    # batch 4, M = 64 filters, N = output pixels, K = 32 channels x kernel x kernel
+    pixels = (24 // stride) ** 2
+    n = pixels if dtype == torch.float32 else -(-pixels // 16) * 16
+    assert gemm.plan.description.startswith(f"contraction 4x64x{n}x{32 * kernel * kernel}")
+    if dtype == torch.float16:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in gemm.ptx and "ldmatrix" in gemm.ptx
+    windows = [k for k in exe.kernels if k.plan is not None
+               and k.plan.description.startswith(f"data-movement 4x32x{kernel}x{kernel}")]
+    assert len(windows) == (0 if (kernel, stride) == (1, 1) else 1)
+    assert all(k.schedule == "vector" for k in windows)
+    for kernel in exe.kernels:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)

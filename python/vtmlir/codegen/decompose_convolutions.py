@@ -31,21 +31,21 @@ from ..passes.registry import Pass, register_pass
 from .bodies import clone_ops, iterator_attr
 from .delinearize_loops import subview_type
 from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
-from .weights import Globals, is_identity_layout
+from .weights import Globals
 
 # An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
 # the register tiles; whole output rows, so narrow images take several rows per panel).
 PANEL_PIXELS = 128
 
 
-def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
+def linear_terms(expr) -> tuple[dict[int, int], int] | None:
     """`expr` as ({dim: coefficient}, constant), or None when it is not linear in the dims."""
     if isinstance(expr, ir.AffineDimExpr):
         return {expr.position: 1}, 0
     if isinstance(expr, ir.AffineConstantExpr):
         return {}, expr.value
     if isinstance(expr, ir.AffineAddExpr):
-        lhs, rhs = _linear_terms(expr.lhs), _linear_terms(expr.rhs)
+        lhs, rhs = linear_terms(expr.lhs), linear_terms(expr.rhs)
         if lhs is None or rhs is None:
             return None
         terms = dict(lhs[0])
@@ -53,7 +53,7 @@ def _linear_terms(expr) -> tuple[dict[int, int], int] | None:
             terms[d] = terms.get(d, 0) + c
         return terms, lhs[1] + rhs[1]
     if isinstance(expr, ir.AffineMulExpr):
-        lhs, rhs = _linear_terms(expr.lhs), _linear_terms(expr.rhs)
+        lhs, rhs = linear_terms(expr.lhs), linear_terms(expr.rhs)
         if lhs is None or rhs is None:
             return None
         if not rhs[0]:
@@ -86,7 +86,7 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
         shape = list(operand.type.shape)
         exprs, slices, sliced = [], [], False
         for size, expr in zip(shape, amap.results):
-            lin = _linear_terms(expr)
+            lin = linear_terms(expr)
             if lin is None:
                 return False
             terms, const = lin
@@ -170,17 +170,22 @@ def _offset(taps: dict[int, int], const: int, ivs: dict, index) -> ir.Value | in
     return value
 
 
-class _Im2col:
-    """The facts im2col needs about one convolution, or `ok = False`."""
+class Im2col:
+    """The facts an im2col needs about one convolution generic (also `codegen-gpu-im2col-convolutions`),
+    or `ok = False`: its loop `ranges` and `maps`, the loop dimensions by role (`batch`, `features`,
+    `channels`, `window`, the output image's `oh` and `ow`, which end the output and are contiguous
+    there), which input is the `filter` (reading features, channels and taps as plain dimensions, in
+    the order `filter_dims`) and which the `input`, and how the input reads each dimension
+    (`input_plan`)."""
 
-    def __init__(self, op, globals_: Globals):
+    def __init__(self, op):
         self.ok = False
         maps = indexing_maps_of(op)
         ranges = loop_ranges_of(op, maps) if maps else None
         if ranges is None or len(op.opview.outputs) != 1 or len(op.opview.inputs) != 2:
             return
         dims = linalg.infer_convolution_dimensions(op)
-        if list(dims.depth) or not list(dims.input_channel) or len(dims.output_image) != 2:
+        if dims is None or list(dims.depth) or not list(dims.input_channel) or len(dims.output_image) != 2:
             return
         self.ranges, self.maps = ranges, maps
         self.window, self.channels = sorted(dims.filter_loop), sorted(dims.input_channel)
@@ -204,12 +209,7 @@ class _Im2col:
         filt = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[self.filter].results]
         if None in filt or set(filt) != set(self.features) | set(self.window) | set(self.channels):
             return
-        weight = globals_.constant_value(op.operands[self.filter])
-        if weight is None:
-            return
-        # The filter re-laid out [features (its order), taps, channels (loop order)]: K = (taps, channels).
-        order = [d for d in filt if d in self.features] + self.window + self.channels
-        self.weight = weight.transpose([filt.index(d) for d in order])
+        self.filter_dims = filt
         self.input_plan = self._plan_input(maps[self.input])
         self.ok = self.input_plan is not None
 
@@ -217,7 +217,7 @@ class _Im2col:
         """Per input result: ("batch", d) | ("channel", d) | ("image", image dim, stride, {tap: dilation}, const)."""
         plan = []
         for expr in amap.results:
-            lin = _linear_terms(expr)
+            lin = linear_terms(expr)
             if lin is None:
                 return None
             terms, const = lin
@@ -241,10 +241,17 @@ class _Im2col:
 def _im2col_convolution(op, globals_: Globals) -> bool:
     """Rewrite one convolution as im2col panels and contractions (see the module docstring)."""
     op = op.operation
-    conv = _Im2col(op, globals_)
+    conv = Im2col(op)
     if not conv.ok:
         return False
-    if _direct_product(op, conv, globals_):
+    weight = globals_.constant_value(op.operands[conv.filter])
+    if weight is None:
+        return False
+    # The filter re-laid out [features (its order), taps, channels (loop order)]: K = (taps, channels).
+    filt = conv.filter_dims
+    order = [d for d in filt if d in conv.features] + conv.window + conv.channels
+    weight = weight.transpose([filt.index(d) for d in order])
+    if _direct_product(op, conv, weight, globals_):
         return True
     ranges = conv.ranges
     OH, OW = ranges[conv.oh], ranges[conv.ow]
@@ -276,12 +283,12 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
                     end = memref.AllocaScopeReturnOp([])
             ip = ir.InsertionPoint(end)
         with ip:
-            weight = globals_.read_relaid(op.operands[conv.filter], conv.weight, "im2col")
+            weight = globals_.read_relaid(op.operands[conv.filter], weight, "im2col")
             n_feat = len(conv.features)
-            weight2 = _collapse(weight, [[i] for i in range(n_feat)] + [list(range(n_feat, n_feat + len(taps) + len(chans)))])
+            weight2 = collapse(weight, [[i] for i in range(n_feat)] + [list(range(n_feat, n_feat + len(taps) + len(chans)))])
             panel = memref.AllocaOp(ir.MemRefType.get(taps + chans + [rows, OW], element), [], [],
                                     alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
-            matrix = _collapse(panel, [list(range(len(taps) + len(chans))), [len(taps) + len(chans), len(taps) + len(chans) + 1]])
+            matrix = collapse(panel, [list(range(len(taps) + len(chans))), [len(taps) + len(chans), len(taps) + len(chans) + 1]])
             ivs = {}
             inner = ip
             for d in conv.batch + [conv.oh]:
@@ -305,7 +312,7 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
     return True
 
 
-def _direct_product(op, conv: _Im2col, globals_: Globals) -> bool:
+def _direct_product(op, conv: Im2col, relaid, globals_: Globals) -> bool:
     """A 1x1, stride-1 convolution over whole, contiguous image rows: the input is the matrix
     [channels, pixels] already, so the product reads it (and the output) with (oh, ow) collapsed."""
     plan, ranges = conv.input_plan, conv.ranges
@@ -320,11 +327,11 @@ def _direct_product(op, conv: _Im2col, globals_: Globals) -> bool:
         return False
     with op.location, ir.InsertionPoint(op):
         n_in = len(plan)
-        matrix = _collapse(source, [[i] for i in range(n_in - 2)] + [[n_in - 2, n_in - 1]])
-        weight = globals_.read_relaid(op.operands[conv.filter], conv.weight.reshape(
-            conv.weight.shape[:len(conv.features)] + conv.weight.shape[len(conv.features) + len(conv.window):]), "im2col")
+        matrix = collapse(source, [[i] for i in range(n_in - 2)] + [[n_in - 2, n_in - 1]])
+        weight = globals_.read_relaid(op.operands[conv.filter], relaid.reshape(
+            relaid.shape[:len(conv.features)] + relaid.shape[len(conv.features) + len(conv.window):]), "im2col")
         out_dims = [e.position for e in conv.maps[2].results]
-        out = _collapse(op.operands[2], [[i] for i in range(len(out_dims) - 2)] + [[len(out_dims) - 2, len(out_dims) - 1]])
+        out = collapse(op.operands[2], [[i] for i in range(len(out_dims) - 2)] + [[len(out_dims) - 2, len(out_dims) - 1]])
         # Loops: the output's dimensions with (oh, ow) as one pixel dimension p, then the channels.
         outer = out_dims[:-2]
         rank = len(outer) + 1 + len(conv.channels)
@@ -340,12 +347,12 @@ def _direct_product(op, conv: _Im2col, globals_: Globals) -> bool:
         operands[conv.input], operands[conv.filter] = matrix, weight
         iterators = ([iterator_attr(op.context, "parallel")] * (len(outer) + 1)
                      + [iterator_attr(op.context, "reduction")] * len(conv.channels))
-        _product_like(op, operands + [out], maps, iterators)
+        generic_like(op, operands + [out], maps, iterators)
     op.erase()
     return True
 
 
-def _copy_tap(op, conv: _Im2col, panel, ivs, row0, rows: int, OW: int, const) -> None:
+def _copy_tap(op, conv: Im2col, panel, ivs, row0, rows: int, OW: int, const) -> None:
     """panel[tap, :, :, :] = the tap's input rows (a data-movement kernel)."""
     source = op.operands[conv.input]
     offsets, sizes, strides, dropped, src_dims = [], [], [], [], []
@@ -389,7 +396,7 @@ def _copy_tap(op, conv: _Im2col, panel, ivs, row0, rows: int, OW: int, const) ->
         linalg.YieldOp([body.arguments[0]])
 
 
-def _output_rows(op, conv: _Im2col, ivs, row0, rows: int, const):
+def _output_rows(op, conv: Im2col, ivs, row0, rows: int, const):
     """The output's panel rows as a [features..., pixels] matrix."""
     out = op.operands[2]
     out_dims = [e.position for e in conv.maps[2].results]
@@ -402,10 +409,10 @@ def _output_rows(op, conv: _Im2col, ivs, row0, rows: int, const):
         view.owner.erase()
         view = memref.subview(out, offsets, sizes, [1] * len(out_dims), result_type=reduced)
     rank = len(out_dims) - len(dropped)
-    return _collapse(view, [[i] for i in range(rank - 2)] + [[rank - 2, rank - 1]])
+    return collapse(view, [[i] for i in range(rank - 2)] + [[rank - 2, rank - 1]])
 
 
-def _panel_product(op, conv: _Im2col, matrix, weight, out, k_extent: int, pixels: int) -> None:
+def _panel_product(op, conv: Im2col, matrix, weight, out, k_extent: int, pixels: int) -> None:
     """out[f..., p] += weight[f..., k] * matrix[k, p] with the convolution's own body."""
     n_feat = len(conv.features)
     rank = n_feat + 2  # (features..., p, k)
@@ -418,22 +425,25 @@ def _panel_product(op, conv: _Im2col, matrix, weight, out, k_extent: int, pixels
     operands = [None, None]
     operands[conv.input], operands[conv.filter] = matrix, weight
     iterators = [iterator_attr(op.context, "parallel")] * (n_feat + 1) + [iterator_attr(op.context, "reduction")]
-    _product_like(op, operands + [out], maps, iterators)
+    generic_like(op, operands + [out], maps, iterators)
 
 
-def _product_like(op, operands, maps, iterators) -> None:
-    """A generic over `operands` (inputs, then the output) with `op`'s body."""
+def generic_like(op, operands, maps, iterators, sources=None):
+    """A generic over `operands` (inputs, then the output) with `op`'s body; operand i stands for
+    the body's argument `sources[i]` (default: i)."""
     product = linalg.GenericOp([], operands[:-1], [operands[-1]],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]), ir.ArrayAttr.get(iterators))
     old = op.regions[0].blocks[0]
-    block = product.regions[0].blocks.append(*[a.type for a in old.arguments])
-    mapping = {a: b for a, b in zip(old.arguments, block.arguments)}
+    sources = list(sources) if sources is not None else list(range(len(old.arguments)))
+    block = product.regions[0].blocks.append(*[old.arguments[i].type for i in sources])
+    mapping = {old.arguments[i]: b for i, b in zip(sources, block.arguments)}
     ops = list(old.operations)
     with ir.InsertionPoint(block):
         clone_ops(ops, mapping)
+    return product
 
 
-def _collapse(value, groups: list[list[int]]):
+def collapse(value, groups: list[list[int]]):
     """memref.collapse_shape of `value` (contiguous within each group) by `groups`."""
     t = ir.MemRefType(value.type)
     strides, offset = t.get_strides_and_offset()
@@ -446,7 +456,9 @@ def _collapse(value, groups: list[list[int]]):
         shape.append(size)
         new_strides.append(strides[group[-1]])
 
-    if is_identity_layout(t):
+    # The result has a strided layout where the source has one, even a contiguous one (as
+    # collapse_shape's verifier infers it).
+    if isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank):
         result = ir.MemRefType.get(shape, t.element_type)
     else:
         result = ir.MemRefType.get(shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))

@@ -91,6 +91,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
     # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
+    "codegen-gpu-im2col-convolutions": "vtmlir.codegen.gpu.im2col_convolutions",
     "codegen-gpu-split-prologues": "vtmlir.codegen.gpu.split_prologues",
     "codegen-gpu-pad-contractions": "vtmlir.codegen.gpu.pad_contractions",
     "codegen-gpu-attach-schedule": "vtmlir.codegen.gpu.attach_schedule",

@@ -95,9 +95,10 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
     # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
-    GpuStage("schedule", "contractions' operand prologues split off, tensor-core operands padded to "
-             "multiples of 16, unit loops dropped; every kernel classified and its GPU schedule attached",
-             pipeline="codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+    GpuStage("schedule", "convolutions as im2col copies and batch matmuls, contractions' operand prologues "
+             "split off, tensor-core operands padded to multiples of 16, unit loops dropped; every kernel "
+             "classified and its GPU schedule attached",
+             pipeline="codegen-gpu-im2col-convolutions, codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),

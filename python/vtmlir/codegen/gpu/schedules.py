@@ -7,8 +7,8 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
 "finish" (after the accumulators are hoisted: SIMT contractions become FMAs) and "pipeline" (after
 `convert-vector-to-gpu`: `cp.async` copies, multi-buffered shared memory, software pipelining).
 
-- `ContractionSchedule`: matmul, batch matmul, Linear, attention's products, per-tap convolution
-  contractions. f16 operands on tensor cores (`mma.sync.m16n8k16`, f32 or f16 accumulators): block
+- `ContractionSchedule`: matmul, batch matmul, Linear, attention's products, convolutions as
+  im2col batch matmuls (`codegen-gpu-im2col-convolutions`). f16 operands on tensor cores (`mma.sync.m16n8k16`, f32 or f16 accumulators): block
   tiles from a table chosen by shape (`mma_tiling`), 2x2 or 1xN warps, A and B tiles staged in
   shared memory by `cp.async` in 2-3 stages, fragments loaded with `ldmatrix`. Everything else
   (f32, mixed types, shapes that do not tile by 16) as a SIMT kernel: block tiles staged in shared
@@ -697,7 +697,9 @@ class RowReductionSchedule(GpuSchedule):
 
 
 # The default GPU schedule per kernel kind (keys as codegen.schedules.schedule_key); None: the naive
-# mapping (one thread per element of the parallel loops), named in the report.
+# mapping (one thread per element of the parallel loops), named in the report. Convolutions reach the
+# contraction schedule as im2col batch matmuls (`codegen-gpu-im2col-convolutions`); those it leaves
+# (depthwise, grouped) keep the naive mapping.
 DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
     KernelKind.CONTRACTION.value: ContractionSchedule(),
     KernelKind.ELEMENTWISE.value: VectorSchedule(),
