@@ -178,11 +178,12 @@ def test_four_dimensional_kernels_loop_over_the_fourth_dimension_in_each_thread(
 
 
 class ConvPool(torch.nn.Module):
-    """A 3x3 convolution and a max-pool: window kernels the vectoriser does not take."""
+    """A depthwise 3x3 convolution (no channel reduction: not an implicit GEMM) and a max-pool:
+    window kernels the vectoriser does not take."""
 
     def __init__(self):
         super().__init__()
-        self.conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
 
     def forward(self, x):
         return torch.nn.functional.max_pool2d(self.conv(x), 2)
