@@ -9,6 +9,7 @@ Entry points:
 
 from .errors import InputMutationError, UnsupportedOpError, VtmlirError
 from .frontend import as_module, import_torch, parse_mlir
+from .passes.services import register_compiler
 
 __version__ = "0.1.0"
 
@@ -30,5 +31,9 @@ def quantize(model, dtype: str = "u4", group_size: int = 128, **options):
 
     return _quantize(model, dtype=dtype, group_size=group_size, **options)
 
+
+# VTC's measured cost model compiles candidate kernels with `compile`: registered for the passes
+# below this layer (vtmlir/passes/services.py).
+register_compiler(compile)
 
 __all__ = ["InputMutationError", "UnsupportedOpError", "VtmlirError", "as_module", "compile", "import_torch", "parse_mlir", "quantize"]

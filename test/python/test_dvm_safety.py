@@ -12,6 +12,7 @@ import torch
 
 import vtmlir
 from vtmlir.dvm import BytecodeError, Graph, Target, bytecode, codegen, compile_graph, isa, native
+from vtmlir.dvm import kernel as kernel_module
 from vtmlir.dvm.native_fill import ASK_PYTHON, NONE_MATCHED
 from vtmlir.dvm.symbolic import Tracer
 from vtmlir.dvm.template import prebuild, templates_of
@@ -31,6 +32,7 @@ def no_decode(monkeypatch):
 
     monkeypatch.setattr(bytecode, "decode", refuse)
     monkeypatch.setattr(native, "decode", refuse)
+    monkeypatch.setattr(kernel_module, "decode", refuse)
     return calls
 
 
@@ -84,7 +86,7 @@ def test_dvm_function_and_stream_fuser_decode_nothing(no_decode):
 def test_bytecode_no_template_made_is_decoded_at_its_first_native_run(monkeypatch):
     calls = []
     real = bytecode.decode
-    monkeypatch.setattr(bytecode, "decode", lambda array: calls.append(1) or real(array))
+    monkeypatch.setattr(kernel_module, "decode", lambda array: calls.append(1) or real(array))
     g = addmm()
     k = compile_graph(g, [(4, 16), (4, 40), (40, 16)], SMALL, template=False)
     assert k.native_reason is None and calls == [1]

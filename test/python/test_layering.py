@@ -41,12 +41,7 @@ LAYERS = (
 )
 SUBSYSTEM_LAYER = "subsystems"
 #: Upward edges kept on purpose, each with its reason (a stale entry fails `test_known_upward_edges_exist`).
-KNOWN_UPWARD = {
-    ("vtmlir.vtc.measured_cost", "vtmlir"):
-        "VTC Alg. 2's measured cost model (vt-eliminate-data-movement{cost=measured}) times candidate "
-        "kernels compiled by `vtmlir.compile` itself, so that a measurement follows the default "
-        "pipeline; imported when a measured run starts",
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

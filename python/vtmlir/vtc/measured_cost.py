@@ -68,6 +68,7 @@ from .greedy import (
     readers_excluding,
 )
 from .build_vtog import Edge
+from ..passes.services import compiler
 
 TARGET_UNITS = {"cpu": CPU_CACHE_LINE, "cuda": CUDA_COALESCING}
 _NULL_KERNEL = "func.func @main(%a: tensor<1xf32>) -> tensor<1xf32> { return %a : tensor<1xf32> }"
@@ -100,12 +101,10 @@ class KernelTimer:
         if text in self.cache:
             self.cached += 1
             return self.cache[text]
-        import vtmlir  # upward import (test_layering.KNOWN_UPWARD): only a measured run needs vtmlir.compile
-
         kwargs = {"opt_level": self.opt_level} if self.target == "cpu" else {}
         if self.target == "cuda":
             kwargs["chip"] = device_arch()
-        exe = vtmlir.compile(text, target=self.target, **kwargs)
+        exe = compiler()(text, target=self.target, **kwargs)   # vtmlir.compile (passes/services.py)
         call = _fast_call(exe) if self.target == "cpu" else _plain_call(exe)
         call()                                       # warm-up (first call loads the code)
         # Calls per sample so that a sample lasts about MIN_SAMPLE_S (timer resolution, noise).
