@@ -256,3 +256,95 @@ def test_property_compose_equals_sequential(data):
             assert composed.apply(x) == _sequential(base, outer, at, len(bsources), x)
             j, y = dense.apply(x)
             assert (kept[j], y) == composed.apply(x)
+
+
+# -- many pieces: the dequantisation of packed codes (fuzz seed 2611, cases 5532/5596/5692) -----------
+
+def _interleaved_concat(columns: int, rows: int) -> MappingFunction:
+    """`columns` tensors [rows, 1] concatenated along dim 1 (the unpacked nibbles of a code matrix)."""
+    return MappingFunction([Piece(k, amap(f"(d0, d1) -> (d0, d1 - {k})"), ((1, k, k + 1),))
+                            for k in range(columns)])
+
+
+def test_compose_interleaved_concat_through_reshapes(ctx):
+    """Collapsing a concat along its inner dim interleaves its inputs: one piece per element (768);
+    viewing the result as [32, 24] merges them back to 8 x 3 pieces. Both compositions are exact."""
+    concat = _interleaved_concat(8, 96)
+    collapse = MappingFunction.single(amap("(d0) -> (d0 floordiv 8, d0 mod 8)"))
+    flat = concat.compose(collapse, shape=[768])
+    assert len(flat.pieces) == 768
+    assert flat.verify([768], [[96, 1]] * 8) is None
+    for x in range(768):
+        assert flat.apply([x]) == _sequential(concat, collapse, 0, 8, [x])
+    expand = MappingFunction.single(amap("(d0, d1) -> (d0 * 24 + d1)"))
+    matrix = flat.compose(expand, shape=[32, 24])
+    assert len(matrix.pieces) == 24
+    assert matrix.verify([32, 24], [[96, 1]] * 8) is None
+    for x in itertools.product(range(32), range(24)):
+        assert matrix.apply(x) == _sequential(flat, expand, 0, 8, x)
+
+
+def test_compose_refuses_beyond_the_piece_bound(ctx):
+    """A composition that needs more than MAX_COMPOSED_PIECES pieces is refused (its callers keep
+    the view nested or the tensor physical) instead of growing with the tensor."""
+    from vtmlir.dialects.vt_mapping import MAX_COMPOSED_PIECES
+
+    rows = MAX_COMPOSED_PIECES // 2 + 1
+    collapse = MappingFunction.single(amap("(d0) -> (d0 floordiv 2, d0 mod 2)"))
+    with pytest.raises(MappingCompositionError, match="MAX_COMPOSED_PIECES"):
+        _interleaved_concat(2, rows).compose(collapse, shape=[2 * rows])
+    smaller = _interleaved_concat(2, rows - 1).compose(collapse, shape=[2 * rows - 2])
+    assert len(smaller.pieces) == MAX_COMPOSED_PIECES
+
+
+def _simplified_by_scanning_all_pairs(pieces: list[Piece], shape) -> list[Piece]:
+    """`simplified`'s merges by their definition: always the first pair (i < j) `_merge` joins."""
+    from vtmlir.dialects.vt_mapping import _merge
+
+    pieces = list(pieces)
+    while True:
+        for i, j in itertools.combinations(range(len(pieces)), 2):
+            merged = _merge(pieces[i], pieces[j], shape)
+            if merged is not None:
+                pieces[i] = merged
+                del pieces[j]
+                break
+        else:
+            return pieces
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_property_merges_equal_the_pairwise_scan(data):
+    """The table-and-heap merge of `simplified` merges the same pairs in the same order as scanning
+    every pair for the first that merges: a grid of boxes, each with one of two sources and maps,
+    in random order."""
+    from vtmlir.dialects.vt_mapping import _merge_all
+
+    with make_context(), ir.Location.unknown():
+        shape = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3), label="shape")
+        cuts = [sorted(data.draw(st.sets(st.integers(1, e - 1), max_size=e - 1), label=f"cuts {d}")) if e > 1 else []
+                for d, e in enumerate(shape)]
+        bounds_ = [list(zip([0] + c, c + [e])) for c, e in zip(cuts, shape)]
+        rank = len(shape)
+        maps = [ir.AffineMap.get_identity(rank), ir.AffineMap.get_minor_identity(rank, 1)]
+        cells = list(itertools.product(*bounds_))
+        labels = data.draw(st.lists(st.integers(0, 3), min_size=len(cells), max_size=len(cells)), label="labels")
+        pieces = [Piece(label % 2, maps[label // 2], tuple((d, lo, hi) for d, (lo, hi) in enumerate(cell)))
+                  for cell, label in zip(cells, labels)]
+        pieces = data.draw(st.permutations(pieces), label="order")
+        assert _merge_all(list(pieces), shape) == _simplified_by_scanning_all_pairs(pieces, shape)
+
+
+def test_eval_expr_grid_equals_pointwise(ctx):
+    """The grid evaluator gives eval_expr's value at every point, in itertools.product order, also
+    past int64 (Python integers)."""
+    from vtmlir.dialects.affine_eval import eval_expr, eval_expr_grid
+
+    box = [(-3, 4), (0, 5)]
+    for text in ("(d0, d1) -> (d0 * 7 + d1 floordiv 2 - (d0 mod 3) + (d1 ceildiv 4))",
+                 "(d0, d1) -> ((d0 - d1) floordiv 3 + 4611686018427387904 * d1)"):
+        e = amap(text).results[0]
+        grid = eval_expr_grid(e, box).ravel().tolist()
+        points = list(itertools.product(*(range(lo, hi) for lo, hi in box)))
+        assert grid == [eval_expr(e, list(p)) for p in points]

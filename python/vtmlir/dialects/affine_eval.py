@@ -1,13 +1,16 @@
-"""Small exact evaluator and interval bounds for MLIR affine maps (no numpy, no JIT).
+"""Small exact evaluator and interval bounds for MLIR affine maps (no JIT).
 
 The `vt` and `layout` dialects describe index mappings with affine maps that may use `floordiv`,
 `ceildiv` and `mod` by constants (VTC Eq. 2). The bindings can build and compose such maps but not
 evaluate them, so this module walks the `AffineExpr` tree itself. Semantics follow MLIR: `floordiv`
 rounds towards negative infinity, `mod` is non-negative for a positive divisor (Python's `//`, `%`).
+`eval_expr_grid` evaluates an expression at every point of a box at once (numpy), for the analyses
+that enumerate index points (a walk of the tree per point made them minutes long).
 """
 
 from collections.abc import Sequence
 
+import numpy as np
 from torch_mlir import ir
 
 
@@ -89,6 +92,62 @@ def bounds(expr: ir.AffineExpr, box: Sequence[tuple[int, int]]) -> tuple[int, in
             return l_lo % c, l_hi % c
         return 0, c - 1
     raise TypeError(f"unsupported affine expression {expr}")
+
+
+def eval_expr_grid(expr: ir.AffineExpr, box: Sequence[tuple[int, int]]) -> np.ndarray:
+    """`expr` at every integer point of `box[d] = (lo_d, hi_d)` (hi exclusive): an array of shape
+    `(hi_d - lo_d for d)`, so its C-order ravel lists the points in `itertools.product` order. Exact:
+    int64 where every subexpression's bound fits, else Python integers (an object array)."""
+    exact = _fits_int64(expr, box)
+    dtype = np.int64 if exact else object
+    rank = len(box)
+    axes = []
+    for d, (lo, hi) in enumerate(box):
+        shape = [1] * rank
+        shape[d] = max(0, hi - lo)
+        axes.append(np.arange(lo, max(lo, hi), dtype=np.int64).astype(dtype).reshape(shape))
+    values = _eval_grid(expr, axes, dtype)
+    return np.broadcast_to(values, tuple(max(0, hi - lo) for lo, hi in box))
+
+
+def _eval_grid(expr, axes, dtype):
+    e = _downcast(expr)
+    if isinstance(e, ir.AffineConstantExpr):
+        return np.array(e.value, dtype=dtype)
+    if isinstance(e, ir.AffineDimExpr):
+        return axes[e.position]
+    if isinstance(e, ir.AffineSymbolExpr):
+        raise ValueError("expressions with symbols cannot be evaluated on a grid")
+    lhs = _eval_grid(e.lhs, axes, dtype)
+    rhs = _eval_grid(e.rhs, axes, dtype)
+    if isinstance(e, ir.AffineAddExpr):
+        return lhs + rhs
+    if isinstance(e, ir.AffineMulExpr):
+        return lhs * rhs
+    if isinstance(e, ir.AffineFloorDivExpr):
+        return lhs // rhs
+    if isinstance(e, ir.AffineCeilDivExpr):
+        return -((-lhs) // rhs)
+    if isinstance(e, ir.AffineModExpr):
+        return lhs % rhs
+    raise TypeError(f"unsupported affine expression {expr}")
+
+
+def _fits_int64(expr, box) -> bool:
+    """Every subexpression of `expr` stays inside int64 over `box` (and divides by a positive
+    constant, so numpy's `//` and `%` are Python's)."""
+    limit = 1 << 62
+    e = _downcast(expr)
+    if isinstance(e, ir.AffineSymbolExpr):
+        return False
+    if not isinstance(e, (ir.AffineConstantExpr, ir.AffineDimExpr)) and not (
+            _fits_int64(e.lhs, box) and _fits_int64(e.rhs, box) and divisors_are_positive_constants(e)):
+        return False
+    try:
+        lo, hi = bounds(e, box)
+    except ValueError:
+        return False
+    return -limit < lo and hi < limit
 
 
 def divisors_are_positive_constants(expr: ir.AffineExpr) -> bool:

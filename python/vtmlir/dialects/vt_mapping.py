@@ -19,10 +19,12 @@ a valid mapping partition the virtual index space exactly; `MappingFunction.veri
 everything else the op verifiers report.
 """
 
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from torch_mlir import ir
 
 from .affine_eval import (
@@ -30,6 +32,7 @@ from .affine_eval import (
     compose_maps,
     divisors_are_positive_constants,
     eval_expr,
+    eval_expr_grid,
     eval_map,
     used_dims,
 )
@@ -336,9 +339,10 @@ class MappingFunction:
             if len(o.map.results) != self.rank:
                 raise ValueError(f"outer map {o.map} yields {len(o.map.results)} indices but the "
                                  f"base virtual tensor has rank {self.rank}")
+            pull_back = _PullBack(o, shape)
             for b in self.pieces:
                 amap = compose_maps(b.map, o.map)
-                for box in _pull_back(o, b, shape):
+                for box in pull_back.boxes(b, MAX_COMPOSED_PIECES - len(pieces)):
                     pieces.append(Piece(at + b.source, amap, tuple(box)))
         if not pieces:
             raise MappingCompositionError("composition selects no piece (empty virtual tensor?)")
@@ -361,10 +365,7 @@ class MappingFunction:
                 (d, lo, hi) for d, lo, hi in p.ranges
                 if not (shape is not None and _is_static(shape[d]) and lo == 0 and hi == shape[d]))
             pieces.append(Piece(p.source, p.map, ranges))
-        while (found := _first_merge(pieces, shape)) is not None:
-            i, j, pieces[i] = found
-            del pieces[j]
-        return MappingFunction(pieces)
+        return MappingFunction(_merge_all(pieces, shape))
 
 
 def composed_sources(outer_sources: Sequence, base_sources: Sequence, at: int = 0) -> list:
@@ -383,132 +384,239 @@ def _volume(box: Sequence[tuple[int, int]]) -> int:
     return v
 
 
-def _intervals(values: Iterable[int]) -> list[tuple[int, int]]:
-    """Sorted integers -> maximal half-open runs."""
-    out: list[tuple[int, int]] = []
-    for v in sorted(values):
-        if out and out[-1][1] == v:
-            out[-1] = (out[-1][0], v + 1)
-        else:
-            out.append((v, v + 1))
-    return out
-
-
-#: Most index points `_box_where` enumerates (as `reindex.invert_piece` does).
+#: Most index points a pull-back enumerates for one expression over several virtual dims (as
+#: `reindex.invert_piece` does); more is refused (`MappingCompositionError`).
 MAX_ENUMERATED_POINTS = 1 << 16
+#: Most values of one virtual dim a pull-back enumerates for an expression of that dim alone.
+MAX_ENUMERATED_VALUES = 1 << 22
+#: Most pieces a composition may produce (before `simplified` merges them). A mapping needs one
+#: piece per run of a split that a reshape interleaves (a concat along the inner dim of a matrix,
+#: collapsed: one piece per element), so the count grows with the tensor; past this bound the
+#: composition is refused (`MappingCompositionError`) and its callers keep the view nested or the
+#: tensor physical -- a conservative answer, never a wrong one, in time linear in the bound.
+MAX_COMPOSED_PIECES = 4096
 
 
-def _box_where(e, ks: list[int], full, rank: int, lo: int, hi: int) -> dict[int, set[int]] | None:
-    """Where `lo <= e(x) < hi` over the virtual dims `ks` (the others do not occur in `e`), as one
-    set of values per dim whose product is exactly that region: a concat split read through a
-    reshape, `4*d1 + d2` in [0, 4) with d2 < 4, is d1 = 0 for every d2. {} when no point is in it;
-    None when the region is no such product (or too large to enumerate)."""
-    extents = [full(k) for k in ks]
-    count = 1
-    for a, b in extents:
-        count *= max(0, b - a)
-    if count > MAX_ENUMERATED_POINTS:
-        return None
-    point = [0] * rank
-    inside = []
-    for values in itertools.product(*(range(a, b) for a, b in extents)):
-        for k, v in zip(ks, values):
-            point[k] = v
-        if lo <= eval_expr(e, point) < hi:
-            inside.append(values)
-    if not inside:
-        return {}
-    projections = [set(p[i] for p in inside) for i in range(len(ks))]
-    product = 1
-    for proj in projections:
-        product *= len(proj)
-    if product != len(inside):
-        return None
-    return dict(zip(ks, projections))
+class _PullBack:
+    """Pull-backs of base pieces through one outer piece `o` (`compose`): the boxes of outer indices
+    x inside o's box whose image o.map(x) lies in a base piece's box.
 
+    A base split dim d read through `o.map.results[d]` is answered from that expression's values at
+    every point of o's box (over the dims it reads), computed once and sorted: the points inside a
+    piece's range are one slice of the sorted order (`_points`), so pulling back P pieces costs one
+    enumeration and P binary searches, not P enumerations (a dequantised matrix's mapping has a
+    piece per row: each had evaluated the expression at every point again)."""
 
-def _pull_back(o: Piece, b: Piece, shape: Sequence[int] | None) -> list[list[tuple[int, int, int]]]:
-    """Boxes of outer indices x inside o's box whose image o.map(x) lies in b's box."""
-    rank = o.map.n_dims
-    box = o.box
+    def __init__(self, o: Piece, shape: Sequence[int] | None):
+        self.o = o
+        self.rank = o.map.n_dims
+        self.box = o.box
+        self.shape = shape
+        self._cache: dict[int, tuple] = {}
 
-    def full(k: int) -> tuple[int, int]:
-        if k in box:
-            return box[k]
-        if shape is None or not _is_static(shape[k]):
+    def full(self, k: int) -> tuple[int, int]:
+        if k in self.box:
+            return self.box[k]
+        if self.shape is None or not _is_static(self.shape[k]):
             raise MappingCompositionError(
                 f"composing through a split of the base needs the static extent of virtual dim {k}")
-        return 0, shape[k]
+        return 0, self.shape[k]
 
-    allowed: dict[int, set[int]] = {}
-    for d, lo, hi in b.ranges:
-        e = o.map.results[d]
-        ks = used_dims(e)
-        if not ks:
-            v = eval_expr(e, [0] * rank)
-            if not lo <= v < hi:
+    def _values(self, d: int, limit: int):
+        """(dims read, their extents, sorted values, their flat point indices) of result d over o's box;
+        None when the box has more than `limit` points."""
+        if d not in self._cache:
+            e = self.o.map.results[d]
+            ks = sorted(used_dims(e))
+            extents = [self.full(k) for k in ks]
+            count = 1
+            for a, b in extents:
+                count *= max(0, b - a)
+            if count > limit:
+                self._cache[d] = (ks, extents, None, None)
+            else:
+                grid = [extents[ks.index(k)] if k in ks else (0, 1) for k in range(self.rank)]
+                flat = eval_expr_grid(e, grid).ravel()
+                order = np.argsort(flat, kind="stable")
+                self._cache[d] = (ks, extents, flat[order], order)
+        return self._cache[d]
+
+    def _points(self, d: int, lo: int, hi: int, limit: int):
+        """Per dim read by result d, the sorted distinct values of the points of o's box where
+        `lo <= result d < hi`, and the number of those points; None when beyond `limit` points."""
+        ks, extents, values, order = self._values(d, limit)
+        if values is None:
+            return None
+        i, j = np.searchsorted(values, [lo, hi], side="left")
+        inside = order[i:j]
+        coords = np.unravel_index(inside, [max(0, b - a) for a, b in extents]) if len(ks) else ()
+        return [np.unique(c) + a for c, (a, _) in zip(coords, extents)], len(inside)
+
+    def boxes(self, b: Piece, budget: int) -> list[list[tuple[int, int, int]]]:
+        """Boxes of outer indices x inside o's box whose image o.map(x) lies in b's box; raises
+        `MappingCompositionError` past `budget` boxes."""
+        rank = self.rank
+        allowed: dict[int, list[tuple[int, int]]] = {}   # dim -> sorted maximal runs
+        for d, lo, hi in b.ranges:
+            e = self.o.map.results[d]
+            ks = used_dims(e)
+            if not ks:
+                v = eval_expr(e, [0] * rank)
+                if not lo <= v < hi:
+                    return []
+            elif len(ks) == 1:
+                (k,) = ks
+                runs = self._runs_of_one_dim(d, k, lo, hi)
+                allowed[k] = _intersect_runs(allowed[k], runs) if k in allowed else runs
+            else:
+                elo, ehi = bounds(e, [self.full(k) if k in ks else (0, 1) for k in range(rank)])
+                if lo <= elo and ehi < hi:
+                    continue
+                if ehi < lo or elo >= hi:
+                    return []
+                found = self._points(d, lo, hi, MAX_ENUMERATED_POINTS)
+                projections = None
+                if found is not None:
+                    projections, count = found
+                    if count == 0:
+                        return []
+                    product = 1
+                    for proj in projections:
+                        product *= len(proj)
+                    if product != count:   # the region is no product of per-dim sets
+                        projections = None
+                if projections is None:
+                    raise MappingCompositionError(
+                        f"base split dim {d} is read through {e}, which depends on virtual dims "
+                        f"{sorted(ks)} and straddles the piece boundary [{lo}, {hi})")
+                for k, vals in zip(sorted(ks), projections):
+                    runs = _runs(vals)
+                    allowed[k] = _intersect_runs(allowed[k], runs) if k in allowed else runs
+        per_dim = []
+        count = 1
+        for k, runs in sorted(allowed.items()):
+            if not runs:
                 return []
-        elif len(ks) == 1:
-            (k,) = ks
-            point = [0] * rank
-            vals = set()
-            for v in range(*full(k)):
-                point[k] = v
-                if lo <= eval_expr(e, point) < hi:
-                    vals.add(v)
-            allowed[k] = allowed[k] & vals if k in allowed else vals
-        else:
-            elo, ehi = bounds(e, [full(k) if k in ks else (0, 1) for k in range(rank)])
-            if lo <= elo and ehi < hi:
-                continue
-            if ehi < lo or elo >= hi:
-                return []
-            boxes = _box_where(e, sorted(ks), full, rank, lo, hi)
-            if boxes is None:
-                raise MappingCompositionError(
-                    f"base split dim {d} is read through {e}, which depends on virtual dims "
-                    f"{sorted(ks)} and straddles the piece boundary [{lo}, {hi})")
-            if not boxes:
-                return []
-            for k, vals in boxes.items():
-                allowed[k] = allowed[k] & vals if k in allowed else vals
-    per_dim = []
-    for k, vals in sorted(allowed.items()):
-        runs = _intervals(vals)
-        if not runs:
+            per_dim.append([(k, lo, hi) for lo, hi in runs])
+            count *= len(runs)
+        if count > budget:
+            raise MappingCompositionError(
+                f"the composition needs more than {MAX_COMPOSED_PIECES} pieces (MAX_COMPOSED_PIECES)")
+        out = []
+        for combo in itertools.product(*per_dim):
+            new_box = dict(self.box)
+            for k, lo, hi in combo:
+                new_box[k] = (lo, hi)
+            out.append([(d, lo, hi) for d, (lo, hi) in sorted(new_box.items())])
+        return out
+
+    def _runs_of_one_dim(self, d: int, k: int, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Runs of the values v of dim k (over o's box) with `lo <= result d (v) < hi`."""
+        a, b = self.full(k)
+        if a >= b:
             return []
-        per_dim.append([(k, lo, hi) for lo, hi in runs])
-    out = []
-    for combo in itertools.product(*per_dim):
-        new_box = dict(box)
-        for k, lo, hi in combo:
-            new_box[k] = (lo, hi)
-        out.append([(d, lo, hi) for d, (lo, hi) in sorted(new_box.items())])
+        try:   # the whole range in or out: no enumeration (a huge dim read through a slice)
+            elo, ehi = bounds(self.o.map.results[d], [(a, b) if j == k else (0, 1) for j in range(self.rank)])
+        except ValueError:
+            elo, ehi = None, None
+        if elo is not None and lo <= elo and ehi < hi:
+            return [(a, b)]
+        if elo is not None and (ehi < lo or elo >= hi):
+            return []
+        found = self._points(d, lo, hi, MAX_ENUMERATED_VALUES)
+        if found is None:
+            raise MappingCompositionError(
+                f"base split dim {d} is read through {self.o.map.results[d]}, which straddles the "
+                f"piece boundary [{lo}, {hi}) over more than {MAX_ENUMERATED_VALUES} values of virtual dim {k}")
+        (vals,), _ = found
+        return _runs(vals)
+
+
+def _runs(values) -> list[tuple[int, int]]:
+    """Sorted distinct integers (a numpy array) -> maximal half-open runs."""
+    if len(values) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(values)]))
+    return [(int(values[s]), int(values[e - 1]) + 1) for s, e in zip(starts, ends)]
+
+
+def _intersect_runs(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Intersection of two sorted lists of maximal disjoint runs (again maximal)."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
     return out
 
 
-def _first_merge(pieces: list[Piece], shape) -> tuple[int, int, Piece] | None:
-    """The first pair (i < j, in lexicographic order) of `pieces` that `_merge` joins, with the
-    merged piece; None when no pair merges. Two pieces merge only when they have one source and one
-    map and their extents differ in one dimension, where one ends at the other's start: only such
-    pairs are compared, found through a table, where all pairs were (mappings of a few hundred
-    pieces, a dequantised f8 matrix's, took minutes to simplify)."""
-    extents = [tuple(p.extent(d, shape) for d in range(p.map.n_dims)) for p in pieces]
-    starts: dict[tuple, list[int]] = {}   # (source, map, d, the other extents, start in d) -> pieces
-    for index, (p, ext) in enumerate(zip(pieces, extents)):
+def _merge_all(pieces: list[Piece], shape) -> list[Piece]:
+    """Merge pairs of `pieces` until none merges, always the first pair (i < j, lexicographic) that
+    `_merge` joins: the merged piece takes i's place and j is dropped.
+
+    Two pieces merge only when they have one source and one map and their extents differ in one
+    dimension, where one ends at the other's start: such pairs are found through tables of where
+    pieces start and end, kept up to date as pieces merge, and taken from a heap in order (a piece's
+    index never changes its order with the others, as pieces are only replaced and dropped). Each
+    merge then costs the new piece's neighbours, where rescanning all pieces for every merge made
+    mappings of a few hundred pieces (a dequantised matrix's) minutes long."""
+    alive = dict(enumerate(pieces))
+    version = [0] * len(pieces)
+    starts: dict[tuple, set[int]] = {}   # (source, map, d, the other extents, start in d) -> pieces
+    ends: dict[tuple, set[int]] = {}     # ... end in d -> pieces
+
+    keys: dict[int, list[tuple]] = {}   # piece -> its (start key, end key) per dim
+
+    def enter(i: int):
+        p = alive[i]
+        ext = tuple(p.extent(d, shape) for d in range(p.map.n_dims))
+        keys[i] = []
         for d, e in enumerate(ext):
             if e is not None:
-                starts.setdefault((p.source, p.map, d, ext[:d] + ext[d + 1:], e[0]), []).append(index)
-    best = None
-    for a, (p, ext) in enumerate(zip(pieces, extents)):
-        for d, e in enumerate(ext):
-            if e is None:
-                continue
-            for b in starts.get((p.source, p.map, d, ext[:d] + ext[d + 1:], e[1]), ()):
-                pair = (min(a, b), max(a, b))
-                if (best is None or pair < best[:2]) and (m := _merge(pieces[pair[0]], pieces[pair[1]], shape)) is not None:
-                    best = (*pair, m)
-    return best
+                rest = (p.source, p.map, d, ext[:d] + ext[d + 1:])
+                keys[i].append((rest + (e[0],), rest + (e[1],)))
+        for s, e in keys[i]:
+            starts.setdefault(s, set()).add(i)
+            ends.setdefault(e, set()).add(i)
+
+    def leave(i: int):
+        for s, e in keys.pop(i):
+            starts[s].discard(i)
+            ends[e].discard(i)
+
+    def pairs(i: int):
+        """Candidate pairs of piece i with the pieces that start where it ends or end where it starts."""
+        for s, e in keys[i]:
+            for j in starts.get(e, set()) | ends.get(s, set()):
+                a, b = min(i, j), max(i, j)
+                yield a, b, version[a], version[b]
+
+    for i in alive:
+        enter(i)
+    heap = list({pair for i in alive for pair in pairs(i)})
+    heapq.heapify(heap)
+    while heap:
+        a, b, va, vb = heapq.heappop(heap)
+        if a not in alive or b not in alive or version[a] != va or version[b] != vb:
+            continue   # a stale pair: one of its pieces has merged since
+        merged = _merge(alive[a], alive[b], shape)
+        if merged is None:
+            continue
+        leave(a)
+        leave(b)
+        del alive[b]
+        alive[a] = merged
+        version[a] += 1
+        enter(a)
+        for pair in set(pairs(a)):
+            heapq.heappush(heap, pair)
+    return [alive[i] for i in sorted(alive)]
 
 
 def _merge(p: Piece, q: Piece, shape) -> Piece | None:

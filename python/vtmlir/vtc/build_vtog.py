@@ -85,6 +85,10 @@ class VTOG:
     dropped: list[Dropped] = field(default_factory=list)
     rejected: list[tuple[str, str, str, str]] = field(default_factory=list)  # (op, kind, rule, why)
     data_movement_ops: int = 0
+    # Mappings composed for the greedy and their contiguity, by edge and the mapping of its target:
+    # pure functions of these, shared by every run of Alg. 2 on this VTOG (the memory check reruns
+    # it once per virtual node and round; greedy.GreedyState.composed, AnalyticCostModel.weight).
+    compositions: dict = field(default_factory=dict, repr=False, compare=False)
 
     def node(self, value) -> Node | None:
         for n in self.nodes:

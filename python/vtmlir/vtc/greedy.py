@@ -105,12 +105,15 @@ class AnalyticCostModel(CostModel):
         penalty = 0.0
         readers = readers_excluding(v.value, c.op)
         if mapping is not None:
-            try:
-                profit = classify(mapping, c.virtual_shape,
-                                  [list(ir.RankedTensorType(g.nodes[s].value.type).shape) for s in sources],
-                                  elt, self.unit)
-            except ValueError:
-                profit = None
+            key = ("classify", edge.id, mapping.pieces, tuple(sources), elt, self.unit)
+            if key not in g.compositions:
+                try:
+                    g.compositions[key] = classify(
+                        mapping, c.virtual_shape,
+                        [list(ir.RankedTensorType(g.nodes[s].value.type).shape) for s in sources], elt, self.unit)
+                except ValueError:
+                    g.compositions[key] = None
+            profit = g.compositions[key]
         factor = 0.0 if profit is None or profit.type == "I" else (
             self.partial_penalty if profit.contiguity == "partial" else self.none_penalty)
         # Output-of-input: every reader walks the mapping. Input-of-output: the one producer writes
@@ -251,12 +254,17 @@ class GreedyState:
             return None, []
         if not self.virtual.get(edge.dst):
             return edge.candidate.mapping, [edge.dst]
-        try:
-            m = base.compose(edge.candidate.mapping, shape=edge.candidate.virtual_shape, at=0)
-        except (MappingCompositionError, ValueError):
-            return None, []
-        m, kept = m.drop_unused_sources()
-        return m, [sources[i] for i in kept]
+        key = ("compose", edge.id, base.pieces, tuple(sources))   # pieces in order: so is the result
+        if key not in self.graph.compositions:
+            try:
+                m = base.compose(edge.candidate.mapping, shape=edge.candidate.virtual_shape, at=0)
+            except (MappingCompositionError, ValueError):
+                self.graph.compositions[key] = None, []
+            else:
+                m, kept = m.drop_unused_sources()
+                self.graph.compositions[key] = m, [sources[i] for i in kept]
+        m, srcs = self.graph.compositions[key]
+        return m, list(srcs)
 
 
 def _covers(edges: list[Edge], shape) -> bool:
