@@ -285,16 +285,16 @@ def test_compose_interleaved_concat_through_reshapes(ctx):
 
 
 def test_compose_refuses_beyond_the_piece_bound(ctx):
-    """A composition that needs more than MAX_COMPOSED_PIECES pieces is refused (its callers keep
+    """A composition that needs more than MAX_PIECES pieces is refused (its callers keep
     the view nested or the tensor physical) instead of growing with the tensor."""
-    from vtmlir.dialects.vt_mapping import MAX_COMPOSED_PIECES
+    from vtmlir.dialects.vt_mapping import MAX_PIECES
 
-    rows = MAX_COMPOSED_PIECES // 2 + 1
+    rows = MAX_PIECES // 2 + 1
     collapse = MappingFunction.single(amap("(d0) -> (d0 floordiv 2, d0 mod 2)"))
-    with pytest.raises(MappingCompositionError, match="MAX_COMPOSED_PIECES"):
+    with pytest.raises(MappingCompositionError, match="MAX_PIECES"):
         _interleaved_concat(2, rows).compose(collapse, shape=[2 * rows])
     smaller = _interleaved_concat(2, rows - 1).compose(collapse, shape=[2 * rows - 2])
-    assert len(smaller.pieces) == MAX_COMPOSED_PIECES
+    assert len(smaller.pieces) == MAX_PIECES
 
 
 def _simplified_by_scanning_all_pairs(pieces: list[Piece], shape) -> list[Piece]:

@@ -102,13 +102,20 @@ def test_mlir_reproducer(name, tmp_path):
     assert not outcome.failed, (meta["found"], outcome.kind, outcome.stderr[-2000:])
 
 
-PROGRAM_REPRODUCERS = sorted(p.stem for p in (CORPUS / "programs").glob("*.json"))
+def _program_reproducers() -> list:
+    """The corpus programs; an entry with `"slow": true` (its pipelines take over 20 s together
+    on the 2-core machine) runs with `pytest -m slow` only."""
+    out = []
+    for path in sorted((CORPUS / "programs").glob("*.json")):
+        slow = json.loads(path.read_text()).get("slow", False)
+        out.append(pytest.param(path.stem, marks=pytest.mark.slow) if slow else path.stem)
+    return out
 
 
-@pytest.mark.parametrize("name", PROGRAM_REPRODUCERS)
+@pytest.mark.parametrize("name", _program_reproducers())
 def test_program_reproducer(name):
-    """Every program that once got a wrong answer (or an exception) now matches eager PyTorch in
-    every pipeline of its family."""
+    """Every program that once got a wrong answer (or an exception, a crash or a hang) now matches
+    eager PyTorch in every pipeline of its family."""
     entry = json.loads((CORPUS / "programs" / f"{name}.json").read_text())
     result = differential.evaluate(entry["program"])
     assert result["import"] == "ok", result

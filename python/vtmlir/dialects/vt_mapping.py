@@ -83,7 +83,12 @@ class Piece:
         return None
 
     def _key(self):
-        return (self.source, str(self.map), self.ranges)
+        # Printed once: pieces are compared and hashed often (cache keys of whole mappings).
+        key = self.__dict__.get("_printed_key")
+        if key is None:
+            key = (self.source, str(self.map), self.ranges)
+            object.__setattr__(self, "_printed_key", key)
+        return key
 
     def __eq__(self, other):
         return isinstance(other, Piece) and self._key() == other._key()
@@ -342,7 +347,7 @@ class MappingFunction:
             pull_back = _PullBack(o, shape)
             for b in self.pieces:
                 amap = compose_maps(b.map, o.map)
-                for box in pull_back.boxes(b, MAX_COMPOSED_PIECES - len(pieces)):
+                for box in pull_back.boxes(b, MAX_PIECES - len(pieces)):
                     pieces.append(Piece(at + b.source, amap, tuple(box)))
         if not pieces:
             raise MappingCompositionError("composition selects no piece (empty virtual tensor?)")
@@ -394,7 +399,7 @@ MAX_ENUMERATED_VALUES = 1 << 22
 #: collapsed: one piece per element), so the count grows with the tensor; past this bound the
 #: composition is refused (`MappingCompositionError`) and its callers keep the view nested or the
 #: tensor physical -- a conservative answer, never a wrong one, in time linear in the bound.
-MAX_COMPOSED_PIECES = 4096
+MAX_PIECES = 4096
 
 
 class _PullBack:
@@ -501,7 +506,7 @@ class _PullBack:
             count *= len(runs)
         if count > budget:
             raise MappingCompositionError(
-                f"the composition needs more than {MAX_COMPOSED_PIECES} pieces (MAX_COMPOSED_PIECES)")
+                f"the composition needs more than {MAX_PIECES} pieces (MAX_PIECES)")
         out = []
         for combo in itertools.product(*per_dim):
             new_box = dict(self.box)
