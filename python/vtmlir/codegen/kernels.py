@@ -271,10 +271,9 @@ def classify(op: ir.Operation) -> Kernel:
         kernel.reason = "" if reduction else "an indexing map is not a projected permutation"
         return kernel
     if reduction and op.name == "linalg.generic" and linalg.isa_contraction_op(op):
-        if not _classify_contraction(kernel, op, maps):
-            # Not a reduction to reassociate: another pipeline may see the same product as a
-            # contraction, whose order is the loops'. Loops keep the two bitwise equal.
-            kernel.reason = "a contraction whose output's contiguous dimension is not an input's"
+        # Not a reduction to reassociate where it is refused: another pipeline may see the same
+        # product as a contraction, whose order is the loops'. Loops keep the two bitwise equal.
+        kernel.reason = _classify_contraction(kernel, op, maps)
         return kernel
     if reduction:
         kernel.kind = KernelKind.REDUCTION
@@ -283,16 +282,27 @@ def classify(op: ir.Operation) -> Kernel:
     return kernel
 
 
-def _classify_contraction(kernel: Kernel, op, maps) -> bool:
+def _classify_contraction(kernel: Kernel, op, maps) -> str:
+    """Make `kernel` a contraction; '' if it is one, else why it is not."""
     dims = linalg.infer_contraction_dimensions(op)
     m, n, k, batch = (tuple(dims.m), tuple(dims.n), tuple(dims.k), tuple(dims.batch))
     if not k or not m or not n or len(op.operands) != 3:
-        return False
+        return "a contraction without m, n and k dimensions"
+    alone = tuple(d for d in kernel.reduction_dims if d not in k)
+    if alone:
+        # A reduction one input alone reads (a concat buffer's channel block c_hi folded into a
+        # convolution and delinearised: the filter reads (c_hi, c_lo), the input c_lo) is no k for
+        # linalg; left out, it was summed in the vectoriser's order, not the loops' (a 2x2 stride-2
+        # convolution of cat(x, x) was 1 ulp from opt level 0 under EXACT_SCHEDULES). It joins k
+        # in loop order, and the schedule sums it one at a time, outermost first.
+        if max(alone) > k[-1]:
+            return "a contraction whose innermost reduction one input alone reads"
+        k = tuple(sorted(k + alone))
     c_inner = _innermost_dim(maps[2])
     if c_inner in m:  # linalg names m after operand 0; the vectors run along C's contiguous dimension
         m, n = n, m
     if c_inner not in n:
-        return False  # C's contiguous dimension is not a parallel dimension of one input
+        return "a contraction whose output's contiguous dimension is not an input's"
     n = tuple(d for d in n if d != c_inner) + (c_inner,)
     b_operand = next(i for i in (0, 1) if n[-1] in {e.position for e in maps[i].results
                                                      if isinstance(e, ir.AffineDimExpr)})
@@ -301,7 +311,7 @@ def _classify_contraction(kernel: Kernel, op, maps) -> bool:
     kernel.m, kernel.n, kernel.k, kernel.batch = m, n, k, batch
     kernel.b_operand = b_operand
     kernel.b_transposed = _innermost_dim(b_map) != n[-1]
-    return True
+    return ""
 
 
 def structured_ops(module_op) -> list[ir.Operation]:

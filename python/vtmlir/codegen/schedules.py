@@ -290,9 +290,10 @@ DEFAULT_SCHEDULES: dict[str, Schedule | None] = {
 
 
 # The override that leaves only schedules that never reassociate: every kernel then computes each
-# element with the scalar loops' operations in their order (convolutions aside: taps outer). VTC's
-# and VTensor's bitwise comparisons of two pipelines hold under it -- a view or a layout can change
-# which loop of a reduction is innermost, and with it whether it is summed as a tree.
+# element with the scalar loops' operations in their order (a convolution's loops: taps outer, as
+# codegen-order-window-taps orders them for every route). VTC's and VTensor's bitwise comparisons
+# of two pipelines hold under it -- a view or a layout can change which loop of a reduction is
+# innermost, and with it whether it is summed as a tree.
 EXACT_SCHEDULES: dict[str, None] = {"row-reduction": None}
 
 
