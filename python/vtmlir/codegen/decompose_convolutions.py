@@ -63,32 +63,25 @@ def linear_terms(expr) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def decompose_convolution(op, window: list[int] | None = None) -> bool:
-    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
-    place (moved into its tap loops); False if it does not fit."""
-    op = op.operation
-    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
-        return False  # a convolution on tensors (before bufferization) is not the kernel level
+def _tap_plans(op, window: list[int], order: list[int] | None = None):
+    """How each operand of a window generic reads the window: (loop ranges, the other loop
+    dimensions in `order` (default: theirs), per operand (map results over those dimensions, None
+    for a filter dimension the tap's slice drops; per result (tap terms, constant, size, stride), or
+    None when the operand reads no window)), or None when a read is not linear in the loops."""
     maps = indexing_maps_of(op)
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
-        return False
-    if window is None:
-        dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
-        window = sorted(dims.filter_loop) if dims is not None else []
-    if not window:
-        return False
-    n_loops = len(ranges)
-    keep = [d for d in range(n_loops) if d not in window]
+        return None
+    keep = order if order is not None else [d for d in range(len(ranges)) if d not in window]
     renumber = {d: i for i, d in enumerate(keep)}
-    plans = []  # per operand: (new map exprs, [(offset terms, constant, size, stride)] or None)
+    plans = []
     for operand, amap in zip(op.operands, maps):
         shape = list(operand.type.shape)
         exprs, slices, sliced = [], [], False
         for size, expr in zip(shape, amap.results):
             lin = linear_terms(expr)
             if lin is None:
-                return False
+                return None
             terms, const = lin
             taps = {d: c for d, c in terms.items() if d in window}
             rest = {d: c for d, c in terms.items() if d not in window}
@@ -98,7 +91,7 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                 slices.append(({}, 0, size, 1))
                 continue
             if len(rest) > 1 or any(c <= 0 for c in rest.values()):
-                return False
+                return None
             sliced = True
             if rest:
                 (d, stride), = rest.items()
@@ -108,6 +101,35 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                 exprs.append(None)
                 slices.append((taps, const, 1, 1))
         plans.append((exprs, slices if sliced else None))
+    return ranges, keep, plans
+
+
+def _tap_view(operand, exprs, slices, offsets):
+    """The subview of `operand` one tap reads (`offsets`: per result, a value or an int), without
+    the filter dimensions the tap fixes."""
+    sizes, strides = [s for _, _, s, _ in slices], [st for _, _, _, st in slices]
+    full = memref.subview(operand, offsets, sizes, strides)
+    if any(e is None for e in exprs):
+        reduced = _drop_dims(full.type, [i for i, e in enumerate(exprs) if e is None])
+        full.owner.erase()
+        full = memref.subview(operand, offsets, sizes, strides, result_type=reduced)
+    return full
+
+
+def decompose_convolution(op, window: list[int] | None = None) -> bool:
+    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
+    place (moved into its tap loops); False if it does not fit."""
+    op = op.operation
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False  # a convolution on tensors (before bufferization) is not the kernel level
+    if window is None:
+        window = _filter_loops(op)
+    if not window:
+        return False
+    found = _tap_plans(op, window)
+    if found is None:
+        return False
+    ranges, keep, plans = found
     with op.location:
         index = ir.IndexType.get()
         ip, ivs, loop = ir.InsertionPoint(op), {}, None
@@ -126,14 +148,7 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                     new_operands.append(operand)
                     continue
                 offsets = [_offset(taps, const, ivs, index) for taps, const, _, _ in slices]
-                sizes, strides = [s for _, _, s, _ in slices], [st for _, _, _, st in slices]
-                full = memref.subview(operand, offsets, sizes, strides)
-                if any(e is None for e in exprs):
-                    dropped = [i for i, e in enumerate(exprs) if e is None]
-                    reduced = _drop_dims(full.type, dropped)
-                    full.owner.erase()
-                    full = memref.subview(operand, offsets, sizes, strides, result_type=reduced)
-                new_operands.append(full)
+                new_operands.append(_tap_view(operand, exprs, slices, offsets))
     op.move_before(terminator.operation)
     for i, v in enumerate(new_operands):
         op.operands[i] = v
@@ -144,6 +159,91 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
     op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in keep])
     if "linalg.memoized_indexing_maps" in op.attributes:
         del op.attributes["linalg.memoized_indexing_maps"]
+    return True
+
+
+def _filter_loops(op) -> list[int]:
+    dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
+    return sorted(dims.filter_loop) if dims is not None else []
+
+
+# The most window taps one kernel takes unrolled (a 7x7 filter: 49); a larger window (a global
+# pooling) is decomposed per tap.
+MAX_UNROLLED_TAPS = 49
+
+
+def unroll_taps(op, window: list[int] | None = None) -> bool:
+    """Rewrite a window generic whose other loops are all parallel (a depthwise convolution, a
+    pooling) as one elementwise kernel over the output that reads every tap: an input per tap (its
+    shifted, strided subview; a filter's slice) and the body applied once per tap in the window's
+    order, out = body(tap_last, ... body(tap_0, out)). Each output is then read and written once
+    (per tap, the output made a round trip through memory per tap), and every element is computed
+    with the loops' operations in the loops' order: bitwise the scalar loops. The loops run in the
+    output's order (batch and channels outer, its contiguous dimension innermost: the vectors run
+    along it, the rows read by one output row are read again by the next); False if it does not fit."""
+    op = op.operation
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False
+    if window is None:
+        window = _filter_loops(op)
+    maps = indexing_maps_of(op)
+    if not window or maps is None:
+        return False
+    iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    reduction = iterator_attr(op.context, "reduction")
+    if any(iterators[d] == reduction for d in range(len(iterators)) if d not in window):
+        return False  # a reduction over channels too (a grouped convolution): per tap
+    out_dims = [e.position for e in maps[-1].results if isinstance(e, ir.AffineDimExpr)]
+    if any(d in window for d in out_dims):
+        return False
+    order = [d for d in out_dims if d not in window]
+    order += [d for d in range(len(iterators)) if d not in window and d not in order]
+    found = _tap_plans(op, window, order)
+    if found is None:
+        return False
+    ranges, keep, plans = found
+    if plans[-1][1] is not None:
+        return False  # the output read through the window
+    taps = [()]
+    for d in window:
+        taps = [tap + (v,) for tap in taps for v in range(ranges[d])]
+    if len(taps) > MAX_UNROLLED_TAPS:
+        return False
+    block = op.regions[0].blocks[0]
+    n_inputs = len(op.operands) - 1
+    operands, maps_out, sources = [], [], []  # per new input: value, map, (original input, tap index)
+    with op.location, ir.InsertionPoint(op):
+        for i, (operand, (exprs, slices)) in enumerate(zip(list(op.operands)[:n_inputs], plans)):
+            new_map = ir.AffineMap.get(len(keep), 0, [e for e in exprs if e is not None])
+            if slices is None:
+                operands.append(operand), maps_out.append(new_map), sources.append((i, None))
+                continue
+            for t_index, tap in enumerate(taps):
+                values = dict(zip(window, tap))
+                offsets = [const + sum(c * values[d] for d, c in terms.items()) for terms, const, _, _ in slices]
+                operands.append(_tap_view(operand, exprs, slices, offsets))
+                maps_out.append(new_map), sources.append((i, t_index))
+        out_exprs = plans[-1][0]
+        maps_out.append(ir.AffineMap.get(len(keep), 0, [e for e in out_exprs if e is not None]))
+        unrolled = linalg.GenericOp([], operands, [op.operands[n_inputs]],
+                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps_out]),
+                                    ir.ArrayAttr.get([iterators[d] for d in keep]))
+        new_block = unrolled.regions[0].blocks.append(
+            *[block.arguments[i].type for i, _ in sources], block.arguments[n_inputs].type)
+        args = {}
+        for arg, source in zip(new_block.arguments, sources):
+            args[source] = arg
+        body = list(block.operations)
+        with ir.InsertionPoint(new_block):
+            acc = new_block.arguments[len(sources)]
+            for t_index in range(len(taps)):
+                mapping = {block.arguments[n_inputs]: acc}
+                for i in range(n_inputs):
+                    mapping[block.arguments[i]] = args.get((i, t_index), args.get((i, None)))
+                clone_ops(body[:-1], mapping)
+                acc = mapping.get(body[-1].operands[0], body[-1].operands[0])
+            linalg.YieldOp([acc])
+    op.erase()
     return True
 
 
@@ -543,9 +643,9 @@ def decompose_convolutions(module_op) -> int:
     def rewrite(op):
         _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
-            return _im2col_convolution(op, globals_) or decompose_convolution(op)
+            return _im2col_convolution(op, globals_) or unroll_taps(op) or decompose_convolution(op)
         window = _pooling_window(op)
-        return bool(window) and decompose_convolution(op, window)
+        return bool(window) and (unroll_taps(op, window) or decompose_convolution(op, window))
 
     count = rewrite_generics(module_op, rewrite)
     globals_.erase_unread()
