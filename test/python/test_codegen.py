@@ -509,21 +509,33 @@ class _Pool(torch.nn.Module):
 
 
 @pytest.mark.parametrize("pool, vectorized", [
-    (torch.nn.MaxPool2d(3, 1, 1), True),  # per tap: a vectorised max over shifted views
+    (torch.nn.MaxPool2d(3, 1, 1), True),  # one kernel: a vectorised max over the taps' shifted views
     (torch.nn.AvgPool2d(3, 1, 1), True),
     (torch.nn.MaxPool2d(3, 2, 1), False),  # a strided tap stays loops (gathered vectors are slower)
     (torch.nn.AvgPool2d(2), False),
 ])
-def test_pooling_runs_per_tap_in_the_loops_order(pool, vectorized):
-    # codegen-decompose-convolutions moves a pooling's window loops outside (one kernel per tap): each
-    # output still takes its taps in the loops' order, so max and average pooling stay bitwise.
+def test_pooling_takes_the_taps_in_the_loops_order(pool, vectorized):
+    # codegen-decompose-convolutions unrolls a pooling's window taps into one kernel (a view per
+    # tap): each output still takes its taps in the loops' order, so max and average pooling stay
+    # bitwise.
     torch.manual_seed(0)
     x = torch.randn(2, 5, 13, 37)
     compiled = _compile(_Pool(pool), x, threads=2)
     report = compiled.report()
     assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
+    assert "scf.for" not in compiled.stages["schedule"]  # no tap loops
     strided = [p for p in report.fallbacks if "strided" in p.reason]
     assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
+    assert torch.equal(compiled(x), pool(x))
+
+
+def test_large_pooling_windows_stay_per_tap():
+    # 64 taps (over MAX_UNROLLED_TAPS): the window loops stay outside, a kernel per tap.
+    torch.manual_seed(0)
+    pool = torch.nn.AvgPool2d(8)
+    x = torch.randn(1, 4, 16, 16)
+    compiled = _compile(_Pool(pool), x)
+    assert "scf.for" in compiled.stages["schedule"]
     assert torch.equal(compiled(x), pool(x))
 
 

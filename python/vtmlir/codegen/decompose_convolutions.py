@@ -11,13 +11,19 @@ rewritten into ops that have them, in one of two ways:
   reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
   image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
   A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix.
-- **per tap** (depthwise and grouped convolutions, blocked layouts, a filter computed at run time):
-  an `scf.for` per filter dimension, and inside it the same generic over the remaining dimensions
-  reading a strided, shifted subview of the input and the tap's slice of the filter: for NCHW
-  `out[f, p] += W_tap[f, c] · In_tap[c, p]` (a contraction), a depthwise tap is elementwise.
+- **taps unrolled** (a depthwise convolution in any layout, a pooling: every loop but the window's
+  parallel, at most `MAX_UNROLLED_TAPS` taps): one elementwise kernel over the output that reads
+  each tap through its own shifted, strided subview of the input (and the tap's filter slice) and
+  applies the body once per tap, in the window's order. The output is read and written once (per
+  tap it made a round trip through memory per tap), the input rows stay in cache from one output
+  row to the next, and every output is the loops' sum in the loops' order: bitwise the loops.
+- **per tap** (grouped convolutions, blocked layouts, a filter computed at run time, a large
+  pooling window): an `scf.for` per filter dimension, and inside it the same generic over the
+  remaining dimensions reading a strided, shifted subview of the input and the tap's slice of the
+  filter: for NCHW `out[f, p] += W_tap[f, c] · In_tap[c, p]` (a contraction).
 
-Both sum each output over the taps outer and the channels inner (the loops: channels outer, taps
-inner): the result differs from the scalar loops by the rounding of a reordered f32 sum
+im2col and per tap sum each output over the taps outer and the channels inner (the loops: channels
+outer, taps inner): the result differs from the scalar loops by the rounding of a reordered f32 sum
 (docs/codegen.md has the tolerance), identically in both decompositions (an NCHW16c convolution is
 bitwise its NCHW original) and for any thread count.
 """
@@ -210,6 +216,8 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
     if len(taps) > MAX_UNROLLED_TAPS:
         return False
     block = op.regions[0].blocks[0]
+    if any(inner.operation.name == "linalg.index" for inner in block.operations):
+        return False  # the body reads loop indices, which the unrolled kernel renumbers
     n_inputs = len(op.operands) - 1
     operands, maps_out, sources = [], [], []  # per new input: value, map, (original input, tap index)
     with op.location, ir.InsertionPoint(op):
