@@ -663,7 +663,8 @@ def decompose_convolutions(module_op) -> int:
 @register_pass
 class DecomposeConvolutions(Pass):
     name = "codegen-decompose-convolutions"
-    summary = "Split each convolution (memrefs) into one contraction per filter tap inside scf.for loops"
+    summary = ("Rewrite each convolution (memrefs) as im2col panels and a contraction, contractions per filter "
+               "tap, or (depthwise, pooling) one elementwise kernel reading every tap")
 
     def run(self, module):
         decompose_convolutions(module)
