@@ -17,7 +17,7 @@ numpy's `copyto` bandwidth measured in the same run as `numpy_copy`) and the tim
 models report the time ratio to eager per contender. Compile times are per contender (CPU seconds).
 
     python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
-        [--kernels matmul,conv,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
+        [--kernels matmul,conv,depthwise,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
     python benchmarks/codegen.py --profile --models a,b [--batches 1]
 
 `--profile`: where a model's time goes, kernel by kernel (one thread): the "schedule" stage of its
@@ -212,6 +212,13 @@ def kernel_cases(which: set[str]):
         for c, hw in ((64, 56), (128, 28), (256, 14)):
             conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).eval()
             yield f"conv3x3_nchw_1x{c}x{hw}x{hw}", conv, (rand(1, c, hw, hw),), 2 * c * c * 9 * hw * hw, "GFLOP/s"
+    if "depthwise" in which:
+        # MobileNet/EfficientViT/ShuffleNet depthwise convolutions (nn.Conv2d(groups=C)).
+        for c, hw, k, stride in ((144, 56, 3, 1), (144, 56, 3, 2), (576, 14, 5, 1)):
+            conv = torch.nn.Conv2d(c, c, k, stride=stride, padding=k // 2, groups=c, bias=False).eval()
+            out = (hw + 2 * (k // 2) - k) // stride + 1
+            yield (f"depthwise{k}x{k}s{stride}_nchw_1x{c}x{hw}x{hw}", conv, (rand(1, c, hw, hw),),
+                   2 * c * k * k * out * out, "GFLOP/s")
     if "norm" in which:
         for rows, cols in ((64, 1024), (256, 4096)):
             x = rand(rows, cols)
@@ -336,7 +343,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--only", default="kernels,models")
-    parser.add_argument("--kernels", default="matmul,conv,norm,memory")
+    parser.add_argument("--kernels", default="matmul,conv,depthwise,norm,memory")
     parser.add_argument("--models", default=None, help="comma-separated model names (default: zoo, VTC, TeMCO)")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--no-iree", action="store_true")

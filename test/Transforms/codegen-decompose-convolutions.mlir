@@ -4,6 +4,9 @@
 #wt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
 #out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
 #in1 = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
+#din = affine_map<(n, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
+#dw = affine_map<(n, h, w, c, kh, kw) -> (c, kh, kw)>
+#dout = affine_map<(n, h, w, c, kh, kw) -> (n, c, h, w)>
 
 // A filter computed at run time (here: an argument) keeps the per-tap decomposition.
 // A 3x3 stride-2 convolution: one loop per filter dimension; inside, per tap, the same product over
@@ -12,6 +15,8 @@
 // CHECK-DAG:   #[[IN:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, d2, d3)>
 // CHECK-DAG:   #[[W:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4)>
 // CHECK-DAG:   #[[OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[DIN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[DW:.*]] = affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-LABEL: func.func @conv
 // CHECK:         scf.for %[[KH:.*]] = %{{.*}} to %{{.*}} step
 // CHECK:           scf.for %[[KW:.*]] = %{{.*}} to %{{.*}} step
@@ -78,6 +83,40 @@ func.func @pointwise(%x: memref<2x4x6x6xf32>, %y: memref<2x8x6x6xf32>) {
   linalg.generic {indexing_maps = [#in1, #wt, #out],
                   iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
       ins(%x, %f : memref<2x4x6x6xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x6x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A depthwise convolution (no channel reduction) in NCHW: one elementwise kernel over the output,
+// looping in the output's order (n, c, h, w), that reads each of the 2x2 taps through its own shifted
+// subview and filter slice and applies the body once per tap in the window's order (kh, kw).
+// CHECK-LABEL: func.func @depthwise
+// CHECK-NOT:     scf.for
+// CHECK:         %[[T0:.*]] = memref.subview %[[X:.*]][0, 0, 0, 0] [2, 4, 4, 4] [1, 1, 1, 1]
+// CHECK:         %[[T1:.*]] = memref.subview %[[X]][0, 0, 0, 1] [2, 4, 4, 4] [1, 1, 1, 1]
+// CHECK:         %[[T2:.*]] = memref.subview %[[X]][0, 0, 1, 0] [2, 4, 4, 4] [1, 1, 1, 1]
+// CHECK:         %[[T3:.*]] = memref.subview %[[X]][0, 0, 1, 1] [2, 4, 4, 4] [1, 1, 1, 1]
+// CHECK:         %[[F0:.*]] = memref.subview %[[F:.*]][0, 0, 0] [4, 1, 1] [1, 1, 1] : memref<4x2x2xf32> to memref<4xf32, strided<[4]>>
+// CHECK:         %[[F3:.*]] = memref.subview %[[F]][0, 1, 1] [4, 1, 1] [1, 1, 1] : memref<4x2x2xf32> to memref<4xf32, strided<[4], offset: 3>>
+// CHECK:         linalg.generic {indexing_maps = [#[[DIN]], #[[DIN]], #[[DIN]], #[[DIN]], #[[DW]], #[[DW]], #[[DW]], #[[DW]], #[[DIN]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[T0]], %[[T1]], %[[T2]], %[[T3]], %[[F0]], %{{.*}}, %{{.*}}, %[[F3]] :
+// CHECK:         ^bb0(%[[X0:.*]]: f32, %[[X1:.*]]: f32, %[[X2:.*]]: f32, %[[X3:.*]]: f32, %[[W0:.*]]: f32, %[[W1:.*]]: f32, %[[W2:.*]]: f32, %[[W3:.*]]: f32, %[[O:.*]]: f32):
+// CHECK:           %[[M0:.*]] = arith.mulf %[[X0]], %[[W0]]
+// CHECK:           %[[S0:.*]] = arith.addf %[[O]], %[[M0]]
+// CHECK:           %[[M1:.*]] = arith.mulf %[[X1]], %[[W1]]
+// CHECK:           %[[S1:.*]] = arith.addf %[[S0]], %[[M1]]
+// CHECK:           %[[M2:.*]] = arith.mulf %[[X2]], %[[W2]]
+// CHECK:           %[[S2:.*]] = arith.addf %[[S1]], %[[M2]]
+// CHECK:           %[[M3:.*]] = arith.mulf %[[X3]], %[[W3]]
+// CHECK:           %[[S3:.*]] = arith.addf %[[S2]], %[[M3]]
+// CHECK:           linalg.yield %[[S3]] : f32
+func.func @depthwise(%x: memref<2x4x5x5xf32>, %f: memref<4x2x2xf32>, %y: memref<2x4x4x4xf32>) {
+  linalg.generic {indexing_maps = [#din, #dw, #dout],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x5x5xf32>, memref<4x2x2xf32>) outs(%y : memref<2x4x4x4xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.mulf %a, %b : f32
     %s = arith.addf %o, %m : f32

@@ -11,6 +11,7 @@ from torch_mlir import ir
 import vtmlir
 from vtmlir.codegen import KernelKind, classify, resolve_schedules
 from vtmlir.codegen.kernels import structured_ops
+from vtmlir.codegen.schedules import PARALLEL_MIN_ITERATIONS
 from vtmlir.context import make_context
 from vtmlir.errors import VtmlirError
 from vtmlir.models import ZOO
@@ -130,6 +131,82 @@ def test_convolutions_are_contractions_per_tap_and_match_pytorch():
     with torch.no_grad():
         # taps outer, channels inner: a reordered f32 sum (docs/codegen.md)
         torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+def _depthwise_reference(x, weight, stride, padding, dilation):
+    """A depthwise convolution in f32 numpy, each output summed over the taps in the loops' order
+    (kh, kw), one rounded multiply and one rounded add per tap, from 0."""
+    x, w = x.numpy(), weight.numpy()[:, 0]
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    k = w.shape[-1]
+    oh = (xp.shape[2] - dilation * (k - 1) - 1) // stride + 1
+    ow = (xp.shape[3] - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((x.shape[0], x.shape[1], oh, ow), np.float32)
+    for kh in range(k):
+        for kw in range(k):
+            tap = xp[:, :, kh * dilation:kh * dilation + stride * (oh - 1) + 1:stride,
+                     kw * dilation:kw * dilation + stride * (ow - 1) + 1:stride]
+            out = out + tap * w[None, :, kh, kw, None, None]
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("channels, size, k, stride, dilation, vectorized", [
+    (32, 29, 3, 1, 1, True),
+    (96, 14, 5, 1, 1, True),
+    (8, 13, 3, 1, 2, True),
+    (24, 19, 3, 2, 1, False),  # a strided tap along the vectors: loops, one pass over the output
+])
+def test_depthwise_convolutions_are_one_kernel_in_the_loops_order(channels, size, k, stride, dilation, vectorized):
+    # nn.Conv2d(groups=C) arrives as linalg.depthwise_conv_2d_nchw_chw: one elementwise kernel reads
+    # all k*k taps (a shifted view and a filter slice each) and applies the multiply-add per tap in
+    # the loops' order, so the output makes one trip through memory and every element is bitwise
+    # the loops' sum -- for any thread count.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(channels, channels, k, stride=stride, padding=k // 2 * dilation, dilation=dilation,
+                           groups=channels, bias=False).eval()
+    x = torch.randn(2, channels, size, size)
+    one, two = _compile(conv, x, threads=1), _compile(conv, x, threads=2)
+    report = two.report()
+    depthwise = [p for p in report.kernels if p.kind in ("elementwise", "unknown") and p.id not in
+                 [q.id for q in report.kernels if q.kind == "data-movement"]]
+    assert not any(p.kind in ("convolution", "pooling") for p in report.kernels), str(report)
+    assert len(depthwise) == 1, str(report)
+    assert (depthwise[0].id in report.vectorized) == vectorized, str(report)
+    if vectorized and 2 * channels * size * size >= PARALLEL_MIN_ITERATIONS:
+        assert "omp.parallel" in two.stages["llvm"]  # batch x channels split over the threads
+    module = ir.Module.parse(two.stages["schedule"], context=make_context())
+    kernel = next(op for op in structured_ops(module.operation)
+                  if op.attributes["codegen.kernel"].value == depthwise[0].id)
+    assert len(kernel.operands) == 2 * k * k + 1  # a view and a filter slice per tap, the output
+    want = _depthwise_reference(x, conv.weight.detach(), stride, k // 2 * dilation, dilation)
+    assert torch.equal(one(x), want)
+    assert torch.equal(two(x), want)
+    with torch.no_grad():
+        torch.testing.assert_close(two(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_convolutions_keep_the_per_tap_products():
+    # Two channels per group: a channel reduction as well as the window. The taps stay loops around
+    # a contraction per tap (taps outer, channels inner: the documented tolerance).
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, groups=4, bias=False).eval()
+    x = torch.randn(1, 8, 12, 12)
+    compiled = _compile(conv, x)
+    assert "scf.for" in compiled.stages["schedule"], str(compiled.report())
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_schedule_replays_with_the_transform_interpreter():
+    from vtmlir.passes import run_pipeline
+
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16).eval()
+    compiled = _compile(conv, torch.randn(1, 16, 20, 20))
+    module = ir.Module.parse(compiled.stages["schedule"], context=make_context())
+    run_pipeline(module, "builtin.module(transform-interpreter, codegen-erase-schedule, canonicalize)")
+    text = str(module)
+    assert "linalg.generic" not in text and "vector.transfer_read" in text
+    assert text.count("arith.mulf") == 9  # the taps unrolled in one vector body
 
 
 @pytest.mark.parametrize("norm", ["layernorm", "softmax", "rmsnorm"])
@@ -462,21 +539,33 @@ class _Pool(torch.nn.Module):
 
 
 @pytest.mark.parametrize("pool, vectorized", [
-    (torch.nn.MaxPool2d(3, 1, 1), True),  # per tap: a vectorised max over shifted views
+    (torch.nn.MaxPool2d(3, 1, 1), True),  # one kernel: a vectorised max over the taps' shifted views
     (torch.nn.AvgPool2d(3, 1, 1), True),
     (torch.nn.MaxPool2d(3, 2, 1), False),  # a strided tap stays loops (gathered vectors are slower)
     (torch.nn.AvgPool2d(2), False),
 ])
-def test_pooling_runs_per_tap_in_the_loops_order(pool, vectorized):
-    # codegen-decompose-convolutions moves a pooling's window loops outside (one kernel per tap): each
-    # output still takes its taps in the loops' order, so max and average pooling stay bitwise.
+def test_pooling_takes_the_taps_in_the_loops_order(pool, vectorized):
+    # codegen-decompose-convolutions unrolls a pooling's window taps into one kernel (a view per
+    # tap): each output still takes its taps in the loops' order, so max and average pooling stay
+    # bitwise.
     torch.manual_seed(0)
     x = torch.randn(2, 5, 13, 37)
     compiled = _compile(_Pool(pool), x, threads=2)
     report = compiled.report()
     assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
+    assert "scf.for" not in compiled.stages["schedule"]  # no tap loops
     strided = [p for p in report.fallbacks if "strided" in p.reason]
     assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
+    assert torch.equal(compiled(x), pool(x))
+
+
+def test_large_pooling_windows_stay_per_tap():
+    # 64 taps (over MAX_UNROLLED_TAPS): the window loops stay outside, a kernel per tap.
+    torch.manual_seed(0)
+    pool = torch.nn.AvgPool2d(8)
+    x = torch.randn(1, 4, 16, 16)
+    compiled = _compile(_Pool(pool), x)
+    assert "scf.for" in compiled.stages["schedule"]
     assert torch.equal(compiled(x), pool(x))
 
 

@@ -11,13 +11,19 @@ rewritten into ops that have them, in one of two ways:
   reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
   image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
   A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix.
-- **per tap** (depthwise and grouped convolutions, blocked layouts, a filter computed at run time):
-  an `scf.for` per filter dimension, and inside it the same generic over the remaining dimensions
-  reading a strided, shifted subview of the input and the tap's slice of the filter: for NCHW
-  `out[f, p] += W_tap[f, c] · In_tap[c, p]` (a contraction), a depthwise tap is elementwise.
+- **taps unrolled** (a depthwise convolution in any layout, a pooling: every loop but the window's
+  parallel, at most `MAX_UNROLLED_TAPS` taps): one elementwise kernel over the output that reads
+  each tap through its own shifted, strided subview of the input (and the tap's filter slice) and
+  applies the body once per tap, in the window's order. The output is read and written once (per
+  tap it made a round trip through memory per tap), the input rows stay in cache from one output
+  row to the next, and every output is the loops' sum in the loops' order: bitwise the loops.
+- **per tap** (grouped convolutions, blocked layouts, a filter computed at run time, a large
+  pooling window): an `scf.for` per filter dimension, and inside it the same generic over the
+  remaining dimensions reading a strided, shifted subview of the input and the tap's slice of the
+  filter: for NCHW `out[f, p] += W_tap[f, c] · In_tap[c, p]` (a contraction).
 
-Both sum each output over the taps outer and the channels inner (the loops: channels outer, taps
-inner): the result differs from the scalar loops by the rounding of a reordered f32 sum
+im2col and per tap sum each output over the taps outer and the channels inner (the loops: channels
+outer, taps inner): the result differs from the scalar loops by the rounding of a reordered f32 sum
 (docs/codegen.md has the tolerance), identically in both decompositions (an NCHW16c convolution is
 bitwise its NCHW original) and for any thread count.
 """
@@ -63,32 +69,25 @@ def linear_terms(expr) -> tuple[dict[int, int], int] | None:
     return None
 
 
-def decompose_convolution(op, window: list[int] | None = None) -> bool:
-    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
-    place (moved into its tap loops); False if it does not fit."""
-    op = op.operation
-    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
-        return False  # a convolution on tensors (before bufferization) is not the kernel level
+def _tap_plans(op, window: list[int], order: list[int] | None = None):
+    """How each operand of a window generic reads the window: (loop ranges, the other loop
+    dimensions in `order` (default: theirs), per operand (map results over those dimensions, None
+    for a filter dimension the tap's slice drops; per result (tap terms, constant, size, stride), or
+    None when the operand reads no window)), or None when a read is not linear in the loops."""
     maps = indexing_maps_of(op)
     ranges = loop_ranges_of(op, maps) if maps else None
     if ranges is None or len(op.opview.outputs) != 1:
-        return False
-    if window is None:
-        dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
-        window = sorted(dims.filter_loop) if dims is not None else []
-    if not window:
-        return False
-    n_loops = len(ranges)
-    keep = [d for d in range(n_loops) if d not in window]
+        return None
+    keep = order if order is not None else [d for d in range(len(ranges)) if d not in window]
     renumber = {d: i for i, d in enumerate(keep)}
-    plans = []  # per operand: (new map exprs, [(offset terms, constant, size, stride)] or None)
+    plans = []
     for operand, amap in zip(op.operands, maps):
         shape = list(operand.type.shape)
         exprs, slices, sliced = [], [], False
         for size, expr in zip(shape, amap.results):
             lin = linear_terms(expr)
             if lin is None:
-                return False
+                return None
             terms, const = lin
             taps = {d: c for d, c in terms.items() if d in window}
             rest = {d: c for d, c in terms.items() if d not in window}
@@ -98,7 +97,7 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                 slices.append(({}, 0, size, 1))
                 continue
             if len(rest) > 1 or any(c <= 0 for c in rest.values()):
-                return False
+                return None
             sliced = True
             if rest:
                 (d, stride), = rest.items()
@@ -108,6 +107,35 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                 exprs.append(None)
                 slices.append((taps, const, 1, 1))
         plans.append((exprs, slices if sliced else None))
+    return ranges, keep, plans
+
+
+def _tap_view(operand, exprs, slices, offsets):
+    """The subview of `operand` one tap reads (`offsets`: per result, a value or an int), without
+    the filter dimensions the tap fixes."""
+    sizes, strides = [s for _, _, s, _ in slices], [st for _, _, _, st in slices]
+    full = memref.subview(operand, offsets, sizes, strides)
+    if any(e is None for e in exprs):
+        reduced = _drop_dims(full.type, [i for i, e in enumerate(exprs) if e is None])
+        full.owner.erase()
+        full = memref.subview(operand, offsets, sizes, strides, result_type=reduced)
+    return full
+
+
+def decompose_convolution(op, window: list[int] | None = None) -> bool:
+    """Rewrite one convolution (or pooling, whose `window` dimensions are given) generic per tap, in
+    place (moved into its tap loops); False if it does not fit."""
+    op = op.operation
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False  # a convolution on tensors (before bufferization) is not the kernel level
+    if window is None:
+        window = _filter_loops(op)
+    if not window:
+        return False
+    found = _tap_plans(op, window)
+    if found is None:
+        return False
+    ranges, keep, plans = found
     with op.location:
         index = ir.IndexType.get()
         ip, ivs, loop = ir.InsertionPoint(op), {}, None
@@ -126,14 +154,7 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
                     new_operands.append(operand)
                     continue
                 offsets = [_offset(taps, const, ivs, index) for taps, const, _, _ in slices]
-                sizes, strides = [s for _, _, s, _ in slices], [st for _, _, _, st in slices]
-                full = memref.subview(operand, offsets, sizes, strides)
-                if any(e is None for e in exprs):
-                    dropped = [i for i, e in enumerate(exprs) if e is None]
-                    reduced = _drop_dims(full.type, dropped)
-                    full.owner.erase()
-                    full = memref.subview(operand, offsets, sizes, strides, result_type=reduced)
-                new_operands.append(full)
+                new_operands.append(_tap_view(operand, exprs, slices, offsets))
     op.move_before(terminator.operation)
     for i, v in enumerate(new_operands):
         op.operands[i] = v
@@ -144,6 +165,93 @@ def decompose_convolution(op, window: list[int] | None = None) -> bool:
     op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[d] for d in keep])
     if "linalg.memoized_indexing_maps" in op.attributes:
         del op.attributes["linalg.memoized_indexing_maps"]
+    return True
+
+
+def _filter_loops(op) -> list[int]:
+    dims = linalg.infer_convolution_dimensions(op)  # None where isa_convolution_op's looser check held
+    return sorted(dims.filter_loop) if dims is not None else []
+
+
+# The most window taps one kernel takes unrolled (a 7x7 filter: 49); a larger window (a global
+# pooling) is decomposed per tap.
+MAX_UNROLLED_TAPS = 49
+
+
+def unroll_taps(op, window: list[int] | None = None) -> bool:
+    """Rewrite a window generic whose other loops are all parallel (a depthwise convolution, a
+    pooling) as one elementwise kernel over the output that reads every tap: an input per tap (its
+    shifted, strided subview; a filter's slice) and the body applied once per tap in the window's
+    order, out = body(tap_last, ... body(tap_0, out)). Each output is then read and written once
+    (per tap, the output made a round trip through memory per tap), and every element is computed
+    with the loops' operations in the loops' order: bitwise the scalar loops. The loops run in the
+    output's order (batch and channels outer, its contiguous dimension innermost: the vectors run
+    along it, the rows read by one output row are read again by the next); False if it does not fit."""
+    op = op.operation
+    if not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return False
+    if window is None:
+        window = _filter_loops(op)
+    maps = indexing_maps_of(op)
+    if not window or maps is None:
+        return False
+    iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    reduction = iterator_attr(op.context, "reduction")
+    if any(iterators[d] == reduction for d in range(len(iterators)) if d not in window):
+        return False  # a reduction over channels too (a grouped convolution): per tap
+    out_dims = [e.position for e in maps[-1].results if isinstance(e, ir.AffineDimExpr)]
+    if any(d in window for d in out_dims):
+        return False
+    order = [d for d in out_dims if d not in window]
+    order += [d for d in range(len(iterators)) if d not in window and d not in order]
+    found = _tap_plans(op, window, order)
+    if found is None:
+        return False
+    ranges, keep, plans = found
+    if plans[-1][1] is not None:
+        return False  # the output read through the window
+    taps = [()]
+    for d in window:
+        taps = [tap + (v,) for tap in taps for v in range(ranges[d])]
+    if len(taps) > MAX_UNROLLED_TAPS:
+        return False
+    block = op.regions[0].blocks[0]
+    if any(inner.operation.name == "linalg.index" for inner in block.operations):
+        return False  # the body reads loop indices, which the unrolled kernel renumbers
+    n_inputs = len(op.operands) - 1
+    operands, maps_out, sources = [], [], []  # per new input: value, map, (original input, tap index)
+    with op.location, ir.InsertionPoint(op):
+        for i, (operand, (exprs, slices)) in enumerate(zip(list(op.operands)[:n_inputs], plans)):
+            new_map = ir.AffineMap.get(len(keep), 0, [e for e in exprs if e is not None])
+            if slices is None:
+                operands.append(operand), maps_out.append(new_map), sources.append((i, None))
+                continue
+            for t_index, tap in enumerate(taps):
+                values = dict(zip(window, tap))
+                offsets = [const + sum(c * values[d] for d, c in terms.items()) for terms, const, _, _ in slices]
+                operands.append(_tap_view(operand, exprs, slices, offsets))
+                maps_out.append(new_map), sources.append((i, t_index))
+        out_exprs = plans[-1][0]
+        maps_out.append(ir.AffineMap.get(len(keep), 0, [e for e in out_exprs if e is not None]))
+        unrolled = linalg.GenericOp([], operands, [op.operands[n_inputs]],
+                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps_out]),
+                                    ir.ArrayAttr.get([iterators[d] for d in keep]))
+        new_block = unrolled.regions[0].blocks.append(
+            *[block.arguments[i].type for i, _ in sources], block.arguments[n_inputs].type)
+        args = {}
+        for arg, source in zip(new_block.arguments, sources):
+            args[source] = arg
+        body = list(block.operations)
+        with ir.InsertionPoint(new_block):
+            acc = new_block.arguments[len(sources)]
+            for t_index in range(len(taps)):
+                mapping = {block.arguments[n_inputs]: acc}
+                for i in range(n_inputs):
+                    mapping[block.arguments[i]] = args.get((i, t_index), args.get((i, None)))
+                clone_ops(body[:-1], mapping)
+                acc = mapping.get(body[-1].operands[0], body[-1].operands[0])
+            linalg.YieldOp([acc])
+    op.erase()
     return True
 
 
@@ -543,9 +651,9 @@ def decompose_convolutions(module_op) -> int:
     def rewrite(op):
         _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
-            return _im2col_convolution(op, globals_) or decompose_convolution(op)
+            return _im2col_convolution(op, globals_) or unroll_taps(op) or decompose_convolution(op)
         window = _pooling_window(op)
-        return bool(window) and decompose_convolution(op, window)
+        return bool(window) and (unroll_taps(op, window) or decompose_convolution(op, window))
 
     count = rewrite_generics(module_op, rewrite)
     globals_.erase_unread()
@@ -555,7 +663,8 @@ def decompose_convolutions(module_op) -> int:
 @register_pass
 class DecomposeConvolutions(Pass):
     name = "codegen-decompose-convolutions"
-    summary = "Split each convolution (memrefs) into one contraction per filter tap inside scf.for loops"
+    summary = ("Rewrite each convolution (memrefs) as im2col panels and a contraction, contractions per filter "
+               "tap, or (depthwise, pooling) one elementwise kernel reading every tap")
 
     def run(self, module):
         decompose_convolutions(module)

@@ -34,7 +34,9 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
-# a convolution becomes a contraction per filter tap (the vectoriser takes no sliding-window maps).
+# a convolution becomes im2col panels and a contraction, or contractions per filter tap; a depthwise
+# convolution or a pooling one elementwise kernel reading every tap (the vectoriser takes no
+# sliding-window maps).
 KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, codegen-delinearize-loops, codegen-split-checks, "
                       "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
 SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
