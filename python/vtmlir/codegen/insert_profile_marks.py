@@ -9,12 +9,15 @@ in place, and nothing later moves a kernel's memory accesses across a call of un
 time between two marks is the kernel's.
 
 The marks are MLIR functions the pass adds, lowered and inlined by LLVM with the rest: `now()` calls the C
-library's `clock_gettime(CLOCK_MONOTONIC)` (resolved by the JIT in the host process, a vDSO call of
-~20 ns), `begin` stores it in the kernel's slot of a module global, `end` adds the difference to the
-slot's total and counts the call. Slot layout (`SLOT_WORDS` i64 per kernel): [start, total ns, calls,
-unused]. `@__vtmlir_profile_buffer()` returns the global's address so that the caller can read and
-reset it (`backend.cpu.profile`). A kernel inside a loop (a fused group's tiles) is timed per trip,
-summed, and its calls counted.
+library's `clock_gettime` (resolved by the JIT in the host process) on the clock whose id the caller
+wrote into the buffer (`CLOCK_WORD`: `CLOCK_THREAD_CPUTIME_ID`, the calling thread's CPU time, immune to
+preemption on a shared machine, a system call; or `CLOCK_MONOTONIC`, wall time, a vDSO call), `begin`
+stores it in the kernel's slot of a module global, `end` adds the difference to the slot's total and
+counts the call. Slot layout (`SLOT_WORDS` i64 per kernel): [start, total ns, calls, unused]; the
+clock id is the unused word of the last slot. `@__vtmlir_profile_buffer()` returns the global's
+address so that the caller can set the clock, read and reset the slots (`backend.cpu.profile`). A
+kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
+calls counted.
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
 is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. A mark
@@ -38,9 +41,10 @@ END = "__vtmlir_profile_end"
 NOW = "__vtmlir_profile_now"
 BUFFER = "__vtmlir_profile_buffer"
 CLOCK = "clock_gettime"
-CLOCK_MONOTONIC = 1  # Linux <time.h>
+CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID = 1, 3  # Linux <time.h>
 SLOT_WORDS = 4  # per kernel: start, total ns, calls, unused (a 32-byte slot)
 START, TOTAL, CALLS = 0, 1, 2
+CLOCK_WORD = 3  # in the last slot (the functions'): the clock_gettime clock id the marks read
 
 
 def insert_profile_marks(module_op) -> int:
@@ -103,7 +107,8 @@ def _add_functions(module_op, slots: int) -> None:
         with ir.InsertionPoint(now.add_entry_block()):
             spec = memref.AllocaOp(ir.MemRefType.get([2], i64), [], []).result  # struct timespec
             address = arith.index_cast(i64, memref.extract_aligned_pointer_as_index(spec))
-            clock = arith.ConstantOp(i32, CLOCK_MONOTONIC).result
+            buf = memref.get_global(buffer_type, GLOBAL)
+            clock = arith.trunci(i32, memref.load(buf, [_index(slots - 1), _index(CLOCK_WORD)]))
             llvm.CallOp(i32, [clock, llvm.inttoptr(ptr, address)], [], [], callee=CLOCK)
             seconds = memref.load(spec, [_index(0)])
             nanos = memref.load(spec, [_index(1)])

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...codegen.insert_profile_marks import BUFFER, CALLS, SLOT_WORDS, TOTAL
+from ...codegen.insert_profile_marks import (BUFFER, CALLS, CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, CLOCK_WORD,
+                                              SLOT_WORDS, TOTAL)
 from ...errors import VtmlirError
 
 _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -47,13 +48,16 @@ class CpuProfile:
     """`CpuExecutable.profile(...)`: per kernel (in id order) its median time; `total_ns` the median
     time inside the compiled function (its first to its last instruction), `outside_ns` the part of
     it in no kernel (allocations, the marks themselves, code between kernels), `call_ns` the median
-    wall time of the whole Python call (argument checks and result allocation included)."""
+    wall time of the whole Python call (argument checks and result allocation included). Times are
+    of `clock`: "cpu" (the calling thread's CPU time: preemption on a busy machine is not counted)
+    or "wall". With `repeat` > 1 the kernels' medians need not add up to the function's median."""
 
     kernels: tuple[KernelTime, ...]
     total_ns: int
     call_ns: int
     repeat: int
     threads: int
+    clock: str = "cpu"  # what the kernel times and `total_ns` are: "cpu" (thread CPU time) or "wall"
 
     @property
     def kernel_ns(self) -> int:
@@ -69,15 +73,16 @@ class CpuProfile:
 
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "call_ns": self.call_ns, "kernel_ns": self.kernel_ns,
-                "outside_ns": self.outside_ns, "repeat": self.repeat, "threads": self.threads,
+                "outside_ns": self.outside_ns, "repeat": self.repeat, "threads": self.threads, "clock": self.clock,
                 "kernels": [k.to_dict() for k in self.kernels]}
 
     def to_text(self, limit: int | None = None) -> str:
         """A table sorted by time (the first `limit` kernels; all by default), then the totals."""
         rows = self.top(len(self.kernels) if limit is None else limit)
         threads = "all cores" if self.threads == 0 else f"{self.threads} thread{'s' * (self.threads > 1)}"
-        lines = [f"{len(self.kernels)} kernels, median of {self.repeat} calls, {threads}; "
-                 f"function {_us(self.total_ns)}, call {_us(self.call_ns)}",
+        clock = "thread CPU time" if self.clock == "cpu" else "wall time"
+        lines = [f"{len(self.kernels)} kernels, median of {self.repeat} calls, {threads}, {clock}; "
+                 f"function {_us(self.total_ns)}, call {_us(self.call_ns)} (wall)",
                  f"{'kernel':>6} {'time':>11} {'share':>6} {'calls':>5}  {'schedule':<13} description  (location)"]
         for k in rows:
             lines.append(f"{k.id:>6} {_us(k.time_ns):>11} {k.share:>6.1%} {k.calls:>5}  {k.schedule or 'loops':<13} "
@@ -121,12 +126,24 @@ class ProfileBuffer:
         """(total ns, calls) per slot since the last `reset`."""
         return self.slots[:, TOTAL].copy(), self.slots[:, CALLS].copy()
 
-    def reset(self) -> None:
-        self.slots[:] = 0
+    def reset(self, clock: int) -> None:
+        """Zero the slots; the marks read `clock` (a clock_gettime clock id) from now on."""
+        self.slots[:, :CLOCK_WORD] = 0
+        self.slots[-1, CLOCK_WORD] = clock
 
 
-def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, warmup: int) -> CpuProfile:
-    """Run `call()` `warmup` times, then `repeat` times with the slots read after each; medians."""
+CLOCKS = {"cpu": CLOCK_THREAD_CPUTIME_ID, "wall": CLOCK_MONOTONIC}
+
+
+def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, warmup: int,
+                  clock: str | None = None) -> CpuProfile:
+    """Run `call()` `warmup` times, then `repeat` times with the slots read after each; medians.
+    `clock`: "cpu" (the calling thread's CPU time; the default with one thread) or "wall" (the
+    default with OpenMP threads, whose workers' time the calling thread's CPU time does not hold)."""
+    if clock is None:
+        clock = "cpu" if exe.threads == 1 else "wall"
+    if clock not in CLOCKS:
+        raise VtmlirError(f"error: unknown clock {clock!r}; expected one of: {', '.join(CLOCKS)}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise VtmlirError(f"error: repeat must be a positive integer, got {repeat!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -135,7 +152,7 @@ def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, 
         call()
     totals, counts, walls = [], [], []
     for _ in range(repeat):
-        buffer.reset()
+        buffer.reset(CLOCKS[clock])
         start = time.perf_counter_ns()
         call()
         walls.append(time.perf_counter_ns() - start)
@@ -149,4 +166,4 @@ def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, 
         KernelTime(p.id, p.kind, p.description, p.location, p.schedule if p.id in kernel_report.vectorized else None,
                    int(medians[p.id]), int(calls[p.id]), float(medians[p.id]) / max(whole, 1))
         for p in kernel_report.kernels)
-    return CpuProfile(kernels, whole, int(statistics.median(walls)), repeat, exe.threads)
+    return CpuProfile(kernels, whole, int(statistics.median(walls)), repeat, exe.threads, clock)
