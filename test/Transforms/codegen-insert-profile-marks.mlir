@@ -38,6 +38,11 @@
 // CHECK:       func.func private @__vtmlir_profile_end(%{{.*}}: index)
 // CHECK:         arith.subi
 // CHECK:       func.func @__vtmlir_profile_buffer() -> i64
+// CHECK:       func.func @__vtmlir_profile_calibrate(%{{.*}}: i64)
+// CHECK:         scf.for
+// CHECK-NEXT:      %[[C:.*]] = arith.constant 3 : index
+// CHECK-NEXT:      func.call @__vtmlir_profile_begin(%[[C]])
+// CHECK:           func.call @__vtmlir_profile_end
 module {
   func.func @f(%a: memref<4xf32>, %b: memref<4xf32>, %n: index) {
     %z = arith.constant 0.0 : f32

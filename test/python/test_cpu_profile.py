@@ -18,12 +18,20 @@ def _small(name):
     return get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
 
 
+@pytest.fixture(scope="module")
+def yolo():
+    model, inputs = _small("vtc_yolo_c3k2")
+    return model, inputs, vtmlir.compile(model, *inputs, opt_level=0, threads=1, profile=True)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_profile_lists_every_kernel_of_the_report_once_with_the_same_values(threads):
     model, inputs = _small("vtc_efficientvit_block")
     plain = vtmlir.compile(model, *inputs, opt_level=1, threads=threads)
     profiled = vtmlir.compile(model, *inputs, opt_level=1, threads=threads, profile=True)
     assert torch.equal(profiled(*inputs), plain(*inputs))
+    with pytest.raises(VtmlirError, match="compile with profile=True"):
+        plain.profile(*inputs)
 
     report = profiled.report().codegen
     assert [k.id for k in report.kernels] == [k.id for k in plain.report().codegen.kernels]
@@ -37,7 +45,7 @@ def test_profile_lists_every_kernel_of_the_report_once_with_the_same_values(thre
     assert any(k.calls > 0 for k in p.kernels)
     vectorised = {k.id for k in p.kernels if k.schedule is not None}
     assert vectorised == set(report.vectorized)
-    assert p.threads == threads
+    assert p.threads == threads and p.clock == "wall" and p.mark_ns >= 0
 
     table = p.to_text()
     assert len([line for line in table.splitlines()[2:] if line.split()[0].isdigit()]) == len(report.kernels)
@@ -46,25 +54,23 @@ def test_profile_lists_every_kernel_of_the_report_once_with_the_same_values(thre
     assert p.to_dict()["kernels"][0]["id"] == 0
 
 
-def test_repeated_profile_reports_medians_and_the_call_time():
-    model, inputs = _small("vtc_yolo_c3k2")
-    exe = vtmlir.compile(model, *inputs, opt_level=0, threads=1, profile=True)
-    p = exe.profile(*inputs, repeat=3)
-    assert p.repeat == 3 and p.call_ns >= p.total_ns > 0
+def test_repeated_profile_reports_medians_and_the_call_time(yolo):
+    model, inputs, exe = yolo
+    p = exe.profile(*inputs, repeat=3, clock="cpu")
+    assert p.repeat == 3 and p.clock == "cpu" and p.total_ns > 0
+    assert any(k.calls > 1 for k in p.kernels)
     # the calls per kernel do not depend on the repeat; a kernel in a per-tap loop runs more than once
     assert [k.calls for k in exe.profile(*inputs, repeat=1).kernels] == [k.calls for k in p.kernels]
     assert abs(sum(k.share for k in p.kernels) - p.kernel_ns / p.total_ns) < 1e-9
     assert exe(*inputs).shape == model(*inputs).shape  # an ordinary call still works
 
 
-def test_profile_errors():
-    model, inputs = _small("vtc_yolo_c3k2")
-    exe = vtmlir.compile(model, *inputs, opt_level=0, threads=1)
-    with pytest.raises(VtmlirError, match="profile=True"):
-        exe.profile(*inputs)
-    profiled = vtmlir.compile(model, *inputs, opt_level=0, threads=1, profile=True)
+def test_profile_errors(yolo):
+    model, inputs, profiled = yolo
     with pytest.raises(VtmlirError, match="repeat must be a positive integer"):
         profiled.profile(*inputs, repeat=0)
+    with pytest.raises(VtmlirError, match="unknown clock 'gpu'"):
+        profiled.profile(*inputs, clock="gpu")
     with pytest.raises(VtmlirError, match="applies to target='cpu'"):
         vtmlir.compile(model, *inputs, target="cuda", profile=True)
     with pytest.raises(VtmlirError, match="profile must be True or False"):

@@ -15,7 +15,9 @@ preemption on a shared machine, a system call; or `CLOCK_MONOTONIC`, wall time, 
 stores it in the kernel's slot of a module global, `end` adds the difference to the slot's total and
 counts the call. Slot layout (`SLOT_WORDS` i64 per kernel): [start, total ns, calls, unused]; the
 clock id is the unused word of the last slot. `@__vtmlir_profile_buffer()` returns the global's
-address so that the caller can set the clock, read and reset the slots (`backend.cpu.profile`). A
+address so that the caller can set the clock, read and reset the slots (`backend.cpu.profile`), and
+`@__vtmlir_profile_calibrate(n)` runs `n` empty brackets, whose time the caller subtracts per kernel
+call (a clock read is a vDSO call of ~20-50 ns on x86 Linux, a thread CPU time one a system call). A
 kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
 calls counted.
 
@@ -29,7 +31,7 @@ unprofiled build's (never its values: nothing is reassociated).
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, llvm, memref
+from torch_mlir.dialects import arith, func, llvm, memref, scf
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Pass, register_pass
@@ -40,6 +42,7 @@ BEGIN = "__vtmlir_profile_begin"
 END = "__vtmlir_profile_end"
 NOW = "__vtmlir_profile_now"
 BUFFER = "__vtmlir_profile_buffer"
+CALIBRATE = "__vtmlir_profile_calibrate"
 CLOCK = "clock_gettime"
 CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID = 1, 3  # Linux <time.h>
 SLOT_WORDS = 4  # per kernel: start, total ns, calls, unused (a 32-byte slot)
@@ -139,6 +142,17 @@ def _add_functions(module_op, slots: int) -> None:
         with ir.InsertionPoint(address.add_entry_block()):
             buf = memref.get_global(buffer_type, GLOBAL)
             func.ReturnOp([arith.index_cast(i64, memref.extract_aligned_pointer_as_index(buf))])
+
+        # `n` empty brackets on the last slot: what a mark pair itself adds to a kernel's time.
+        calibrate = _function(CALIBRATE, [i64], [], private=False)
+        with ir.InsertionPoint(calibrate.add_entry_block()):
+            n = arith.index_cast(index, calibrate.arguments[0])
+            loop = scf.ForOp(_index(0), n, _index(1))
+            with ir.InsertionPoint(loop.body):
+                _call(BEGIN, slots - 1)
+                _call(END, slots - 1)
+                scf.YieldOp([])
+            func.ReturnOp([])
 
 
 def _function(name: str, inputs, results, private: bool = True):

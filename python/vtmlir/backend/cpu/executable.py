@@ -121,12 +121,12 @@ class CpuExecutable:
         (`print(compiled.report())`; the `codegen.KernelReport`'s attributes read through it)."""
         return CompileReport(self.optimization, self._kernel_report)
 
-    def profile(self, *args, repeat: int = 10, warmup: int = 1, clock: str | None = None, **kwargs) -> CpuProfile:
+    def profile(self, *args, repeat: int = 10, warmup: int = 1, clock: str = "wall", **kwargs) -> CpuProfile:
         """Per-kernel time of calls on these arguments (taken as `__call__` takes them): a `CpuProfile`
         with, per kernel of the report (`report().kernels`, same ids), the median over `repeat` calls
         (after `warmup` calls) of its time in ns, and the function's and the Python call's time;
-        `print(p)` or `p.to_text()` is a table sorted by time. `clock`: "cpu" (the calling thread's
-        CPU time; default with threads=1) or "wall" (default otherwise). Needs a profiling build:
+        `print(p)` or `p.to_text()` is a table sorted by time. `clock`: "wall" (default) or "cpu"
+        (the calling thread's CPU time: for a busy machine; its reads cost ~1 µs each). Needs a profiling build:
         `vtmlir.compile(..., profile=True)` (`backend.cpu.profile`, docs/codegen.md "Profiling")."""
         if self._profile is None:
             raise VtmlirError("error: this executable has no timing marks; compile with profile=True "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...codegen.insert_profile_marks import (BUFFER, CALLS, CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, CLOCK_WORD,
+from ...codegen.insert_profile_marks import (BUFFER, CALIBRATE, CALLS, CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, CLOCK_WORD,
                                               SLOT_WORDS, TOTAL)
 from ...errors import VtmlirError
 
@@ -50,7 +50,9 @@ class CpuProfile:
     it in no kernel (allocations, the marks themselves, code between kernels), `call_ns` the median
     wall time of the whole Python call (argument checks and result allocation included). Times are
     of `clock`: "cpu" (the calling thread's CPU time: preemption on a busy machine is not counted)
-    or "wall". With `repeat` > 1 the kernels' medians need not add up to the function's median."""
+    or "wall"). A pair of marks measures `mark_ns` even around nothing; that much per call is
+    subtracted from each kernel's time (and stays in `outside_ns`). With `repeat` > 1 the kernels'
+    medians need not add up to the function's median."""
 
     kernels: tuple[KernelTime, ...]
     total_ns: int
@@ -58,6 +60,7 @@ class CpuProfile:
     repeat: int
     threads: int
     clock: str = "cpu"  # what the kernel times and `total_ns` are: "cpu" (thread CPU time) or "wall"
+    mark_ns: float = 0.0  # an empty bracket's time on that clock, subtracted per kernel call
 
     @property
     def kernel_ns(self) -> int:
@@ -74,6 +77,7 @@ class CpuProfile:
     def to_dict(self) -> dict:
         return {"total_ns": self.total_ns, "call_ns": self.call_ns, "kernel_ns": self.kernel_ns,
                 "outside_ns": self.outside_ns, "repeat": self.repeat, "threads": self.threads, "clock": self.clock,
+                "mark_ns": self.mark_ns,
                 "kernels": [k.to_dict() for k in self.kernels]}
 
     def to_text(self, limit: int | None = None) -> str:
@@ -82,7 +86,8 @@ class CpuProfile:
         threads = "all cores" if self.threads == 0 else f"{self.threads} thread{'s' * (self.threads > 1)}"
         clock = "thread CPU time" if self.clock == "cpu" else "wall time"
         lines = [f"{len(self.kernels)} kernels, median of {self.repeat} calls, {threads}, {clock}; "
-                 f"function {_us(self.total_ns)}, call {_us(self.call_ns)} (wall)",
+                 f"function {_us(self.total_ns)}, call {_us(self.call_ns)} (wall); "
+                 f"{self.mark_ns:.0f} ns per kernel call subtracted (the marks)",
                  f"{'kernel':>6} {'time':>11} {'share':>6} {'calls':>5}  {'schedule':<13} description  (location)"]
         for k in rows:
             lines.append(f"{k.id:>6} {_us(k.time_ns):>11} {k.share:>6.1%} {k.calls:>5}  {k.schedule or 'loops':<13} "
@@ -121,6 +126,20 @@ class ProfileBuffer:
         words = (ctypes.c_int64 * (slots * SLOT_WORDS)).from_address(result.value)
         self.slots = np.ctypeslib.as_array(words).reshape(slots, SLOT_WORDS)
         self._words = words
+        self._calibrate = _PACKED(engine.raw_lookup(CALIBRATE))
+
+    def mark_ns(self, clock: int, brackets: int = 200, rounds: int = 5) -> float:
+        """What an empty pair of marks measures on `clock` (ns; the median of `rounds` runs of
+        `brackets`): the part of the marks' own cost that lands inside a kernel's time."""
+        count = ctypes.c_int64(brackets)
+        args = (ctypes.c_void_p * 1)(ctypes.addressof(count))
+        per_bracket = []
+        for _ in range(rounds):
+            self.reset(clock)
+            self._calibrate(ctypes.addressof(args))
+            per_bracket.append(self.slots[-1, TOTAL] / brackets)
+        self.reset(clock)
+        return float(np.median(per_bracket))
 
     def read(self) -> tuple[np.ndarray, np.ndarray]:
         """(total ns, calls) per slot since the last `reset`."""
@@ -132,16 +151,27 @@ class ProfileBuffer:
         self.slots[-1, CLOCK_WORD] = clock
 
 
+def sample_inputs(signature, seed: int = 0) -> list:
+    """Arguments for a function of `signature` to profile on (`vtmlir compile --profile` of an .mlir
+    file): floating-point inputs seeded standard-normal, the others zeros (valid indices and masks)."""
+    import torch  # deferred: torch is heavy; loaded on first use
+
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(spec.shape).astype(spec.numpy_dtype)
+              if np.issubdtype(spec.numpy_dtype, np.floating) else np.zeros(spec.shape, spec.numpy_dtype)
+              for spec in signature.inputs]
+    return [torch.from_numpy(a) for a in arrays]
+
+
 CLOCKS = {"cpu": CLOCK_THREAD_CPUTIME_ID, "wall": CLOCK_MONOTONIC}
 
 
 def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, warmup: int,
-                  clock: str | None = None) -> CpuProfile:
+                  clock: str = "wall") -> CpuProfile:
     """Run `call()` `warmup` times, then `repeat` times with the slots read after each; medians.
-    `clock`: "cpu" (the calling thread's CPU time; the default with one thread) or "wall" (the
-    default with OpenMP threads, whose workers' time the calling thread's CPU time does not hold)."""
-    if clock is None:
-        clock = "cpu" if exe.threads == 1 else "wall"
+    `clock`: "wall" (CLOCK_MONOTONIC, a vDSO read of tens of ns) or "cpu" (the calling thread's CPU
+    time: preemption on a busy machine is not counted, but each read is a system call, ~1 µs in a VM,
+    and the OpenMP workers' time is not the calling thread's)."""
     if clock not in CLOCKS:
         raise VtmlirError(f"error: unknown clock {clock!r}; expected one of: {', '.join(CLOCKS)}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
@@ -150,6 +180,7 @@ def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, 
         raise VtmlirError(f"error: warmup must be a non-negative integer, got {warmup!r}")
     for _ in range(warmup):
         call()
+    mark = buffer.mark_ns(CLOCKS[clock])
     totals, counts, walls = [], [], []
     for _ in range(repeat):
         buffer.reset(CLOCKS[clock])
@@ -159,11 +190,12 @@ def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, 
         t, c = buffer.read()
         totals.append(t)
         counts.append(c)
-    medians = np.median(np.stack(totals), axis=0)
     calls = np.stack(counts)[-1]
-    whole = int(medians[-1])  # the last slot: the function's body
+    # per kernel, its brackets' own share of the marks' cost taken out (never below 0)
+    medians = np.maximum(np.median(np.stack(totals), axis=0) - mark * calls, 0)
+    whole = int(np.median([t[-1] for t in totals]))  # the last slot: the function's body
     kernels = tuple(
         KernelTime(p.id, p.kind, p.description, p.location, p.schedule if p.id in kernel_report.vectorized else None,
-                   int(medians[p.id]), int(calls[p.id]), float(medians[p.id]) / max(whole, 1))
+                   int(medians[p.id]), int(calls[p.id]), float(int(medians[p.id])) / max(whole, 1))
         for p in kernel_report.kernels)
-    return CpuProfile(kernels, whole, int(statistics.median(walls)), repeat, exe.threads, clock)
+    return CpuProfile(kernels, whole, int(statistics.median(walls)), repeat, exe.threads, clock, mark)
