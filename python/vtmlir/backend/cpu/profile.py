@@ -190,6 +190,7 @@ def profile_calls(exe, call, kernel_report, buffer: ProfileBuffer, repeat: int, 
         t, c = buffer.read()
         totals.append(t)
         counts.append(c)
+    buffer.reset(CLOCK_MONOTONIC)  # the ordinary calls that follow read the cheap clock
     calls = np.stack(counts)[-1]
     # per kernel, its brackets' own share of the marks' cost taken out (never below 0)
     medians = np.maximum(np.median(np.stack(totals), axis=0) - mark * calls, 0)
