@@ -4,6 +4,8 @@ The profiling build (`codegen-insert-profile-marks`, inserted after `codegen-att
 every kernel of the kernel report, and the whole function, with marks that add the `clock_gettime`
 difference to a slot of a module global; `__vtmlir_profile_buffer()` gives its address. Here the slots
 are zeroed before each call, read after it, and the median per kernel over the repeats is reported.
+The slots are one global per executable: one profile at a time (a concurrent call would mix its
+marks into them).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 @dataclass(frozen=True)
 class KernelTime:
     """One kernel of the report and its time: `time_ns` the median over the repeats of its summed
-    time in one call (`calls` times per call: more than once inside a fused group's loop, 0 if it
-    never ran), `share` of the function's time (`CpuProfile.total_ns`)."""
+    time in one call (`calls` times per call: more than once inside a loop, a convolution's taps or a
+    fused group's tiles; 0 if it never ran), `share` of the function's time (`CpuProfile.total_ns`)."""
 
     id: int
     kind: str
@@ -49,8 +51,8 @@ class CpuProfile:
     time inside the compiled function (its first to its last instruction), `outside_ns` the part of
     it in no kernel (allocations, the marks themselves, code between kernels), `call_ns` the median
     wall time of the whole Python call (argument checks and result allocation included). Times are
-    of `clock`: "cpu" (the calling thread's CPU time: preemption on a busy machine is not counted)
-    or "wall"). A pair of marks measures `mark_ns` even around nothing; that much per call is
+    of `clock`: "wall" or "cpu" (the calling thread's CPU time: preemption on a busy machine is not
+    counted). A pair of marks measures `mark_ns` even around nothing; that much per call is
     subtracted from each kernel's time (and stays in `outside_ns`). With `repeat` > 1 the kernels'
     medians need not add up to the function's median."""
 
@@ -59,7 +61,7 @@ class CpuProfile:
     call_ns: int
     repeat: int
     threads: int
-    clock: str = "cpu"  # what the kernel times and `total_ns` are: "cpu" (thread CPU time) or "wall"
+    clock: str = "wall"  # what the kernel times and `total_ns` are: "wall" or "cpu" (thread CPU time)
     mark_ns: float = 0.0  # an empty bracket's time on that clock, subtracted per kernel call
 
     @property
