@@ -51,6 +51,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     schedules=None,
     prebuild: bool | None = None,
     allow_tf32: bool = False,
+    profile: bool = False,
 ):
     """Compile `module` for `target`.
 
@@ -109,6 +110,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
       exact f32 SIMT kernels. The same as `schedules={"contraction": {"allow_tf32": True}}` (an
       explicit `schedules=` setting of it wins). With target="cpu" it is an error: the CPU has no
       TF32, and a CPU run would silently give exact f32 numbers where TF32 ones were asked for.
+    - `profile` (CPU): a profiling build; `compiled.profile(*args, repeat=N)` then gives each kernel's
+      time (`backend.cpu.profile.CpuProfile`, docs/codegen.md "Profiling"). The same values, bitwise;
+      the marks cost ~50 ns per kernel call. CUDA executables time their kernels without it.
     """
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
@@ -123,6 +127,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if allow_tf32 and target != "cuda":
         raise VtmlirError(f"error: allow_tf32=True applies to target='cuda' only (TF32 tensor cores); "
                           f"target='{target}' computes f32 contractions exactly")
+    if not isinstance(profile, bool):
+        raise VtmlirError(f"error: profile must be True or False, got {profile!r}")
+    if profile and target != "cpu":
+        raise VtmlirError("error: profile=True applies to target='cpu'; a CUDA executable's kernels are timed "
+                          "with CUDA events without a profiling build (its `profile(inputs)`)")
     if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
                                       or memory_budget <= 0):
         raise VtmlirError(f"error: memory_budget must be a positive number of bytes, got {memory_budget!r}")
@@ -141,6 +150,9 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if dynamic_shapes is not None:
         if has_dynamic_dims(graph, entry):
             check_target(target)
+            if profile:
+                raise VtmlirError("error: profile=True needs static shapes; DVM's dynamic-shape runtime "
+                                  "has no profiling build")
 
             name = symbol_name(find_entry(graph, entry))
             example = call.flatten(example_args, kwargs or {}) if call is not None else None
@@ -163,7 +175,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     if target == "cpu":
         executable = compile_cpu(graph, signature, stages, opt_level=llvm_opt_level, track_memory=track_memory,
-                                 donate=donated, threads=threads, schedules=schedules)
+                                 donate=donated, threads=threads, schedules=schedules, profile=profile)
         executable.call_spec = call
         executable.optimization = optimization
         return executable

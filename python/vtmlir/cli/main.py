@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
                                      "(default: llvm for cpu, ptx for cuda)")
     comp.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
                       help="a zoo model's parameters and floating-point inputs in this type (model.half() etc.)")
+    comp.add_argument("--threads", type=int, help="cpu: threads the kernels run on (default: all cores)")
+    comp.add_argument("--profile", type=int, metavar="N",
+                      help="cpu: a profiling build, run N times (a zoo model on its example inputs, an .mlir "
+                           "function on seeded random ones); print each kernel's median time to stderr")
+    comp.add_argument("--profile-clock", choices=("wall", "cpu"), default="wall",
+                      help="what --profile measures: wall time (default) or the thread's CPU time (a busy machine)")
     comp.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     return parser
 
@@ -109,7 +115,12 @@ def _compile(args) -> int:
 
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
                    memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report,
-                   allow_tf32=args.allow_tf32)
+                   allow_tf32=args.allow_tf32, threads=args.threads)
+    if args.profile is not None:
+        if args.profile < 1:
+            raise VtmlirError(f"error: --profile takes a positive number of calls, got {args.profile}")
+        options["profile"] = True
+    inputs = None
     if any(args.input in registry for registry in REGISTRIES.values()):
         model, inputs = get(args.input).build(batch=1, seed=0)
         if args.dtype:
@@ -133,6 +144,12 @@ def _compile(args) -> int:
 
     if args.report:
         sys.stderr.write(f"{compiled.report()}\n")
+    if args.profile is not None:
+        from vtmlir.backend.cpu.profile import sample_inputs
+
+        if inputs is None:
+            inputs = sample_inputs(compiled.signature)
+        sys.stderr.write(f"{compiled.profile(*inputs, repeat=args.profile, clock=args.profile_clock)}\n")
     emit = args.emit or ("ptx" if args.target == "cuda" else "llvm")
     if emit == "stages":
         text = "\n".join(compiled.stages) + "\n"

@@ -17,6 +17,7 @@ from ..report import CompileReport
 from .calling import DescriptorTable, descriptor_type
 from .lower import lower_to_llvm
 from .memory_tracking import CountingAllocator, MemoryStats, weight_bytes_of
+from .profile import CpuProfile, ProfileBuffer, profile_calls
 
 
 class CpuExecutable:
@@ -31,7 +32,7 @@ class CpuExecutable:
 
     def __init__(self, engine: ExecutionEngine, signature: Signature, stages: dict[str, str], allocator=None,
                  weight_bytes: int = 0, result_arguments: list[int] | None = None, donate: tuple[int, ...] = (),
-                 kernel_report=None, threads: int = 0):
+                 kernel_report=None, threads: int = 0, profile_slots: int | None = None):
         self._engine = engine
         self._kernel_report = kernel_report
         self.threads = threads
@@ -52,6 +53,8 @@ class CpuExecutable:
         self._fast: _FastCall | None = None  # built at the first call (imports torch)
         # Set by `vtmlir.compile`: what the default pipeline did (`optimize.OptimizationReport`).
         self.optimization = None
+        # A profiling build (`compile(..., profile=True)`): the JIT'd module's timing slots.
+        self._profile = ProfileBuffer(engine, profile_slots + 1) if profile_slots is not None else None
 
     @property
     def aliases(self) -> dict[int, int]:
@@ -118,6 +121,19 @@ class CpuExecutable:
         (`print(compiled.report())`; the `codegen.KernelReport`'s attributes read through it)."""
         return CompileReport(self.optimization, self._kernel_report)
 
+    def profile(self, *args, repeat: int = 10, warmup: int = 1, clock: str = "wall", **kwargs) -> CpuProfile:
+        """Per-kernel time of calls on these arguments (taken as `__call__` takes them): a `CpuProfile`
+        with, per kernel of the report (`report().kernels`, same ids), the median over `repeat` calls
+        (after `warmup` calls) of its time in ns, and the function's and the Python call's time;
+        `print(p)` or `p.to_text()` is a table sorted by time. `clock`: "wall" (default) or "cpu"
+        (the calling thread's CPU time: for a busy machine; its reads cost ~1 µs each). Needs a profiling build:
+        `vtmlir.compile(..., profile=True)` (`backend.cpu.profile`, docs/codegen.md "Profiling")."""
+        if self._profile is None:
+            raise VtmlirError("error: this executable has no timing marks; compile with profile=True "
+                              "(vtmlir.compile(..., profile=True)) to profile its kernels")
+        return profile_calls(self, lambda: self(*args, **kwargs), self._kernel_report, self._profile,
+                             repeat, warmup, clock)
+
     def memory_stats(self):
         """`MemoryStats` of the last call (needs `compile_cpu(..., track_memory=True)`)."""
         if self._allocator is None:
@@ -142,14 +158,15 @@ class CpuExecutable:
 
 def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
                 track_memory: bool = False, donate: tuple[int, ...] = (), threads: int = 0,
-                schedules=None) -> CpuExecutable:
+                schedules=None, profile: bool = False) -> CpuExecutable:
     """Bufferize, lower and JIT `module` (graph level, modified in place).
 
     `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
     `CpuExecutable.memory_stats()` then reports them (`memory_tracking`). `donate`: argument indices
     the function may overwrite; a result that is such an argument updated is returned in its memory
     (`passes/argument_updates.py`). `threads`: 0 (all cores), 1 (no OpenMP) or N; `schedules`: overrides
-    of the code generation schedules per kernel kind (`vtmlir.codegen.resolve_schedules`).
+    of the code generation schedules per kernel kind (`vtmlir.codegen.resolve_schedules`). `profile`:
+    time every kernel (`CpuExecutable.profile`; the same code between the marks, see docs/codegen.md).
     """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
@@ -166,7 +183,8 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     allocator, weight_bytes = None, 0
     if track_memory:
         weight_bytes = weight_bytes_of(module)
-    report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules)
+    report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules,
+                           profile=profile)
     engine = create_engine(module, opt_level)
     if track_memory:
         allocator = CountingAllocator()
@@ -179,7 +197,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
         raise VtmlirError(f"error: the LLVM JIT could not materialise @{signature.name}: {detail}")
     return CpuExecutable(engine, signature, stages, allocator=allocator, weight_bytes=weight_bytes,
                          result_arguments=result_arguments, donate=tuple(donate), kernel_report=report,
-                         threads=threads)
+                         threads=threads, profile_slots=len(report.kernels) if profile else None)
 
 
 def create_engine(module: ir.Module, opt_level: int) -> ExecutionEngine:

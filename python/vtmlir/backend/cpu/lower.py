@@ -17,6 +17,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...codegen import attach_schedules, kernel_report, override_items
+from ...codegen.insert_profile_marks import insert_profile_marks
 from ...passes import run_pipeline
 from .memory_tracking import GENERIC_ALLOCATION_PASS
 
@@ -101,14 +102,16 @@ CPU_STAGES = cpu_stages()
 
 
 def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, threads: int = 0,
-                  schedules=None):
+                  schedules=None, profile: bool = False):
     """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage.
     Returns the `codegen.KernelReport` (which kernels were vectorised, which kept loops and why).
 
     `track_memory`: allocations call MLIR's generic `_mlir_memref_to_llvm_alloc`/`_free` (bound to a
     counting allocator by the executable, see `memory_tracking`) instead of `malloc`/`free`.
     `threads`: 0 (all cores), 1 (single-threaded code, no OpenMP), or N. `schedules`: overrides of the
-    per-kind schedules (`codegen.schedules.resolve_schedules`).
+    per-kind schedules (`codegen.schedules.resolve_schedules`). `profile`: a profiling build, every
+    kernel bracketed with timing marks once it is tagged (`codegen-insert-profile-marks`; recorded in
+    stage "schedule").
     """
     items = override_items(schedules)
     plans = None
@@ -117,6 +120,8 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
             # The attach pass as a function: its plan (a return value) feeds the report.
             run_pipeline(module, f"builtin.module({KERNEL_PREPARATION})", what="lowering for the CPU (stage 'schedule')")
             plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
+            if profile:
+                insert_profile_marks(module.operation)
         else:
             run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
         if stage == "vectors":
