@@ -807,6 +807,22 @@ def build_vm_module(gpu: bool = False) -> ir.Module:
                 with _for(t0, t1, c[1]) as tile:
                     call("run_tile", [code, l, args, tile])
                 func.ReturnOp([])
+            # every kernel of one shape in one call (`native.Sequence`): kernel k's code and
+            # argument table, all its tiles (the header's tile count, word 5), one after another on
+            # one local memory -- no host code between the kernels
+            codes_t, tables_t = memref_type(code_t), memref_type(args_t)
+            _, entry = function("dvm_seq", [codes_t, bytes_t, tables_t],
+                                attrs={"llvm.emit_c_interface": ir.UnitAttr.get()})
+            codes, l, tables = entry.arguments
+            with ir.InsertionPoint(entry):
+                c = _consts()
+                count = arith.minui(memref.dim(codes, c[0]), memref.dim(tables, c[0]))
+                with _for(c[0], count, c[1]) as k:
+                    code = memref.load(codes, [k])
+                    args = memref.load(tables, [k])
+                    with _for(c[0], call("fld", [code, c[5]], [idx])[0], c[1]) as tile:
+                        call("run_tile", [code, l, args, tile])
+                func.ReturnOp([])
     return module
 
 
