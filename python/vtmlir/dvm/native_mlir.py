@@ -541,15 +541,28 @@ def _broadcast():
         def case(nbytes):
             ty = f"i{8 * nbytes}"
             s, d = o.view(f["src"], small, ty), o.view(f["dst"], big, ty)
-            with _for(o.c[0], m, o.c[1]) as row:
-                sr = arith.muli(row, n)
-                ds = arith.muli(row, size)
-                with _for(o.c[0], size, o.c[1]) as j:
-                    dr = arith.muli(arith.addi(ds, j), n)
-                    with _for(o.c[0], n, o.c[1]) as k:
-                        sk = arith.addi(sr, k)
-                        dk = arith.addi(dr, k)
-                        memref.store(memref.load(s, [sk]), d, [dk])
+            # n == 1 (a scalar or a column broadcast along the row): each source element fills a
+            # run of `size` -- one loop over the run, which LLVM vectorises, instead of `size`
+            # one-iteration inner loops; the elements written are the same
+            column = scf.IfOp(_cmpi("eq", n, o.c[1]), [], has_else=True)
+            with ir.InsertionPoint(column.then_block):
+                with _for(o.c[0], m, o.c[1]) as row:
+                    v = memref.load(s, [row])
+                    ds = arith.muli(row, size)
+                    with _for(o.c[0], size, o.c[1]) as j:
+                        memref.store(v, d, [arith.addi(ds, j)])
+                scf.YieldOp([])
+            with ir.InsertionPoint(column.else_block):
+                with _for(o.c[0], m, o.c[1]) as row:
+                    sr = arith.muli(row, n)
+                    ds = arith.muli(row, size)
+                    with _for(o.c[0], size, o.c[1]) as j:
+                        dr = arith.muli(arith.addi(ds, j), n)
+                        with _for(o.c[0], n, o.c[1]) as k:
+                            sk = arith.addi(sr, k)
+                            dk = arith.addi(dr, k)
+                            memref.store(memref.load(s, [sk]), d, [dk])
+                scf.YieldOp([])
 
         _switch(es, [w // 8 for w in _WIDTHS], case)
 
