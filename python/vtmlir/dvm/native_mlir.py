@@ -396,11 +396,13 @@ def _matmul(dt, tiled: bool = False):
     with _Op(_name("op_matmul", dt)) as o:
         f, a, b, d, zero, keep = _matmul_prologue(o, t, t)
         m, k, n = f["m"], f["k"], f["n"]
-        first = o.c[0]
         if tiled:
-            first = _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt)
+            # blocks of R rows, then the m % R rows left one at a time, both with vector columns
+            rows = _matmul_blocks(o, a, b, d, zero, keep, o.c[0], m, k, n, dt, _MM_ROWS)
+            _matmul_blocks(o, a, b, d, zero, keep, rows, m, k, n, dt, 1)
+            return
         # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
-        with _for(first, m, o.c[1]) as row:
+        with _for(o.c[0], m, o.c[1]) as row:
             _matmul_row(o, a, b, d, zero, keep, row, o.c[0], k, n)
 
 
@@ -426,22 +428,23 @@ def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
             memref.store(arith.addf(old, arith.mulf(x, y)), d, [dj])
 
 
-def _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt):
-    """Rows [0, m - m % R) in blocks of R, their columns [0, n - n % W) in vectors of W held in
-    registers along k, the remaining columns i-k-j; returns the first row left (a Value)."""
+def _matmul_blocks(o, a, b, d, zero, keep, start, m, k, n, dt, block: int):
+    """Rows [start, end) with end = m - (m - start) % block, in blocks of `block` rows, their
+    columns [0, n - n % W) in vectors of W held in registers along k, the remaining columns
+    i-k-j; returns end (a Value)."""
     t = scalar(_MLIR_TYPE[dt])
     width = _VECTOR_BYTES // _ITEMSIZE[dt]
     vt = ir.VectorType.get([width], t)
-    R, W = cidx(_MM_ROWS), cidx(width)
-    rows = arith.subi(m, arith.remui(m, R))
+    R, W = cidx(block), cidx(width)
+    rows = arith.subi(m, arith.remui(arith.subi(m, start), R))
     cols = arith.subi(n, arith.remui(n, W))
     vzero = vector.broadcast(vt, zero)
-    with _for(o.c[0], rows, R) as row:
-        arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(_MM_ROWS)]
-        drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(_MM_ROWS)]
+    with _for(start, rows, R) as row:
+        arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(block)]
+        drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(block)]
         with _for(o.c[0], cols, W) as j:
             starts = []
-            for r in range(_MM_ROWS):
+            for r in range(block):
                 init = scf.IfOp(keep, [vt], has_else=True)
                 with ir.InsertionPoint(init.then_block):
                     scf.YieldOp([vector.load(vt, d, [arith.addi(drows[r], j)])])
@@ -457,9 +460,9 @@ def _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt):
                     x = vector.broadcast(vt, memref.load(a, [arith.addi(arows[r], q)]))
                     accs.append(arith.addf(acc, arith.mulf(x, y)))
                 scf.YieldOp(accs)
-            for r in range(_MM_ROWS):
+            for r in range(block):
                 vector.StoreOp(loop.results[r], d, [arith.addi(drows[r], j)])
-        for r in range(_MM_ROWS):
+        for r in range(block):
             _matmul_row(o, a, b, d, zero, keep, arith.addi(row, cidx(r)), cols, k, n)
     return rows
 
