@@ -387,6 +387,7 @@ def _matmul_prologue(o: _Op, storage: str, compute: str):
 # does -- bitwise the same results, without a load and a store of dst per product.
 _MM_ROWS = 4
 _VECTOR_BYTES = 32  # AVX2; LLVM splits wider vectors and widens nothing by itself here
+_MM_WIDE = 4  # vectors per register block where n allows (4 x 2 x 8 f32 accumulators: 8 AVX2 registers)
 
 
 def _matmul(dt, tiled: bool = False):
@@ -429,42 +430,50 @@ def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
 
 
 def _matmul_blocks(o, a, b, d, zero, keep, start, m, k, n, dt, block: int):
-    """Rows [start, end) with end = m - (m - start) % block, in blocks of `block` rows, their
-    columns [0, n - n % W) in vectors of W held in registers along k, the remaining columns
-    i-k-j; returns end (a Value)."""
-    t = scalar(_MLIR_TYPE[dt])
+    """Rows [start, end) with end = m - (m - start) % block, in blocks of `block` rows; their
+    columns in vectors of `_MM_WIDE`·W elements (W = `_VECTOR_BYTES` of the type), then of W,
+    held in registers along k; the remaining n % W columns i-k-j. Returns end (a Value)."""
     width = _VECTOR_BYTES // _ITEMSIZE[dt]
-    vt = ir.VectorType.get([width], t)
     R, W = cidx(block), cidx(width)
+    wide = cidx(width * _MM_WIDE)
     rows = arith.subi(m, arith.remui(arith.subi(m, start), R))
+    cols_wide = arith.subi(n, arith.remui(n, wide))
     cols = arith.subi(n, arith.remui(n, W))
-    vzero = vector.broadcast(vt, zero)
     with _for(start, rows, R) as row:
         arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(block)]
         drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(block)]
-        with _for(o.c[0], cols, W) as j:
-            starts = []
-            for r in range(block):
-                init = scf.IfOp(keep, [vt], has_else=True)
-                with ir.InsertionPoint(init.then_block):
-                    scf.YieldOp([vector.load(vt, d, [arith.addi(drows[r], j)])])
-                with ir.InsertionPoint(init.else_block):
-                    scf.YieldOp([vzero])
-                starts.append(init.results[0])
-            loop = scf.ForOp(o.c[0], k, o.c[1], starts)
-            with ir.InsertionPoint(loop.body):
-                q = loop.induction_variable
-                y = vector.load(vt, b, [arith.addi(arith.muli(q, n), j)])
-                accs = []
-                for r, acc in enumerate(loop.inner_iter_args):
-                    x = vector.broadcast(vt, memref.load(a, [arith.addi(arows[r], q)]))
-                    accs.append(arith.addf(acc, arith.mulf(x, y)))
-                scf.YieldOp(accs)
-            for r in range(block):
-                vector.StoreOp(loop.results[r], d, [arith.addi(drows[r], j)])
+        for lo, hi, lanes in ((o.c[0], cols_wide, width * _MM_WIDE), (cols_wide, cols, width)):
+            _matmul_register_block(o, a, b, d, zero, keep, k, n, dt, arows, drows, lo, hi, lanes)
         for r in range(block):
             _matmul_row(o, a, b, d, zero, keep, arith.addi(row, cidx(r)), cols, k, n)
     return rows
+
+
+def _matmul_register_block(o, a, b, d, zero, keep, k, n, dt, arows, drows, lo, hi, width):
+    """Columns [lo, hi) of the rows at `arows` / `drows`, one vector of `width` at a time, each
+    element's sum along k in a register (from dst or 0)."""
+    vt = ir.VectorType.get([width], scalar(_MLIR_TYPE[dt]))
+    vzero = vector.broadcast(vt, zero)
+    with _for(lo, hi, cidx(width)) as j:
+        starts = []
+        for drow in drows:
+            init = scf.IfOp(keep, [vt], has_else=True)
+            with ir.InsertionPoint(init.then_block):
+                scf.YieldOp([vector.load(vt, d, [arith.addi(drow, j)])])
+            with ir.InsertionPoint(init.else_block):
+                scf.YieldOp([vzero])
+            starts.append(init.results[0])
+        loop = scf.ForOp(o.c[0], k, o.c[1], starts)
+        with ir.InsertionPoint(loop.body):
+            q = loop.induction_variable
+            y = vector.load(vt, b, [arith.addi(arith.muli(q, n), j)])
+            accs = []
+            for arow, acc in zip(arows, loop.inner_iter_args):
+                x = vector.broadcast(vt, memref.load(a, [arith.addi(arow, q)]))
+                accs.append(arith.addf(acc, arith.mulf(x, y)))
+            scf.YieldOp(accs)
+        for drow, acc in zip(drows, loop.results):
+            vector.StoreOp(acc, d, [arith.addi(drow, j)])
 
 
 def _matmul_widened(dt):
@@ -614,10 +623,17 @@ def _box(width):
             for block, (src, dst, to_global) in ((branch.then_block, (lv, gv, True)),
                                                  (branch.else_block, (gv, lv, False))):
                 with ir.InsertionPoint(block):
-                    with _for(c[0], inner, c[1]) as k:
-                        li = arith.addi(lo, k)
-                        gi = arith.addi(go, arith.muli(k, ist))
-                        memref.store(memref.load(src, [li if to_global else gi]), dst, [gi if to_global else li])
+                    # a contiguous run (global stride 1, every Load/Store) as a plain copy loop,
+                    # which LLVM vectorises; a strided one element by element
+                    dense = scf.IfOp(_cmpi("eq", ist, c[1]), [], has_else=True)
+                    for body, stride in ((dense.then_block, None), (dense.else_block, ist)):
+                        with ir.InsertionPoint(body):
+                            with _for(c[0], inner, c[1]) as k:
+                                li = arith.addi(lo, k)
+                                gi = arith.addi(go, k if stride is None else arith.muli(k, stride))
+                                memref.store(memref.load(src, [li if to_global else gi]), dst,
+                                             [gi if to_global else li])
+                            scf.YieldOp([])
                     scf.YieldOp([])
         func.ReturnOp([])
 
