@@ -3,7 +3,8 @@
 The graph imported with torch.export `Dim`s keeps `?` dims and the symbol table of their ranges
 (docs/dvm.md, "Dynamic import"); `DynamicExecutable` runs it through DVM (`dvm.runner.DvmFunction`,
 the native VM compiled once through MLIR): a new shape costs the per-structure template fill, never a
-recompile. Where the ranges span at most `PREBUILD_POINTS` shapes, every template is built ahead of
+recompile; from a shape's second call on, its kernels run as one native call on the tensors' own
+memory (`dvm.replay`). Where the ranges span at most `PREBUILD_POINTS` shapes, every template is built ahead of
 time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where no dim is dynamic.
 """
 

@@ -164,8 +164,9 @@ class NativeVM:
 
     def sequence(self, kernels, tables) -> Sequence:
         """A `Sequence` of kernels run one after another in one native call on the calling
-        thread (`@dvm_seq`): `kernels` is (code array, tile count, local bytes) per kernel, valid
-        bytecode known to be natively supported (`run_valid`'s contract); `tables` the argument
+        thread (`@dvm_seq`): `kernels` is (code array, local bytes) per kernel, valid bytecode
+        known to be natively supported (`run_valid`'s contract; every tile of the header's count
+        runs); `tables` the argument
         table (five int64 words per argument, `_Frame.table_for`'s layout) of each. The caller
         writes the argument pointers into the tables and calls `Sequence.run`."""
         return Sequence(self, kernels, tables)
@@ -269,7 +270,7 @@ class Sequence:
     once, and this thread's local memory, as large as the largest kernel needs. A run writes no
     word: the caller has written the argument pointers into `tables`."""
 
-    __slots__ = ("vm", "address", "keep")
+    __slots__ = ("vm", "address", "kernels", "keep")
 
     def __init__(self, vm: NativeVM, kernels, tables):
         def descriptors(rows):  # memref<?xT> descriptors: allocated, aligned, offset, size, stride
@@ -278,16 +279,16 @@ class Sequence:
                 words[5 * j:5 * j + 5] = [address, address, 0, size, 1]
             return words
 
-        codes = descriptors([(data_pointer(code), code.size) for code, _, _ in kernels])
+        codes = descriptors([(data_pointer(code), code.size) for code, _ in kernels])
         arg_tables = descriptors([(ctypes.addressof(t), len(t) // 5) for t in tables])
-        local = vm._scratch(max([1] + [b for _, _, b in kernels]))
+        local = vm._scratch(max([1] + [b for _, b in kernels]))
         words, self.address, keep = vm._seq_params.fresh()
         for at, (array, size) in ((_CODE, (codes, len(kernels))), (_LOCAL, (local, local.size)),
                                   (_ARGS, (arg_tables, len(tables)))):
             address = array.ctypes.data if isinstance(array, np.ndarray) else ctypes.addressof(array)
             words[at:at + 5] = [address, address, 0, size, 1]
-        self.vm = vm
-        self.keep = (words, keep, codes, arg_tables, local, kernels, tables)
+        self.vm, self.kernels = vm, list(kernels)
+        self.keep = (words, keep, codes, arg_tables, local, tables)
 
     def run(self) -> None:
         self.vm._seq_params.function(self.address)

@@ -46,10 +46,10 @@ class ShapeReplay:
         long as the function."""
         if not launches or not all(ok for *_, ok in launches):
             return None
-        # every buffer a kernel input may lie in: (start address, end, source); source is
+        # every buffer a kernel input may lie in: (start address, bytes, source); source is
         # ("arg", i), ("out", k, j) or ("const", array)
         buffers = [(a, ("arg", i)) for i, a in enumerate(arrays)] + [(c, ("const", c)) for c in constants]
-        spans = [(data_pointer(a), a.nbytes, source) for a, source in buffers if a.nbytes]
+        spans = [(data_pointer(a), _extent(a), source) for a, source in buffers if _extent(a)]
         outputs = {}  # ("out", k, j) -> the recorded array
         kernels, tables, uses = [], [], []
         for k, (kernel, inputs, outs, _) in enumerate(launches):
@@ -72,7 +72,7 @@ class ShapeReplay:
                     outputs[source] = a
                     spans.append((address, a.nbytes, source))
                     uses.append((table, 5 * j, source, 0))
-            kernels.append((kernel.bytecode, kernel.native_call.tiles, kernel.native_call.local_bytes))
+            kernels.append((kernel.bytecode, kernel.native_call.local_bytes))
             tables.append(table)
         fresh: dict = {}  # output source -> its index among the per-call buffers
         results, order = [], []
@@ -131,3 +131,13 @@ class ShapeReplay:
         outs = [np.empty(shape, dtype) for shape, dtype in self.results]
         self.run([data_pointer(a) for a in arrays] + [data_pointer(o) for o in outs])
         return [outs[r] for r in self.returned]
+
+
+def _extent(a: np.ndarray) -> int:
+    """The bytes from `a`'s first element to the end of its last (0: empty, or a negative stride,
+    which no view the runner takes has): a constant's broadcast view spans less than its nbytes."""
+    if a.flags.c_contiguous or not a.size:
+        return a.nbytes
+    if any(s < 0 for s in a.strides):
+        return 0
+    return a.itemsize + sum((n - 1) * s for n, s in zip(a.shape, a.strides))

@@ -486,7 +486,9 @@ class DvmFunction:
     """A linalg-on-tensors function run as DVM kernels (`dvm-fuse` groups) + numpy glue.
 
     `DvmFunction(module)(*arrays)` returns the results as numpy arrays. `native=True` runs each
-    kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM).
+    kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM);
+    from the second call of an argument shape on, such a call is one native call of all its kernels
+    where the recording allows it (`replay.ShapeReplay`, `replays`; `replay=False`: never).
     `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding)."""
 
     def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
