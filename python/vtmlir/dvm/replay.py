@@ -38,18 +38,17 @@ class ShapeReplay:
     __slots__ = ("sequence", "writes", "results", "returned", "owner", "dtypes", "keep")
 
     @classmethod
-    def of(cls, arrays, launches, returned, constants) -> ShapeReplay | None:
+    def of(cls, arrays, launches, returned, constants: list) -> ShapeReplay | None:
         """The replay of a recorded call (see the module doc), or None where the call cannot be
         replayed. `arrays`: the function's arguments (C-contiguous); `launches`: per kernel run
         (CompiledKernel, input arrays, output arrays, whether its prepared one-core native call
-        ran); `returned`: the function's result arrays; `constants`: the arrays that live as
-        long as the function."""
+        ran); `returned`: the function's result arrays; `constants`: `spans` of the arrays that
+        live as long as the function."""
         if not launches or not all(ok for *_, ok in launches):
             return None
         # every buffer a kernel input may lie in: (start address, bytes, source); source is
         # ("arg", i), ("out", k, j) or ("const", array)
-        buffers = [(a, ("arg", i)) for i, a in enumerate(arrays)] + [(c, ("const", c)) for c in constants]
-        spans = [(data_pointer(a), _extent(a), source) for a, source in buffers if _extent(a)]
+        spans = [(data_pointer(a), a.nbytes, ("arg", i)) for i, a in enumerate(arrays) if a.nbytes] + constants
         outputs = {}  # ("out", k, j) -> the recorded array
         kernels, tables, uses = [], [], []
         for k, (kernel, inputs, outs, _) in enumerate(launches):
@@ -105,7 +104,7 @@ class ShapeReplay:
         kept = [a for source, a in outputs.items() if source not in fresh]
         self.sequence = native_vm().sequence(kernels, tables)
         self.owner = threading.get_ident()
-        self.keep = (kept, list(constants), [k for k, *_ in launches])
+        self.keep = (kept, [source[1] for *_, source in constants], [k for k, *_ in launches])
         return self
 
     def accepts(self, arrays) -> bool:
@@ -131,6 +130,12 @@ class ShapeReplay:
         outs = [np.empty(shape, dtype) for shape, dtype in self.results]
         self.run([data_pointer(a) for a in arrays] + [data_pointer(o) for o in outs])
         return [outs[r] for r in self.returned]
+
+
+def spans(constants) -> list:
+    """(address, extent in bytes, ("const", array)) of each non-empty array of `constants`, what
+    `ShapeReplay.of` locates buffers in besides the arguments and outputs."""
+    return [(data_pointer(c), _extent(c), ("const", c)) for c in constants if _extent(c)]
 
 
 def _extent(a: np.ndarray) -> int:

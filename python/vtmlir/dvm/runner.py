@@ -37,6 +37,7 @@ from ..ir_utils import nested_operands
 from .compile import compile_graph
 from .kernel import launch_cores
 from .replay import ShapeReplay
+from .replay import spans as replay_spans
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import GLUE, bmm_admit, bmm_compile, defining_op, describe_op, element_dtype, tensor_dtype
@@ -665,7 +666,10 @@ class DvmFunction:
                 if key in self._seen:  # the second call of the shape: record it
                     launches: list = []
                     results = self._execute(arrays, launches=launches)
-                    self.replays[key] = ShapeReplay.of(arrays, launches, results, self._held_arrays()) or False
+                    held = self.__dict__.get("_held")
+                    if held is None:
+                        held = self._held = replay_spans(self._held_arrays())
+                    self.replays[key] = ShapeReplay.of(arrays, launches, results, held) or False
                     return results
                 self._seen.add(key)
         return self._execute(arrays)
