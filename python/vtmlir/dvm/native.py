@@ -8,7 +8,8 @@ is tiling + encoding (`compile.compile_graph`) and then `run(bytecode, args)`.
 
 Cores (Alg. 2 lines 2-5): core c of N runs tiles ``[m*c, min(M, m*(c+1)))`` with ``m = ceil(M/N)`` on
 its own local memory; the cores are host threads calling the compiled entry concurrently (ctypes
-releases the GIL during the call).
+releases the GIL during the call). `@dvm_seq` runs several programs back to back in one call on one
+core (`Sequence`: a `DvmFunction` shape's replay, `replay.py`).
 """
 
 from __future__ import annotations
@@ -166,9 +167,9 @@ class NativeVM:
         """A `Sequence` of kernels run one after another in one native call on the calling
         thread (`@dvm_seq`): `kernels` is (code array, local bytes) per kernel, valid bytecode
         known to be natively supported (`run_valid`'s contract; every tile of the header's count
-        runs); `tables` the argument
-        table (five int64 words per argument, `_Frame.table_for`'s layout) of each. The caller
-        writes the argument pointers into the tables and calls `Sequence.run`."""
+        runs); `tables` the argument table of each (five int64 words per argument,
+        `_Frame.table_for`'s layout). The caller writes the argument pointers into the tables and
+        calls `Sequence.run`."""
         return Sequence(self, kernels, tables)
 
     def run_prepared(self, frame: _Frame) -> None:
