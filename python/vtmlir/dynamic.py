@@ -3,7 +3,8 @@
 The graph imported with torch.export `Dim`s keeps `?` dims and the symbol table of their ranges
 (docs/dvm.md, "Dynamic import"); `DynamicExecutable` runs it through DVM (`dvm.runner.DvmFunction`,
 the native VM compiled once through MLIR): a new shape costs the per-structure template fill, never a
-recompile. Where the ranges span at most `PREBUILD_POINTS` shapes, every template is built ahead of
+recompile; from a shape's second call on, its kernels run as one native call on the tensors' own
+memory (`dvm.replay`). Where the ranges span at most `PREBUILD_POINTS` shapes, every template is built ahead of
 time (`DvmFunction.prebuild`). The static path (`CpuExecutable`) is taken where no dim is dynamic.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 
 import numpy as np
@@ -61,6 +63,14 @@ class DynamicExecutable:
     def run(self, *args) -> tuple:
         import torch  # deferred: torch is heavy; loaded on first use
 
+        replay = self.function.replays.get(tuple([getattr(a, "shape", None) for a in args]))
+        if replay and replay.owner == threading.get_ident():
+            dtypes = self.__dict__.get("_torch_dtypes")
+            if dtypes is None:  # the torch dtype of each argument, read once
+                dtypes = self._torch_dtypes = [torch.from_numpy(np.empty(0, d)).dtype for d in replay.dtypes]
+            results = _replay_tensors(replay, args, dtypes, torch)
+            if results is not None:
+                return results
         arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
         arrays = [np.ascontiguousarray(a) for a in arrays]
         return tuple(torch.from_numpy(np.ascontiguousarray(r)) for r in self.function(*arrays))
@@ -76,6 +86,21 @@ class DynamicExecutable:
             p = self.prebuilt
             lines.append(f"  prebuilt: {p['points']} shape(s), {p['templates']} template(s) in {p['seconds']:.2f} s")
         return CompileReport(self.optimization, extra="\n".join(lines))
+
+
+def _replay_tensors(replay, args, dtypes, torch):
+    """A recorded shape (`dvm.replay.ShapeReplay`) run on torch tensors without converting them:
+    CPU, contiguous, of the recorded dtypes, not negated or conjugated views (`CpuExecutable`'s
+    fast call takes the same); the results are fresh tensors. None: anything else."""
+    pointers = []
+    for a, dt in zip(args, dtypes):
+        if (type(a) is not torch.Tensor or a.dtype is not dt or not a.is_cpu or not a.is_contiguous() or a.is_neg()
+                or a.is_conj()):
+            return None
+        pointers.append(a.data_ptr())
+    outs = [torch.from_numpy(np.empty(shape, dtype)) for shape, dtype in replay.results]
+    replay.run(pointers + [o.data_ptr() for o in outs])
+    return tuple([outs[r] for r in replay.returned])
 
 
 def has_dynamic_dims(graph, entry: str | None) -> bool:

@@ -8,7 +8,8 @@ is tiling + encoding (`compile.compile_graph`) and then `run(bytecode, args)`.
 
 Cores (Alg. 2 lines 2-5): core c of N runs tiles ``[m*c, min(M, m*(c+1)))`` with ``m = ceil(M/N)`` on
 its own local memory; the cores are host threads calling the compiled entry concurrently (ctypes
-releases the GIL during the call).
+releases the GIL during the call). `@dvm_seq` runs several programs back to back in one call on one
+core (`Sequence`: a `DvmFunction` shape's replay, `replay.py`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def _unsupported_reason(program: Program) -> str | None:
 # args[i] points at the i-th argument of the C interface (a descriptor pointer or an i64):
 # code, local, the argument table, t0, t1 -- a `DescriptorTable` of the CPU call path.
 _PARAMS = [(None,), (None,), (None,), SCALAR, SCALAR]
+_SEQ_PARAMS = [(None,), (None,), (None,)]  # @dvm_seq: the codes, local memory, the argument tables
 _HEADER = 9  # fixed header words (`bytecode`): the argument descriptors follow
 _NUMPY = {int(d): d.numpy for d in DType}
 # the words of the parameters in the table: three memref<?xT> descriptors (allocated, aligned,
@@ -121,6 +123,10 @@ class NativeVM:
             raise VtmlirError("error: the LLVM JIT could not materialise @dvm_vm")
         self._params = DescriptorTable(addr, _PARAMS)
         self._entry = self._params.function
+        seq = self._engine.raw_lookup("_mlir_ciface_dvm_seq")
+        if not seq:
+            raise VtmlirError("error: the LLVM JIT could not materialise @dvm_seq")
+        self._seq_params = DescriptorTable(seq, _SEQ_PARAMS)
         self._module = module
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -156,6 +162,15 @@ class NativeVM:
         words[_LOCAL + 3] = local.size
         words[_T0], words[_T1] = 0, tiles
         return frame
+
+    def sequence(self, kernels, tables) -> Sequence:
+        """A `Sequence` of kernels run one after another in one native call on the calling
+        thread (`@dvm_seq`): `kernels` is (code array, local bytes) per kernel, valid bytecode
+        known to be natively supported (`run_valid`'s contract; every tile of the header's count
+        runs); `tables` the argument table of each (five int64 words per argument,
+        `_Frame.table_for`'s layout). The caller writes the argument pointers into the tables and
+        calls `Sequence.run`."""
+        return Sequence(self, kernels, tables)
 
     def run_prepared(self, frame: _Frame) -> None:
         """Run a `prepared_frame` (its argument table filled) on the calling thread."""
@@ -248,6 +263,36 @@ class NativeVM:
             words[_LOCAL + 3] = local.size
         words[_T0], words[_T1] = t0, t1
         self._entry(frame.address)
+
+
+class Sequence:
+    """Kernels run back to back in one native call (`NativeVM.sequence`): the codes and the
+    argument tables as two tables of memref descriptors (the parameters of `@dvm_seq`), written
+    once, and this thread's local memory, as large as the largest kernel needs. A run writes no
+    word: the caller has written the argument pointers into `tables`."""
+
+    __slots__ = ("vm", "address", "kernels", "keep")
+
+    def __init__(self, vm: NativeVM, kernels, tables):
+        def descriptors(rows):  # memref<?xT> descriptors: allocated, aligned, offset, size, stride
+            words = (ctypes.c_int64 * max(5 * len(rows), 5))()
+            for j, (address, size) in enumerate(rows):
+                words[5 * j:5 * j + 5] = [address, address, 0, size, 1]
+            return words
+
+        codes = descriptors([(data_pointer(code), code.size) for code, _ in kernels])
+        arg_tables = descriptors([(ctypes.addressof(t), len(t) // 5) for t in tables])
+        local = vm._scratch(max([1] + [b for _, b in kernels]))
+        words, self.address, keep = vm._seq_params.fresh()
+        for at, (array, size) in ((_CODE, (codes, len(kernels))), (_LOCAL, (local, local.size)),
+                                  (_ARGS, (arg_tables, len(tables)))):
+            address = array.ctypes.data if isinstance(array, np.ndarray) else ctypes.addressof(array)
+            words[at:at + 5] = [address, address, 0, size, 1]
+        self.vm, self.kernels = vm, list(kernels)
+        self.keep = (words, keep, codes, arg_tables, local, tables)
+
+    def run(self) -> None:
+        self.vm._seq_params.function(self.address)
 
 
 def launch_header(code: np.ndarray) -> tuple:

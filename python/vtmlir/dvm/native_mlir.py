@@ -387,6 +387,7 @@ def _matmul_prologue(o: _Op, storage: str, compute: str):
 # does -- bitwise the same results, without a load and a store of dst per product.
 _MM_ROWS = 4
 _VECTOR_BYTES = 32  # AVX2; LLVM splits wider vectors and widens nothing by itself here
+_MM_WIDE = 4  # vectors per register block where n allows (4 x 2 x 8 f32 accumulators: 8 AVX2 registers)
 
 
 def _matmul(dt, tiled: bool = False):
@@ -396,11 +397,13 @@ def _matmul(dt, tiled: bool = False):
     with _Op(_name("op_matmul", dt)) as o:
         f, a, b, d, zero, keep = _matmul_prologue(o, t, t)
         m, k, n = f["m"], f["k"], f["n"]
-        first = o.c[0]
         if tiled:
-            first = _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt)
+            # blocks of R rows, then the m % R rows left one at a time, both with vector columns
+            rows = _matmul_blocks(o, a, b, d, zero, keep, o.c[0], m, k, n, dt, _MM_ROWS)
+            _matmul_blocks(o, a, b, d, zero, keep, rows, m, k, n, dt, 1)
+            return
         # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
-        with _for(first, m, o.c[1]) as row:
+        with _for(o.c[0], m, o.c[1]) as row:
             _matmul_row(o, a, b, d, zero, keep, row, o.c[0], k, n)
 
 
@@ -426,42 +429,51 @@ def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
             memref.store(arith.addf(old, arith.mulf(x, y)), d, [dj])
 
 
-def _matmul_blocks(o, a, b, d, zero, keep, m, k, n, dt):
-    """Rows [0, m - m % R) in blocks of R, their columns [0, n - n % W) in vectors of W held in
-    registers along k, the remaining columns i-k-j; returns the first row left (a Value)."""
-    t = scalar(_MLIR_TYPE[dt])
+def _matmul_blocks(o, a, b, d, zero, keep, start, m, k, n, dt, block: int):
+    """Rows [start, end) with end = m - (m - start) % block, in blocks of `block` rows; their
+    columns in vectors of `_MM_WIDE`·W elements (W = `_VECTOR_BYTES` of the type), then of W,
+    held in registers along k; the remaining n % W columns i-k-j. Returns end (a Value)."""
     width = _VECTOR_BYTES // _ITEMSIZE[dt]
-    vt = ir.VectorType.get([width], t)
-    R, W = cidx(_MM_ROWS), cidx(width)
-    rows = arith.subi(m, arith.remui(m, R))
+    R, W = cidx(block), cidx(width)
+    wide = cidx(width * _MM_WIDE)
+    rows = arith.subi(m, arith.remui(arith.subi(m, start), R))
+    cols_wide = arith.subi(n, arith.remui(n, wide))
     cols = arith.subi(n, arith.remui(n, W))
-    vzero = vector.broadcast(vt, zero)
-    with _for(o.c[0], rows, R) as row:
-        arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(_MM_ROWS)]
-        drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(_MM_ROWS)]
-        with _for(o.c[0], cols, W) as j:
-            starts = []
-            for r in range(_MM_ROWS):
-                init = scf.IfOp(keep, [vt], has_else=True)
-                with ir.InsertionPoint(init.then_block):
-                    scf.YieldOp([vector.load(vt, d, [arith.addi(drows[r], j)])])
-                with ir.InsertionPoint(init.else_block):
-                    scf.YieldOp([vzero])
-                starts.append(init.results[0])
-            loop = scf.ForOp(o.c[0], k, o.c[1], starts)
-            with ir.InsertionPoint(loop.body):
-                q = loop.induction_variable
-                y = vector.load(vt, b, [arith.addi(arith.muli(q, n), j)])
-                accs = []
-                for r, acc in enumerate(loop.inner_iter_args):
-                    x = vector.broadcast(vt, memref.load(a, [arith.addi(arows[r], q)]))
-                    accs.append(arith.addf(acc, arith.mulf(x, y)))
-                scf.YieldOp(accs)
-            for r in range(_MM_ROWS):
-                vector.StoreOp(loop.results[r], d, [arith.addi(drows[r], j)])
-        for r in range(_MM_ROWS):
+    with _for(start, rows, R) as row:
+        arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(block)]
+        drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(block)]
+        for lo, hi, lanes in ((o.c[0], cols_wide, width * _MM_WIDE), (cols_wide, cols, width)):
+            _matmul_register_block(o, a, b, d, zero, keep, k, n, dt, arows, drows, lo, hi, lanes)
+        for r in range(block):
             _matmul_row(o, a, b, d, zero, keep, arith.addi(row, cidx(r)), cols, k, n)
     return rows
+
+
+def _matmul_register_block(o, a, b, d, zero, keep, k, n, dt, arows, drows, lo, hi, width):
+    """Columns [lo, hi) of the rows at `arows` / `drows`, one vector of `width` at a time, each
+    element's sum along k in a register (from dst or 0)."""
+    vt = ir.VectorType.get([width], scalar(_MLIR_TYPE[dt]))
+    vzero = vector.broadcast(vt, zero)
+    with _for(lo, hi, cidx(width)) as j:
+        starts = []
+        for drow in drows:
+            init = scf.IfOp(keep, [vt], has_else=True)
+            with ir.InsertionPoint(init.then_block):
+                scf.YieldOp([vector.load(vt, d, [arith.addi(drow, j)])])
+            with ir.InsertionPoint(init.else_block):
+                scf.YieldOp([vzero])
+            starts.append(init.results[0])
+        loop = scf.ForOp(o.c[0], k, o.c[1], starts)
+        with ir.InsertionPoint(loop.body):
+            q = loop.induction_variable
+            y = vector.load(vt, b, [arith.addi(arith.muli(q, n), j)])
+            accs = []
+            for arow, acc in zip(arows, loop.inner_iter_args):
+                x = vector.broadcast(vt, memref.load(a, [arith.addi(arow, q)]))
+                accs.append(arith.addf(acc, arith.mulf(x, y)))
+            scf.YieldOp(accs)
+        for drow, acc in zip(drows, loop.results):
+            vector.StoreOp(acc, d, [arith.addi(drow, j)])
 
 
 def _matmul_widened(dt):
@@ -541,15 +553,28 @@ def _broadcast():
         def case(nbytes):
             ty = f"i{8 * nbytes}"
             s, d = o.view(f["src"], small, ty), o.view(f["dst"], big, ty)
-            with _for(o.c[0], m, o.c[1]) as row:
-                sr = arith.muli(row, n)
-                ds = arith.muli(row, size)
-                with _for(o.c[0], size, o.c[1]) as j:
-                    dr = arith.muli(arith.addi(ds, j), n)
-                    with _for(o.c[0], n, o.c[1]) as k:
-                        sk = arith.addi(sr, k)
-                        dk = arith.addi(dr, k)
-                        memref.store(memref.load(s, [sk]), d, [dk])
+            # n == 1 (a scalar or a column broadcast along the row): each source element fills a
+            # run of `size` -- one loop over the run, which LLVM vectorises, instead of `size`
+            # one-iteration inner loops; the elements written are the same
+            column = scf.IfOp(_cmpi("eq", n, o.c[1]), [], has_else=True)
+            with ir.InsertionPoint(column.then_block):
+                with _for(o.c[0], m, o.c[1]) as row:
+                    v = memref.load(s, [row])
+                    ds = arith.muli(row, size)
+                    with _for(o.c[0], size, o.c[1]) as j:
+                        memref.store(v, d, [arith.addi(ds, j)])
+                scf.YieldOp([])
+            with ir.InsertionPoint(column.else_block):
+                with _for(o.c[0], m, o.c[1]) as row:
+                    sr = arith.muli(row, n)
+                    ds = arith.muli(row, size)
+                    with _for(o.c[0], size, o.c[1]) as j:
+                        dr = arith.muli(arith.addi(ds, j), n)
+                        with _for(o.c[0], n, o.c[1]) as k:
+                            sk = arith.addi(sr, k)
+                            dk = arith.addi(dr, k)
+                            memref.store(memref.load(s, [sk]), d, [dk])
+                scf.YieldOp([])
 
         _switch(es, [w // 8 for w in _WIDTHS], case)
 
@@ -598,10 +623,17 @@ def _box(width):
             for block, (src, dst, to_global) in ((branch.then_block, (lv, gv, True)),
                                                  (branch.else_block, (gv, lv, False))):
                 with ir.InsertionPoint(block):
-                    with _for(c[0], inner, c[1]) as k:
-                        li = arith.addi(lo, k)
-                        gi = arith.addi(go, arith.muli(k, ist))
-                        memref.store(memref.load(src, [li if to_global else gi]), dst, [gi if to_global else li])
+                    # a contiguous run (global stride 1, every Load/Store) as a plain copy loop,
+                    # which LLVM vectorises; a strided one element by element
+                    dense = scf.IfOp(_cmpi("eq", ist, c[1]), [], has_else=True)
+                    for body, stride in ((dense.then_block, None), (dense.else_block, ist)):
+                        with ir.InsertionPoint(body):
+                            with _for(c[0], inner, c[1]) as k:
+                                li = arith.addi(lo, k)
+                                gi = arith.addi(go, k if stride is None else arith.muli(k, stride))
+                                memref.store(memref.load(src, [li if to_global else gi]), dst,
+                                             [gi if to_global else li])
+                            scf.YieldOp([])
                     scf.YieldOp([])
         func.ReturnOp([])
 
@@ -806,6 +838,22 @@ def build_vm_module(gpu: bool = False) -> ir.Module:
                 c = _consts()
                 with _for(t0, t1, c[1]) as tile:
                     call("run_tile", [code, l, args, tile])
+                func.ReturnOp([])
+            # every kernel of one shape in one call (`native.Sequence`): kernel k's code and
+            # argument table, all its tiles (the header's tile count, word 5), one after another on
+            # one local memory -- no host code between the kernels
+            codes_t, tables_t = memref_type(code_t), memref_type(args_t)
+            _, entry = function("dvm_seq", [codes_t, bytes_t, tables_t],
+                                attrs={"llvm.emit_c_interface": ir.UnitAttr.get()})
+            codes, l, tables = entry.arguments
+            with ir.InsertionPoint(entry):
+                c = _consts()
+                count = arith.minui(memref.dim(codes, c[0]), memref.dim(tables, c[0]))
+                with _for(c[0], count, c[1]) as k:
+                    code = memref.load(codes, [k])
+                    args = memref.load(tables, [k])
+                    with _for(c[0], call("fld", [code, c[5]], [idx])[0], c[1]) as tile:
+                        call("run_tile", [code, l, args, tile])
                 func.ReturnOp([])
     return module
 

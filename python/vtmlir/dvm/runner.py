@@ -36,6 +36,8 @@ from ..ir_constants import elements_array
 from ..ir_utils import nested_operands
 from .compile import compile_graph
 from .kernel import launch_cores
+from .replay import ShapeReplay
+from .replay import spans as replay_spans
 from .expr import ParseError, evaluator, parse
 from .fuse import CUBE, VECTOR, FunctionFusion, analyze_function
 from .glue import GLUE, bmm_admit, bmm_compile, defining_op, describe_op, element_dtype, tensor_dtype
@@ -302,7 +304,9 @@ class _GroupKernel:
         """Compile for the inputs' shapes (once per shape and strides) and run. `dry`: compile
         only (building any template the shapes need, caching no kernel) and give zeros of the
         results' shapes -- what `DvmFunction.prebuild` walks the shape space with; `record`
-        then receives what this kernel compiled (`DvmFunction.shape_plans`)."""
+        then receives what this kernel compiled (`DvmFunction.shape_plans`). Not dry, `record`
+        receives the launch: (kernel, inputs, outputs, whether its prepared one-core native call
+        ran) -- what `replay.ShapeReplay` is made of."""
         if not self.results:  # every result is dead: nothing to compute
             return
         arrays = [values[src] if view is _SAME else src if view is None else view(values[src])
@@ -322,8 +326,11 @@ class _GroupKernel:
         k, use_native, cores = kernel
         launch = k.native_call if use_native else None  # the prepared native call, once it exists
         outs = launch(arrays, cores) if launch else None
+        prepared = outs is not None and cores == 1
         if outs is None:
             outs = k(*arrays, native=use_native, cores=cores)
+        if record is not None:
+            record.append((k, arrays, outs, prepared))
         for r, o, convert in zip(self.results, outs, self.converters):
             values[r] = convert(o)
 
@@ -480,11 +487,13 @@ class DvmFunction:
     """A linalg-on-tensors function run as DVM kernels (`dvm-fuse` groups) + numpy glue.
 
     `DvmFunction(module)(*arrays)` returns the results as numpy arrays. `native=True` runs each
-    kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM).
+    kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM);
+    from the second call of an argument shape on, such a call is one native call of all its kernels
+    where the recording allows it (`replay.ShapeReplay`, `replays`; `replay=False`: never).
     `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding)."""
 
     def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
-                 stacking: bool = True):
+                 stacking: bool = True, replay: bool = True):
         mop = module.operation if hasattr(module, "operation") else module
         self.module = module  # the values below live in its context: keep it alive
         self.target = target or Target()
@@ -495,6 +504,11 @@ class DvmFunction:
         self.record: list | None = None  # what the dry run compiles, in order (`shape_plans`)
         # argument layout -> every kernel compile a call with it makes, recorded by `prebuild`
         self.shape_plans: dict = {}
+        # argument shapes -> `replay.ShapeReplay` (False: that shape is not replayable), made at
+        # the second native call of a shape; `replay=False` keeps every call on the plan's walk
+        self.replay = replay
+        self.replays: dict = {}
+        self._seen: set = set()
         self.symbols = shape_symbols(module, func_name) if isinstance(module, ir.Module) else ShapeSymbols({}, (), ())
         fn = None
         for f in mop.regions[0].blocks[0].operations:
@@ -642,9 +656,31 @@ class DvmFunction:
         return space, shapes_of
 
     def __call__(self, *arrays):
+        key = _shape_key(arrays)
+        if key is not None:
+            replay = self.replays.get(key)
+            if replay:
+                if replay.accepts(arrays):
+                    return replay(arrays)
+            elif replay is None and self.native and self.replay:
+                if key in self._seen:  # the second call of the shape: record it
+                    launches: list = []
+                    results = self._execute(arrays, launches=launches)
+                    held = self.__dict__.get("_held")
+                    if held is None:
+                        held = self._held = replay_spans(self._held_arrays())
+                    self.replays[key] = ShapeReplay.of(arrays, launches, results, held) or False
+                    return results
+                self._seen.add(key)
         return self._execute(arrays)
 
-    def _execute(self, arrays, dry: bool = False):
+    def _held_arrays(self) -> list:
+        """The arrays that live as long as the function: its constants and the kernels' views of
+        them taken once (`_GroupKernel.bind`)."""
+        held = [c for c in self.constants.values() if isinstance(c, np.ndarray)]
+        return held + [a for k in self.kernels for a, view in k.feed if view is None]
+
+    def _execute(self, arrays, dry: bool = False, launches: list | None = None):
         if len(arrays) != len(self.args):
             raise VtmlirError(f"dvm: @{self.fusion.name} takes {len(self.args)} arguments, got {len(arrays)}")
         values = dict(self.constants)
@@ -673,10 +709,19 @@ class DvmFunction:
             if returned is not None:
                 return [np.asarray(values[v]) for v in returned]
             if glue is None:
-                unit.run(values, self.target, self.native, dry, self.record)
+                unit.run(values, self.target, self.native, dry, self.record if dry else launches)
             else:
                 glue(unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
+
+
+def _shape_key(arrays):
+    """The argument shapes where every argument is a C-contiguous ndarray (what a `ShapeReplay`
+    takes), else None."""
+    for a in arrays:
+        if type(a) is not np.ndarray or not a.flags.c_contiguous:
+            return None
+    return tuple([a.shape for a in arrays])
 
 
 def _arg_key(arrays):
