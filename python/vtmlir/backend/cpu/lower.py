@@ -24,7 +24,9 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, passes/memref_alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
-# so they run in order; only the foralls the schedules make are parallel. `codegen-delinearize-loops`:
+# so they run in order; only the foralls the schedules make are parallel. `codegen-order-window-taps`:
+# a window kernel's taps become its outer reductions before any pass picks its route, so every route sums
+# a convolution taps outer, channels inner (a folded view must not change the sum). `codegen-delinearize-loops`:
 # a kernel reading a VTC view through floordiv/mod (attention's heads split out of a fused QKV
 # projection) gets a loop per view dimension, so it is a contraction or a vector kernel again (before
 # the splits, which take plain dimensions). `codegen-split-checks`: the
