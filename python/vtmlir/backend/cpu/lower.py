@@ -34,8 +34,6 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # kernels over the dimensions they read. `codegen-split-prologues`: an elementwise op fused into a
 # contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
 # `codegen-inline-casts`: a kernel that only casts a buffer (LayerNorm's f64 copy of x) folded into its readers.
-# `codegen-order-window-taps`: a sliding-window kernel's loops sum taps outer, channels inner, as the
-# im2col and per-tap routes do, so a convolution kept as loops sums in the same order (bitwise).
 # `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
