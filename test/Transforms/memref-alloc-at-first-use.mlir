@@ -251,3 +251,42 @@ func.func @gather_from_dying_input(%x: memref<4x4xf32>) {
   memref.dealloc %b : memref<4x4xf32>
   return
 }
+
+// -----
+
+// Two kernels identical in text and location (the same unpacking line of a quantised Linear run for
+// two layers) are two users: the second overwrites %t whole, so it gets a buffer of its own. (An
+// `ir.Operation`'s hash is of its content and location; used as a key it merged the two, and the
+// pass then freed a buffer before its last read: wrong results, seed 2611 case 5596.)
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+func.func private @keep(memref<4x1xi32>)
+
+// CHECK-LABEL: func.func @identical_writers
+// CHECK:         %[[T1:.*]] = memref.alloc() : memref<4x1xi32>
+// CHECK-NEXT:    linalg.generic {{.*}} outs(%[[T1]] : memref<4x1xi32>)
+// CHECK:         call @keep(%[[T1]])
+// CHECK-NEXT:    memref.dealloc %[[T1]] : memref<4x1xi32>
+// CHECK-NEXT:    %[[T2:.*]] = memref.alloc() : memref<4x1xi32>
+// CHECK-NEXT:    linalg.generic {{.*}} outs(%[[T2]] : memref<4x1xi32>)
+// CHECK:         call @keep(%[[T2]])
+// CHECK-NEXT:    memref.dealloc %[[T2]] : memref<4x1xi32>
+func.func @identical_writers(%src: memref<4x4xi32>) {
+  %sv = memref.subview %src[0, 3] [4, 1] [1, 1] : memref<4x4xi32> to memref<4x1xi32, strided<[4, 1], offset: 3>>
+  %t = memref.alloc() : memref<4x1xi32>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sv : memref<4x1xi32, strided<[4, 1], offset: 3>>) outs(%t : memref<4x1xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    linalg.yield %in : i32
+  } loc("quantize.py":7:1)
+  func.call @keep(%t) : (memref<4x1xi32>) -> ()
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sv : memref<4x1xi32, strided<[4, 1], offset: 3>>) outs(%t : memref<4x1xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    linalg.yield %in : i32
+  } loc("quantize.py":7:1)
+  func.call @keep(%t) : (memref<4x1xi32>) -> ()
+  memref.dealloc %t : memref<4x1xi32>
+  return
+}

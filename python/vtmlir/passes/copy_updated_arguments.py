@@ -58,9 +58,9 @@ def _returned_update(arg) -> bool:
     pending, seen = [arg], set()
     while pending:
         value = pending.pop()
-        if hash(value) in seen:
+        if value in seen:
             continue
-        seen.add(hash(value))
+        seen.add(value)
         for use in value.uses:
             op = _owner(use)
             if op.name == "func.return":

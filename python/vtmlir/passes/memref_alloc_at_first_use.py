@@ -66,7 +66,7 @@ def rematerialize_fill_copies(root) -> int:
         fill = fills[0]
         # only the copies made while the buffer still holds the fill (before any other user)
         copies = []
-        for user in sorted({hash(u): u for u in users_in_block(buffer, alloc.parent)}.values(),
+        for user in sorted(dict.fromkeys(users_in_block(buffer, alloc.parent)),
                            key=cmp_to_key(_order)):
             if user == alloc or user == fill or not fill.is_before_in_block(user):
                 continue
@@ -199,7 +199,7 @@ def split_reused_buffers(root) -> int:
             continue
         owner = alloc.parent
         buffer = alloc.results[0]
-        users = sorted({hash(u): u for u in users_in_block(buffer, owner) if u != alloc}.values(),
+        users = sorted(dict.fromkeys(u for u in users_in_block(buffer, owner) if u != alloc),
                        key=cmp_to_key(_order))
         deallocs = [u for u in users if u.name == "memref.dealloc"]
         if len(deallocs) != 1:
@@ -220,18 +220,18 @@ def split_reused_buffers(root) -> int:
         remade_views = set()
         for view in reversed(early_views):
             if any(not _top_level(use.owner.operation, owner).is_before_in_block(start)
-                   or hash(use.owner.operation) in remade_views for r in view.results for use in r.uses):
-                remade_views.add(hash(view))
+                   or use.owner.operation in remade_views for r in view.results for use in r.uses):
+                remade_views.add(view)
         reachable = {buffer}
         for view in early_views:
-            if hash(view) in remade_views and view.operands[0] in reachable:
+            if view in remade_views and view.operands[0] in reachable:
                 reachable.add(view.results[0])
-        if any(hash(v) in remade_views and v.results[0] not in reachable for v in early_views):
+        if any(v in remade_views and v.results[0] not in reachable for v in early_views):
             continue  # a view chain not rooted in the buffer: keep the buffer whole
         fresh = alloc.clone(ip=ir.InsertionPoint(start))
         remade = {buffer: fresh.results[0]}
         for view in early_views:
-            if hash(view) not in remade_views:
+            if view not in remade_views:
                 continue
             late = [use for r in view.results for use in r.uses
                     if not _top_level(use.owner.operation, owner).is_before_in_block(start)]

@@ -42,9 +42,9 @@ def users_in_block(buffer, block_owner) -> list:
     users, pending, seen = [], [buffer], set()
     while pending:
         value = pending.pop()
-        if hash(value) in seen:
+        if value in seen:
             continue
-        seen.add(hash(value))
+        seen.add(value)
         for use in value.uses:
             op = use.owner.operation
             if op.name in VIEW_OPS and use.operand_number == 0:

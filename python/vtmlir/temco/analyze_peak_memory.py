@@ -358,11 +358,11 @@ def analyze_function(func, shared_fills_allocate: bool = False, elementwise_in_p
                 new_buffer(r, op.name, loc, at)
 
     # Liveness: end = last step using any alias (results of the function: the return step).
-    returned = {hash(v) for op in ops if op.name == "func.return" for v in op.operands}
+    returned = {v for op in ops if op.name == "func.return" for v in op.operands}
     for b in buffers:
         ends = [u for v in alias_values[b.id] for u in uses.get(v, ())]
         b.end = max([b.end, *ends])
-        if b.kind == INTERNAL and any(hash(v) in returned for v in alias_values[b.id]):
+        if b.kind == INTERNAL and any(v in returned for v in alias_values[b.id]):
             b.kind = OUTPUT
     timeline.weight_bytes = sum(weights.values())
     timeline.weight_count = len(weights)

@@ -155,8 +155,10 @@ def _producer(value):
     return None if isinstance(owner, ir.Block) else owner.operation if hasattr(owner, "operation") else owner
 
 
-def _key(op) -> int:
-    return hash(op.operation if hasattr(op, "operation") else op)
+def _key(op):
+    """An op's identity as a dict key: the `ir.Operation` itself, which compares by identity. (Its
+    hash is of the op's content and location: identical ops share it, so a hash is no key.)"""
+    return op.operation if hasattr(op, "operation") else op
 
 
 # -- group discovery -------------------------------------------------------------------------------
