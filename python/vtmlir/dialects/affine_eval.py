@@ -27,8 +27,11 @@ def eval_expr(expr: ir.AffineExpr, dims: Sequence[int], symbols: Sequence[int] =
         return dims[e.position]
     if isinstance(e, ir.AffineSymbolExpr):
         return symbols[e.position]
-    lhs = eval_expr(e.lhs, dims, symbols)
-    rhs = eval_expr(e.rhs, dims, symbols)
+    return _combine(e, eval_expr(e.lhs, dims, symbols), eval_expr(e.rhs, dims, symbols), expr)
+
+
+def _combine(e, lhs, rhs, expr):
+    """The binary expression `e` of its operands' values (Python integers or numpy arrays)."""
     if isinstance(e, ir.AffineAddExpr):
         return lhs + rhs
     if isinstance(e, ir.AffineMulExpr):
@@ -118,19 +121,7 @@ def _eval_grid(expr, axes, dtype):
         return axes[e.position]
     if isinstance(e, ir.AffineSymbolExpr):
         raise ValueError("expressions with symbols cannot be evaluated on a grid")
-    lhs = _eval_grid(e.lhs, axes, dtype)
-    rhs = _eval_grid(e.rhs, axes, dtype)
-    if isinstance(e, ir.AffineAddExpr):
-        return lhs + rhs
-    if isinstance(e, ir.AffineMulExpr):
-        return lhs * rhs
-    if isinstance(e, ir.AffineFloorDivExpr):
-        return lhs // rhs
-    if isinstance(e, ir.AffineCeilDivExpr):
-        return -((-lhs) // rhs)
-    if isinstance(e, ir.AffineModExpr):
-        return lhs % rhs
-    raise TypeError(f"unsupported affine expression {expr}")
+    return _combine(e, _eval_grid(e.lhs, axes, dtype), _eval_grid(e.rhs, axes, dtype), expr)
 
 
 def _fits_int64(expr, box) -> bool:
