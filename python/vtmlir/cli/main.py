@@ -145,7 +145,7 @@ def _compile(args) -> int:
     if args.report:
         sys.stderr.write(f"{compiled.report()}\n")
     if args.profile is not None:
-        from vtmlir.backend.cpu.profile import sample_inputs
+        from vtmlir.backend.cpu.profile import sample_inputs  # deferred: loads the CPU backend
 
         if inputs is None:
             inputs = sample_inputs(compiled.signature)
