@@ -89,6 +89,34 @@ def test_classification_reads_the_generics_the_bufferizer_leaves():
     assert conv.kind is KernelKind.CONVOLUTION and conv.n == (1,) and set(conv.k) == {4, 5, 6}
 
 
+_UNIT_K = """
+#a = affine_map<(n, g, f, w, c, kh, kw) -> (n, g, c, w, kh, kw)>
+#b = affine_map<(n, g, f, w, c, kh, kw) -> (g, f, c, kh, kw)>
+#o = affine_map<(n, g, f, w, c, kh, kw) -> (n, g, f, w)>
+func.func @grouped_1x1(%X: memref<1x12x16x32x1x1xf32>, %W: memref<12x16x16x1x1xf32>, %Y: memref<1x12x16x32xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%X, %W : memref<1x12x16x32x1x1xf32>, memref<12x16x16x1x1xf32>) outs(%Y : memref<1x12x16x32xf32>) {
+  ^bb0(%x: f32, %w: f32, %o: f32):
+    %m = arith.mulf %x, %w : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+"""
+
+
+def test_a_contractions_register_k_is_a_reduction_of_more_than_one_trip():
+    # A grouped 1x1 convolution read through a VTC view (efficientvit): a plain contraction whose
+    # innermost reductions, kh and kw, have one trip. The schedule's register-tile k is k[-1]: the
+    # 16 channels, not kw (then every channel was a packed panel of its own: 7x slower).
+    module = ir.Module.parse(_UNIT_K, context=make_context())
+    (kernel,) = [classify(op) for op in structured_ops(module.operation)]
+    assert kernel.kind is KernelKind.CONTRACTION
+    assert kernel.k == (5, 6, 4) and kernel.loop_ranges[kernel.k[-1]] == 16
+
+
 def _compile(model, *inputs, **options):
     # The codegen layer alone: opt level 0 (layout selection would add blocked pad kernels).
     return vtmlir.compile(model, *inputs, **{"opt_level": 0, **options})

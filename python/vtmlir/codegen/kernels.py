@@ -298,6 +298,12 @@ def _classify_contraction(kernel: Kernel, op, maps) -> str:
         if max(alone) > k[-1]:
             return "a contraction whose innermost reduction one input alone reads"
         k = tuple(sorted(k + alone))
+    if kernel.loop_ranges:
+        # Reductions of extent 1 (a 1x1 convolution's kh, kw, left innermost when a VTC view made it
+        # a plain contraction) go outermost: k[-1] is the schedule's register-tile k, and with kw
+        # there the 16 channels of efficientvit's grouped 1x1 convolution were summed one packed
+        # panel at a time (7x slower). A loop of one trip adds nothing: the order of the sum stays.
+        k = tuple(d for d in k if kernel.loop_ranges[d] == 1) + tuple(d for d in k if kernel.loop_ranges[d] != 1)
     c_inner = _innermost_dim(maps[2])
     if c_inner in m:  # linalg names m after operand 0; the vectors run along C's contiguous dimension
         m, n = n, m
