@@ -49,6 +49,12 @@ LOWBIT_PIPELINES = {
 # "cpu": blocked nChw16c / nChw8c convolutions, the fastest with the codegen layer (docs/pipeline.md).
 LAYOUT_TARGETS = {"cpu": "cpu"}
 
+# Layout selection runs on networks of at least this many 2-d convolutions. Measured (docs/pipeline.md):
+# ResNet-50 and MobileNetV2 (53 and 35, not counting depthwise ones) run 2.1x and 4x faster blocked;
+# the VTC blocks (4) 1.13-1.5x slower, as their NCHW input and output must be converted (transposing
+# copies, 3.5-9x a plain copy) around too few convolutions to pay for it; ResNet blocks (3-4) tie.
+LAYOUT_MIN_CONVOLUTIONS = 16
+
 # Each step: which system, the passes it runs (vtmlir pass name -> options), the lowest opt level it
 # runs at, and the passes whose text report (their `report` option) the step report shows.
 _REPORTING_PASSES = frozenset({
@@ -166,6 +172,9 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         skipped["layouts"] = "opt level < 2"
     elif not convs:
         skipped["layouts"] = "no 2-d convolution"
+    elif len(convs) < LAYOUT_MIN_CONVOLUTIONS:
+        skipped["layouts"] = (f"{len(convs)} convolution(s), fewer than {LAYOUT_MIN_CONVOLUTIONS}: converting the "
+                              "graph's NCHW inputs and outputs costs more than blocked kernels gain")
     elif wants_temco:
         # TeMCO's passes match the named NCHW convolutions that layout-materialize generalises: a
         # decomposed network keeps NCHW and gets TeMCO's memory savings instead (docs/pipeline.md).

@@ -20,7 +20,7 @@ from vtmlir.codegen import EXACT_SCHEDULES
 from vtmlir.models import LAYOUT_ZOO, TEMCO_ZOO, VTC_ZOO, ZOO, get
 from vtmlir.models.temco_nets import TEMCO_MODELS
 from vtmlir.models.vtc_workloads import SMALL_SIZES
-from vtmlir.optimize import plan
+from vtmlir.optimize import LAYOUT_MIN_CONVOLUTIONS, plan
 
 # TeMCO fusion: fp32 sums of a few hundred products in another order (measured max |diff| <= 2e-6
 # on outputs of magnitude ~1 for the TEMCO_ZOO models).
@@ -98,7 +98,7 @@ SAMPLE = ["llama_decoder_layer", "vtc_shufflenet_unit", "resnet_basic_block", "t
 @pytest.mark.parametrize("name", SAMPLE)
 def test_opt_levels_agree_with_level_0(name):
     planned = check_levels_agree(name)
-    expected = {"llama_decoder_layer": "vtc", "vtc_shufflenet_unit": "vtc", "resnet_basic_block": "layouts",
+    expected = {"llama_decoder_layer": "vtc", "vtc_shufflenet_unit": "vtc", "resnet_basic_block": "vtc",
                 "temco_vgg11": "temco"}[name]
     assert expected in planned[2], planned
 
@@ -113,14 +113,29 @@ def test_opt_levels_agree_with_level_0_every_model(name):
     check_levels_agree(name)
 
 
+class _ConvStack(torch.nn.Module):
+    """`n` 3x3 convolutions with ReLUs: a network as deep as the layout step asks for, cheap to import."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(8, 8, 3, padding=1) for _ in range(n))
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = torch.relu(conv(x))
+        return x
+
+
 def test_plan_by_level_and_graph():
     model, inputs = get("resnet_basic_block").build()
     graph = vtmlir.import_torch(model, *inputs)
     assert plan(graph, opt_level=0)[0] == []
     level1, skipped1 = plan(graph, opt_level=1)
     assert "layouts" not in [s.system for s in level1] and skipped1["layouts"] == "opt level < 2"
-    level2, _ = plan(graph, opt_level=2)
-    assert [s.system for s in level2] == ["layouts", "vtc"]  # layouts first (docs/pipeline.md)
+    level2, skipped2 = plan(graph, opt_level=2)
+    assert [s.system for s in level2] == ["vtc"] and "fewer than 16" in skipped2["layouts"]  # a block: too few
+    deep = vtmlir.import_torch(_ConvStack(LAYOUT_MIN_CONVOLUTIONS).eval(), torch.randn(1, 8, 8, 8))
+    assert [s.system for s in plan(deep, opt_level=2)[0]] == ["layouts", "vtc"]  # layouts first (docs/pipeline.md)
     budget, _ = plan(graph, opt_level=1, memory_budget=1 << 20)
     assert [s.system for s in budget] == ["temco"]
     assert plan(graph, target="cuda")[0] == []
