@@ -405,9 +405,10 @@ def test_blocked_convolution_with_a_fused_batchnorm_check_is_scheduled():
     x = torch.randn(1, 16, 6, 6)
     from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
 
-    # opt level 2 (the default): the blocked layout.
-    scheduled = vtmlir.compile(model, x, opt_level=2, schedules=EXACT_SCHEDULES)
-    loops = vtmlir.compile(model, x, opt_level=2, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    # The blocked layout (level 2 selects it on networks of 16 convolutions and more; a block asks).
+    blocked = "layout-select-ilp{target=cpu}, layout-materialize, vt-eliminate-data-movement{target=cpu}, vt-lower-views"
+    scheduled = vtmlir.compile(model, x, pipeline=blocked, schedules=EXACT_SCHEDULES)
+    loops = vtmlir.compile(model, x, pipeline=blocked, schedules={kind: None for kind in DEFAULT_SCHEDULES})
     report = scheduled.report()
     assert not report.fallbacks, str(report)
     assert not any(p.kind == "unknown" for p in report.kernels), str(report)
