@@ -79,7 +79,9 @@ def _sliced_dim(amap, d: int):
 def _candidate(concat):
     """The elementwise generic to push through `concat`, with the concat's operand positions, or None."""
     uses = list(concat.results[0].uses)
-    users = {id(u.owner): u.owner for u in uses}
+    # Keyed by the op (identity equality), not id() of a fresh Python wrapper nor hash(op), which is
+    # content-based (docs/design.md §9).
+    users = {u.owner.operation: u.owner for u in uses}
     if len(users) != 1 or not _static_ranked(concat.results[0]):
         return None
     (user,) = users.values()

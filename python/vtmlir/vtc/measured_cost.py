@@ -50,6 +50,7 @@ from torch_mlir.dialects import linalg
 from torch_mlir.dialects import tensor as tensor_d
 
 from ..backend.cpu.executable import memref_pointer
+from ..backend.cpu.profile import sample_inputs
 from ..backend.cuda.runtime import cuda_available, device_arch
 from ..dialects import vt as vt_dialect
 from ..context import make_context
@@ -140,7 +141,7 @@ class KernelTimer:
 
 def _fast_call(exe):
     """A CPU kernel call with its memref descriptors built once (the engine only, no conversions)."""
-    arrays = [_random_input(spec).numpy() for spec in exe.signature.inputs]
+    arrays = [t.numpy() for t in sample_inputs(exe.signature)]
     arrays += [np.zeros(spec.shape, spec.numpy_dtype) for spec in exe.signature.results]
     pointers = [memref_pointer(a) for a in arrays]
     engine, name = exe._engine, exe.signature.name
@@ -152,18 +153,8 @@ def _fast_call(exe):
 
 
 def _plain_call(exe):
-    args = [_random_input(spec) for spec in exe.signature.inputs]
+    args = sample_inputs(exe.signature)
     return lambda: exe(*args)
-
-
-def _random_input(spec):
-    import torch  # deferred: torch is heavy; loaded on first use
-
-    dtype = spec.numpy_dtype
-    shape = tuple(spec.shape)
-    if np.issubdtype(dtype, np.floating):
-        return torch.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(dtype))
-    return torch.from_numpy(np.zeros(shape, dtype))
 
 
 class MeasuredCostModel(CostModel):
