@@ -20,9 +20,9 @@ models report the time ratio to eager per contender. Compile times are per conte
         [--kernels matmul,conv,depthwise,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
     python benchmarks/codegen.py --profile --models a,b [--batches 1]
 
-`--profile`: where a model's time goes, kernel by kernel (one thread): the "schedule" stage of its
-compilation with a call to a timer before and after every kernel, lowered and run like the original;
-one JSON line per kernel (kind, shape, schedule, microseconds per call), slowest first.
+`--profile`: where a model's time goes, kernel by kernel (one thread): `vtmlir.compile(...,
+profile=True)` and `compiled.profile(clock="cpu")` (docs/codegen.md "Profiling"); one JSON line per
+kernel (kind, shape, schedule, calls, microseconds per call), slowest first.
 """
 
 from __future__ import annotations
@@ -261,81 +261,16 @@ def default_models() -> list[str]:
 # -- kernel profile --------------------------------------------------------------------------------
 
 def profile_kernels(case: str, module, inputs, repeat: int) -> None:
-    """Time every kernel of `module` compiled for one thread: `vt_tick(+id)` / `vt_tick(-id - 1)`
-    calls around each tagged kernel of the "schedule" stage (the timer is a Python callback, about a
-    microsecond per call, included in the figures)."""
-    from torch_mlir import ir
-    from torch_mlir.dialects import arith, func
-    from torch_mlir.execution_engine import ExecutionEngine
-    from torch_mlir.runtime import get_ranked_memref_descriptor
-
-    from vtmlir.backend.cpu.lower import lower_to_llvm
-    from vtmlir.codegen.kernels import KERNEL_ATTR, tagged_ops
-
-    from vtmlir.backend.cpu import executable
-
-    # The kernels `vtmlir.compile` makes (its graph passes, VTC's views included), not a re-import:
-    # a copy of the bufferized module taken as the compilation lowers it.
-    kernels = []
-
-    def keep_kernels(module, *args, **kwargs):
-        kernels.append((str(module), module.context))
-        return lower_to_llvm(module, *args, **kwargs)
-
-    executable.lower_to_llvm = keep_kernels
-    try:
-        signature = vtmlir.compile(module, *inputs, threads=1).signature
-    finally:
-        executable.lower_to_llvm = lower_to_llvm
-    text, context = kernels[0]
-    mod = ir.Module.parse(text, context)
-
-    def add_ticks(stage, mod):  # called after each stage of the lowering: the ticks go in after "schedule"
-        if stage != "schedule":
-            return
-        with mod.context, ir.Location.unknown():
-            i64 = ir.IntegerType.get_signless(64)
-            with ir.InsertionPoint.at_block_begin(mod.body):
-                tick = func.FuncOp("vt_tick", ir.FunctionType.get([i64], []), visibility="private")
-                tick.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-            for op in tagged_ops(mod.operation):
-                kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
-                for mark, point in ((kid, ir.InsertionPoint(op)), (-kid - 1, ir.InsertionPoint.after(op))):
-                    with point:
-                        func.CallOp([], "vt_tick", [arith.ConstantOp(i64, mark).result])
-
-    report = lower_to_llvm(mod, add_ticks, threads=1)
-    plans = {p.id: p for p in report.kernels}
-    engine = ExecutionEngine(mod, opt_level=2)
-    totals: dict[int, float] = {}
-    started: dict[int, float] = {}
-
-    def on_tick(mark):
-        now = time.perf_counter()
-        if mark >= 0:
-            started[mark] = now
-        else:
-            kid = -mark - 1
-            totals[kid] = totals.get(kid, 0.0) + now - started[kid]
-
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_int64)(on_tick)
-    engine.register_runtime("vt_tick", callback)
-    arrays = [x.numpy() for x in inputs] + [np.zeros(r.shape, r.numpy_dtype) for r in signature.results]
-    pointers = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
-    name = signature.name
-    engine.invoke(name, *pointers)
-    totals.clear()
-    calls = 0
-    w0 = time.perf_counter()
-    for _ in range(repeat):
-        engine.invoke(name, *pointers)
-        calls += 1
-    whole = (time.perf_counter() - w0) / calls
-    emit(case, "profile_total", round(whole * 1e6, 1), "us", kernels_us=round(sum(totals.values()) / calls * 1e6, 1))
-    for kid, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
-        plan = plans[kid]
-        emit(case, "profile_kernel", round(seconds / calls * 1e6, 1), "us", kernel=kid, kind=plan.kind,
-             shape=plan.description, schedule=plan.schedule if kid in report.vectorized else "loops")
+    """Time every kernel of `module` as `vtmlir.compile` makes it for one thread: a profiling build
+    (`profile=True`, timing marks around each kernel, docs/codegen.md "Profiling"), thread CPU time,
+    median of `repeat` calls; one JSON line per kernel, slowest first."""
+    compiled = vtmlir.compile(module, *inputs, threads=1, profile=True)
+    p = compiled.profile(*inputs, repeat=repeat, clock="cpu")
+    emit(case, "profile_total", round(p.total_ns / 1e3, 1), "us", kernels_us=round(p.kernel_ns / 1e3, 1),
+         call_us=round(p.call_ns / 1e3, 1))
+    for k in p.top(len(p.kernels)):
+        emit(case, "profile_kernel", round(k.time_ns / 1e3, 1), "us", kernel=k.id, kind=k.kind,
+             shape=k.description, schedule=k.schedule or "loops", calls=k.calls, location=k.location)
 
 
 def main() -> None:
