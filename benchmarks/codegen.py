@@ -15,6 +15,7 @@ time is the steadier figure). Contenders:
 Kernels report GFLOP/s (matmul, conv) or GB/s (bytes read + written; elementwise, transpose, concat, with
 numpy's `copyto` bandwidth measured in the same run as `numpy_copy`) and the time ratio to eager;
 models report the time ratio to eager per contender. Compile times are per contender (CPU seconds).
+Every case also reports `max_abs_diff` of vtmlir's and inductor's outputs against eager's.
 
     python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
         [--kernels matmul,conv,depthwise,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
@@ -177,6 +178,7 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
     contenders = [c for c in contenders if c is not None]
     for name, reason in _FAILURES:
         emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
+    _emit_differences(case, contenders, threads)
     times = measure(contenders, args.repeat)
     eager_wall, eager_cpu = times["eager"]
     for c in contenders:
@@ -194,6 +196,26 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
             emit(case, f"{unit}_wall", round(work / w / 1e9, 2), unit, **common)
             emit(case, f"{unit}_cpu", round(work / p / 1e9, 2) if p else None, unit, **common)
     return times
+
+
+def _emit_differences(case: str, contenders: list[Contender], threads: int) -> None:
+    """`max_abs_diff` of vtmlir's and inductor's outputs against eager's: a fast wrong answer is not a
+    result."""
+    from torch.utils._pytree import tree_leaves
+
+    def leaves(out):
+        return [torch.as_tensor(t) for t in tree_leaves(out) if isinstance(t, (torch.Tensor, np.ndarray))]
+
+    by_name = {c.name: c for c in contenders}
+    reference = leaves(by_name["eager"].call())
+    for name in ("vtmlir", "inductor"):
+        if name in by_name:
+            got = leaves(by_name[name].call())
+            diff = (max(float((g.double() - r.double()).abs().max()) if r.numel() else 0.0
+                        for g, r in zip(got, reference))
+                    if len(got) == len(reference) and all(g.shape == r.shape for g, r in zip(got, reference))
+                    else float("inf"))
+            emit(case, "max_abs_diff", diff, "", baseline="eager", contender=name, threads=threads)
 
 
 # -- workloads ------------------------------------------------------------------------------------
