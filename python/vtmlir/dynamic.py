@@ -44,6 +44,7 @@ class DynamicExecutable:
         self.optimization = None
         self.stages: dict[str, str] = {}
         self.prebuilt = None
+        self._replayed: dict = {}  # argument shapes -> _TensorReplay, once `function.replays` has one
         ranges = self.function.symbols.symbols
         points = math.prod(hi - lo + 1 for lo, hi, _ in ranges.values()) if ranges else 0
         if prebuild or (prebuild is None and 0 < points <= PREBUILD_POINTS):
@@ -61,16 +62,18 @@ class DynamicExecutable:
         return call_compiled(self, args, kwargs)
 
     def run(self, *args) -> tuple:
-        import torch  # deferred: torch is heavy; loaded on first use
-
-        replay = self.function.replays.get(tuple([getattr(a, "shape", None) for a in args]))
-        if replay and replay.owner == threading.get_ident():
-            dtypes = self.__dict__.get("_torch_dtypes")
-            if dtypes is None:  # the torch dtype of each argument, read once
-                dtypes = self._torch_dtypes = [torch.from_numpy(np.empty(0, d)).dtype for d in replay.dtypes]
-            results = _replay_tensors(replay, args, dtypes, torch)
+        key = tuple([getattr(a, "shape", None) for a in args])
+        call = self._replayed.get(key)
+        if call is None:
+            replay = self.function.replays.get(key)
+            if replay:  # recorded (a shape's second call): from now on run without conversions
+                call = self._replayed[key] = _TensorReplay(replay)
+        if call is not None:
+            results = call(args)
             if results is not None:
                 return results
+        import torch  # deferred: torch is heavy; loaded on first use
+
         arrays = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a) for a in args]
         arrays = [np.ascontiguousarray(a) for a in arrays]
         return tuple(torch.from_numpy(np.ascontiguousarray(r)) for r in self.function(*arrays))
@@ -88,19 +91,41 @@ class DynamicExecutable:
         return CompileReport(self.optimization, extra="\n".join(lines))
 
 
-def _replay_tensors(replay, args, dtypes, torch):
+class _TensorReplay:
     """A recorded shape (`dvm.replay.ShapeReplay`) run on torch tensors without converting them:
     CPU, contiguous, of the recorded dtypes, not negated or conjugated views (`CpuExecutable`'s
-    fast call takes the same); the results are fresh tensors. None: anything else."""
-    pointers = []
-    for a, dt in zip(args, dtypes):
-        if (type(a) is not torch.Tensor or a.dtype is not dt or not a.is_cpu or not a.is_contiguous() or a.is_neg()
-                or a.is_conj()):
+    fast call takes the same), on the recording thread; the results are fresh tensors. Calling it
+    returns None for anything else. Everything a call does not need to look up again is read once
+    here: the steady state of a dynamic compile is this call and one native one."""
+
+    __slots__ = ("run", "owner", "inputs", "results", "returned", "tensor", "wrap")
+
+    def __init__(self, replay):
+        import torch  # deferred: torch is heavy; made at a replayed call, when it is loaded
+
+        self.run, self.owner = replay.run, replay.owner
+        self.inputs = [torch.from_numpy(np.empty(0, d)).dtype for d in replay.dtypes]
+        self.results = replay.results
+        self.returned = replay.returned
+        self.tensor, self.wrap = torch.Tensor, torch.from_numpy
+
+    def __call__(self, args):
+        if threading.get_ident() != self.owner:
             return None
-        pointers.append(a.data_ptr())
-    outs = [torch.from_numpy(np.empty(shape, dtype)) for shape, dtype in replay.results]
-    replay.run(pointers + [o.data_ptr() for o in outs])
-    return tuple([outs[r] for r in replay.returned])
+        pointers = []
+        tensor = self.tensor
+        for a, dt in zip(args, self.inputs):
+            if type(a) is not tensor or a.dtype is not dt or not a.is_cpu or not a.is_contiguous() or a.is_neg() \
+                    or a.is_conj():
+                return None
+            pointers.append(a.data_ptr())
+        wrap, outs = self.wrap, []
+        for shape, dtype in self.results:
+            t = wrap(np.empty(shape, dtype))
+            pointers.append(t.data_ptr())
+            outs.append(t)
+        self.run(pointers)
+        return tuple([outs[r] for r in self.returned])
 
 
 def has_dynamic_dims(graph, entry: str | None) -> bool:

@@ -184,8 +184,9 @@ def test_matmul_and_addmm():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_register_blocks_keep_the_ikj_order(dtype):
-    """The CPU VM's MatMul computes blocks of 4 rows x one vector of columns in registers and the
-    other rows and columns i-k-j: every element is still 0 (or dst, when k is split into chunks)
+    """The CPU VM's MatMul computes blocks of 8 rows (4 without AVX-512), then of 2 and 1 rows, x
+    one vector of columns in registers and the other columns i-k-j (m = 63 = 7 * 8 + 3 * 2 + 1 and
+    13 = 8 + 2 * 2 + 1 take every block size): every element is still 0 (or dst, when k is split into chunks)
     plus a[i, q] * b[q, j] for q in order, one multiply and one add each -- bitwise what a loop over
     q of rounded products and sums gives (numpy's BLAS matmul sums in another order)."""
     g = Graph("mm")

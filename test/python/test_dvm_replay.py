@@ -102,6 +102,12 @@ def test_compile_dynamic_runs_torch_tensors_through_the_replay(mlp):
         # a view that is not contiguous takes the converting path, with the same result
         wide = torch.randn(batch, 64)[:, ::2]
         assert np.array_equal(_bits(dyn(wide).numpy()), _bits(walk(np.ascontiguousarray(wide.numpy()))[0]))
+        # another thread's call walks the plan (the replay's tables are the recording thread's)
+        other = {}
+        thread = threading.Thread(target=lambda: other.setdefault("out", dyn(x)))
+        thread.start()
+        thread.join()
+        assert np.array_equal(_bits(other["out"].numpy()), _bits(want))
 
 
 def test_other_threads_walk_the_plan(mlp):

@@ -271,7 +271,7 @@ class Sequence:
     once, and this thread's local memory, as large as the largest kernel needs. A run writes no
     word: the caller has written the argument pointers into `tables`."""
 
-    __slots__ = ("vm", "address", "kernels", "keep")
+    __slots__ = ("vm", "address", "kernels", "keep", "_function")
 
     def __init__(self, vm: NativeVM, kernels, tables):
         def descriptors(rows):  # memref<?xT> descriptors: allocated, aligned, offset, size, stride
@@ -290,9 +290,10 @@ class Sequence:
             words[at:at + 5] = [address, address, 0, size, 1]
         self.vm, self.kernels = vm, list(kernels)
         self.keep = (words, keep, codes, arg_tables, local, tables)
+        self._function = vm._seq_params.function
 
     def run(self) -> None:
-        self.vm._seq_params.function(self.address)
+        self._function(self.address)
 
 
 def launch_header(code: np.ndarray) -> tuple:

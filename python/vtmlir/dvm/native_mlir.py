@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from torch_mlir import ir
 from torch_mlir.dialects import arith, func, math, memref, scf, vector
 
+from ..codegen.target import host_target
 from .isa import CmpType, DType, Opcode
 from .mlir_build import call, cidx, const, function, i, index, scalar
 from .mlir_build import memref as memref_type
@@ -381,13 +382,19 @@ def _matmul_prologue(o: _Op, storage: str, compute: str):
     return f, a, b, d, zero, keep
 
 
-# The CPU VM's MatMul computes blocks of `_MM_ROWS` rows x one vector of columns in registers
-# (`_matmul_block`): each element still starts from dst (accumulate) or 0 and adds a[i, q] * b[q, j]
-# for q = 0, 1, ... with one multiply and one add, as the i-k-j loop of the other rows and columns
-# does -- bitwise the same results, without a load and a store of dst per product.
-_MM_ROWS = 4
-_VECTOR_BYTES = 32  # AVX2; LLVM splits wider vectors and widens nothing by itself here
-_MM_WIDE = 4  # vectors per register block where n allows (4 x 2 x 8 f32 accumulators: 8 AVX2 registers)
+# The CPU VM's MatMul computes blocks of rows x one vector of columns in registers
+# (`_matmul_register_block`): each element still starts from dst (accumulate) or 0 and adds
+# a[i, q] * b[q, j] for q = 0, 1, ... with one multiply and one add, as the i-k-j loop of the other
+# rows and columns does -- bitwise the same results, without a load and a store of dst per product.
+# Blocks of `_MM_ROW_BLOCKS[0]` rows, then of the next sizes for the m % 8 rows left; columns in
+# vectors of `_MM_WIDE_BYTES`, then `_VECTOR_BYTES`, then i-k-j. Measured on the AVX-512 dev
+# machine (Zen 4, f32, GMAC/s; 32x32x64 / 64x64x16 / 63x32x64 / 7x32x64): 4 rows x 128 bytes
+# 38.5 / 33.9 / 38.2 / 32.4; 8 rows x 64 bytes, then 2 and 1 rows: 52.3 / 49.9 / 50.8 / 40.2 (the
+# 8 accumulators are 8 zmm registers; 4 rows x 2 zmm or 12 rows were slower). Without AVX-512 a
+# 64-byte vector is two ymm registers, so 4 rows keep the 8 accumulators in registers there.
+_MM_ROW_BLOCKS = (8, 2, 1) if host_target().vector_bits >= 512 else (4, 2, 1)
+_MM_WIDE_BYTES = 64
+_VECTOR_BYTES = 32
 
 
 def _matmul(dt, tiled: bool = False):
@@ -398,9 +405,10 @@ def _matmul(dt, tiled: bool = False):
         f, a, b, d, zero, keep = _matmul_prologue(o, t, t)
         m, k, n = f["m"], f["k"], f["n"]
         if tiled:
-            # blocks of R rows, then the m % R rows left one at a time, both with vector columns
-            rows = _matmul_blocks(o, a, b, d, zero, keep, o.c[0], m, k, n, dt, _MM_ROWS)
-            _matmul_blocks(o, a, b, d, zero, keep, rows, m, k, n, dt, 1)
+            # blocks of each size in turn over the rows the larger ones left, all with vector columns
+            rows = o.c[0]
+            for block in _MM_ROW_BLOCKS:
+                rows = _matmul_blocks(o, a, b, d, zero, keep, rows, m, k, n, dt, block)
             return
         # i-k-j order: the innermost loop runs along contiguous rows of rhs and dst
         with _for(o.c[0], m, o.c[1]) as row:
@@ -431,18 +439,19 @@ def _matmul_row(o, a, b, d, zero, keep, row, j0, k, n):
 
 def _matmul_blocks(o, a, b, d, zero, keep, start, m, k, n, dt, block: int):
     """Rows [start, end) with end = m - (m - start) % block, in blocks of `block` rows; their
-    columns in vectors of `_MM_WIDE`·W elements (W = `_VECTOR_BYTES` of the type), then of W,
+    columns in vectors of `_MM_WIDE_BYTES`, then of W = `_VECTOR_BYTES` (in elements of the type),
     held in registers along k; the remaining n % W columns i-k-j. Returns end (a Value)."""
     width = _VECTOR_BYTES // _ITEMSIZE[dt]
+    wide_lanes = _MM_WIDE_BYTES // _ITEMSIZE[dt]
     R, W = cidx(block), cidx(width)
-    wide = cidx(width * _MM_WIDE)
+    wide = cidx(wide_lanes)
     rows = arith.subi(m, arith.remui(arith.subi(m, start), R))
     cols_wide = arith.subi(n, arith.remui(n, wide))
     cols = arith.subi(n, arith.remui(n, W))
     with _for(start, rows, R) as row:
         arows = [arith.muli(arith.addi(row, cidx(r)), k) for r in range(block)]
         drows = [arith.muli(arith.addi(row, cidx(r)), n) for r in range(block)]
-        for lo, hi, lanes in ((o.c[0], cols_wide, width * _MM_WIDE), (cols_wide, cols, width)):
+        for lo, hi, lanes in ((o.c[0], cols_wide, wide_lanes), (cols_wide, cols, width)):
             _matmul_register_block(o, a, b, d, zero, keep, k, n, dt, arows, drows, lo, hi, lanes)
         for r in range(block):
             _matmul_row(o, a, b, d, zero, keep, arith.addi(row, cidx(r)), cols, k, n)
