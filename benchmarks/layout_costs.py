@@ -20,7 +20,7 @@ Prints JSON lines (benchmarks/README.md), thread CPU time of the profiled kernel
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
 import sys
 
 import torch
@@ -29,11 +29,11 @@ import vtmlir
 from vtmlir.layouts import conventions as cv
 from vtmlir.layouts import costs
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from jsonl import Fn, Reporter  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+from jsonl import Reporter  # noqa: E402
 
 # (C, F, H, k, stride, groups): the convolutions of the layout zoo's networks at 32x32 and of the
-# VTC blocks (8-48 channels), 1x1 to 32x32 images.
+# VTC blocks (8-48 channels), 1x1 to 64x64 images; then depthwise ones.
 CONVS = [
     (16, 16, 32, 3, 1, 1), (16, 64, 8, 1, 1, 1), (64, 16, 8, 1, 1, 1), (64, 64, 8, 3, 1, 1),
     (128, 128, 4, 3, 1, 1), (256, 256, 2, 3, 1, 1), (512, 512, 1, 3, 1, 1), (256, 1024, 2, 1, 1, 1),
@@ -45,6 +45,8 @@ CONVS = [
     (32, 32, 16, 3, 1, 32), (144, 144, 8, 3, 2, 144), (384, 384, 2, 3, 1, 384), (960, 960, 1, 3, 1, 960),
     (48, 48, 20, 3, 1, 48), (96, 96, 16, 3, 1, 96),
     (8, 16, 64, 3, 1, 1), (16, 8, 64, 3, 1, 1), (32, 32, 64, 1, 1, 1), (64, 64, 56, 3, 1, 1),
+    (16, 16, 16, 3, 2, 1), (32, 32, 8, 3, 1, 1), (16, 32, 16, 3, 2, 1), (32, 64, 4, 3, 1, 1),
+    (16, 16, 8, 3, 1, 1), (64, 64, 4, 3, 2, 1),
 ]
 SHAPES = [(16, 32), (32, 16), (64, 8), (256, 2), (2048, 1), (24, 28), (48, 20), (96, 14), (32, 56), (512, 4)]
 
@@ -54,8 +56,8 @@ def _target(variant: str) -> str:
     name = f"calibrate-{variant}"
     if name in cv.TARGETS:
         return name
-    keep = lambda vs: tuple(v for v in vs if v.name == variant) or vs  # noqa: E731
-    kernels = tuple(cv.KernelConvention(k.name, k.ops, operand_dims=k.operand_dims, variants=keep(k.variants))
+    kernels = tuple(cv.KernelConvention(k.name, k.ops, operand_dims=k.operand_dims,
+                                        variants=tuple(v for v in k.variants if v.name == variant))
                     for k in cv.BLOCKED_CONV_KERNELS)
     base = cv.get_target("cpu")
     cv.register_target(cv.Target(name, f"calibration: convolutions in {variant}",
@@ -143,7 +145,9 @@ def convert_cases(rep: Reporter, repeat: int) -> None:
                 continue
             ns = _convert_ns(kind, c, h, repeat)
             nbytes = 4 * c * h * h
-            model = costs.copy_ns(nbytes) if kind == "copy" else costs.convert_ns(nbytes, kind.removeprefix("from-").replace("NHWC", "nhwc"), into=not kind.startswith("from-"))
+            layout = kind.removeprefix("from-").replace("NHWC", "nhwc")
+            model = costs.copy_ns(nbytes) if kind == "copy" else \
+                costs.convert_ns(nbytes, layout, into=not kind.startswith("from-"))
             rep.emit(f"{c}x{h}x{h}", "copy_ns" if kind == "copy" else "convert_ns", ns, "ns", None,
                      conversion=kind, bytes=nbytes, model_ns=round(model))
 

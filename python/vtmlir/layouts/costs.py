@@ -71,10 +71,10 @@ class KernelCoefficients:
 # and 2) and 6 depthwise ones; conversions from the same builds' own conversion kernels (medians
 # of ns per byte over tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
 CONV = {
-    "nchw": KernelCoefficients(0.0, 581.3, 0.01678, per_gather=0.1432),
-    "nChw16c": KernelCoefficients(0.0, 240.0, 0.0247, per_weight=0.0597),
-    "nChw8c": KernelCoefficients(0.0, 209.4, 0.01645, per_weight=0.0635),
-    "nhwc": KernelCoefficients(0.0, 101.8, 0.01981, per_weight=0.1195),
+    "nchw": KernelCoefficients(499.0, 64.5, 0.01668, per_gather=0.1793),
+    "nChw16c": KernelCoefficients(0.0, 186.1, 0.02531, per_weight=0.05964),
+    "nChw8c": KernelCoefficients(0.0, 98.58, 0.01673, per_weight=0.06485),
+    "nhwc": KernelCoefficients(0.0, 173.0, 0.01957, per_weight=0.1173),
 }
 DEPTHWISE = {   # depthwise convolutions and pooling (taps unrolled)
     "nchw": KernelCoefficients(2296.0, 0.0, 0.008273),

@@ -51,11 +51,11 @@ class LayoutReport:
             line = (f"func @{f.function}: conversions {f.naive_conversions} -> {f.conversions}, "
                     f"bytes {f.naive_bytes} -> {f.bytes}; {f.constant_relayouts} constant operand(s) "
                     f"re-laid at compile time")
-            line += f"; {f.laid_out} kernel(s) in a non-row-major layout"
             if f.ilp_status:
                 line += (f"; ILP {f.ilp_variables} variables ({f.ilp_integer_variables} integer), "
                          f"{f.ilp_constraints} constraints, {f.ilp_status}, "
                          f"{f.ilp_solve_seconds * 1000:.1f} ms")
+            line += f"; {f.laid_out} kernel(s) in a non-row-major layout"
             if f.row_major_ns:
                 line += (f"; time model {f.model_ns / 1e3:.1f} us chosen vs {f.row_major_ns / 1e3:.1f} us "
                          f"all row-major")
