@@ -12,10 +12,10 @@ all call `plan` and `optimize` here, so the order is decided once (docs/pipeline
 
 `opt_level` 0 runs none of 1-4; 1 runs the steps that are bitwise identical to level 0 and never
 measured slower (VTC, Tilus); 2 (the default) adds those that win on the target where they apply
-(layouts on convolution networks, TeMCO on decomposed ones). Each step's own cost model decides
-where inside the graph it rewrites (VTC's Alg. 2 with its memory check, the layout ILP, TeMCO's
-Algs. 1-2); `plan` only decides whether a step can apply at all, from what the graph holds, and
-says why in `Step.reason`.
+(layouts where the layout ILP's time model finds a gain, TeMCO on decomposed networks). Each
+step's own cost model decides where inside the graph it rewrites (VTC's Alg. 2 with its memory
+check, the layout ILP's time model, TeMCO's Algs. 1-2); `plan` only decides whether a step can
+apply at all, from what the graph holds, and says why in `Step.reason`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from .vtc.memory_check import backend_peak
 
 OPT_LEVELS = (0, 1, 2)
 
+# The layout step's measure of what it laid out; 0 after `layout-select-ilp{cost=time}`: no change.
 LAID_OUT = "kernels in a non-row-major layout"
 
 # The Tilus lowering per `lowbit=` choice (CPU): "vector" = word-at-a-time vector loops (the fast

@@ -5,16 +5,16 @@ constants are calibrated with `benchmarks/layout_costs.py` on the development ma
 of the profiled kernels, 1 thread):
 
 - a **convolution** (or depthwise convolution, or pooling) in a layout costs
-  `fixed + taps·per_tap + MACs·per_mac / lanes`: the codegen vectorises along the output's contiguous
-  dimension, so what fills the 16 lanes of a vector decides the speed — the output pixels in NCHW
-  (the im2col contraction's N; a row of OW for a depthwise one, and a stride along it keeps scalar
-  loops), the channel block in nChw16c / nChw8c, the output channels in NHWC. `lanes` is the share of
-  16-lane vectors those elements fill (a dimension under 16 wide fills a fraction, one under 8 is
-  loops); `per_tap` charges the per-tap decomposition of the blocked and NHWC layouts (a contraction
-  call per filter tap) and NCHW's im2col copy per tap;
+  `fixed + taps·per_tap + MACs·per_mac / lanes + gathered·per_gather + weights·per_weight`: the
+  codegen vectorises along the output's contiguous dimension, so what fills the 16 lanes of a vector
+  decides the speed — the output pixels in NCHW (the im2col contraction's N; a row of OW for a
+  depthwise one, and a stride along it keeps scalar loops), the channel block in nChw16c / nChw8c,
+  the output channels in NHWC. `lanes` is the share of 16-lane vectors those elements fill (a
+  dimension under 16 wide fills a fraction, a single element is scalar loops); `per_tap` charges
+  the per-tap calls, `per_gather` NCHW's im2col copies, `per_weight` the per-tap layouts' filter
+  streaming; kernels in a layout other than NCHW are charged `1 + UNCERTAINTY` times that;
 - a **conversion** is the transposing copy `layout-materialize` emits: `fixed + bytes·per_byte·factor`
-  with `factor` its measured cost over a plain copy of the same bytes; a conversion into a layout
-  reads the source with a stride and costs more the more lanes it must gather.
+  with `factor` its measured cost over a plain copy of the same bytes, by direction and size.
 
 Units: nanoseconds. The ILP compares sums of these, so only their ratios matter: a graph whose NCHW
 input and output must be converted around a few small convolutions keeps NCHW, a network whose NCHW
@@ -67,7 +67,7 @@ class KernelCoefficients:
 
 # Calibrated with benchmarks/layout_costs.py (2026-11-26, the shared 2-core AVX-512 machine, 1
 # thread, thread CPU time of the kernels, median of 15 calls): non-negative least squares on
-# relative error over 30 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1
+# relative error over 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1
 # and 2) and 6 depthwise ones; conversions from the same builds' own conversion kernels (medians
 # of ns per byte over tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
 CONV = {
@@ -82,11 +82,10 @@ DEPTHWISE = {   # depthwise convolutions and pooling (taps unrolled)
     "nChw8c": KernelCoefficients(538.5, 0.0, 0.01938),
     "nhwc": KernelCoefficients(627.3, 0.0, 0.03964),
 }
-# The model's error: over the calibration set a kernel ran up to 1/0.63-1/0.77 of its prediction
-# (per layout, the fit's lowest predicted/measured ratios), so a kernel is charged its prediction
-# times (1 + UNCERTAINTY) in any layout but row-major: a layout is chosen only where it wins even
-# when its kernels run that much slower than predicted (the NCHW kernels are what the graph
-# already runs; keeping them risks nothing).
+# The model's error: 90 % of the 160 calibrated kernels fall within 0.64-1.25 of their prediction,
+# so a kernel is charged its prediction times (1 + UNCERTAINTY) in any layout but row-major: a
+# layout is chosen only where it wins even when its kernels run that much slower than predicted
+# (the NCHW kernels are what the graph already runs; keeping them risks nothing).
 UNCERTAINTY = 0.35
 # A plain copy: fixed + bytes·per_byte; a conversion: the same times its factor over a plain copy
 # of the same bytes -- into a layout from NCHW (a strided read gathering each pixel's channels),
