@@ -12,10 +12,10 @@ all call `plan` and `optimize` here, so the order is decided once (docs/pipeline
 
 `opt_level` 0 runs none of 1-4; 1 runs the steps that are bitwise identical to level 0 and never
 measured slower (VTC, Tilus); 2 (the default) adds those that win on the target where they apply
-(layouts on convolution networks, TeMCO on decomposed ones). Each step's own cost model decides
-where inside the graph it rewrites (VTC's Alg. 2 with its memory check, the layout ILP, TeMCO's
-Algs. 1-2); `plan` only decides whether a step can apply at all, from what the graph holds, and
-says why in `Step.reason`.
+(layouts where the layout ILP's time model finds a gain, TeMCO on decomposed networks). Each
+step's own cost model decides where inside the graph it rewrites (VTC's Alg. 2 with its memory
+check, the layout ILP's time model, TeMCO's Algs. 1-2); `plan` only decides whether a step can
+apply at all, from what the graph holds, and says why in `Step.reason`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from .vtc.memory_check import backend_peak
 
 OPT_LEVELS = (0, 1, 2)
 
+# The layout step's measure of what it laid out; 0 after `layout-select-ilp{cost=time}`: no change.
+LAID_OUT = "kernels in a non-row-major layout"
+
 # The Tilus lowering per `lowbit=` choice (CPU): "vector" = word-at-a-time vector loops (the fast
 # path, default), "portable" = the fused scalar loop (Tilus §6).
 LOWBIT_PIPELINES = {
@@ -46,14 +49,11 @@ LOWBIT_PIPELINES = {
 }
 
 # The layout convention table per target (vtmlir.layouts.TARGETS) the default pipeline selects for.
-# "cpu": blocked nChw16c / nChw8c convolutions, the fastest with the codegen layer (docs/pipeline.md).
+# "cpu": blocked nChw16c / nChw8c, NHWC or NCHW convolutions; with cost=time the ILP picks each
+# convolution's layout by the CPU time model (kernels + transposing copies, the graph's NCHW inputs
+# and outputs included; vtmlir.layouts.costs, docs/layouts.md), so a block whose conversions cost
+# more than its kernels gain stays NCHW and is left unchanged.
 LAYOUT_TARGETS = {"cpu": "cpu"}
-
-# Layout selection runs on networks of at least this many 2-d convolutions. Measured (docs/pipeline.md):
-# ResNet-50 and MobileNetV2 (53 and 35, not counting depthwise ones) run 2.1x and 4x faster blocked;
-# the VTC blocks (4) 1.13-1.5x slower, as their NCHW input and output must be converted (transposing
-# copies, 3.5-9x a plain copy) around too few convolutions to pay for it; ResNet blocks (3-4) tie.
-LAYOUT_MIN_CONVOLUTIONS = 16
 
 # Each step: which system, the passes it runs (vtmlir pass name -> options), the lowest opt level it
 # runs at, and the passes whose text report (their `report` option) the step report shows.
@@ -88,6 +88,7 @@ class StepResult:
     reports: dict[str, str] = field(default_factory=dict)   # pass name -> its text report
     measures: dict[str, tuple] = field(default_factory=dict)  # measure -> (before, after)
     failed: str = ""      # why the step failed (the graph was left as it was)
+    unchanged: bool = False  # the step's cost model chose to change nothing (the graph was left as it was)
 
     def to_text(self) -> str:
         then = f", then {self.step.then}" if self.step.then else ""
@@ -95,6 +96,8 @@ class StepResult:
                  f"  why: {self.step.reason}"]
         if self.failed:
             lines.append(f"  failed, graph left as it was: {self.failed}")
+        if self.unchanged:
+            lines.append("  its cost model chose no change: graph left as it was")
         for name, (before, after) in self.measures.items():
             lines.append(f"  {name}: {before} -> {after}")
         for name, text in self.reports.items():
@@ -172,17 +175,14 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         skipped["layouts"] = "opt level < 2"
     elif not convs:
         skipped["layouts"] = "no 2-d convolution"
-    elif len(convs) < LAYOUT_MIN_CONVOLUTIONS:
-        skipped["layouts"] = (f"{len(convs)} convolution(s), fewer than {LAYOUT_MIN_CONVOLUTIONS}: converting the "
-                              "graph's NCHW inputs and outputs costs more than blocked kernels gain")
     elif wants_temco:
         # TeMCO's passes match the named NCHW convolutions that layout-materialize generalises: a
         # decomposed network keeps NCHW and gets TeMCO's memory savings instead (docs/pipeline.md).
         skipped["layouts"] = "TeMCO applies (its groups are NCHW convolutions)"
     else:
         layout_target = LAYOUT_TARGETS[target]
-        steps.append(Step("layouts", f"layout-select-ilp{{target={layout_target}}}, layout-materialize",
-                          f"{len(convs)} convolution(s)"))
+        steps.append(Step("layouts", f"layout-select-ilp{{target={layout_target} cost=time}}, layout-materialize",
+                          f"{len(convs)} convolution(s); the time model decides each one's layout"))
 
     moved = _data_movement_ops(module)
     if wants_temco:
@@ -252,6 +252,11 @@ def run_step(module, step: Step) -> StepResult:
         result = _run_step(work, step)
     except VtmlirError as err:
         return StepResult(step, time.perf_counter() - start, failed=str(err).splitlines()[0])
+    if result.measures.get(LAID_OUT, (0, None))[1] == 0:
+        # The layout ILP kept every kernel row-major: the graph stays exactly as it was (not even
+        # layout-materialize's generalised named ops).
+        result.unchanged = True
+        return result
     body = op.regions[0].blocks[0]
     for old in list(body.operations):
         old.operation.erase()
@@ -312,6 +317,11 @@ def _pass_measures(results) -> dict:
             naive = sum(f.naive_conversions for f in rep.functions)
             after = sum(f.conversions for f in rep.functions)
             out["layout conversions (naive -> ILP)"] = (naive, after)
+            out[LAID_OUT] = (0, sum(f.laid_out for f in rep.functions))
+            if any(f.row_major_ns for f in rep.functions):
+                out["time model, us (all row-major -> chosen)"] = (
+                    round(sum(f.row_major_ns for f in rep.functions) / 1e3, 1),
+                    round(sum(f.model_ns for f in rep.functions) / 1e3, 1))
     return out
 
 

@@ -38,7 +38,7 @@
 // JSON: "conversions": 2,
 // JSON: "ilp_status": "Optimal"
 
-// ERR: error: layout-select-ilp: cost must be 'bytes' or 'count', got 'hops'
+// ERR: error: layout-select-ilp: cost must be 'bytes', 'count' or 'time', got 'hops'
 func.func @fig9(%x: tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32> {
   %w = arith.constant dense<1.0> : tensor<16x16x1x1xf32>
   %b = arith.constant dense<0.5> : tensor<16x1x1xf32>

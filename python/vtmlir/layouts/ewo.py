@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +49,7 @@ from .resolve import (
     Decision,
     Resolution,
     any_decision,
+    applicable_variants,
     conversion_bytes,
 )
 
@@ -63,17 +64,23 @@ class Candidate:
     label: str
     requires: tuple[Hashable | None, ...]
     produces: tuple[Hashable | None, ...]
+    cost: float = 0.0   # the kernel's own cost in this choice (the time model; 0: layout-neutral)
 
 
 @dataclass
 class EwoValue:
     """A run-time tensor: produced by `producer` (node index, result index) or fixed in `fixed`
-    (function arguments); read by `uses` (node index, operand index); converting it costs `cost`."""
+    (function arguments); read by `uses` (node index, operand index); converting it costs `cost`,
+    or `pair_cost(src, dst)` where given (the time model: a conversion's cost depends on both ends)."""
 
     cost: float
     uses: list[tuple[int, int]]
     producer: tuple[int, int] | None = None
     fixed: Hashable | None = None
+    pair_cost: Callable[[Hashable, Hashable], float] | None = None
+
+    def conversion_cost(self, src, dst) -> float:
+        return self.cost if self.pair_cost is None else self.pair_cost(src, dst)
 
 
 @dataclass
@@ -89,13 +96,14 @@ class EwoProblem:
         return self.nodes[n][choice[n]].produces[r]
 
     def cost(self, choice: Sequence[int]) -> float:
-        """Objective of an assignment (one candidate index per node)."""
-        total = 0.0
+        """Objective of an assignment (one candidate index per node): the kernels' own costs plus
+        the conversions'."""
+        total = sum(self.nodes[n][a].cost for n, a in enumerate(choice))
         for v in self.values:
             have = self.produced(v, choice)
             wants = [self.nodes[j][choice[j]].requires[p] for j, p in v.uses]
             wants = [w for w in wants if w is not None and w != have]
-            total += v.cost * (len(set(wants)) if self.share else len(wants))
+            total += sum(v.conversion_cost(have, w) for w in (dict.fromkeys(wants) if self.share else wants))
         return total
 
     def conversions(self, choice: Sequence[int]) -> int:
@@ -141,7 +149,7 @@ def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
         if len(cands) > 1:
             for a in range(len(cands)):
                 x[(n, a)] = len(cols_cost)
-                cols_cost.append(0.0)
+                cols_cost.append(cands[a].cost)
                 cols_int.append(1)
     rows: list[tuple[float, float, dict[int, float]]] = []
     for n, cands in enumerate(problem.nodes):
@@ -155,8 +163,13 @@ def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
             return (1.0 if test(cands[0]) else 0.0), {}
         return 0.0, {x[(node, a)]: 1.0 for a, c in enumerate(cands) if test(c)}
 
+    def new_col(cost: float) -> int:
+        cols_cost.append(cost)
+        cols_int.append(0)
+        return len(cols_cost) - 1
+
     for v in problem.values:
-        if not v.uses or v.cost <= 0:
+        if not v.uses or (v.pair_cost is None and v.cost <= 0):
             continue
         layouts = []
         for j, p in v.uses:
@@ -164,36 +177,49 @@ def solve_ilp(problem: EwoProblem, *, time_limit: float = 60.0) -> EwoSolution:
                 k = c.requires[p]
                 if k is not None and k not in layouts:
                     layouts.append(k)
+        if v.producer is None:
+            sources = [v.fixed]
+        else:
+            n, r = v.producer
+            sources = list(dict.fromkeys(c.produces[r] for c in problem.nodes[n]))
         for k in layouts:
-            if v.producer is None:
-                p_const, p_terms = (1.0 if v.fixed == k else 0.0), {}
+            # One conversion to k per source layout s it can come from (a single one when its cost does
+            # not depend on s): c_{v,s,k} >= R_{u,k} + P_{v,s} - 1 for every use u.
+            if v.pair_cost is None:
+                pairs = [(None, v.cost)]
             else:
-                n, r = v.producer
-                p_const, p_terms = indicator(n, lambda c, r=r, k=k: c.produces[r] == k)
-            if p_const >= 1.0:
-                continue  # the producer always produces k: never converted to k
-            shared_col = None
-            for j, p in v.uses:
-                r_const, r_terms = indicator(j, lambda c, p=p, k=k: c.requires[p] == k)
-                if r_const == 0.0 and not r_terms:
+                pairs = [(s, v.pair_cost(s, k)) for s in sources if s != k]
+            for s, cost in pairs:
+                if cost <= 0:
                     continue
-                if problem.share:
-                    if shared_col is None:
-                        shared_col = len(cols_cost)
-                        cols_cost.append(v.cost)
-                        cols_int.append(0)
-                    col = shared_col
+                if v.producer is None:
+                    hit = (v.fixed == s) if s is not None else (v.fixed != k)
+                    p_const, p_terms = (1.0 if hit else 0.0), {}
                 else:
-                    col = len(cols_cost)
-                    cols_cost.append(v.cost)
-                    cols_int.append(0)
-                # c - R + P >= R_const - P_const
-                terms = {col: 1.0}
-                for i, coef in r_terms.items():
-                    terms[i] = terms.get(i, 0.0) - coef
-                for i, coef in p_terms.items():
-                    terms[i] = terms.get(i, 0.0) + coef
-                rows.append((r_const - p_const, highspy.kHighsInf, terms))
+                    n, r = v.producer
+                    test = (lambda c, r=r, s=s: c.produces[r] == s) if s is not None else \
+                        (lambda c, r=r, k=k: c.produces[r] != k)
+                    p_const, p_terms = indicator(n, test)
+                if p_const == 0.0 and not p_terms:
+                    continue  # the producer never produces s (or always produces k): never converted
+                shared_col = None
+                for j, p in v.uses:
+                    r_const, r_terms = indicator(j, lambda c, p=p, k=k: c.requires[p] == k)
+                    if r_const == 0.0 and not r_terms:
+                        continue
+                    if problem.share:
+                        if shared_col is None:
+                            shared_col = new_col(cost)
+                        col = shared_col
+                    else:
+                        col = new_col(cost)
+                    # c - R - P >= R_const + P_const - 1
+                    terms = {col: 1.0}
+                    for i, coef in r_terms.items():
+                        terms[i] = terms.get(i, 0.0) - coef
+                    for i, coef in p_terms.items():
+                        terms[i] = terms.get(i, 0.0) - coef
+                    rows.append((r_const + p_const - 1.0, highspy.kHighsInf, terms))
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -247,17 +273,35 @@ class EwoModel:
             out.append(next(a for a, c in enumerate(self.decisions[i]) if c == d))
         return out
 
+    def row_major_choice(self) -> list[int] | None:
+        """Every node's all-row-major candidate (None where a node has none: the graph cannot stay
+        as it is)."""
+        out = []
+        for cands in self.decisions:
+            a = next((a for a, d in enumerate(cands)
+                      if all(l is None or l.is_identity for l in list(d.operands) + list(d.results))), None)
+            if a is None:
+                return None
+            out.append(a)
+        return out
+
     def apply(self, choice: Sequence[int]) -> None:
         for i, a in enumerate(choice):
             self.resolution.replace(i, self.decisions[i][a])
 
 
-def _decision_candidate(d: Decision) -> Candidate:
-    return Candidate(d.variant, tuple(d.operands), tuple(d.results))
+def _decision_candidate(d: Decision, cost: float = 0.0) -> Candidate:
+    return Candidate(d.variant, tuple(d.operands), tuple(d.results), cost)
 
 
-def build_model(res: Resolution, target: Target, *, share: bool = True) -> EwoModel:
-    """Candidate sets (module docstring) and the problem over `res`'s run-time values."""
+def build_model(res: Resolution, target: Target, *, share: bool = True, kernel_cost=None,
+                conversion_cost=None) -> EwoModel:
+    """Candidate sets (module docstring) and the problem over `res`'s run-time values.
+
+    With `kernel_cost(site, decision)` (the time model, `vtmlir.layouts.costs`) the kernels with
+    variants are choices too: every applicable variant (convolutions in nChw16c, nChw8c, NHWC or
+    NCHW) is a candidate costing what that kernel takes in it; with `conversion_cost(value, src,
+    dst)` a conversion costs that instead of its bytes."""
     entries = res.entries
     sites = [KernelSite(op) for op, _ in entries]
     flexible = [conv is not None and conv.flexible and conv.any is not None for conv in res.conventions]
@@ -315,9 +359,18 @@ def build_model(res: Resolution, target: Target, *, share: bool = True) -> EwoMo
             if d not in cands:
                 cands.insert(0, d)
             decisions.append(cands)
+        elif kernel_cost is not None and res.conventions[i] is not None and res.conventions[i].variants:
+            cands = [vd for _, vd in applicable_variants(res.conventions[i], sites[i])]
+            if d not in cands:
+                cands.insert(0, d)
+            decisions.append(cands)
         else:
             decisions.append([d])
-    nodes = [[_decision_candidate(c) for c in cands] for cands in decisions]
+    if kernel_cost is None:
+        nodes = [[_decision_candidate(c) for c in cands] for cands in decisions]
+    else:
+        nodes = [[_decision_candidate(c, kernel_cost(sites[i], c)) for c in cands]
+                 for i, cands in enumerate(decisions)]
 
     values: list[EwoValue] = []
     by_value: dict = {}
@@ -326,10 +379,12 @@ def build_model(res: Resolution, target: Target, *, share: bool = True) -> EwoMo
             if v in res.constants or res.produced(v) is None:
                 continue
             if v not in by_value:
+                pair = None if conversion_cost is None else \
+                    (lambda src, dst, v=v: conversion_cost(v, src, dst))
                 if v in index_of_value:
-                    ev = EwoValue(conversion_bytes(v), [], producer=index_of_value[v])
+                    ev = EwoValue(conversion_bytes(v), [], producer=index_of_value[v], pair_cost=pair)
                 else:
-                    ev = EwoValue(conversion_bytes(v), [], fixed=res.produced(v))
+                    ev = EwoValue(conversion_bytes(v), [], fixed=res.produced(v), pair_cost=pair)
                 by_value[v] = ev
                 values.append(ev)
             by_value[v].uses.append((j, p))

@@ -23,6 +23,9 @@ class FunctionLayoutReport:
     ilp_constraints: int = 0
     ilp_solve_seconds: float = 0.0
     ilp_status: str = ""
+    model_ns: float = 0.0           # cost=time: the time model's figure for the chosen layouts
+    row_major_ns: float = 0.0       # ... and for every kernel row-major (no conversion)
+    laid_out: int = 0               # kernels run in a non-row-major layout
 
 
 @dataclass
@@ -33,7 +36,8 @@ class LayoutReport:
 
     def totals(self) -> dict:
         keys = ("naive_conversions", "naive_bytes", "conversions", "bytes", "constant_relayouts",
-                "ilp_variables", "ilp_integer_variables", "ilp_constraints", "ilp_solve_seconds")
+                "ilp_variables", "ilp_integer_variables", "ilp_constraints", "ilp_solve_seconds",
+                "model_ns", "row_major_ns", "laid_out")
         return {k: sum(getattr(f, k) for f in self.functions) for k in keys}
 
     def to_json(self) -> str:
@@ -51,6 +55,10 @@ class LayoutReport:
                 line += (f"; ILP {f.ilp_variables} variables ({f.ilp_integer_variables} integer), "
                          f"{f.ilp_constraints} constraints, {f.ilp_status}, "
                          f"{f.ilp_solve_seconds * 1000:.1f} ms")
+            line += f"; {f.laid_out} kernel(s) in a non-row-major layout"
+            if f.row_major_ns:
+                line += (f"; time model {f.model_ns / 1e3:.1f} us chosen vs {f.row_major_ns / 1e3:.1f} us "
+                         f"all row-major")
             lines.append(line)
         return "\n".join(lines) + "\n"
 

@@ -244,6 +244,11 @@ class Resolution:
             return sum(conversion_bytes(v) for v, _ in self.shared_conversions())
         return sum(conversion_bytes(op.operands[i]) for op, i, _, _ in self.conversions())
 
+    def laid_out(self) -> int:
+        """Kernels run in a non-row-major layout (an operand, constants included, or a result)."""
+        return sum(1 for _, d in self.entries
+                   if any(l is not None and not l.is_identity for l in list(d.operands) + list(d.results)))
+
     def constant_conversions(self) -> int:
         """Constant operands required in a non-row-major layout (laid out at compile time)."""
         n = 0
@@ -458,11 +463,14 @@ def apply_resolution(res: Resolution, *, share: bool = False) -> int:
     return inserted
 
 
-def resolve_module(module, target: Target, pass_name: str, *, share: bool, choose=None) -> LayoutReport:
+def resolve_module(module, target: Target, pass_name: str, *, share: bool, choose=None,
+                   keep_row_major: bool = False) -> LayoutReport:
     """The loop of `layout-resolve` and `layout-select-ilp` over the functions of `module`: remove the
     conversion units an earlier run left, resolve (Fig. 8), let `choose(resolution)` change the
     resolved layouts (the ILP's choice; it returns its `FunctionLayoutReport` fields from
-    `ilp_variables` on), insert the conversions and report each function's before/after figures."""
+    `ilp_variables` on), insert the conversions and report each function's before/after figures.
+    `keep_row_major`: a function whose every kernel ends up row-major is left exactly as it was (no
+    attribute, no conversion)."""
     report = LayoutReport(pass_name, target.name)
     for func in functions(module):
         strip_conversions(func)
@@ -470,9 +478,10 @@ def resolve_module(module, target: Target, pass_name: str, *, share: bool, choos
         naive, naive_bytes = len(res.conversions()), res.conversion_bytes(share=False)
         solver_figures = choose(res) if choose is not None else ()
         after_bytes, relaid = res.conversion_bytes(share=share), res.constant_conversions()
-        n = apply_resolution(res, share=share)
+        laid_out = res.laid_out()
+        n = 0 if keep_row_major and not laid_out else apply_resolution(res, share=share)
         report.functions.append(FunctionLayoutReport(
-            symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, *solver_figures))
+            symbol_name(func), naive, naive_bytes, n, after_bytes, relaid, *solver_figures, laid_out=laid_out))
     return report
 
 
