@@ -80,11 +80,23 @@ def owner_in(block: ir.Block, value, name: str):
     return owner if owner.name == name and owner.parent == block.owner else None
 
 
-def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
-    """An input among `args` whose map names every dimension the others read as a plain result, and
-    the maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
+def unit_results(value, amap: ir.AffineMap) -> list:
+    """The results of `amap`, the map `value` (a memref) is read with, where each dimension of
+    extent 1 reads index 0 whatever its expression (the only index in bounds). Elementwise fusion
+    composes a per-channel vector's map with its consumer's: a BatchNorm's `[C, 1, 1]` vectors, which
+    need no broadcast over a 1x1 image, are read by the convolution after it as `(c, oh + kh, ow + kw)`."""
+    shape = static_shape(value) if isinstance(value.type, ir.MemRefType) else None
+    zero = ir.AffineConstantExpr.get(0)
+    return [zero if shape is not None and shape[i] == 1 and not isinstance(e, ir.AffineDimExpr) else e
+            for i, e in enumerate(amap.results)]
+
+
+def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] | None:
+    """An input among `args` whose map names every dimension the others read as a plain result (or
+    reads the same expression at the same place: a residual sum's two window reads), and the maps of
+    all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
     for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
-        results = list(maps[anchor].results)
+        results = unit_results(operands[anchor], maps[anchor])
         position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}
         rank = len(results)
         new_maps = []
@@ -93,11 +105,14 @@ def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
                 new_maps.append(ir.AffineMap.get_identity(rank))
                 continue
             exprs = []
-            for e in maps[a].results:
+            mine = unit_results(operands[a], maps[a])
+            for i, e in enumerate(mine):
                 if isinstance(e, ir.AffineDimExpr) and e.position in position:
                     exprs.append(ir.AffineDimExpr.get(position[e.position]))
                 elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
                     exprs.append(e)
+                elif e in results:
+                    exprs.append(ir.AffineDimExpr.get(results.index(e)))
                 else:
                     break
             else:
@@ -121,7 +136,7 @@ def make_prologue(op, block, side, maps):
     args = sorted(args)
     if not args or any(a >= n_inputs for a in args):
         return None  # reads the output (an accumulation, not a prologue) or no input at all
-    chosen = _anchor(args, maps)
+    chosen = _anchor(args, maps, op.operands)
     if chosen is None:
         return None
     anchor, new_maps = chosen
