@@ -126,7 +126,8 @@ def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] |
 
 def make_prologue(op, block, side, maps):
     """Compute `side` (a value of `op`'s body) in a kernel of its own, over the shape of the input it
-    reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions),
+    reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions,
+    its own window expressions or unit dimensions),
     inserted before `op`; returns (buffer, its map in `op`, the new ops) or None."""
     found = backward_slice(block, [side])
     n_inputs = len(op.opview.inputs)
