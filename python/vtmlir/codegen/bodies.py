@@ -92,9 +92,9 @@ def unit_results(value, amap: ir.AffineMap) -> list:
 
 
 def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] | None:
-    """An input among `args` whose map names every dimension the others read as a plain result (or
-    reads the same expression at the same place: a residual sum's two window reads), and the maps of
-    all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
+    """An input among `args` whose map names every dimension the others read as a plain result or as
+    one of its own expressions (a residual sum's two reads through a convolution's window), and the
+    maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
     for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
         results = unit_results(operands[anchor], maps[anchor])
         position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}

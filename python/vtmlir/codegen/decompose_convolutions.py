@@ -436,7 +436,8 @@ def _direct_product(op, conv: Im2col, relaid, globals_: Globals) -> bool:
         return False
     # A 1x1 image (the last stages of a classifier): no pixel dimension at all, the product is a
     # Linear layer `out[b, f] += In[b, c] * W[f, c]` whose vectors run along the features (with a
-    # pixel dimension of one they ran along it, a scalar at a time: 1x320 -> 1280, 275 -> 31 us).
+    # pixel dimension of one they ran along it, a scalar at a time: MobileNetV2's 320 -> 1280 at batch 1,
+    # 275 -> 137 us).
     pixels = [] if ranges[conv.oh] * ranges[conv.ow] == 1 else [0]
     with op.location, ir.InsertionPoint(op):
         n_in = len(plan)
@@ -445,8 +446,9 @@ def _direct_product(op, conv: Im2col, relaid, globals_: Globals) -> bool:
         weight = globals_.read_relaid(op.operands[conv.filter], relaid.reshape(
             relaid.shape[:len(conv.features)] + relaid.shape[len(conv.features) + len(conv.window):]), "im2col")
         out_dims = [e.position for e in conv.maps[2].results]
-        out = collapse(op.operands[2], [[i] for i in range(len(out_dims) - 2)] + [[len(out_dims) - 2, len(out_dims) - 1]]) \
-            if pixels else _without_image(op.operands[2])
+        n_out = len(out_dims)
+        out = collapse(op.operands[2], [[i] for i in range(n_out - 2)] + [[n_out - 2, n_out - 1]]) if pixels \
+            else _without_image(op.operands[2])
         # Loops: the output's dimensions with (oh, ow) as one pixel dimension p, then the channels.
         outer = out_dims[:-2]
         rank = len(outer) + len(pixels) + len(conv.channels)
