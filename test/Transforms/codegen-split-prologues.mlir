@@ -112,6 +112,25 @@ func.func @residual_conv1x1(%x: memref<2x4x3x3xf32>, %r: memref<2x4x3x3xf32>, %k
   return
 }
 
+// Addends of different sizes read through the same window (a 4x4 buffer of which the 1x1 convolution
+// reads 3x3): a prologue over either's shape would read the other out of bounds: left alone.
+// CHECK-LABEL: func.func @residual_conv1x1_sizes
+// CHECK-NOT:     memref.alloc
+// CHECK:         linalg.generic
+// CHECK-NOT:     linalg.generic
+func.func @residual_conv1x1_sizes(%x: memref<2x4x4x4xf32>, %r: memref<2x4x3x3xf32>, %k: memref<8x4x1x1xf32>, %y: memref<2x8x3x3xf32>) {
+  linalg.generic {indexing_maps = [#in, #in, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %r, %k : memref<2x4x4x4xf32>, memref<2x4x3x3xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %f: f32, %out: f32):
+    %1 = arith.addf %a, %b : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
 // A sum of squares is a reduction, not a product of two operands: left alone.
 // CHECK-LABEL: func.func @sum_of_squares
 // CHECK-NOT:     memref.alloc

@@ -97,6 +97,7 @@ def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] |
     maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
     for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
         results = unit_results(operands[anchor], maps[anchor])
+        extents = static_shape(operands[anchor])
         position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}
         rank = len(results)
         new_maps = []
@@ -105,13 +106,15 @@ def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] |
                 new_maps.append(ir.AffineMap.get_identity(rank))
                 continue
             exprs = []
-            mine = unit_results(operands[a], maps[a])
+            mine, sizes = unit_results(operands[a], maps[a]), static_shape(operands[a])
             for i, e in enumerate(mine):
                 if isinstance(e, ir.AffineDimExpr) and e.position in position:
                     exprs.append(ir.AffineDimExpr.get(position[e.position]))
                 elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
                     exprs.append(e)
-                elif e in results:
+                elif e in results and extents and sizes and sizes[i] == extents[results.index(e)]:
+                    # A window reads at most the extent it needs, however large its buffer: the
+                    # prologue loops over the anchor's whole dimension, so both must have its size.
                     exprs.append(ir.AffineDimExpr.get(results.index(e)))
                 else:
                     break
