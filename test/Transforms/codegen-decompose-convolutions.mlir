@@ -91,6 +91,27 @@ func.func @pointwise(%x: memref<2x4x6x6xf32>, %y: memref<2x8x6x6xf32>) {
   return
 }
 
+// Over a 1x1 image the product is a Linear layer over the batch, out[n, f] += x[n, c] * W[f, c]: no
+// pixel dimension (the vectors would run along it, one element long), the image dimensions dropped
+// by rank-reducing subviews.
+// CHECK-LABEL: func.func @pointwise_unit_image
+// CHECK:         %[[X:.*]] = memref.subview %{{.*}}[0, 0, 0, 0] [2, 4, 1, 1] [1, 1, 1, 1] : memref<2x4x1x1xf32> to memref<2x4xf32, strided<[4, 1]>>
+// CHECK:         %[[W:.*]] = memref.get_global @pw_im2col{{.*}} : memref<8x4xf32>
+// CHECK:         %[[Y:.*]] = memref.subview %{{.*}}[0, 0, 0, 0] [2, 8, 1, 1] [1, 1, 1, 1] : memref<2x8x1x1xf32> to memref<2x8xf32, strided<[8, 1]>>
+// CHECK:         linalg.generic {indexing_maps = [#[[A:.*]], #[[B:.*]], #[[C:.*]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[W]] : {{.*}}) outs(%[[Y]] : {{.*}})
+func.func @pointwise_unit_image(%x: memref<2x4x1x1xf32>, %y: memref<2x8x1x1xf32>) {
+  %f = memref.get_global @pw : memref<8x4x1x1xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x1x1xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x1x1xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
 // A depthwise convolution (no channel reduction) in NCHW: one elementwise kernel over the output,
 // looping in the output's order (n, c, h, w), that reads each of the 2x2 taps through its own shifted
 // subview and filter slice and applies the body once per tap in the window's order (kh, kw).

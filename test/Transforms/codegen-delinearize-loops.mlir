@@ -76,6 +76,44 @@ func.func @linear_index(%a: memref<96xf32>, %b: memref<12x32xf32>) {
   return
 }
 
+// A kernel of the NCHW8c layout reading an NCHW16c buffer (the layouts VTensor chose for two
+// convolutions; the 8-channel block c splits at 16 / 8 = 2): the buffer's block dimension becomes (2, 8),
+// the BatchNorm's vector, read at the same channel, (2, 2, 8), the output's channel blocks (2, 2).
+// CHECK-LABEL: func.func @reblocked
+// CHECK:         %[[X:.*]] = memref.expand_shape %arg0 {{\[\[}}0], [1], [2], [3], [4, 5]] output_shape [1, 2, 3, 3, 2, 8] : memref<1x2x3x3x16xf32> into memref<1x2x3x3x2x8xf32>
+// CHECK:         %[[SV:.*]] = memref.subview %arg1[0, 0, 0] [32, 1, 1] [1, 1, 1]
+// CHECK:         %[[V:.*]] = memref.expand_shape %[[SV]] {{\[\[}}0, 1, 2]] output_shape [2, 2, 8]
+// CHECK:         %[[Y:.*]] = memref.expand_shape %arg2 {{\[\[}}0], [1, 2], [3], [4], [5]] output_shape [1, 2, 2, 3, 3, 8]
+// CHECK:         linalg.generic {indexing_maps = [#[[RX:.*]], #[[RV:.*]], #[[RY:.*]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
+// CHECK-SAME:        ins(%[[X]], %[[V]] : memref<1x2x3x3x2x8xf32>, memref<2x2x8xf32>) outs(%[[Y]] : memref<1x2x2x3x3x8xf32>)
+func.func @reblocked(%x: memref<1x2x3x3x16xf32>, %var: memref<32x1x1xf32>, %y: memref<1x4x3x3x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, c, h, w, cb) -> (n, (c * 8 + cb) floordiv 16, h, w, (c * 8 + cb) mod 16)>,
+                                   affine_map<(n, c, h, w, cb) -> (((c * 8 + cb) floordiv 16) * 16 + (c * 8 + cb) mod 16, 0, 0)>,
+                                   affine_map<(n, c, h, w, cb) -> (n, c, h, w, cb)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%x, %var : memref<1x2x3x3x16xf32>, memref<32x1x1xf32>) outs(%y : memref<1x4x3x3x8xf32>) {
+  ^bb0(%a: f32, %v: f32, %o: f32):
+    %m = arith.mulf %a, %v : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+
+// Blocks of 12 read out of blocks of 16: 12 does not divide 16, the index carries: left alone.
+// CHECK-LABEL: func.func @reblocked_carry
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         linalg.generic {{.*}} ins(%arg0 : memref<1x3x3x3x16xf32>) outs(%arg1 : memref<1x4x3x3x12xf32>)
+func.func @reblocked_carry(%x: memref<1x3x3x3x16xf32>, %y: memref<1x4x3x3x12xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, c, h, w, cb) -> (n, (c * 12 + cb) floordiv 16, h, w, (c * 12 + cb) mod 16)>,
+                                   affine_map<(n, c, h, w, cb) -> (n, c, h, w, cb)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x3x3x3x16xf32>) outs(%y : memref<1x4x3x3x12xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  return
+}
+
 // A divisor that does not divide the loop's extent (10 by 3): left alone.
 // CHECK-LABEL: func.func @not_exact
 // CHECK:         linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel"]}

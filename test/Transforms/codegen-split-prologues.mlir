@@ -69,6 +69,68 @@ func.func @batchnorm_conv1x1(%x: memref<1x4x6x6xf32>, %scale: memref<4x1x1xf32>,
   return
 }
 
+// A residual sum and a scale over a 1x1 image fused into the 1x1 convolution after them: both addends
+// are read through the window (the anchor and the other input read the same expressions), and the
+// [C, 1, 1] scale, which needs no broadcast over a 1x1 image, through it too (its unit dimensions
+// read index 0 whatever the expression). The prologue is one kernel over the addends' shape.
+// CHECK-LABEL: func.func @residual_conv1x1_unit_image
+// CHECK:         %[[P:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x4x1x1xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[ID:.*]], #{{.*}}, #{{.*}}, #[[ID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%arg0, %arg1, %arg2 : memref<2x4x1x1xf32>, memref<2x4x1x1xf32>, memref<4x1x1xf32>) outs(%[[P]] : memref<2x4x1x1xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[P]], %arg3 : memref<2x4x1x1xf32>, memref<8x4x1x1xf32>) outs(%arg4 : memref<2x8x1x1xf32>)
+// CHECK:         memref.dealloc %[[P]]
+func.func @residual_conv1x1_unit_image(%x: memref<2x4x1x1xf32>, %r: memref<2x4x1x1xf32>, %scale: memref<4x1x1xf32>,
+                                       %k: memref<8x4x1x1xf32>, %y: memref<2x8x1x1xf32>) {
+  linalg.generic {indexing_maps = [#in, #in, affine_map<(n, f, h, w, c, kh, kw) -> (c, h + kh, w + kw)>, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %r, %scale, %k : memref<2x4x1x1xf32>, memref<2x4x1x1xf32>, memref<4x1x1xf32>, memref<8x4x1x1xf32>)
+      outs(%y : memref<2x8x1x1xf32>) {
+  ^bb0(%a: f32, %b: f32, %s: f32, %f: f32, %out: f32):
+    %0 = arith.mulf %b, %s : f32
+    %1 = arith.addf %a, %0 : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// The same over a 3x3 image: the second addend reads the anchor's window expressions.
+// CHECK-LABEL: func.func @residual_conv1x1
+// CHECK:         %[[P:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x4x3x3xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[ID:.*]], #[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%arg0, %arg1 : memref<2x4x3x3xf32>, memref<2x4x3x3xf32>) outs(%[[P]] : memref<2x4x3x3xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[P]], %arg2 : memref<2x4x3x3xf32>, memref<8x4x1x1xf32>) outs(%arg3 : memref<2x8x3x3xf32>)
+func.func @residual_conv1x1(%x: memref<2x4x3x3xf32>, %r: memref<2x4x3x3xf32>, %k: memref<8x4x1x1xf32>, %y: memref<2x8x3x3xf32>) {
+  linalg.generic {indexing_maps = [#in, #in, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %r, %k : memref<2x4x3x3xf32>, memref<2x4x3x3xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %f: f32, %out: f32):
+    %1 = arith.addf %a, %b : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// Addends of different sizes read through the same window (a 4x4 buffer of which the 1x1 convolution
+// reads 3x3): a prologue over either's shape would read the other out of bounds: left alone.
+// CHECK-LABEL: func.func @residual_conv1x1_sizes
+// CHECK-NOT:     memref.alloc
+// CHECK:         linalg.generic
+// CHECK-NOT:     linalg.generic
+func.func @residual_conv1x1_sizes(%x: memref<2x4x4x4xf32>, %r: memref<2x4x3x3xf32>, %k: memref<8x4x1x1xf32>, %y: memref<2x8x3x3xf32>) {
+  linalg.generic {indexing_maps = [#in, #in, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %r, %k : memref<2x4x4x4xf32>, memref<2x4x3x3xf32>, memref<8x4x1x1xf32>) outs(%y : memref<2x8x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %f: f32, %out: f32):
+    %1 = arith.addf %a, %b : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
 // A sum of squares is a reduction, not a product of two operands: left alone.
 // CHECK-LABEL: func.func @sum_of_squares
 // CHECK-NOT:     memref.alloc

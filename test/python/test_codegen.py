@@ -629,3 +629,49 @@ def test_kernels_reading_folded_views_are_scheduled(name, products):
     for a, b, e in zip(ours, reference, expected):
         assert torch.equal(a, b)
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+class _ResidualThenConv(torch.nn.Module):
+    """MobileNetV2's block boundary: a residual sum of a BatchNorm'd projection, then a 1x1 expansion
+    with BatchNorm + ReLU6 and another 1x1 convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.bn = torch.nn.Conv2d(8, 8, 1, bias=False), torch.nn.BatchNorm2d(8)
+        self.expand, self.bn2 = torch.nn.Conv2d(8, 24, 1, bias=False), torch.nn.BatchNorm2d(24)
+        self.head = torch.nn.Conv2d(24, 16, 1)
+
+    def forward(self, x):
+        y = x + self.bn(self.proj(x))
+        return self.head(torch.nn.functional.relu6(self.bn2(self.expand(y))))
+
+
+@pytest.mark.parametrize("size, batch, products", [
+    (1, 1, ["contraction 1x8x8", "contraction 1x24x8", "contraction 1x16x24"]),
+    (1, 3, ["contraction 3x8x8", "contraction 3x24x8", "contraction 3x16x24"]),
+    (3, 2, ["contraction 2x8x9x8", "contraction 2x24x9x8", "contraction 2x16x9x24"]),
+])
+def test_convolutions_with_fused_prologues_over_small_images_are_contractions(size, batch, products):
+    # Elementwise fusion puts the residual sum and the BatchNorm into the 1x1 convolution after them,
+    # every input read through the convolution's window map (`(n, c, h + kh, w + kw)`): two such inputs
+    # were no convolution and the kernel a 'pooling' left as loops. Over a 1x1 image the BatchNorm's
+    # [C, 1, 1] vectors need no broadcast and are read as `(c, h + kh, w + kw)` too, with the
+    # BatchNorm's cf.assert, which codegen-split-checks could not move: 'unknown' loops. A 1x1 image's
+    # product is a Linear layer over the batch (vectors along the features). Same sums in the same
+    # order: bitwise the loops.
+    torch.manual_seed(0)
+    model = _ResidualThenConv().eval()
+    with torch.no_grad():
+        for bn in (model.bn, model.bn2):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(batch, 8, size, size)
+    scheduled, loops = _exact_and_loops(model, x)
+    report = scheduled.report()
+    assert not report.fallbacks, str(report)
+    vectorized = [p.description for p in report.kernels if p.id in report.vectorized]
+    for product in products:
+        assert product in vectorized, str(report)
+    assert torch.equal(scheduled(x), loops(x))
+    with torch.no_grad():
+        torch.testing.assert_close(scheduled(x), model(x), rtol=1e-5, atol=1e-5)

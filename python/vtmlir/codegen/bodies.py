@@ -80,11 +80,24 @@ def owner_in(block: ir.Block, value, name: str):
     return owner if owner.name == name and owner.parent == block.owner else None
 
 
-def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
-    """An input among `args` whose map names every dimension the others read as a plain result, and
-    the maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
+def unit_results(value, amap: ir.AffineMap) -> list:
+    """The results of `amap`, the map `value` (a memref) is read with, where each dimension of
+    extent 1 reads index 0 whatever its expression (the only index in bounds). Elementwise fusion
+    composes a per-channel vector's map with its consumer's: a BatchNorm's `[C, 1, 1]` vectors, which
+    need no broadcast over a 1x1 image, are read by the convolution after it as `(c, oh + kh, ow + kw)`."""
+    shape = static_shape(value) if isinstance(value.type, ir.MemRefType) else None
+    zero = ir.AffineConstantExpr.get(0)
+    return [zero if shape is not None and shape[i] == 1 and not isinstance(e, ir.AffineDimExpr) else e
+            for i, e in enumerate(amap.results)]
+
+
+def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] | None:
+    """An input among `args` whose map names every dimension the others read as a plain result or as
+    one of its own expressions (a residual sum's two reads through a convolution's window), and the
+    maps of all of `args` over the anchor's shape (result i of the anchor = dimension i)."""
     for anchor in sorted(args, key=lambda a: -len(maps[a].results)):
-        results = list(maps[anchor].results)
+        results = unit_results(operands[anchor], maps[anchor])
+        extents = static_shape(operands[anchor])
         position = {e.position: i for i, e in enumerate(results) if isinstance(e, ir.AffineDimExpr)}
         rank = len(results)
         new_maps = []
@@ -93,11 +106,16 @@ def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
                 new_maps.append(ir.AffineMap.get_identity(rank))
                 continue
             exprs = []
-            for e in maps[a].results:
+            mine, sizes = unit_results(operands[a], maps[a]), static_shape(operands[a])
+            for i, e in enumerate(mine):
                 if isinstance(e, ir.AffineDimExpr) and e.position in position:
                     exprs.append(ir.AffineDimExpr.get(position[e.position]))
                 elif isinstance(e, ir.AffineConstantExpr) and e.value == 0:
                     exprs.append(e)
+                elif e in results and extents and sizes and sizes[i] == extents[results.index(e)]:
+                    # A window reads at most the extent it needs, however large its buffer: the
+                    # prologue loops over the anchor's whole dimension, so both must have its size.
+                    exprs.append(ir.AffineDimExpr.get(results.index(e)))
                 else:
                     break
             else:
@@ -111,7 +129,8 @@ def _anchor(args: list[int], maps) -> tuple[int, list[ir.AffineMap]] | None:
 
 def make_prologue(op, block, side, maps):
     """Compute `side` (a value of `op`'s body) in a kernel of its own, over the shape of the input it
-    reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions),
+    reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions,
+    its own window expressions or unit dimensions),
     inserted before `op`; returns (buffer, its map in `op`, the new ops) or None."""
     found = backward_slice(block, [side])
     n_inputs = len(op.opview.inputs)
@@ -121,7 +140,7 @@ def make_prologue(op, block, side, maps):
     args = sorted(args)
     if not args or any(a >= n_inputs for a in args):
         return None  # reads the output (an accumulation, not a prologue) or no input at all
-    chosen = _anchor(args, maps)
+    chosen = _anchor(args, maps, op.operands)
     if chosen is None:
         return None
     anchor, new_maps = chosen

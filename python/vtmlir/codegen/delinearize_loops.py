@@ -11,7 +11,9 @@ products and the output projection took half the model's time as loops).
 This pass undoes the linearisation on the kernel, not on the data:
 
 - a loop `d` that a map divides by `c` (`d floordiv c`, `d mod c`; several divisors must divide each
-  other) is split into loops `(d_hi, d_lo)` of extents `(R / c, c)`, `d = d_hi * c + d_lo`, placed
+  other; in a linear index, `(d * k + e) floordiv (k * c)` divides `d` by `c`: an NCHW8c convolution
+  reading an NCHW16c buffer at `(c8 * 8 + cb8) floordiv 16`) is split into loops `(d_hi, d_lo)` of
+  extents `(R / c, c)`, `d = d_hi * c + d_lo`, placed
   where `d` was, outer first, with `d`'s iterator type: the iteration order over the old `d` is
   unchanged, so every reduction sums in the same order (bitwise the same results);
 - every indexing expression is then a sum `Σ c_i · d_i + k` of the new loops; where it is not a
@@ -105,6 +107,14 @@ def _divisors(expr, found: dict[int, set[int]]) -> None:
         inner = _divided_dim(expr.lhs)
         if inner is not None:
             found.setdefault(inner[0], set()).add(inner[1] * expr.rhs.value)
+        elif (form := _linear(expr.lhs, _IDENTITY, _NO_RANGES)) is not None:
+            # A linear index cut at c (`(c8 * 8 + cb8) floordiv 16`: an NCHW8c convolution reading an
+            # NCHW16c buffer): a loop of coefficient k | c is cut at c / k; whether the other terms
+            # carry into the divisor is `_linear`'s to check, with the new loops' extents.
+            c = expr.rhs.value
+            for d, k in form[0].items():
+                if 0 < k < c and c % k == 0:
+                    found.setdefault(d, set()).add(c // k)
     if isinstance(expr, ir.AffineBinaryExpr):
         _divisors(expr.lhs, found)
         _divisors(expr.rhs, found)

@@ -10,8 +10,10 @@ the dimensions the asserted conditions depend on (the union of the dimensions of
 BatchNorm's channels), holding a copy of the ops that compute the conditions and the asserts, placed
 before the op; the asserts are removed from the op (a check-only op is removed whole). The same
 conditions are checked on the same values, before the computation instead of interleaved with it: an
-input that fails still aborts with the same message. A check that reads an output, an index or
-anything but pure arith/math ops is left where it is.
+input that fails still aborts with the same message. A dimension of extent 1 is read at index 0 whatever
+its expression (a BatchNorm's `[C, 1, 1]` variance over a 1x1 image, fused into the convolution
+after it, is read as `(c, oh + kh, ow + kw)`). A check that reads an output, an index, another
+window or anything but pure arith/math ops is left where it is.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .bodies import backward_slice, clone_ops, iterator_attr
+from .bodies import backward_slice, clone_ops, iterator_attr, unit_results
 from .kernels import indexing_maps_of, rewrite_generics
 
 
@@ -38,14 +40,15 @@ def split_checks(op) -> bool:
         return False
     ops, args = found
     args = sorted(args)
-    dims = sorted({e.position for a in args for e in maps[a].results if isinstance(e, ir.AffineDimExpr)})
+    results = {a: unit_results(op.operands[a], maps[a]) for a in args}
+    dims = sorted({e.position for a in args for e in results[a] if isinstance(e, ir.AffineDimExpr)})
     if any(not (isinstance(e, ir.AffineDimExpr) or isinstance(e, ir.AffineConstantExpr))
-           for a in args for e in maps[a].results):
+           for a in args for e in results[a]):
         return False
     renumber = {d: i for i, d in enumerate(dims)}
     new_maps = [ir.AffineMap.get(len(dims), 0, [ir.AffineDimExpr.get(renumber[e.position])
                                                 if isinstance(e, ir.AffineDimExpr) else e
-                                                for e in maps[a].results]) for a in args]
+                                                for e in results[a]]) for a in args]
     with op.location, ir.InsertionPoint(op):
         check = linalg.GenericOp([], [op.operands[a] for a in args], [],
                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]),

@@ -1,18 +1,21 @@
 """`codegen-split-prologues`: a contraction with a fused elementwise prologue becomes two kernels.
 
 `linalg-fuse-elementwise-ops` (graph level) fuses an elementwise producer into every consumer with
-one use, contractions included: a LayerNorm's normalisation lands inside the Linear after it
-(`out += ((x - mean) * rstd * gamma + beta) * W`), a BatchNorm + ReLU inside the 1x1 convolution after
-it, softmax's division inside the attention's `P @ V`. The product is then no contraction for linalg's
-interface (the body is more than a multiply and an add), so it gets no contraction schedule, and the
-prologue is recomputed for every output column: N times the work of computing it once.
+one use, contractions and convolutions included: a LayerNorm's normalisation lands inside the
+Linear after it (`out += ((x - mean) * rstd * gamma + beta) * W`), a BatchNorm + ReLU inside the 1x1
+convolution after it, softmax's division inside the attention's `P @ V`. The product is then no
+contraction for linalg's interface (the body is more than a multiply and an add), so it gets no
+contraction schedule, and the prologue is recomputed for every output column: N times the work of
+computing it once.
 
 This pass undoes that fusion at the kernel level. For a generic whose body ends in
 `out + P * Q` and that is neither a contraction nor a convolution, each side (P or Q) computed from
 the inputs by arith/math ops is moved into an elementwise kernel of its own, over the shape of one
 of the inputs it reads (the anchor, whose map must index every other input of the side by plain
-dimensions), writing a new buffer; the product reads that buffer with the anchor's map. The split is
-kept only if the product is then a contraction or a convolution (the result is scheduled as one).
+dimensions, the anchor's own window expressions -- both addends of a residual sum fused into the
+next 1x1 convolution read `(n, c, h + kh, w + kw)` -- or dimensions of extent 1), writing a new
+buffer; the product reads that buffer with the anchor's map. The split is kept only if the product
+is then a contraction or a convolution (the result is scheduled as one).
 
 Every element of the prologue is computed by the same ops as before and the products are summed in
 the same order: results are bitwise those of the fused kernel's loops.
