@@ -31,6 +31,7 @@ from ..dialects.memory_layout import Layout
 from ..ir_types import shaped_bytes
 
 VECTOR_LANES = 16  # f32 lanes of the widest vector the codegen uses (AVX-512; docs/codegen.md)
+REGISTER_ROWS = 12  # rows of a contraction's register tile (AVX-512: 12 x 16; docs/codegen.md)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class KernelCoefficients:
 # and 2) and 6 depthwise ones; conversions from the same builds' own conversion kernels (medians
 # of ns per byte over tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
 CONV = {
-    "nchw": KernelCoefficients(681.1, 0.0, 0.01263, per_gather=0.2170, per_weight=0.09318),
+    "nchw": KernelCoefficients(738.7, 0.0, 0.01412, per_gather=0.2067),
     "nChw16c": KernelCoefficients(126.1, 26.15, 0.02526, per_weight=0.06073),
     "nChw8c": KernelCoefficients(0.0, 72.0, 0.01657, per_weight=0.0636),
     "nhwc": KernelCoefficients(0.0, 95.54, 0.0198, per_gather=0.004239, per_weight=0.1168),
@@ -124,7 +125,9 @@ def lanes(shape: ConvShape, layout: str) -> float:
     if layout == "nchw":
         if shape.depthwise:
             return 1.0 / (2 * VECTOR_LANES) if shape.stride > 1 else _fill(shape.out_w)
-        return _fill(shape.filters) if shape.linear else _fill(shape.out_h * shape.out_w)
+        if shape.linear:  # a Linear: one row of the register tile per image, vectors along the features
+            return _fill(shape.filters) * min(shape.batch, REGISTER_ROWS) / REGISTER_ROWS
+        return _fill(shape.out_h * shape.out_w)
     if layout.startswith("nChw"):
         return int(layout[4:-1]) / VECTOR_LANES
     return _fill(shape.filters)
