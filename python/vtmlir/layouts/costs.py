@@ -10,7 +10,9 @@ of the profiled kernels, 1 thread):
   decides the speed — the output pixels in NCHW (the im2col contraction's N; a row of OW for a
   depthwise one, and a stride along it keeps scalar loops), the channel block in nChw16c / nChw8c,
   the output channels in NHWC. `lanes` is the share of 16-lane vectors those elements fill (a
-  dimension under 16 wide fills a fraction, a single element is scalar loops); `per_tap` charges
+  dimension under 16 wide fills a fraction, a single element is scalar loops); a 1x1 stride-1
+  convolution of a 1x1 image is a Linear layer over the batch in NCHW, vectors along the features
+  and one of the register tile's 12 rows per image; `per_tap` charges
   the per-tap calls, `per_gather` NCHW's im2col copies, `per_weight` the per-tap layouts' filter
   streaming; kernels in a layout other than NCHW are charged `1 + UNCERTAINTY` times that;
 - a **conversion** is the transposing copy `layout-materialize` emits: `fixed + bytes·per_byte·factor`
@@ -18,7 +20,7 @@ of the profiled kernels, 1 thread):
 
 Units: nanoseconds. The ILP compares sums of these, so only their ratios matter: a graph whose NCHW
 input and output must be converted around a few small convolutions keeps NCHW, a network whose NCHW
-kernels leave most lanes idle (1x1 convolutions of 1x1 or 2x2 images) is laid out.
+kernels leave most lanes idle (convolutions of 1x1 or 2x2 images) is laid out.
 """
 
 from __future__ import annotations
@@ -74,11 +76,12 @@ class KernelCoefficients:
     per_weight: float = 0.0  # ns per filter element (streamed once per call)
 
 
-# Calibrated with benchmarks/layout_costs.py (2026-11-26, the shared 2-core AVX-512 machine, 1
-# thread, thread CPU time of the kernels, median of 15 calls): non-negative least squares on
-# relative error over 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1
-# and 2) and 6 depthwise ones; conversions from the same builds' own conversion kernels (medians
-# of ns per byte over tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
+# Calibrated with benchmarks/layout_costs.py (2026-11-26, the shared 2-core AVX-512 machine at load
+# 3-7, 1 thread, thread CPU time of the kernels, median of 15 calls), on the code generator that runs
+# a 1x1 convolution of a 1x1 image as a Linear: non-negative least squares on relative error over
+# 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1 and 2) and 6 depthwise
+# ones; conversions from the same builds' own conversion kernels (medians of ns per byte over
+# tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
 CONV = {
     "nchw": KernelCoefficients(738.7, 0.0, 0.01412, per_gather=0.2067),
     "nChw16c": KernelCoefficients(126.1, 26.15, 0.02526, per_weight=0.06073),
@@ -91,7 +94,7 @@ DEPTHWISE = {   # depthwise convolutions and pooling (taps unrolled)
     "nChw8c": KernelCoefficients(569.5, 0.0, 0.01937),
     "nhwc": KernelCoefficients(676.9, 0.0, 0.0384),
 }
-# The model's error: 90 % of the 160 calibrated kernels fall within 0.64-1.25 of their prediction,
+# The model's error: 90 % of the 161 calibrated kernels fall within 0.69-1.24 of their prediction,
 # so a kernel is charged its prediction times (1 + UNCERTAINTY) in any layout but row-major: a
 # layout is chosen only where it wins even when its kernels run that much slower than predicted
 # (the NCHW kernels are what the graph already runs; keeping them risks nothing).
