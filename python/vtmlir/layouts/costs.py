@@ -10,7 +10,9 @@ of the profiled kernels, 1 thread):
   decides the speed — the output pixels in NCHW (the im2col contraction's N; a row of OW for a
   depthwise one, and a stride along it keeps scalar loops), the channel block in nChw16c / nChw8c,
   the output channels in NHWC. `lanes` is the share of 16-lane vectors those elements fill (a
-  dimension under 16 wide fills a fraction, a single element is scalar loops); `per_tap` charges
+  dimension under 16 wide fills a fraction, a single element is scalar loops); a 1x1 stride-1
+  convolution of a 1x1 image is a Linear layer over the batch in NCHW, vectors along the features
+  and one of the register tile's 12 rows per image; `per_tap` charges
   the per-tap calls, `per_gather` NCHW's im2col copies, `per_weight` the per-tap layouts' filter
   streaming; kernels in a layout other than NCHW are charged `1 + UNCERTAINTY` times that;
 - a **conversion** is the transposing copy `layout-materialize` emits: `fixed + bytes·per_byte·factor`
@@ -18,7 +20,7 @@ of the profiled kernels, 1 thread):
 
 Units: nanoseconds. The ILP compares sums of these, so only their ratios matter: a graph whose NCHW
 input and output must be converted around a few small convolutions keeps NCHW, a network whose NCHW
-kernels leave most lanes idle (1x1 convolutions of 1x1 or 2x2 images) is laid out.
+kernels leave most lanes idle (convolutions of 1x1 or 2x2 images) is laid out.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from ..dialects.memory_layout import Layout
 from ..ir_types import shaped_bytes
 
 VECTOR_LANES = 16  # f32 lanes of the widest vector the codegen uses (AVX-512; docs/codegen.md)
+REGISTER_ROWS = 12  # rows of a contraction's register tile (AVX-512: 12 x 16; docs/codegen.md)
 
 
 @dataclass(frozen=True)
 class ConvShape:
     """What the model needs of a convolution-like kernel: input channels, output channels, output
-    height and width, filter taps (kh·kw), stride, groups (= channels: depthwise; 0: pooling)."""
+    height and width (per image), filter taps (kh·kw), stride, groups (= channels: depthwise; 0:
+    pooling), batch."""
 
     channels: int
     filters: int
@@ -45,6 +49,7 @@ class ConvShape:
     taps: int
     stride: int = 1
     groups: int = 1
+    batch: int = 1
 
     @property
     def depthwise(self) -> bool:
@@ -53,7 +58,13 @@ class ConvShape:
     @property
     def macs(self) -> int:
         per_group = self.channels // self.groups if self.groups > 0 else 1
-        return self.filters * self.out_h * self.out_w * self.taps * per_group
+        return self.batch * self.filters * self.out_h * self.out_w * self.taps * per_group
+
+    @property
+    def linear(self) -> bool:
+        """A 1x1 stride-1 convolution of a 1x1 image: the codegen runs it as a Linear layer over
+        the batch, vectors along the output features (docs/codegen.md)."""
+        return self.groups == 1 and self.taps == 1 and self.stride == 1 and self.out_h * self.out_w == 1
 
 
 @dataclass(frozen=True)
@@ -65,24 +76,25 @@ class KernelCoefficients:
     per_weight: float = 0.0  # ns per filter element (streamed once per call)
 
 
-# Calibrated with benchmarks/layout_costs.py (2026-11-26, the shared 2-core AVX-512 machine, 1
-# thread, thread CPU time of the kernels, median of 15 calls): non-negative least squares on
-# relative error over 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1
-# and 2) and 6 depthwise ones; conversions from the same builds' own conversion kernels (medians
-# of ns per byte over tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
+# Calibrated with benchmarks/layout_costs.py (2026-11-26, the shared 2-core AVX-512 machine at load
+# 3-7, 1 thread, thread CPU time of the kernels, median of 15 calls), on the code generator that runs
+# a 1x1 convolution of a 1x1 image as a Linear: non-negative least squares on relative error over
+# 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1 and 2) and 6 depthwise
+# ones; conversions from the same builds' own conversion kernels (medians of ns per byte over
+# tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
 CONV = {
-    "nchw": KernelCoefficients(499.0, 64.5, 0.01668, per_gather=0.1793),
-    "nChw16c": KernelCoefficients(0.0, 186.1, 0.02531, per_weight=0.05964),
-    "nChw8c": KernelCoefficients(0.0, 98.58, 0.01673, per_weight=0.06485),
-    "nhwc": KernelCoefficients(0.0, 173.0, 0.01957, per_weight=0.1173),
+    "nchw": KernelCoefficients(738.7, 0.0, 0.01412, per_gather=0.2067),
+    "nChw16c": KernelCoefficients(126.1, 26.15, 0.02526, per_weight=0.06073),
+    "nChw8c": KernelCoefficients(0.0, 72.0, 0.01657, per_weight=0.0636),
+    "nhwc": KernelCoefficients(0.0, 95.54, 0.0198, per_gather=0.004239, per_weight=0.1168),
 }
 DEPTHWISE = {   # depthwise convolutions and pooling (taps unrolled)
-    "nchw": KernelCoefficients(2296.0, 0.0, 0.008273),
-    "nChw16c": KernelCoefficients(831.9, 0.0, 0.008724),
-    "nChw8c": KernelCoefficients(538.5, 0.0, 0.01938),
-    "nhwc": KernelCoefficients(627.3, 0.0, 0.03964),
+    "nchw": KernelCoefficients(2637.0, 0.0, 0.005307),
+    "nChw16c": KernelCoefficients(699.1, 0.0, 0.008868),
+    "nChw8c": KernelCoefficients(569.5, 0.0, 0.01937),
+    "nhwc": KernelCoefficients(676.9, 0.0, 0.0384),
 }
-# The model's error: 90 % of the 160 calibrated kernels fall within 0.64-1.25 of their prediction,
+# The model's error: 90 % of the 161 calibrated kernels fall within 0.69-1.24 of their prediction,
 # so a kernel is charged its prediction times (1 + UNCERTAINTY) in any layout but row-major: a
 # layout is chosen only where it wins even when its kernels run that much slower than predicted
 # (the NCHW kernels are what the graph already runs; keeping them risks nothing).
@@ -116,6 +128,8 @@ def lanes(shape: ConvShape, layout: str) -> float:
     if layout == "nchw":
         if shape.depthwise:
             return 1.0 / (2 * VECTOR_LANES) if shape.stride > 1 else _fill(shape.out_w)
+        if shape.linear:  # a Linear: one row of the register tile per image, vectors along the features
+            return _fill(shape.filters) * min(shape.batch, REGISTER_ROWS) / REGISTER_ROWS
         return _fill(shape.out_h * shape.out_w)
     if layout.startswith("nChw"):
         return int(layout[4:-1]) / VECTOR_LANES
@@ -126,7 +140,8 @@ def conv_ns(shape: ConvShape, layout: str) -> float:
     """Predicted time of one convolution-like kernel in `layout` ("nchw", "nChw16c", "nChw8c", "nhwc")."""
     k = (DEPTHWISE if shape.depthwise else CONV)[layout]
     per_group = shape.channels // shape.groups if shape.groups > 0 else 1
-    gathered = per_group * shape.taps * shape.out_h * shape.out_w if shape.taps > 1 or shape.stride > 1 else 0
+    gathered = (shape.batch * per_group * shape.taps * shape.out_h * shape.out_w
+                if shape.taps > 1 or shape.stride > 1 else 0)
     return (k.fixed + shape.taps * k.per_tap + shape.macs * k.per_mac / lanes(shape, layout)
             + gathered * k.per_gather + shape.filters * per_group * shape.taps * k.per_weight)
 
@@ -177,7 +192,7 @@ def conv_shape(site) -> ConvShape | None:
     _, f, oh, ow = out
     taps = w[-1] * w[-2]
     groups = {"conv": 1, "depthwise": c, "pooling": 0}[kind]
-    return ConvShape(c, f, oh * n, ow, taps, _stride(site.op), groups)
+    return ConvShape(c, f, oh, ow, taps, _stride(site.op), groups, n)
 
 
 def layout_kind(layout: Layout | None) -> str:
