@@ -225,8 +225,8 @@ def _gather_dims(op, maps, ops, args) -> set[int] | None:
 def make_gather_prologue(op, block, side, maps, asserts):
     """Compute `side` (a value of `op`'s body that reads buffers through `memref.load` at indices
     computed from `linalg.index`: a concat VTC made virtual) in an elementwise kernel of its own over
-    the loop dimensions it depends on (those its inputs' maps and its `linalg.index` ops read,
-    renumbered in order; the buffer has their extents), inserted before `op`. The `asserts` of the
+    the loop dimensions it depends on (those its inputs' maps and its `linalg.index` ops read, and
+    those of extent 1; renumbered in order; the buffer has their extents), inserted before `op`. The `asserts` of the
     body (`cf.assert` ops) that depend on no other dimension move into that kernel with it. Returns
     (buffer, its map in `op` (a projected permutation), the new ops, the asserts moved) or None."""
     owners = result_owners(block)
@@ -240,6 +240,9 @@ def make_gather_prologue(op, block, side, maps, asserts):
     out_dims = {e.position for e in maps[-1].results if isinstance(e, ir.AffineDimExpr)}
     if dims is None or not dims <= set(extents) or out_dims <= dims:
         return None  # an unknown extent, or no output element shares the prologue: nothing to gain
+    # Loops of extent 1 cost nothing in the buffer, and the product then reads every reduction the
+    # other side reads (a 1x1 convolution's kh, kw: innermost, which the contraction schedule asks).
+    dims |= {d for d, size in extents.items() if size == 1}
     moved = []
     for check in asserts:
         slice_ = backward_slice(block, list(check.operands), owners, GATHER_OPS)
