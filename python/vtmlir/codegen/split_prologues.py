@@ -14,8 +14,13 @@ the inputs by arith/math ops is moved into an elementwise kernel of its own, ove
 of the inputs it reads (the anchor, whose map must index every other input of the side by plain
 dimensions, the anchor's own window expressions -- both addends of a residual sum fused into the
 next 1x1 convolution read `(n, c, h + kh, w + kw)` -- or dimensions of extent 1), writing a new
-buffer; the product reads that buffer with the anchor's map. The split is kept only if the product
-is then a contraction or a convolution (the result is scheduled as one).
+buffer; the product reads that buffer with the anchor's map. A side that gathers instead (a concat
+VTC reads element by element, `vtc/select_views.py`: `memref.load`s of the pieces at indices computed
+from `linalg.index`, `arith.select` choosing one; the BatchNorm + ReLU of DenseNet's layers and
+transitions fused into their 1x1 convolutions) is computed over the loop dimensions it depends on
+(`bodies.make_gather_prologue`) and read as a projected permutation; the body's asserts go with it.
+A split that would drop an assert is not made. The split is kept only if the product is then a
+contraction or a convolution (the result is scheduled as one).
 
 Every element of the prologue is computed by the same ops as before and the products are summed in
 the same order: results are bitwise those of the fused kernel's loops.
