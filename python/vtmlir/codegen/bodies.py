@@ -153,20 +153,27 @@ def make_prologue(op, block, side, maps):
     shape = static_shape(op.operands[anchor])
     if shape is None:
         return None
+    alloc, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, shape)
+    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+
+
+def _elementwise_kernel(op, block, side, ops, args, input_maps, shape):
+    """An elementwise kernel before `op` over a new buffer of `shape` (written with the identity
+    map), reading `op`'s inputs `args` with `input_maps` and computing `side` with copies of `ops`
+    (of `block`, `op`'s body); returns (the buffer's alloc, the kernel)."""
     rank = len(shape)
     with op.location, ir.InsertionPoint(op):
-        buffer_type = ir.MemRefType.get(shape, side.type)
-        identity = ir.AffineMap.get_identity(rank)
-        alloc = memref.AllocOp(buffer_type, [], [], alignment=64)
+        alloc = memref.AllocOp(ir.MemRefType.get(shape, side.type), [], [], alignment=64)
+        maps = input_maps + [ir.AffineMap.get_identity(rank)]
         prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
-                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps + [identity]]),
+                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                                     ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
         body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
         mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
         with ir.InsertionPoint(body):
             clone_ops(ops, mapping)
             linalg.YieldOp([mapping[side]])
-    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+    return alloc, prologue
 
 
 def free_after(op, new_ops) -> None:
@@ -258,23 +265,14 @@ def make_gather_prologue(op, block, side, maps, asserts):
     order = sorted(dims)
     renumber = {d: i for i, d in enumerate(order)}
     rank = len(order)
-    with op.location, ir.InsertionPoint(op):
+    with op.location:
         # Every dimension an input reads is among `dims`: the others' substitutes are never used.
         substitute = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(renumber[d]) if d in renumber
                                                 else ir.AffineConstantExpr.get(0) for d in range(maps[-1].n_dims)])
         new_maps = [ir.AffineMap.get(rank, 0, [e.compose(substitute) for e in unit_results(op.operands[a], maps[a])])
                     for a in args]
-        identity = ir.AffineMap.get_identity(rank)
-        alloc = memref.AllocOp(ir.MemRefType.get([extents[d] for d in order], side.type), [], [], alignment=64)
-        prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
-                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps + [identity]]),
-                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
-        body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
-        mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
-        with ir.InsertionPoint(body):
-            clone_ops(ops, mapping)
-            linalg.YieldOp([mapping[side]])
-        for inner in body.operations:
+        alloc, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, [extents[d] for d in order])
+        for inner in prologue.regions[0].blocks[0].operations:
             if inner.operation.name == "linalg.index":
                 dim = ir.IntegerAttr(inner.operation.attributes["dim"])
                 inner.operation.attributes["dim"] = ir.IntegerAttr.get(dim.type, renumber[dim.value])
