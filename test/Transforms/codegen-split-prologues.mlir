@@ -1,5 +1,10 @@
 // RUN: vt-opt %s --codegen-split-prologues | filecheck %s
 
+// The maps of @concat_batchnorm_conv1x1's kernels (printed before the functions).
+// CHECK-DAG:     #[[GV:.*]] = affine_map<(d0, d1, d2, d3) -> (d3)>
+// CHECK-DAG:     #[[GID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG:     #[[GP:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3, d4)>
+
 #x = affine_map<(d0, d1, d2) -> (d0, d2)>
 #row = affine_map<(d0, d1, d2) -> (d0, 0)>
 #col = affine_map<(d0, d1, d2) -> (d2)>
@@ -11,6 +16,10 @@
 #out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 #r2 = affine_map<(d0, d1) -> (d0)>
+#cv = affine_map<(n, f, h, w, c) -> (c)>
+#ck = affine_map<(n, f, h, w, c) -> (f, c)>
+#cy = affine_map<(n, f, h, w, c) -> (n, f, h, w)>
+#minus2 = affine_map<()[s0] -> (s0 - 2)>
 
 // A LayerNorm's normalisation fused into the Linear after it: the normalisation moves into an
 // elementwise kernel over x's shape (computed once per element, not once per output column), and
@@ -144,6 +153,85 @@ func.func @sum_of_squares(%x: memref<8x32xf32>, %mean: memref<8xf32>, %y: memref
     %1 = arith.mulf %0, %0 : f32
     %2 = arith.addf %out, %1 : f32
     linalg.yield %2 : f32
+  }
+  return
+}
+
+// A BatchNorm + ReLU of a concat VTC made virtual, fused into the 1x1 convolution after it: the
+// convolution's input is no operand but a `memref.load` from each piece at indices computed from
+// `linalg.index`, `arith.select` choosing one. The gather, the normalisation and the assert on the
+// variance move into an elementwise kernel over the dimensions they read (n, h, w, c: the loads'
+// indices and the variance's map), whose `linalg.index` ops are renumbered; the product reads its
+// buffer as (n, h, w, c) and is a contraction.
+// CHECK-LABEL: func.func @concat_batchnorm_conv1x1
+// CHECK:         %[[P:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x4x4x4xf32>
+// CHECK:         linalg.generic {indexing_maps = [#[[GV]], #[[GID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%arg2 : memref<4xf32>) outs(%[[P]] : memref<1x4x4x4xf32>)
+// CHECK:           linalg.index 0 : index
+// CHECK:           linalg.index 1 : index
+// CHECK:           linalg.index 2 : index
+// CHECK:           linalg.index 3 : index
+// CHECK:           cf.assert
+// CHECK:           memref.load %arg0
+// CHECK:           memref.load %arg1
+// CHECK:           arith.select
+// CHECK:           arith.maximumf
+// CHECK:         linalg.generic {indexing_maps = [#[[GP]], #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[P]], %arg3 : memref<1x4x4x4xf32>, memref<8x4xf32>) outs(%arg4 : memref<1x8x4x4xf32>)
+// CHECK-NEXT:    ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[O:.*]]: f32):
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[A]], %[[B]] : f32
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[O]], %[[M]] : f32
+// CHECK-NEXT:      linalg.yield %[[S]] : f32
+// CHECK:         memref.dealloc %[[P]]
+func.func @concat_batchnorm_conv1x1(%a: memref<1x2x4x4xf32>, %b: memref<1x2x4x4xf32>, %var: memref<4xf32>,
+                                    %k: memref<8x4xf32>, %y: memref<1x8x4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#cv, #ck, #cy], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%var, %k : memref<4xf32>, memref<8x4xf32>) outs(%y : memref<1x8x4x4xf32>) {
+  ^bb0(%v: f32, %f: f32, %out: f32):
+    %n = linalg.index 0 : index
+    %h = linalg.index 2 : index
+    %w = linalg.index 3 : index
+    %c = linalg.index 4 : index
+    %s = math.sqrt %v : f32
+    %ok = arith.cmpf one, %s, %zero : f32
+    cf.assert %ok, "unimplemented: tensor with zero element"
+    %cb = affine.apply #minus2()[%c]
+    %cb0 = arith.maxsi %cb, %c0 : index
+    %cb1 = arith.minsi %cb0, %c1 : index
+    %ca = arith.minsi %c, %c1 : index
+    %xa = memref.load %a[%n, %ca, %h, %w] : memref<1x2x4x4xf32>
+    %xb = memref.load %b[%n, %cb1, %h, %w] : memref<1x2x4x4xf32>
+    %second = arith.cmpi sge, %c, %c2 : index
+    %x = arith.select %second, %xb, %xa : f32
+    %0 = arith.divf %x, %s : f32
+    %1 = arith.maximumf %0, %zero : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// A gather that reads the output buffer itself is not computed before the product: left alone.
+// CHECK-LABEL: func.func @gather_of_the_output
+// CHECK-NOT:     memref.alloc
+// CHECK:         linalg.generic
+// CHECK-NOT:     linalg.generic
+func.func @gather_of_the_output(%var: memref<4xf32>, %k: memref<8x4xf32>, %y: memref<1x8x4x4xf32>) {
+  linalg.generic {indexing_maps = [#cv, #ck, #cy], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%var, %k : memref<4xf32>, memref<8x4xf32>) outs(%y : memref<1x8x4x4xf32>) {
+  ^bb0(%v: f32, %f: f32, %out: f32):
+    %n = linalg.index 0 : index
+    %h = linalg.index 2 : index
+    %w = linalg.index 3 : index
+    %c = linalg.index 4 : index
+    %x = memref.load %y[%n, %c, %h, %w] : memref<1x8x4x4xf32>
+    %0 = arith.mulf %x, %v : f32
+    %2 = arith.mulf %0, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
   }
   return
 }

@@ -388,6 +388,44 @@ def test_fused_prologues_are_split_from_their_contractions():
             torch.testing.assert_close(scheduled(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+class _CatBatchNormConv(torch.nn.Module):
+    """DenseNet's transition: BatchNorm + ReLU + 1x1 convolution of a concat of many pieces."""
+
+    def __init__(self, pieces: int, channels: int, out: int):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm2d(pieces * channels)
+        self.conv = torch.nn.Conv2d(pieces * channels, out, 1, bias=False)
+
+    def forward(self, *pieces):
+        return self.conv(torch.relu(self.bn(torch.cat(pieces, 1))))
+
+
+def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
+    # At opt level 2 VTC reads a concat of more than 16 pieces (function arguments: no producer
+    # writes into it) element by element: `memref.load` from each piece at indices computed from
+    # `linalg.index`, `arith.select` choosing one. Fused into the 1x1 convolution with the
+    # BatchNorm (and its cf.assert) and the ReLU, that gather was recomputed per output channel and
+    # the kernel was 'unknown (body holds affine.apply)' loops; codegen-split-prologues computes it
+    # once over (n, h, w, c) and the product is a scheduled contraction, bitwise the loops.
+    from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
+
+    torch.manual_seed(0)
+    model = _CatBatchNormConv(18, 2, 8).eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    pieces = [torch.randn(2, 2, 3, 3) for _ in range(18)]
+    scheduled = vtmlir.compile(model, *pieces, opt_level=2, schedules=EXACT_SCHEDULES)
+    loops = vtmlir.compile(model, *pieces, opt_level=2, schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    report = scheduled.report()
+    assert "contraction 2x8x3x3x36x1x1" in [p.description for p in report.kernels if p.id in report.vectorized], str(report)
+    assert not any(p.description.endswith("2x8x3x3x36x1x1") for p in report.fallbacks), str(report)
+    assert "cf.assert" in scheduled.stages["schedule"]  # the BatchNorm's check is still made
+    assert torch.equal(scheduled(*pieces), loops(*pieces))
+    with torch.no_grad():
+        torch.testing.assert_close(scheduled(*pieces), model(*pieces), rtol=1e-5, atol=1e-5)
+
+
 def test_blocked_convolution_with_a_fused_batchnorm_check_is_scheduled():
     # EfficientViT's MBConv in the blocked layout (opt level 2): BatchNorm + Hardswish fused into the
     # last 1x1 convolution read the BatchNorm's vectors at the linear index c * 16 + cb, and the

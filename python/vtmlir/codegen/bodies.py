@@ -11,6 +11,10 @@ from ..ir_utils import iterator_type
 
 # Ops that may be copied out of a body into another kernel: pure, elementwise, no memory access.
 PURE_DIALECTS = ("arith", "math")
+# What a gather adds (`gather_slice`): index arithmetic, reads of buffers defined outside the body
+# (a concat VTC made virtual: one `memref.load` per piece, `arith.select` choosing one) and the
+# importer's asserts on the values read.
+GATHER_OPS = ("linalg.index", "affine.apply", "memref.load", "cf.assert")
 
 
 def result_owners(block: ir.Block) -> dict:
@@ -22,10 +26,12 @@ def result_owners(block: ir.Block) -> dict:
     return owners
 
 
-def backward_slice(block: ir.Block, values, owners: dict | None = None) -> tuple[list, set[int]] | None:
+def backward_slice(block: ir.Block, values, owners: dict | None = None,
+                   allowed: tuple = ()) -> tuple[list, set[int]] | None:
     """(the ops of `block` that compute `values`, in block order; the numbers of the block arguments
-    they read), or None if one of those ops is not pure arith/math. Values defined outside the body
-    are used as they are. `owners`: `result_owners(block)` when the caller has it already."""
+    they read), or None if one of those ops is not pure arith/math (or named in `allowed`). Values
+    defined outside the body are used as they are. `owners`: `result_owners(block)` when the caller
+    has it already."""
     needed, args, work = set(), set(), list(values)
     if owners is None:
         owners = result_owners(block)
@@ -38,7 +44,7 @@ def backward_slice(block: ir.Block, values, owners: dict | None = None) -> tuple
         op = owners.get(value)
         if op is None:
             continue  # defined outside the body: usable as it is
-        if op.name.split(".", 1)[0] not in PURE_DIALECTS:
+        if op.name.split(".", 1)[0] not in PURE_DIALECTS and op.name not in allowed:
             return None
         if op not in needed:
             needed.add(op)
@@ -147,20 +153,27 @@ def make_prologue(op, block, side, maps):
     shape = static_shape(op.operands[anchor])
     if shape is None:
         return None
+    alloc, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, shape)
+    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+
+
+def _elementwise_kernel(op, block, side, ops, args, input_maps, shape):
+    """An elementwise kernel before `op` over a new buffer of `shape` (written with the identity
+    map), reading `op`'s inputs `args` with `input_maps` and computing `side` with copies of `ops`
+    (of `block`, `op`'s body); returns (the buffer's alloc, the kernel)."""
     rank = len(shape)
     with op.location, ir.InsertionPoint(op):
-        buffer_type = ir.MemRefType.get(shape, side.type)
-        identity = ir.AffineMap.get_identity(rank)
-        alloc = memref.AllocOp(buffer_type, [], [], alignment=64)
+        alloc = memref.AllocOp(ir.MemRefType.get(shape, side.type), [], [], alignment=64)
+        maps = input_maps + [ir.AffineMap.get_identity(rank)]
         prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
-                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps + [identity]]),
+                                    ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                                     ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
         body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
         mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
         with ir.InsertionPoint(body):
             clone_ops(ops, mapping)
             linalg.YieldOp([mapping[side]])
-    return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
+    return alloc, prologue
 
 
 def free_after(op, new_ops) -> None:
@@ -169,3 +182,99 @@ def free_after(op, new_ops) -> None:
         for new in new_ops:
             if new.name == "memref.alloc":
                 memref.DeallocOp(new.results[0])
+
+
+# Ops through which a buffer is read as another memref (`buffer_root`).
+_VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.reinterpret_cast",
+             "memref.cast", "memref.transpose", "memref.view")
+
+
+def buffer_root(value):
+    """The buffer `value` (a memref) is a view of."""
+    while not isinstance(value, ir.BlockArgument) and value.owner.operation.name in _VIEW_OPS:
+        value = value.owner.operation.operands[0]
+    return value
+
+
+def expr_dims(expr) -> set[int]:
+    """The dimensions an affine expression reads."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return {expr.position}
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return expr_dims(expr.lhs) | expr_dims(expr.rhs)
+    return set()
+
+
+def loop_extents(op, maps) -> dict[int, int]:
+    """The extent of each loop dimension of `op` that an operand of static shape reads as a plain result."""
+    extents = {}
+    for operand, amap in zip(op.operands, maps):
+        shape = static_shape(operand)
+        for i, e in enumerate(amap.results if shape is not None else ()):
+            if isinstance(e, ir.AffineDimExpr):
+                extents.setdefault(e.position, shape[i])
+    return extents
+
+
+def _gather_dims(op, maps, ops, args) -> set[int] | None:
+    """The loop dimensions a gather slice (`ops`, reading inputs `args`) depends on, or None if it
+    reads the output through a `memref.load` (then it is not computed before the op)."""
+    dims = {d for a in args for e in unit_results(op.operands[a], maps[a]) for d in expr_dims(e)}
+    output = buffer_root(op.operands[-1])
+    for inner in ops:
+        if inner.name == "linalg.index":
+            dims.add(ir.IntegerAttr(inner.attributes["dim"]).value)
+        elif inner.name == "memref.load" and buffer_root(inner.operands[0]) == output:
+            return None
+    return dims
+
+
+def make_gather_prologue(op, block, side, maps, asserts):
+    """Compute `side` (a value of `op`'s body that reads buffers through `memref.load` at indices
+    computed from `linalg.index`: a concat VTC made virtual) in an elementwise kernel of its own over
+    the loop dimensions it depends on (those its inputs' maps and its `linalg.index` ops read, and
+    those of extent 1; renumbered in order; the buffer has their extents), inserted before `op`. The `asserts` of the
+    body (`cf.assert` ops) that depend on no other dimension move into that kernel with it. Returns
+    (buffer, its map in `op` (a projected permutation), the new ops, the asserts moved) or None."""
+    owners = result_owners(block)
+    found = backward_slice(block, [side], owners, GATHER_OPS)
+    n_inputs = len(op.opview.inputs)
+    if found is None or not any(o.name in GATHER_OPS for o in found[0]) or any(a >= n_inputs for a in found[1]):
+        return None
+    ops, args = found
+    dims = _gather_dims(op, maps, ops, args)
+    extents = loop_extents(op, maps)
+    out_dims = {e.position for e in maps[-1].results if isinstance(e, ir.AffineDimExpr)}
+    if dims is None or not dims <= set(extents) or out_dims <= dims:
+        return None  # an unknown extent, or no output element shares the prologue: nothing to gain
+    # Loops of extent 1 cost nothing in the buffer, and the product then reads every reduction the
+    # other side reads (a 1x1 convolution's kh, kw: innermost, which the contraction schedule asks).
+    dims |= {d for d, size in extents.items() if size == 1}
+    moved = []
+    for check in asserts:
+        slice_ = backward_slice(block, list(check.operands), owners, GATHER_OPS)
+        if slice_ is not None and all(a < n_inputs for a in slice_[1]):
+            check_dims = _gather_dims(op, maps, slice_[0], slice_[1])
+            if check_dims is not None and check_dims <= dims:
+                moved.append(check)
+                ops += slice_[0]
+                args |= slice_[1]
+    needed = set(ops) | set(moved)
+    ops = [o.operation for o in block.operations if o.operation in needed]
+    args = sorted(args)
+    order = sorted(dims)
+    renumber = {d: i for i, d in enumerate(order)}
+    rank = len(order)
+    with op.location:
+        # Every dimension an input reads is among `dims`: the others' substitutes are never used.
+        substitute = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(renumber[d]) if d in renumber
+                                                else ir.AffineConstantExpr.get(0) for d in range(maps[-1].n_dims)])
+        new_maps = [ir.AffineMap.get(rank, 0, [e.compose(substitute) for e in unit_results(op.operands[a], maps[a])])
+                    for a in args]
+        alloc, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, [extents[d] for d in order])
+        for inner in prologue.regions[0].blocks[0].operations:
+            if inner.operation.name == "linalg.index":
+                dim = ir.IntegerAttr(inner.operation.attributes["dim"])
+                inner.operation.attributes["dim"] = ir.IntegerAttr.get(dim.type, renumber[dim.value])
+    core_map = ir.AffineMap.get(maps[-1].n_dims, 0, [ir.AffineDimExpr.get(d) for d in order])
+    return alloc.result, core_map, [alloc.operation, prologue.operation], moved

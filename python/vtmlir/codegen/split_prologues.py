@@ -14,8 +14,13 @@ the inputs by arith/math ops is moved into an elementwise kernel of its own, ove
 of the inputs it reads (the anchor, whose map must index every other input of the side by plain
 dimensions, the anchor's own window expressions -- both addends of a residual sum fused into the
 next 1x1 convolution read `(n, c, h + kh, w + kw)` -- or dimensions of extent 1), writing a new
-buffer; the product reads that buffer with the anchor's map. The split is kept only if the product
-is then a contraction or a convolution (the result is scheduled as one).
+buffer; the product reads that buffer with the anchor's map. A side that gathers instead (a concat
+VTC reads element by element, `vtc/select_views.py`: `memref.load`s of the pieces at indices computed
+from `linalg.index`, `arith.select` choosing one; the BatchNorm + ReLU of DenseNet's layers and
+transitions fused into their 1x1 convolutions) is computed over the loop dimensions it depends on
+(`bodies.make_gather_prologue`) and read as a projected permutation; the body's asserts go with it.
+A split that would drop an assert is not made. The split is kept only if the product is then a
+contraction or a convolution (the result is scheduled as one).
 
 Every element of the prologue is computed by the same ops as before and the products are summed in
 the same order: results are bitwise those of the fused kernel's loops.
@@ -27,7 +32,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .bodies import clone_ops, free_after, make_prologue, owner_in, static_shape
+from .bodies import clone_ops, free_after, make_gather_prologue, make_prologue, owner_in, static_shape
 from .kernels import indexing_maps_of, rewrite_generics
 
 
@@ -52,22 +57,29 @@ def split_prologues(op) -> bool:
     mul = owner_in(block, product, "arith.mulf")
     if mul is None:
         return False
-    sides = []  # per side: (operand, map, is_new)
+    sides = []  # per side: (operand, map)
     new_ops = []
+    asserts = [o.operation for o in block.operations if o.operation.name == "cf.assert"]
     for side in mul.operands:
         if isinstance(side, ir.BlockArgument) and side.owner == block and side.arg_number < n_inputs:
             sides.append((op.operands[side.arg_number], maps[side.arg_number]))
             continue
         made = make_prologue(op, block, side, maps)
         if made is None:
+            made = make_gather_prologue(op, block, side, maps, asserts)
+            if made is not None:
+                asserts = [a for a in asserts if a not in made[3]]
+        if made is None:
             for new in reversed(new_ops):
                 new.erase()
             return False
-        buffer, buffer_map, ops = made
+        buffer, buffer_map, ops = made[:3]
         new_ops += ops
         sides.append((buffer, buffer_map))
-    if not new_ops:
-        return False  # no prologue: a reduction of another kind
+    if not new_ops or asserts:
+        for new in reversed(new_ops):
+            new.erase()
+        return False  # no prologue (a reduction of another kind), or a check the split would drop
     iterators = op.attributes["iterator_types"]
     with op.location, ir.InsertionPoint(op):
         core = linalg.GenericOp([], [v for v, _ in sides], [op.operands[-1]],
