@@ -4,6 +4,8 @@ is computed from, copies of them in a new body, and a kernel of its own for such
 
 from __future__ import annotations
 
+import math
+
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
@@ -229,6 +231,23 @@ def _gather_dims(op, maps, ops, args) -> set[int] | None:
     return dims
 
 
+def _elements_read(op, ops, args) -> int | None:
+    """How many elements the inputs `args` of `op` and the buffers `ops` load from hold (each buffer
+    once); None if one of them has no static shape."""
+    values = [op.operands[a] for a in args]
+    values += [o.operands[0] for o in ops if o.name == "memref.load"]
+    total, seen = 0, []
+    for v in values:
+        if any(v == s for s in seen):
+            continue
+        seen.append(v)
+        shape = static_shape(v)
+        if shape is None:
+            return None
+        total += math.prod(shape)
+    return total
+
+
 def make_gather_prologue(op, block, side, maps, asserts):
     """Compute `side` (a value of `op`'s body that reads buffers through `memref.load` at indices
     computed from `linalg.index`: a concat VTC made virtual) in an elementwise kernel of its own over
@@ -247,6 +266,12 @@ def make_gather_prologue(op, block, side, maps, asserts):
     out_dims = {e.position for e in maps[-1].results if isinstance(e, ir.AffineDimExpr)}
     if dims is None or not dims <= set(extents) or out_dims <= dims:
         return None  # an unknown extent, or no output element shares the prologue: nothing to gain
+    # A buffer larger than everything the prologue reads repeats elements: a window (an upsampled
+    # input read by a 3x3 convolution: (n, c, h, w, kh, kw), 9x its source) or a broadcast. That
+    # would raise the peak memory TeMCO measures; the fused loops are kept instead.
+    read = _elements_read(op, ops, args)
+    if read is None or math.prod(extents[d] for d in dims) > read:
+        return None
     # Loops of extent 1 cost nothing in the buffer, and the product then reads every reduction the
     # other side reads (a 1x1 convolution's kh, kw: innermost, which the contraction schedule asks).
     dims |= {d for d, size in extents.items() if size == 1}
