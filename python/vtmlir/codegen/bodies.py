@@ -13,7 +13,7 @@ from ..ir_utils import iterator_type
 
 # Ops that may be copied out of a body into another kernel: pure, elementwise, no memory access.
 PURE_DIALECTS = ("arith", "math")
-# What a gather adds (`gather_slice`): index arithmetic, reads of buffers defined outside the body
+# What a gather adds to `backward_slice` (`make_gather_prologue`): index arithmetic, reads of buffers defined outside the body
 # (a concat VTC made virtual: one `memref.load` per piece, `arith.select` choosing one) and the
 # importer's asserts on the values read.
 GATHER_OPS = ("linalg.index", "affine.apply", "memref.load", "cf.assert")
