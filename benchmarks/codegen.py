@@ -1,9 +1,11 @@
 """CPU code generation (issue 21): vtmlir's scheduled kernels against torch eager, torch.compile and IREE.
 
 Prints JSON lines (benchmarks/README.md). Every contender runs in this one process, interleaved call by
-call (round robin over the contenders, `--repeat` rounds), at each thread count of `--threads`; the
-medians of wall time and of the process's CPU time per call are reported (the machine is shared: CPU
-time is the steadier figure). Contenders:
+call (round robin over the contenders, `--repeat` rounds; with several threads, round robin over bursts
+of calls that each start after the other runtimes' spinning workers have gone idle), at each thread
+count of `--threads`; the medians of wall time and of the process's CPU time per call are reported
+(the machine is shared: CPU time is the steadier figure; with several threads, wall time is the
+figure, CPU time adds up the threads and their spinning). Contenders:
 
 - `vtmlir`: `compiled(*args)` of `vtmlir.compile(..., threads=N)` (includes the Python call path);
 - `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once (the
@@ -146,18 +148,35 @@ def iree_contender(module, inputs, threads: int) -> Contender | None:
         return _failed("iree", err)
 
 
-def measure(contenders: list[Contender], repeat: int) -> dict[str, tuple[float, float]]:
-    """name -> (median wall s, median CPU s) per call, round robin over the contenders."""
+# Multi-threaded contenders run in bursts: the OpenMP runtimes of torch (libgomp) and of vtmlir
+# (libomp) and IREE's task system each keep their worker threads spinning for a while after a call
+# (libomp: KMP_BLOCKTIME, 200 ms unless set). Called one call each in turn, every contender would
+# run beside another runtime's spinning workers on a 2-core machine and measure the interference,
+# not itself. A burst starts after the others' workers have gone to sleep and after a call that
+# wakes its own team.
+SETTLE_SECONDS = 0.25
+BURST_CALLS = 5
+
+
+def measure(contenders: list[Contender], repeat: int, threads: int = 1) -> dict[str, tuple[float, float]]:
+    """name -> (median wall s, median CPU s) per call. One thread: round robin, one call each per
+    round, `repeat` rounds. Several threads: round robin over bursts of `BURST_CALLS` timed calls,
+    each after `SETTLE_SECONDS` of idling and an untimed call, `repeat` rounds."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
     cpu = {c.name: [] for c in contenders}
+    burst = 1 if threads == 1 else BURST_CALLS
     for _ in range(repeat):
         for c in contenders:
-            w0, p0 = time.perf_counter(), time.process_time()
-            c.call()
-            wall[c.name].append(time.perf_counter() - w0)
-            cpu[c.name].append(time.process_time() - p0)
+            if threads > 1:
+                time.sleep(SETTLE_SECONDS)
+                c.call()
+            for _ in range(burst):
+                w0, p0 = time.perf_counter(), time.process_time()
+                c.call()
+                wall[c.name].append(time.perf_counter() - w0)
+                cpu[c.name].append(time.process_time() - p0)
     return {n: (statistics.median(wall[n]), statistics.median(cpu[n])) for n in wall}
 
 
@@ -179,7 +198,7 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
     for name, reason in _FAILURES:
         emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
     _emit_differences(case, contenders, threads)
-    times = measure(contenders, args.repeat)
+    times = measure(contenders, args.repeat, threads)
     eager_wall, eager_cpu = times["eager"]
     for c in contenders:
         w, p = times[c.name]

@@ -88,7 +88,7 @@ def run_case(name: str, batch: int, args) -> None:
     contenders = [c for c in contenders if c is not None]
     for contender, reason in _FAILURES:
         emit(case, "time_wall", None, "ms", contender=contender, reason=reason)
-    times = measure(contenders, args.repeat)
+    times = measure(contenders, args.repeat, args.threads)
     for c in contenders:
         wall, cpu = times[c.name]
         emit(case, "time_wall", round(wall * 1e3, 4), "ms", contender=c.name)

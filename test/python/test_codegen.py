@@ -3,6 +3,10 @@ the kernel report, and the numerics each schedule promises (docs/codegen.md)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -290,6 +294,19 @@ def test_openmp_runtime_is_found():
     from vtmlir.codegen.openmp import openmp_library
 
     assert openmp_library().endswith("libomp.so")
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1"), ("50", "50")])
+def test_openmp_workers_sleep_soon_after_a_call_unless_the_user_says(preset, expected):
+    # libomp's own default (200 ms of spinning after each call) would take the cores from torch's
+    # threads in the same process; a value the user set is kept.
+    env = {k: v for k, v in os.environ.items() if k != "KMP_BLOCKTIME"}
+    if preset is not None:
+        env["KMP_BLOCKTIME"] = preset
+    code = ("import os; from vtmlir.codegen.openmp import openmp_library; openmp_library(); "
+            "print(os.environ['KMP_BLOCKTIME'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
 
 
 def test_numpy_reference_for_a_ragged_elementwise_kernel():

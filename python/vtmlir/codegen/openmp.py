@@ -4,10 +4,19 @@
 (`__kmpc_fork_call`, `__kmpc_for_static_init_8u`, ...). torch's libgomp does not define them, so
 LLVM's libomp comes from the pinned `cmeel-libomp` wheel and is handed to MLIR's ExecutionEngine
 (`shared_libs`) for modules that need it.
+
+libomp keeps its worker threads spinning for `KMP_BLOCKTIME` after a parallel region (200 ms by
+default) before they sleep. Inside one call the kernels follow each other within microseconds, so
+the team stays awake across them with any blocktime of a millisecond or more; between calls a
+200 ms spin takes the cores from everything else in the process — torch's own OpenMP threads
+first, which then wait at their barriers for a descheduled thread. So unless the user set it,
+vtmlir sets `KMP_BLOCKTIME` to `BLOCKTIME_MS` before the runtime starts (it reads it once, at its
+first parallel region).
 """
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from importlib import metadata
 
@@ -16,11 +25,13 @@ from torch_mlir import ir
 from ..errors import VtmlirError
 
 OPENMP_WHEEL = "cmeel-libomp"
+BLOCKTIME_MS = 1
 
 
 @lru_cache(maxsize=1)
 def openmp_library() -> str:
-    """Path of libomp.so from the `cmeel-libomp` wheel."""
+    """Path of libomp.so from the `cmeel-libomp` wheel (and `KMP_BLOCKTIME` set unless the user did)."""
+    os.environ.setdefault("KMP_BLOCKTIME", str(BLOCKTIME_MS))
     try:
         dist = metadata.distribution(OPENMP_WHEEL)
     except metadata.PackageNotFoundError:
