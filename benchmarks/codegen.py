@@ -11,6 +11,8 @@ figure, CPU time adds up the threads and their spinning). Contenders:
 - `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once (the
   generated code alone, without the per-call overhead that issue 21 point 3 removes);
 - `eager`: the torch module (`torch.set_num_threads(N)`); `inductor`: `torch.compile(module)`;
+- `vtmlir_nchw16c` (3x3 convolutions): the convolution in the blocked layout, with its input's and
+  output's conversions from and to NCHW;
 - `iree`: IREE 3.13 llvm-cpu on the same linalg-on-tensors MLIR (`--iree-llvmcpu-target-cpu=host`;
   `local-sync` for 1 thread, `local-task` with N worker groups otherwise).
 
@@ -184,7 +186,6 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
     """Measure every contender on `module(*inputs)`; emit times, ratios to eager and `work`/s."""
     torch.set_num_threads(threads)
     contenders = [eager_contender(module, inputs)]
-    _FAILURES.clear()
     try:
         contenders += vtmlir_contenders(module, inputs, threads)
     except vtmlir.VtmlirError as err:
@@ -197,6 +198,7 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
     contenders = [c for c in contenders if c is not None]
     for name, reason in _FAILURES:
         emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
+    _FAILURES.clear()  # here, not at the start: the `extra` contenders were built before the call
     _emit_differences(case, contenders, threads)
     times = measure(contenders, args.repeat, threads)
     eager_wall, eager_cpu = times["eager"]
@@ -227,7 +229,7 @@ def _emit_differences(case: str, contenders: list[Contender], threads: int) -> N
 
     by_name = {c.name: c for c in contenders}
     reference = leaves(by_name["eager"].call())
-    for name in ("vtmlir", "inductor"):
+    for name in ("vtmlir", "vtmlir_nchw16c", "inductor"):
         if name in by_name:
             got = leaves(by_name[name].call())
             diff = (max(float((g.double() - r.double()).abs().max()) if r.numel() else 0.0
@@ -281,6 +283,18 @@ def numpy_copy_contender(nbytes: int) -> Contender:
     src = np.ones(nbytes // 8, np.float32)
     dst = np.empty_like(src)
     return Contender("numpy_copy", lambda: np.copyto(dst, src))
+
+
+def blocked_conv_contender(module, inputs, threads: int) -> Contender | None:
+    """The convolution in nChw16c (`layout-select-ilp{target=paper-mkl}` picks it for every conv,
+    `layout-materialize` re-lays the weights at compile time), with the transposing copies of its
+    NCHW input and output, as a user holding NCHW tensors runs it."""
+    try:
+        compiled, seconds = _timed(lambda: vtmlir.compile(
+            module, *inputs, threads=threads, pipeline="layout-select-ilp{target=paper-mkl}, layout-materialize"))
+    except vtmlir.VtmlirError as err:
+        return _failed("vtmlir_nchw16c", err)
+    return Contender("vtmlir_nchw16c", lambda: compiled(*inputs), seconds)
 
 
 def model_cases(names: list[str], batches: list[int]):
@@ -342,6 +356,8 @@ def main() -> None:
         for case, module, inputs, work, unit in kernel_cases(set(args.kernels.split(","))):
             for n in threads:
                 extra = [numpy_copy_contender(work)] if unit == "GB/s" else []
+                if case.startswith("conv3x3"):
+                    extra = [blocked_conv_contender(module, inputs, n)]
                 run_case(case, module, inputs, n, args, work=work, unit=unit, extra=extra)
     if "models" in only:
         names = args.models.split(",") if args.models else default_models()
