@@ -14,7 +14,7 @@ from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
 from ..report import CompileReport
-from .calling import DescriptorTable, descriptor_type
+from .calling import DescriptorTable, ResultBuffers, descriptor_type
 from .lower import lower_to_llvm
 from .memory_tracking import CountingAllocator, MemoryStats, weight_bytes_of
 from .profile import CpuProfile, ProfileBuffer, profile_calls
@@ -49,6 +49,7 @@ class CpuExecutable:
         # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
         self.call_spec = None
         self._descriptors: DescriptorTable | None = None
+        self._out_buffers: ResultBuffers | None = None  # built with `_descriptors`
         self._dynamic_inputs = {i for i, spec in enumerate(signature.inputs) if not spec.is_static}
         self._fast: _FastCall | None = None  # built at the first call (imports torch)
         # Set by `vtmlir.compile`: what the default pipeline did (`optimize.OptimizationReport`).
@@ -88,9 +89,8 @@ class CpuExecutable:
             # A donated buffer is written; it must not be (a view of) another input's memory.
             if any(j != i and np.may_share_memory(arrays[i], a) for j, a in enumerate(arrays)):
                 arrays[i] = arrays[i].copy()
-        out_params = [np.zeros(spec.shape, spec.numpy_dtype)
-                      for spec, a in zip(self.signature.results, self.result_arguments) if a < 0]
         table = self._table()
+        out_params = self._out_buffers.arrays()
         words = table.words()
         for i, (a, o) in enumerate(zip(arrays + out_params, table.offsets)):
             words[o] = words[o + 1] = a.__array_interface__["data"][0]
@@ -105,13 +105,15 @@ class CpuExecutable:
         return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
 
     def _table(self) -> DescriptorTable:
-        """The descriptors of every call (inputs, then the results' out-parameters), built once."""
+        """The descriptors of every call (inputs, then the results' out-parameters), built once;
+        with them `_out_buffers`, where each call's out-parameters come from."""
         if self._descriptors is None:
             sig = self.signature
-            shapes = [s.shape for s in sig.inputs]
-            shapes += [s.shape for s, a in zip(sig.results, self.result_arguments) if a < 0]
+            outs = [s for s, a in zip(sig.results, self.result_arguments) if a < 0]
+            shapes = [s.shape for s in sig.inputs] + [s.shape for s in outs]
             # the packed wrapper; `compile_cpu` looked it up once already (the JIT materialised it)
             address = self._engine.raw_lookup("_mlir_ciface_" + sig.name)
+            self._out_buffers = ResultBuffers([(s.shape, s.numpy_dtype) for s in outs])
             self._descriptors = DescriptorTable(address, shapes)
         return self._descriptors
 
@@ -240,9 +242,10 @@ def memref_pointer(array: np.ndarray):
 class _FastCall:
     """The common call, checked and run without conversions: CPU torch tensors (or numpy arrays)
     that are contiguous and of exactly the signature's dtypes and static shapes, no donation, no
-    memory tracking. Results are allocated once per call (numpy allocates a small buffer and torch
-    wraps it faster than `torch.empty(shape, dtype=...)`) and returned as torch tensors; scalar
-    results become Python numbers. Anything else (a strided or conjugated view, another dtype or
+    memory tracking. Results come from the executable's `ResultBuffers` (numpy arrays: torch wraps
+    a small one faster than `torch.empty(shape, dtype=...)` makes one; a large one's memory is
+    recycled once the caller has dropped it) and are returned as torch tensors; scalar results
+    become Python numbers. Anything else (a strided or conjugated view, another dtype or
     shape, a Python number, a wrong count) returns None and takes `CpuExecutable._run_general`,
     which converts or raises the usual errors."""
 
@@ -267,9 +270,9 @@ class _FastCall:
         # per out-parameter in result order: descriptor offset, numpy dtype, shape, how torch wraps
         # it (bf16 through its bits); per returned
         # result its index and whether it is a scalar (`Signature.deliver`)
-        self._outputs = [(o, spec.numpy_dtype, spec.shape,
-                          to_torch if spec.element_type == "bf16" else torch.from_numpy)
+        self._outputs = [(o, to_torch if spec.element_type == "bf16" else torch.from_numpy)
                          for o, spec in zip(table.offsets[self._count:], sig.results)]
+        self._buffers = exe._out_buffers
         self._returned = [(r, spec.scalar) for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
         self._single = self._returned[0][0] if len(self._returned) == 1 and not self._returned[0][1] else None
 
@@ -291,12 +294,10 @@ class _FastCall:
                 words[o] = words[o + 1] = a.__array_interface__["data"][0]
             else:
                 return None
-        arrays, tensors = [], []
-        for o, dt, shape, wrap in self._outputs:
-            a = np.empty(shape, dt)
+        arrays, tensors = self._buffers.arrays(), []
+        for (o, wrap), a in zip(self._outputs, arrays):
             t = wrap(a)
             words[o] = words[o + 1] = t.data_ptr()
-            arrays.append(a)
             tensors.append(t)
         self._function(packed)
         # the arguments stay referenced by the caller for the whole call, the results here
