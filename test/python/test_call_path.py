@@ -315,3 +315,166 @@ def test_dvm_function_drops_glue_nothing_reads_and_runs_small_kernels_on_one_cor
 
     big = compile_graph(kernel.graph, [(1, n), (1, n)])
     assert launch_cores(big, Target(cores=4)) == 4 and launch_cores(big, Target(cores=1)) == 1
+
+
+# -- result buffers: a large result's memory is recycled once the caller has dropped it ---------
+
+BIG = 256  # a 256x256 f32 result: 256 KiB, at least `RECYCLE_BYTES`
+
+
+@pytest.fixture(scope="module")
+def big_mul():
+    return vtmlir.compile(Mul(), torch.randn(BIG, BIG), torch.randn(BIG, BIG), threads=1)
+
+
+def test_a_dropped_large_result_is_recycled_and_a_held_one_never(big_mul):
+    x, y = torch.randn(BIG, BIG), torch.randn(BIG, BIG)
+    first = big_mul(x, y)
+    address = first.data_ptr()
+    second = big_mul(y, y)  # `first` is held: a buffer of its own
+    assert second.data_ptr() != address and torch.equal(first, x * y)
+    del first
+    third = big_mul(x, x)
+    assert third.data_ptr() == address  # taken back: no fresh pages
+    assert torch.equal(third, x * x) and torch.equal(second, y * y)
+    assert third is not second and third.data_ptr() != second.data_ptr()
+
+
+@pytest.mark.parametrize("keep", ["row view", "numpy", "numpy view", "memoryview", "storage", "dlpack"])
+def test_a_view_or_export_of_a_result_keeps_its_memory_from_later_calls(big_mul, keep):
+    x = torch.randn(BIG, BIG)
+    out = big_mul(x, x)
+    address, expected = out.data_ptr(), x * x
+    held = {"row view": lambda t: t[3], "numpy": lambda t: t.numpy(), "numpy view": lambda t: t.numpy()[1:],
+            "memoryview": lambda t: memoryview(t.numpy()), "storage": lambda t: t.untyped_storage(),
+            "dlpack": lambda t: torch.utils.dlpack.to_dlpack(t)}[keep](out)
+    del out
+    # more calls than the buffers kept per result, their results dropped at once or held
+    later = [big_mul(x, x + 1) for _ in range(2)] + [big_mul(x, x + 2).data_ptr() for _ in range(3)]
+    assert address not in [t.data_ptr() for t in later[:2]] + later[2:]
+    if keep == "row view":
+        assert torch.equal(held, expected[3])
+    elif keep in ("numpy", "memoryview"):
+        np.testing.assert_array_equal(np.asarray(held), expected.numpy())
+
+
+def test_recycled_buffers_from_concurrent_threads(big_mul):
+    """Each thread recycles its own buffers; a result a thread still holds is never written."""
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        held = None
+        for _ in range(40):
+            x = torch.randn(BIG, BIG, generator=g)
+            out = big_mul(x, x)
+            if held is not None and not torch.equal(held[1], held[0] * held[0]):
+                errors.append(seed)
+                return
+            held = (x, out)  # alive across the next call
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+@pytest.fixture
+def recycle_everything(monkeypatch):
+    """Every result recycled, however small (`ResultBuffers` reads the threshold when built)."""
+    from vtmlir.backend.cpu import calling
+
+    monkeypatch.setattr(calling, "RECYCLE_BYTES", 0)
+
+
+def _decode_layer(name):
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get(name).builder(batch=2, seed=0, **SMALL_SIZES[name])
+    return model.eval(), tuple(inputs)
+
+
+@pytest.mark.parametrize("name", ["vtc_gemma2_decode", "vtc_llama3_decode"])
+def test_kv_cache_layer_writes_every_element_of_a_recycled_buffer_and_leaves_its_inputs(name, recycle_everything):
+    """A decode layer updates its KV caches (`index_copy_`/slice assignment on a clone): the
+    compiled function copies each cache into its result and writes the new slot there. A
+    recycled result buffer holds the last call's values (here NaN): a call must write all of it,
+    on the fast path and the general one, and the caller's caches stay untouched."""
+    model, inputs = _decode_layer(name)
+    before = [t.clone() for t in inputs]
+    with torch.no_grad():
+        expected = model(*inputs)
+    compiled = vtmlir.compile(model, *inputs, threads=1)
+    strided = tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) if t.dim() == 4 else t for t in inputs)
+    for args in (inputs, strided):  # the fast path, then the general one (column-major caches)
+        out = compiled(*args)
+        addresses = [t.data_ptr() for t in out]
+        for t in out:
+            t.fill_(float("nan"))
+        del out, t
+        again = compiled(*args)
+        assert [t.data_ptr() for t in again] == addresses  # the poisoned buffers, taken back
+        for got, want in zip(again, expected):
+            torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+        del again
+    assert all(torch.equal(t, b) for t, b in zip(inputs, before))
+
+
+def test_donated_caches_and_recycled_out_parameters(recycle_everything):
+    """Donated caches are updated in place (their results are the inputs themselves); the other
+    result comes from a recycled buffer; each call's hidden state is its own tensor."""
+    model, inputs = _decode_layer("vtc_llama3_decode")
+    x, k, v = inputs
+    with torch.no_grad():
+        want_x, want_k, want_v = model(x, k, v)
+    compiled = vtmlir.compile(model, x, k.clone(), v.clone(), donate=(1, 2), threads=1)
+    k2, v2 = k.clone(), v.clone()
+    h1, kr, vr = compiled(x, k2, v2)
+    assert kr.data_ptr() == k2.data_ptr() and vr.data_ptr() == v2.data_ptr()
+    torch.testing.assert_close(h1, want_x, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(k2, want_k, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(v2, want_v, rtol=2e-5, atol=2e-5)
+    h2, *_ = compiled(x, k.clone(), v.clone())
+    assert h2.data_ptr() != h1.data_ptr()  # h1 is held
+    torch.testing.assert_close(h2, h1, rtol=0, atol=0)
+
+
+def test_dvm_replay_and_native_kernel_recycle_released_results():
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.dvm.tiling import Target
+
+    a, b = torch.randn(BIG, BIG), torch.randn(BIG, BIG)
+    fn = DvmFunction(vtmlir.import_torch(MulAdd(), a, b), native=True, target=Target(cores=1))
+    expected = (a * b + a).numpy()
+    for _ in range(3):  # the second call records the shape's replay, the third replays it
+        fn(a.numpy(), b.numpy())
+    (first,) = fn(a.numpy(), b.numpy())
+    (second,) = fn(b.numpy(), b.numpy())  # `first` held
+    assert first.ctypes.data != second.ctypes.data
+    np.testing.assert_allclose(first, expected, rtol=1e-6)
+    np.testing.assert_allclose(second, (b * b + b).numpy(), rtol=1e-6)
+    address = first.ctypes.data
+    first[:] = np.nan
+    del first
+    (third,) = fn(a.numpy(), b.numpy())
+    assert third.ctypes.data == address
+    np.testing.assert_allclose(third, expected, rtol=1e-6)
+
+    k, x, y = _addmul_kernel(0)
+    big_x, big_y = np.random.rand(BIG, BIG).astype(np.float32), np.random.rand(BIG, BIG).astype(np.float32)
+    from vtmlir.dvm import compile_graph
+
+    big = compile_graph(k.graph, [big_x.shape, big_y.shape])
+    (one,) = big(big_x, big_y, native=True)
+    (two,) = big(big_x, big_y, native=True)  # `one` held
+    assert one.ctypes.data != two.ctypes.data
+    np.testing.assert_array_equal(one, big_x * big_y + big_x)
+    np.testing.assert_array_equal(two, one)
+    address = one.ctypes.data
+    del one
+    (three,) = big(big_x, big_y, native=True)
+    assert three.ctypes.data == address
+    np.testing.assert_array_equal(three, two)
