@@ -1,13 +1,13 @@
 """CPU code generation (issue 21): vtmlir's scheduled kernels against torch eager, torch.compile and IREE.
 
 Prints JSON lines (benchmarks/README.md). Every contender runs in this one process, interleaved call by
-call (round robin over the contenders, `--repeat` rounds), at each thread count of `--threads`; the
+call (`--repeat` rounds, each calling every contender once in a shuffled order), at each thread count of `--threads`; the
 medians of wall time and of the process's CPU time per call are reported (the machine is shared: CPU
 time is the steadier figure). Contenders:
 
 - `vtmlir`: `compiled(*args)` of `vtmlir.compile(..., threads=N)` (includes the Python call path);
-- `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once (the
-  generated code alone, without the per-call overhead that issue 21 point 3 removes);
+- `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once and
+  its result arrays reused (the generated code alone, without the call path);
 - `eager`: the torch module (`torch.set_num_threads(N)`); `inductor`: `torch.compile(module)`;
 - `iree`: IREE 3.13 llvm-cpu on the same linalg-on-tensors MLIR (`--iree-llvmcpu-target-cpu=host`;
   `local-sync` for 1 thread, `local-task` with N worker groups otherwise).
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import random
 import statistics
 import time
 
@@ -147,13 +148,18 @@ def iree_contender(module, inputs, threads: int) -> Contender | None:
 
 
 def measure(contenders: list[Contender], repeat: int) -> dict[str, tuple[float, float]]:
-    """name -> (median wall s, median CPU s) per call, round robin over the contenders."""
+    """name -> (median wall s, median CPU s) per call; each round calls every contender once, in an
+    order shuffled per round (fixed seed). A fixed order made one contender always run right after
+    eager and pay for it: eager's frees shrink malloc's heap, so the next call's allocations fault
+    their pages in again, and at several threads torch's OpenMP workers still spin while ours start
+    (measured: the contender after eager 6 ms slower on a 15 ms model, whichever it was)."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
     cpu = {c.name: [] for c in contenders}
+    order = random.Random(0)
     for _ in range(repeat):
-        for c in contenders:
+        for c in order.sample(contenders, len(contenders)):
             w0, p0 = time.perf_counter(), time.process_time()
             c.call()
             wall[c.name].append(time.perf_counter() - w0)

@@ -478,3 +478,67 @@ def test_dvm_replay_and_native_kernel_recycle_released_results():
     (three,) = big(big_x, big_y, native=True)
     assert three.ctypes.data == address
     np.testing.assert_array_equal(three, two)
+
+
+# -- donated inputs on the fast path --------------------------------------------------------------
+
+UPDATE = """
+func.func @main(%c: tensor<4xf32>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %s = tensor.extract_slice %x[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %u = tensor.insert_slice %s into %c[2] [2] [1] : tensor<2xf32> into tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %d = linalg.add ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %u, %d : tensor<4xf32>, tensor<4xf32>
+}"""
+
+
+def test_donated_input_takes_the_fast_path_and_is_updated_in_place(monkeypatch):
+    exe = vtmlir.compile(UPDATE, donate=0, threads=1)
+    assert exe.aliases == {0: 0}
+    c, x = torch.zeros(4), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    exe(c.clone(), x)  # builds the fast path
+    monkeypatch.setattr(type(exe), "_run_general", lambda self, args: pytest.fail("general path taken"))
+    updated, doubled = exe(c, x)
+    assert torch.equal(c, torch.tensor([0.0, 0.0, 1.0, 2.0]))  # in place
+    assert updated is not c and updated.data_ptr() == c.data_ptr() and torch.equal(updated, c)
+    assert torch.equal(doubled, 2 * x) and torch.equal(x, torch.tensor([1.0, 2.0, 3.0, 4.0]))
+
+
+@pytest.mark.parametrize("case", ["same tensor", "overlapping view", "numpy", "strided"])
+def test_donated_inputs_the_fast_path_cannot_take_go_the_general_way(case):
+    """A donated input that overlaps another input is copied first (the other keeps its values); a
+    numpy or strided donated input is converted -- the general path's results, bitwise."""
+    exe = vtmlir.compile(UPDATE, donate=0, threads=1)
+    base = torch.arange(8, dtype=torch.float32)
+    if case == "same tensor":
+        c, x = base[:4], base[:4]
+    elif case == "overlapping view":
+        c, x = base[:4], base[2:6]
+    elif case == "numpy":
+        c, x = np.zeros(4, np.float32), torch.ones(4)
+    else:
+        c, x = torch.zeros(4, 2)[:, 0], torch.ones(4)
+    before_x = torch.as_tensor(x).clone()
+    expected = torch.as_tensor(c).clone()
+    expected[2:] = before_x[:2]
+    updated, doubled = exe(c, x)
+    assert torch.equal(updated, expected) and torch.equal(doubled, 2 * before_x)
+    if case in ("same tensor", "overlapping view"):
+        assert torch.equal(base, torch.arange(8, dtype=torch.float32))  # the copy was written, not `base`
+
+
+def test_written_and_donated_input_of_a_module():
+    """`acc.add_(x)` on a donated input: the new value is computed into an out-parameter (the
+    product reads it too) and copied back into `acc` (the general path's write-back)."""
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, acc, x):
+            acc.add_(x)
+            return acc * 2
+
+    acc, x = torch.zeros(8), torch.ones(8)
+    exe = vtmlir.compile(Accumulate(), acc.clone(), x, donate=(0,), threads=1)
+    for step in range(1, 4):
+        out = exe(acc, x)
+        assert torch.equal(acc, torch.full((8,), float(step)))
+        assert torch.equal(out, 2 * acc) and out.data_ptr() != acc.data_ptr()

@@ -241,59 +241,74 @@ def memref_pointer(array: np.ndarray):
 
 class _FastCall:
     """The common call, checked and run without conversions: CPU torch tensors (or numpy arrays)
-    that are contiguous and of exactly the signature's dtypes and static shapes, no donation, no
-    memory tracking. Results come from the executable's `ResultBuffers` (numpy arrays: torch wraps
-    a small one faster than `torch.empty(shape, dtype=...)` makes one; a large one's memory is
+    that are contiguous and of exactly the signature's dtypes and static shapes, no memory
+    tracking. Results come from the executable's `ResultBuffers` (numpy arrays: torch wraps a
+    small one faster than `torch.empty(shape, dtype=...)` makes one; a large one's memory is
     recycled once the caller has dropped it) and are returned as torch tensors; scalar results
-    become Python numbers. Anything else (a strided or conjugated view, another dtype or
-    shape, a Python number, a wrong count) returns None and takes `CpuExecutable._run_general`,
-    which converts or raises the usual errors."""
+    become Python numbers. A donated input (`compile(..., donate=...)`) must be a torch tensor of
+    exactly its dtype that shares no memory with another input; the function updates it in place
+    and a result it holds is returned as a new tensor on its memory (`detach()`), as the general
+    path returns it. Anything else (a strided or conjugated view, another dtype or shape, a Python
+    number, a wrong count, a donated input overlapping another, a written input whose result
+    bufferization could not compute in place) returns None or is not enabled, and takes
+    `CpuExecutable._run_general`, which converts, copies or raises the usual errors."""
 
     def __init__(self, exe: CpuExecutable):
         import torch  # deferred: torch is heavy; loaded on first use
 
         sig = exe.signature
-        self.enabled = (not exe.donate and exe._allocator is None and not exe._dynamic_inputs
-                        and all(a < 0 for a in exe.result_arguments)
-                        and all(w < 0 for w in sig.writes))
+        held = exe.result_arguments  # per result: the donated input that holds it, or -1
+        # a written input whose new value is not in its own memory needs `Signature.deliver`'s copy
+        self.enabled = (exe._allocator is None and not exe._dynamic_inputs
+                        and all(w < 0 or a == w for w, a in zip(sig.writes, held)))
         self._table = table = exe._table()
         self._tensor = torch.Tensor
         self._function = table.function
+        donated = set(exe.donate)
         # per input: descriptor offset, torch dtype, the other torch dtype it takes (signless i8
-        # takes uint8), shape, spec, complex (only a complex tensor can be a conjugated view)
+        # takes uint8; a donated input only its own), shape, spec, complex (only a complex tensor
+        # can be a conjugated view), donated
         self._inputs = []
-        for spec, o in zip(sig.inputs, table.offsets):
+        for i, (spec, o) in enumerate(zip(sig.inputs, table.offsets)):
             dt = to_torch(np.zeros(0, spec.numpy_dtype)).dtype
-            self._inputs.append((o, dt, torch.uint8 if spec.element_type == "i8" else dt, spec.shape, spec,
-                                 dt.is_complex))
+            alt = torch.uint8 if spec.element_type == "i8" and i not in donated else dt
+            self._inputs.append((o, dt, alt, spec.shape, spec, dt.is_complex, i in donated))
         self._count = len(sig.inputs)
-        # per out-parameter in result order: descriptor offset, numpy dtype, shape, how torch wraps
-        # it (bf16 through its bits); per returned
-        # result its index and whether it is a scalar (`Signature.deliver`)
-        self._outputs = [(o, to_torch if spec.element_type == "bf16" else torch.from_numpy)
-                         for o, spec in zip(table.offsets[self._count:], sig.results)]
+        self._donated = sorted(donated)
+        # per out-parameter (the results no donated input holds, in result order): descriptor
+        # offset, how torch wraps its array (bf16 through its bits)
+        outs = [r for r, a in enumerate(held) if a < 0]
+        self._outputs = [(o, to_torch if sig.results[r].element_type == "bf16" else torch.from_numpy)
+                         for o, r in zip(table.offsets[self._count:], outs)]
         self._buffers = exe._out_buffers
-        self._returned = [(r, spec.scalar) for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
-        self._single = self._returned[0][0] if len(self._returned) == 1 and not self._returned[0][1] else None
+        # per returned result (`Signature.deliver`): its out-parameter's index, or -1 - the index
+        # of the donated input that holds it; whether it is a scalar
+        slot = {r: k for k, r in enumerate(outs)}
+        self._returned = [(slot[r] if held[r] < 0 else -1 - held[r], spec.scalar)
+                          for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
+        only = self._returned[0] if len(self._returned) == 1 else None
+        self._single = only[0] if only is not None and only[0] >= 0 and not only[1] else None
 
     def __call__(self, args):
         if len(args) != self._count:
             return None
         words, packed = self._table.state()
         tensor = self._tensor
-        for a, (o, dt, alt, shape, spec, cplx) in zip(args, self._inputs):
+        for a, (o, dt, alt, shape, spec, cplx, donated) in zip(args, self._inputs):
             if isinstance(a, tensor):
                 d = a.dtype
                 if not ((d is dt or d is alt) and a.shape == shape and a.is_cpu and a.is_contiguous()
                         and not a.is_neg() and not (cplx and a.is_conj())):
                     return None
                 words[o] = words[o + 1] = a.data_ptr()
-            elif type(a) is np.ndarray:
+            elif type(a) is np.ndarray and not donated:
                 if not (a.shape == shape and spec.accepts(a.dtype) and a.flags.c_contiguous):
                     return None
                 words[o] = words[o + 1] = a.__array_interface__["data"][0]
             else:
                 return None
+        if self._donated and self._overlapping(args, words):
+            return None  # the general path copies the donated input first
         arrays, tensors = self._buffers.arrays(), []
         for (o, wrap), a in zip(self._outputs, arrays):
             t = wrap(a)
@@ -303,4 +318,16 @@ class _FastCall:
         # the arguments stay referenced by the caller for the whole call, the results here
         if self._single is not None:
             return (tensors[self._single],)
-        return tuple([arrays[r].item() if scalar else tensors[r] for r, scalar in self._returned])
+        return tuple([(arrays[k].item() if scalar else tensors[k]) if k >= 0 else
+                      (args[-1 - k].item() if scalar else args[-1 - k].detach())
+                      for k, scalar in self._returned])
+
+    def _overlapping(self, args, words) -> bool:
+        """Whether a donated input's bytes overlap another input's (`np.may_share_memory`'s bounds
+        test on the pointers just written): the function would write memory the other one reads."""
+        spans = [(words[o], words[o] + a.nbytes) for a, (o, *_) in zip(args, self._inputs)]
+        for i in self._donated:
+            start, end = spans[i]
+            if end > start and any(j != i and s < end and start < e and e > s for j, (s, e) in enumerate(spans)):
+                return True
+        return False
