@@ -178,6 +178,11 @@ class ResultBuffers:
         self._specs = [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs]
         self._recycled = [np.dtype(dtype).itemsize * _count(shape) >= RECYCLE_BYTES for shape, dtype in specs]
         self._local = threading.local()
+        if not any(self._recycled):  # small results only: numpy's allocations, nothing to look up
+            self.arrays = self._fresh
+
+    def _fresh(self) -> list:
+        return [np.empty(shape, dtype) for shape, dtype in self._specs]
 
     def arrays(self) -> list:
         """This call's result arrays (see the class doc)."""

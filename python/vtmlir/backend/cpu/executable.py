@@ -278,9 +278,12 @@ class _FastCall:
         # per out-parameter (the results no donated input holds, in result order): descriptor
         # offset, how torch wraps its array (bf16 through its bits)
         outs = [r for r, a in enumerate(held) if a < 0]
-        self._outputs = [(o, to_torch if sig.results[r].element_type == "bf16" else torch.from_numpy)
+        self._outputs = [(o, to_torch if sig.results[r].element_type == "bf16" else torch.from_numpy,
+                          sig.results[r].shape, sig.results[r].numpy_dtype)
                          for o, r in zip(table.offsets[self._count:], outs)]
-        self._buffers = exe._out_buffers
+        # where each call's result arrays come from; None: all small, `np.empty` here (the call on
+        # a tiny function is a few µs, a method call a tenth of that)
+        self._buffers = exe._out_buffers.arrays if any(exe._out_buffers._recycled) else None
         # per returned result (`Signature.deliver`): its out-parameter's index, or -1 - the index
         # of the donated input that holds it; whether it is a scalar
         slot = {r: k for k, r in enumerate(outs)}
@@ -309,11 +312,21 @@ class _FastCall:
                 return None
         if self._donated and self._overlapping(args, words):
             return None  # the general path copies the donated input first
-        arrays, tensors = self._buffers.arrays(), []
-        for (o, wrap), a in zip(self._outputs, arrays):
-            t = wrap(a)
-            words[o] = words[o + 1] = t.data_ptr()
-            tensors.append(t)
+        tensors = []
+        if self._buffers is None:
+            arrays = []
+            for o, wrap, shape, dt in self._outputs:
+                a = np.empty(shape, dt)
+                t = wrap(a)
+                words[o] = words[o + 1] = t.data_ptr()
+                arrays.append(a)
+                tensors.append(t)
+        else:
+            arrays = self._buffers()
+            for (o, wrap, _, _), a in zip(self._outputs, arrays):
+                t = wrap(a)
+                words[o] = words[o + 1] = t.data_ptr()
+                tensors.append(t)
         self._function(packed)
         # the arguments stay referenced by the caller for the whole call, the results here
         if self._single is not None:
