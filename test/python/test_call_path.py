@@ -159,6 +159,15 @@ def test_zero_d_input_and_scalar_result():
         assert torch.equal(r, torch.tensor([3.0, 6.0]))
 
 
+def _in_threads(work, n: int) -> None:
+    """Run work(0), ..., work(n - 1) on n threads at once and wait for them."""
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_concurrent_calls_from_threads(add):
     """Each thread fills its own descriptors (ctypes releases the GIL during the call)."""
     errors = []
@@ -171,11 +180,7 @@ def test_concurrent_calls_from_threads(add):
                 errors.append(seed)
                 return
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
 
 
@@ -373,11 +378,7 @@ def test_recycled_buffers_from_concurrent_threads(big_mul):
                 return
             held = (x, out)  # alive across the next call
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
 
 
