@@ -194,8 +194,7 @@ class ResultBuffers:
         for (shape, dtype), kept in zip(self._specs, held):
             if kept is not None:
                 for a in kept:
-                    # references: `kept`, the loop variable and getrefcount's argument -- nothing else
-                    if sys.getrefcount(a) == 3:
+                    if sys.getrefcount(a) == _FREE:  # nothing but `kept` and this loop holds it
                         out.append(a)
                         break
                 else:
@@ -207,6 +206,18 @@ class ResultBuffers:
             else:
                 out.append(np.empty(shape, dtype))
         return out
+
+
+def _references_when_free() -> int:
+    """What `sys.getrefcount` gives in `ResultBuffers.arrays`'s loop for an array only its list
+    holds (3 on CPython 3.11: the list, the loop variable, the argument), measured the same way
+    rather than assumed: an interpreter that counts stack references differently changes it."""
+    kept = [np.empty(0)]
+    for a in kept:
+        return sys.getrefcount(a)
+
+
+_FREE = _references_when_free()
 
 
 def _count(shape) -> int:
