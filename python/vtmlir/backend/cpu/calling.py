@@ -21,6 +21,7 @@ fault in fresh pages (and give them back to the kernel) every time.
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 import threading
 
@@ -176,7 +177,7 @@ class ResultBuffers:
 
     def __init__(self, specs):
         self._specs = [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs]
-        self._recycled = [np.dtype(dtype).itemsize * _count(shape) >= RECYCLE_BYTES for shape, dtype in specs]
+        self._recycled = [np.dtype(dtype).itemsize * math.prod(shape) >= RECYCLE_BYTES for shape, dtype in specs]
         self._local = threading.local()
         if not any(self._recycled):  # small results only: numpy's allocations, nothing to look up
             self.arrays = self._fresh
@@ -218,10 +219,3 @@ def _references_when_free() -> int:
 
 
 _FREE = _references_when_free()
-
-
-def _count(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
