@@ -1,7 +1,7 @@
 """CPU code generation (issue 21): vtmlir's scheduled kernels against torch eager, torch.compile and IREE.
 
 Prints JSON lines (benchmarks/README.md). Every contender runs in this one process, interleaved call by
-call (`--repeat` rounds, each calling every contender once in a shuffled order), at each thread count of `--threads`; the
+call (round robin over the contenders, `--repeat` rounds), at each thread count of `--threads`; the
 medians of wall time and of the process's CPU time per call are reported (the machine is shared: CPU
 time is the steadier figure). Contenders:
 
@@ -19,6 +19,7 @@ Every case also reports `max_abs_diff` of vtmlir's and inductor's outputs agains
 
     python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
         [--kernels matmul,conv,depthwise,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
+        [--settle]
     python benchmarks/codegen.py --profile --models a,b [--batches 1]
 
 `--profile`: where a model's time goes, kernel by kernel (one thread): `vtmlir.compile(...,
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import random
 import statistics
 import time
 
@@ -147,19 +147,22 @@ def iree_contender(module, inputs, threads: int) -> Contender | None:
         return _failed("iree", err)
 
 
-def measure(contenders: list[Contender], repeat: int) -> dict[str, tuple[float, float]]:
-    """name -> (median wall s, median CPU s) per call; each round calls every contender once, in an
-    order shuffled per round (fixed seed). A fixed order made one contender always run right after
-    eager and pay for it: eager's frees shrink malloc's heap, so the next call's allocations fault
-    their pages in again, and at several threads torch's OpenMP workers still spin while ours start
-    (measured: the contender after eager 6 ms slower on a 15 ms model, whichever it was)."""
+def measure(contenders: list[Contender], repeat: int, settle: bool = False) -> dict[str, tuple[float, float]]:
+    """name -> (median wall s, median CPU s) per call, round robin over the contenders.
+
+    A contender also pays for the one before it: after eager, malloc's heap has been trimmed (the
+    next call's large allocations fault their pages in again: ~4000 faults, +5 ms, on
+    vtc_gemma2_decode b8) and, at several threads, torch's OpenMP workers still spin while ours start
+    (+6 ms on matmul 1024 at 2 threads). `settle` times each call after an untimed one of the same
+    contender: each contender's own steady state, twice the run time."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
     cpu = {c.name: [] for c in contenders}
-    order = random.Random(0)
     for _ in range(repeat):
-        for c in order.sample(contenders, len(contenders)):
+        for c in contenders:
+            if settle:
+                c.call()
             w0, p0 = time.perf_counter(), time.process_time()
             c.call()
             wall[c.name].append(time.perf_counter() - w0)
@@ -185,7 +188,7 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
     for name, reason in _FAILURES:
         emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
     _emit_differences(case, contenders, threads)
-    times = measure(contenders, args.repeat)
+    times = measure(contenders, args.repeat, args.settle)
     eager_wall, eager_cpu = times["eager"]
     for c in contenders:
         w, p = times[c.name]
@@ -305,6 +308,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--settle", action="store_true",
+                        help="time each call after an untimed one of the same contender (`measure`)")
     parser.add_argument("--only", default="kernels,models")
     parser.add_argument("--kernels", default="matmul,conv,depthwise,norm,memory")
     parser.add_argument("--models", default=None, help="comma-separated model names (default: zoo, VTC, TeMCO)")
