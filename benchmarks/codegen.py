@@ -153,8 +153,10 @@ def measure(contenders: list[Contender], repeat: int, settle: bool = False) -> d
     A contender also pays for the one before it: after eager, malloc's heap has been trimmed (the
     next call's large allocations fault their pages in again: ~4000 faults, +5 ms, on
     vtc_gemma2_decode b8) and, at several threads, torch's OpenMP workers still spin while ours start
-    (+6 ms on matmul 1024 at 2 threads). `settle` times each call after an untimed one of the same
-    contender: each contender's own steady state, twice the run time."""
+    (+6 ms on matmul 1024 at 2 threads), and its caches are cold. `settle` times each call after an
+    untimed one of the same contender (twice the run time): that absorbs the faults and the spin
+    (gemma2 b8: `vtmlir` 28 -> 15 ms, as `vtmlir_kernel`), not all of the rest (llama3 b1: 0.74 ms
+    after eager, 0.55-0.57 without it, whichever of `vtmlir` and `vtmlir_kernel` comes first)."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
