@@ -155,8 +155,9 @@ def measure(contenders: list[Contender], repeat: int, settle: bool = False) -> d
     vtc_gemma2_decode b8) and, at several threads, torch's OpenMP workers still spin while ours start
     (+6 ms on matmul 1024 at 2 threads), and its caches are cold. `settle` times each call after an
     untimed one of the same contender (twice the run time): that absorbs the faults and the spin
-    (gemma2 b8: `vtmlir` 28 -> 15 ms, as `vtmlir_kernel`), not all of the rest (llama3 b1: 0.74 ms
-    after eager, 0.55-0.57 without it, whichever of `vtmlir` and `vtmlir_kernel` comes first)."""
+    (vtc_gemma2_decode b8, one thread: the contender after eager 21 ms, 15.6 with `settle`, 15.3
+    with no eager in the round -- whichever of `vtmlir` and `vtmlir_kernel` comes first), not all
+    of the rest (vtc_llama3_decode b1: 1.0 / 0.74 / 0.57 ms)."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
