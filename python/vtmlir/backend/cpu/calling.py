@@ -182,6 +182,11 @@ class ResultBuffers:
         if not any(self._recycled):  # small results only: numpy's allocations, nothing to look up
             self.arrays = self._fresh
 
+    @property
+    def recycles(self) -> bool:
+        """Whether any result is large enough to be recycled (else `arrays` is a list of `np.empty`)."""
+        return any(self._recycled)
+
     def _fresh(self) -> list:
         return [np.empty(shape, dtype) for shape, dtype in self._specs]
 

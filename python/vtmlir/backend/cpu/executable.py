@@ -283,7 +283,7 @@ class _FastCall:
                          for o, r in zip(table.offsets[self._count:], outs)]
         # where each call's result arrays come from; None: all small, `np.empty` here (the call on
         # a tiny function is a few µs, a method call a tenth of that)
-        self._buffers = exe._out_buffers.arrays if any(exe._out_buffers._recycled) else None
+        self._buffers = exe._out_buffers.arrays if exe._out_buffers.recycles else None
         # per returned result (`Signature.deliver`): its out-parameter's index, or -1 - the index
         # of the donated input that holds it; whether it is a scalar
         slot = {r: k for k, r in enumerate(outs)}
