@@ -8,8 +8,8 @@ count of `--threads`; the medians of wall time and of the process's CPU time per
 figure, CPU time adds up the threads and their spinning). Contenders:
 
 - `vtmlir`: `compiled(*args)` of `vtmlir.compile(..., threads=N)` (includes the Python call path);
-- `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once (the
-  generated code alone, without the per-call overhead that issue 21 point 3 removes);
+- `vtmlir_kernel`: the same JIT-compiled function invoked with argument descriptors built once and
+  its result arrays reused (the generated code alone, without the call path);
 - `eager`: the torch module (`torch.set_num_threads(N)`); `inductor`: `torch.compile(module)`;
 - `vtmlir_nchw16c` (3x3 convolutions): the convolution in the blocked layout, with its input's and
   output's conversions from and to NCHW;
@@ -23,6 +23,7 @@ Every case also reports `max_abs_diff` of vtmlir's and inductor's outputs agains
 
     python benchmarks/codegen.py [--threads 1,2] [--repeat 9] [--only kernels,models]
         [--kernels matmul,conv,depthwise,norm,memory] [--models a,b] [--batches 1,8] [--no-iree] [--no-inductor]
+        [--settle]
     python benchmarks/codegen.py --profile --models a,b [--batches 1]
 
 `--profile`: where a model's time goes, kernel by kernel (one thread): `vtmlir.compile(...,
@@ -160,10 +161,19 @@ SETTLE_SECONDS = 0.25
 BURST_CALLS = 5
 
 
-def measure(contenders: list[Contender], repeat: int, threads: int = 1) -> dict[str, tuple[float, float]]:
+def measure(contenders: list[Contender], repeat: int, threads: int = 1,
+            settle: bool = False) -> dict[str, tuple[float, float]]:
     """name -> (median wall s, median CPU s) per call. One thread: round robin, one call each per
     round, `repeat` rounds. Several threads: round robin over bursts of `BURST_CALLS` timed calls,
-    each after `SETTLE_SECONDS` of idling and an untimed call, `repeat` rounds."""
+    each after `SETTLE_SECONDS` of idling and an untimed call, `repeat` rounds.
+
+    A contender also pays for the one before it: after eager, malloc's heap has been trimmed (the
+    next call's large allocations fault their pages in again: ~4000 faults, +5 ms, on
+    vtc_gemma2_decode b8) and its caches are cold. `settle` times each call after an untimed one of
+    the same contender (twice the run time): that absorbs the faults (vtc_gemma2_decode b8, one
+    thread: the contender after eager 21 ms, 15.6 with `settle`, 15.3 with no eager in the round --
+    whichever of `vtmlir` and `vtmlir_kernel` comes first), not all of the rest (vtc_llama3_decode
+    b1: 1.0 / 0.74 / 0.57 ms). Bursts always settle."""
     for c in contenders:
         c.call()  # warm-up (JIT materialisation, caches)
     wall = {c.name: [] for c in contenders}
@@ -173,6 +183,7 @@ def measure(contenders: list[Contender], repeat: int, threads: int = 1) -> dict[
         for c in contenders:
             if threads > 1:
                 time.sleep(SETTLE_SECONDS)
+            if threads > 1 or settle:
                 c.call()
             for _ in range(burst):
                 w0, p0 = time.perf_counter(), time.process_time()
@@ -200,7 +211,7 @@ def run_case(case: str, module, inputs, threads: int, args, work=None, unit=None
         emit(case, "time_wall", None, "ms", contender=name, threads=threads, reason=reason)
     _FAILURES.clear()  # here, not at the start: the `extra` contenders were built before the call
     _emit_differences(case, contenders, threads)
-    times = measure(contenders, args.repeat, threads)
+    times = measure(contenders, args.repeat, threads, args.settle)
     eager_wall, eager_cpu = times["eager"]
     for c in contenders:
         w, p = times[c.name]
@@ -332,6 +343,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--settle", action="store_true",
+                        help="time each call after an untimed one of the same contender (`measure`)")
     parser.add_argument("--only", default="kernels,models")
     parser.add_argument("--kernels", default="matmul,conv,depthwise,norm,memory")
     parser.add_argument("--models", default=None, help="comma-separated model names (default: zoo, VTC, TeMCO)")

@@ -94,18 +94,19 @@ class DynamicExecutable:
 class _TensorReplay:
     """A recorded shape (`dvm.replay.ShapeReplay`) run on torch tensors without converting them:
     CPU, contiguous, of the recorded dtypes, not negated or conjugated views (`CpuExecutable`'s
-    fast call takes the same), on the recording thread; the results are fresh tensors. Calling it
+    fast call takes the same), on the recording thread; the results are fresh tensors (a large
+    one's memory recycled once the caller has dropped it, `ShapeReplay.buffers`). Calling it
     returns None for anything else. Everything a call does not need to look up again is read once
     here: the steady state of a dynamic compile is this call and one native one."""
 
-    __slots__ = ("run", "owner", "inputs", "results", "returned", "tensor", "wrap")
+    __slots__ = ("run", "owner", "inputs", "arrays", "returned", "tensor", "wrap")
 
     def __init__(self, replay):
         import torch  # deferred: torch is heavy; made at a replayed call, when it is loaded
 
         self.run, self.owner = replay.run, replay.owner
         self.inputs = [torch.from_numpy(np.empty(0, d)).dtype for d in replay.dtypes]
-        self.results = replay.results
+        self.arrays = replay.buffers.arrays
         self.returned = replay.returned
         self.tensor, self.wrap = torch.Tensor, torch.from_numpy
 
@@ -120,8 +121,8 @@ class _TensorReplay:
                 return None
             pointers.append(a.data_ptr())
         wrap, outs = self.wrap, []
-        for shape, dtype in self.results:
-            t = wrap(np.empty(shape, dtype))
+        for a in self.arrays():
+            t = wrap(a)
             pointers.append(t.data_ptr())
             outs.append(t)
         self.run(pointers)

@@ -159,6 +159,15 @@ def test_zero_d_input_and_scalar_result():
         assert torch.equal(r, torch.tensor([3.0, 6.0]))
 
 
+def _in_threads(work, n: int) -> None:
+    """Run work(0), ..., work(n - 1) on n threads at once and wait for them."""
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_concurrent_calls_from_threads(add):
     """Each thread fills its own descriptors (ctypes releases the GIL during the call)."""
     errors = []
@@ -171,11 +180,7 @@ def test_concurrent_calls_from_threads(add):
                 errors.append(seed)
                 return
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
 
 
@@ -315,3 +320,250 @@ def test_dvm_function_drops_glue_nothing_reads_and_runs_small_kernels_on_one_cor
 
     big = compile_graph(kernel.graph, [(1, n), (1, n)])
     assert launch_cores(big, Target(cores=4)) == 4 and launch_cores(big, Target(cores=1)) == 1
+
+
+# -- result buffers: a large result's memory is recycled once the caller has dropped it ---------
+
+BIG = 256  # a 256x256 f32 result: 256 KiB, at least `RECYCLE_BYTES`
+
+
+@pytest.fixture(scope="module")
+def big_mul():
+    return vtmlir.compile(Mul(), torch.randn(BIG, BIG), torch.randn(BIG, BIG), threads=1)
+
+
+def test_a_dropped_large_result_is_recycled_and_a_held_one_never(big_mul):
+    x, y = torch.randn(BIG, BIG), torch.randn(BIG, BIG)
+    first = big_mul(x, y)
+    address = first.data_ptr()
+    second = big_mul(y, y)  # `first` is held: a buffer of its own
+    assert second.data_ptr() != address and torch.equal(first, x * y)
+    del first
+    third = big_mul(x, x)
+    assert third.data_ptr() == address  # taken back: no fresh pages
+    assert torch.equal(third, x * x) and torch.equal(second, y * y)
+    assert third is not second and third.data_ptr() != second.data_ptr()
+
+
+@pytest.mark.parametrize("keep", ["row view", "numpy", "numpy view", "memoryview", "storage", "dlpack"])
+def test_a_view_or_export_of_a_result_keeps_its_memory_from_later_calls(big_mul, keep):
+    x = torch.randn(BIG, BIG)
+    out = big_mul(x, x)
+    address, expected = out.data_ptr(), x * x
+    held = {"row view": lambda t: t[3], "numpy": lambda t: t.numpy(), "numpy view": lambda t: t.numpy()[1:],
+            "memoryview": lambda t: memoryview(t.numpy()), "storage": lambda t: t.untyped_storage(),
+            "dlpack": lambda t: torch.utils.dlpack.to_dlpack(t)}[keep](out)
+    del out
+    # more calls than the buffers kept per result, their results dropped at once or held
+    later = [big_mul(x, x + 1) for _ in range(2)] + [big_mul(x, x + 2).data_ptr() for _ in range(3)]
+    assert address not in [t.data_ptr() for t in later[:2]] + later[2:]
+    if keep == "row view":
+        assert torch.equal(held, expected[3])
+    elif keep in ("numpy", "memoryview"):
+        np.testing.assert_array_equal(np.asarray(held), expected.numpy())
+
+
+def test_recycled_buffers_from_concurrent_threads(big_mul):
+    """Each thread recycles its own buffers; a result a thread still holds is never written."""
+    errors = []
+
+    def work(seed):
+        g = torch.Generator().manual_seed(seed)
+        held = None
+        for _ in range(40):
+            x = torch.randn(BIG, BIG, generator=g)
+            out = big_mul(x, x)
+            if held is not None and not torch.equal(held[1], held[0] * held[0]):
+                errors.append(seed)
+                return
+            held = (x, out)  # alive across the next call
+
+    _in_threads(work, 4)
+    assert not errors
+
+
+@pytest.fixture
+def recycle_everything(monkeypatch):
+    """Every result recycled, however small (`ResultBuffers` reads the threshold when built)."""
+    from vtmlir.backend.cpu import calling
+
+    monkeypatch.setattr(calling, "RECYCLE_BYTES", 0)
+
+
+def _decode_layer(name):
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get(name).builder(batch=2, seed=0, **SMALL_SIZES[name])
+    return model.eval(), tuple(inputs)
+
+
+@pytest.mark.parametrize("name", ["vtc_gemma2_decode", "vtc_llama3_decode"])
+def test_kv_cache_layer_writes_every_element_of_a_recycled_buffer_and_leaves_its_inputs(name, recycle_everything):
+    """A decode layer updates its KV caches (`index_copy_`/slice assignment on a clone): the
+    compiled function copies each cache into its result and writes the new slot there. A
+    recycled result buffer holds the last call's values (here NaN): a call must write all of it,
+    on the fast path and the general one, and the caller's caches stay untouched."""
+    model, inputs = _decode_layer(name)
+    before = [t.clone() for t in inputs]
+    with torch.no_grad():
+        expected = model(*inputs)
+    compiled = vtmlir.compile(model, *inputs, threads=1)
+    strided = tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) if t.dim() == 4 else t for t in inputs)
+    for args in (inputs, strided):  # the fast path, then the general one (column-major caches)
+        out = compiled(*args)
+        addresses = [t.data_ptr() for t in out]
+        for t in out:
+            t.fill_(float("nan"))
+        del out, t
+        again = compiled(*args)
+        assert [t.data_ptr() for t in again] == addresses  # the poisoned buffers, taken back
+        for got, want in zip(again, expected):
+            torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+        del again
+    assert all(torch.equal(t, b) for t, b in zip(inputs, before))
+
+
+def test_donated_caches_and_recycled_out_parameters(recycle_everything):
+    """Donated caches are updated in place (their results are the inputs themselves); the other
+    result comes from a recycled buffer; each call's hidden state is its own tensor."""
+    model, inputs = _decode_layer("vtc_llama3_decode")
+    x, k, v = inputs
+    with torch.no_grad():
+        want_x, want_k, want_v = model(x, k, v)
+    compiled = vtmlir.compile(model, x, k.clone(), v.clone(), donate=(1, 2), threads=1)
+    k2, v2 = k.clone(), v.clone()
+    h1, kr, vr = compiled(x, k2, v2)
+    assert kr.data_ptr() == k2.data_ptr() and vr.data_ptr() == v2.data_ptr()
+    torch.testing.assert_close(h1, want_x, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(k2, want_k, rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(v2, want_v, rtol=2e-5, atol=2e-5)
+    h2, *_ = compiled(x, k.clone(), v.clone())
+    assert h2.data_ptr() != h1.data_ptr()  # h1 is held
+    torch.testing.assert_close(h2, h1, rtol=0, atol=0)
+
+
+def test_dvm_replay_and_native_kernel_recycle_released_results():
+    from vtmlir.dvm.runner import DvmFunction
+    from vtmlir.dvm.tiling import Target
+
+    a, b = torch.randn(BIG, BIG), torch.randn(BIG, BIG)
+    fn = DvmFunction(vtmlir.import_torch(MulAdd(), a, b), native=True, target=Target(cores=1))
+    expected = (a * b + a).numpy()
+    for _ in range(3):  # the second call records the shape's replay, the third replays it
+        fn(a.numpy(), b.numpy())
+    (first,) = fn(a.numpy(), b.numpy())
+    (second,) = fn(b.numpy(), b.numpy())  # `first` held
+    assert first.ctypes.data != second.ctypes.data
+    np.testing.assert_allclose(first, expected, rtol=1e-6)
+    np.testing.assert_allclose(second, (b * b + b).numpy(), rtol=1e-6)
+    address = first.ctypes.data
+    first[:] = np.nan
+    del first
+    (third,) = fn(a.numpy(), b.numpy())
+    assert third.ctypes.data == address
+    np.testing.assert_allclose(third, expected, rtol=1e-6)
+
+    k, x, y = _addmul_kernel(0)
+    big_x, big_y = np.random.rand(BIG, BIG).astype(np.float32), np.random.rand(BIG, BIG).astype(np.float32)
+    from vtmlir.dvm import compile_graph
+
+    big = compile_graph(k.graph, [big_x.shape, big_y.shape])
+    (one,) = big(big_x, big_y, native=True)
+    (two,) = big(big_x, big_y, native=True)  # `one` held
+    assert one.ctypes.data != two.ctypes.data
+    np.testing.assert_array_equal(one, big_x * big_y + big_x)
+    np.testing.assert_array_equal(two, one)
+    address = one.ctypes.data
+    del one
+    (three,) = big(big_x, big_y, native=True)
+    assert three.ctypes.data == address
+    np.testing.assert_array_equal(three, two)
+
+
+# -- donated inputs on the fast path --------------------------------------------------------------
+
+UPDATE = """
+func.func @main(%c: tensor<4xf32>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %s = tensor.extract_slice %x[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %u = tensor.insert_slice %s into %c[2] [2] [1] : tensor<2xf32> into tensor<4xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %d = linalg.add ins(%x, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %u, %d : tensor<4xf32>, tensor<4xf32>
+}"""
+
+
+def test_donated_input_takes_the_fast_path_and_is_updated_in_place(monkeypatch):
+    exe = vtmlir.compile(UPDATE, donate=0, threads=1)
+    assert exe.aliases == {0: 0}
+    c, x = torch.zeros(4), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    exe(c.clone(), x)  # builds the fast path
+    monkeypatch.setattr(type(exe), "_run_general", lambda self, args: pytest.fail("general path taken"))
+    updated, doubled = exe(c, x)
+    assert torch.equal(c, torch.tensor([0.0, 0.0, 1.0, 2.0]))  # in place
+    assert updated is not c and updated.data_ptr() == c.data_ptr() and torch.equal(updated, c)
+    assert torch.equal(doubled, 2 * x) and torch.equal(x, torch.tensor([1.0, 2.0, 3.0, 4.0]))
+
+
+@pytest.mark.parametrize("case", ["same tensor", "overlapping view", "numpy", "strided"])
+def test_donated_inputs_the_fast_path_cannot_take_go_the_general_way(case):
+    """A donated input that overlaps another input is copied first (the other keeps its values); a
+    numpy or strided donated input is converted -- the general path's results, bitwise."""
+    exe = vtmlir.compile(UPDATE, donate=0, threads=1)
+    base = torch.arange(8, dtype=torch.float32)
+    if case == "same tensor":
+        c, x = base[:4], base[:4]
+    elif case == "overlapping view":
+        c, x = base[:4], base[2:6]
+    elif case == "numpy":
+        c, x = np.zeros(4, np.float32), torch.ones(4)
+    else:
+        c, x = torch.zeros(4, 2)[:, 0], torch.ones(4)
+    before_x = torch.as_tensor(x).clone()
+    expected = torch.as_tensor(c).clone()
+    expected[2:] = before_x[:2]
+    updated, doubled = exe(c, x)
+    assert torch.equal(updated, expected) and torch.equal(doubled, 2 * before_x)
+    if case in ("same tensor", "overlapping view"):
+        assert torch.equal(base, torch.arange(8, dtype=torch.float32))  # the copy was written, not `base`
+
+
+def test_written_and_donated_input_of_a_module():
+    """`acc.add_(x)` on a donated input: the new value is computed into an out-parameter (the
+    product reads it too) and copied back into `acc` (the general path's write-back)."""
+
+    class Accumulate(torch.nn.Module):
+        def forward(self, acc, x):
+            acc.add_(x)
+            return acc * 2
+
+    acc, x = torch.zeros(8), torch.ones(8)
+    exe = vtmlir.compile(Accumulate(), acc.clone(), x, donate=(0,), threads=1)
+    for step in range(1, 4):
+        out = exe(acc, x)
+        assert torch.equal(acc, torch.full((8,), float(step)))
+        assert torch.equal(out, 2 * acc) and out.data_ptr() != acc.data_ptr()
+
+
+def test_dynamic_compile_replay_recycles_released_results():
+    """`vtmlir.compile(..., dynamic_shapes=...)` on a replayed shape: a held result keeps its
+    memory, a dropped one's is taken back, every value right."""
+    from torch.export import Dim
+
+    x = torch.randn(BIG, BIG)
+    n = Dim("n", min=2, max=4096)  # more points than compile prebuilds: the shape is built at its call
+    dyn = vtmlir.compile(MulAdd(), x, x + 1, dynamic_shapes={"a": {0: n}, "b": {0: n}}, threads=1)
+    y = torch.randn(BIG, BIG)
+    for _ in range(3):  # the shape's second call records its replay
+        dyn(x, y)
+    first = dyn(x, y)
+    second = dyn(y, y)  # `first` held
+    assert first.data_ptr() != second.data_ptr()
+    torch.testing.assert_close(first, x * y + x, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(second, y * y + y, rtol=1e-6, atol=1e-6)
+    address = first.data_ptr()
+    first.fill_(float("nan"))
+    del first
+    third = dyn(x, y)
+    assert third.data_ptr() == address
+    torch.testing.assert_close(third, x * y + x, rtol=1e-6, atol=1e-6)

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from ..backend.cpu.calling import data_pointer
+from ..backend.cpu.calling import ResultBuffers, data_pointer
 from .bytecode import decode
 from .graph import Graph, GraphError
 from .isa import Program
@@ -160,7 +160,8 @@ class _NativeCall:
     each input (an ndarray of exactly that shape and dtype, C-contiguous), writes the pointers and
     runs; anything else gives None and takes the checked path of `CompiledKernel.__call__`."""
 
-    __slots__ = ("vm", "code", "address", "nargs", "tiles", "local_bytes", "inputs", "outputs", "owner", "frame")
+    __slots__ = ("vm", "code", "address", "nargs", "tiles", "local_bytes", "inputs", "outputs", "owner", "frame",
+                 "buffers")
 
     @classmethod
     def of(cls, kernel: CompiledKernel, vm, header) -> _NativeCall | None:
@@ -174,6 +175,7 @@ class _NativeCall:
         self.tiles, self.local_bytes = tiles, local_bytes
         self.inputs = [(tuple(shape), np.dtype(dt)) for shape, (dt, _) in zip(kernel.input_shapes, descs[:n])]
         self.outputs = [(tuple(shape), dt.numpy) for shape, dt in zip(kernel.output_shapes, kernel.output_dtypes)]
+        self.buffers = ResultBuffers(self.outputs)  # a large output's memory recycled once nothing holds it
         self.owner = threading.get_ident()
         self.frame = None  # made at the second one-core run: a new shape's first run makes nothing more
         return self
@@ -204,13 +206,11 @@ class _NativeCall:
             table[j] = table[j + 1] = data_pointer(a)
             table[j + 3] = a.nbytes
             j += 5
-        outs = []
-        for shape, dt in self.outputs:
-            o = np.empty(shape, dt)
+        outs = self.buffers.arrays()
+        for o in outs:
             table[j] = table[j + 1] = data_pointer(o)
             table[j + 3] = o.nbytes
             j += 5
-            outs.append(o)
         if own:
             self.vm.run_prepared(frame)
         else:

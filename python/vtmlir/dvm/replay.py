@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from ..backend.cpu.calling import data_pointer
+from ..backend.cpu.calling import ResultBuffers, data_pointer
 from .native import native_vm
 
 
@@ -35,7 +35,7 @@ class ShapeReplay:
     of the function; `run(pointers)` takes the data pointers of the arguments, then of those
     buffers. Usable on the thread that recorded it (`owner`: the tables are its state)."""
 
-    __slots__ = ("sequence", "writes", "results", "returned", "owner", "dtypes", "keep")
+    __slots__ = ("sequence", "writes", "results", "returned", "owner", "dtypes", "keep", "buffers")
 
     @classmethod
     def of(cls, arrays, launches, returned, constants: list) -> ShapeReplay | None:
@@ -91,6 +91,7 @@ class ShapeReplay:
             order.append(fresh[source])
         self = cls()
         self.results, self.returned = results, order
+        self.buffers = ResultBuffers(results)  # a large result's memory recycled once the caller drops it
         self.dtypes = [a.dtype for a in arrays]
         # words written per call: an argument's or a fresh output's address (+ offset); the
         # other outputs (intermediates) keep the buffers of the recording, allocated once
@@ -127,7 +128,7 @@ class ShapeReplay:
     def __call__(self, arrays):
         """Run on numpy arguments (already checked against the recorded shapes, dtypes and
         contiguity by the caller); the function's results."""
-        outs = [np.empty(shape, dtype) for shape, dtype in self.results]
+        outs = self.buffers.arrays()
         self.run([data_pointer(a) for a in arrays] + [data_pointer(o) for o in outs])
         return [outs[r] for r in self.returned]
 

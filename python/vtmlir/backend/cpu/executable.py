@@ -14,7 +14,7 @@ from ...frontend.torch_calls import call_compiled
 from ...signature import Signature, to_numpy, to_torch
 from ..bufferize import bufferize
 from ..report import CompileReport
-from .calling import DescriptorTable, descriptor_type
+from .calling import DescriptorTable, ResultBuffers, descriptor_type
 from .lower import lower_to_llvm
 from .memory_tracking import CountingAllocator, MemoryStats, weight_bytes_of
 from .profile import CpuProfile, ProfileBuffer, profile_calls
@@ -49,6 +49,7 @@ class CpuExecutable:
         # convention (frontend/torch_calls.py); None for MLIR input (flat tensors in and out).
         self.call_spec = None
         self._descriptors: DescriptorTable | None = None
+        self._out_buffers: ResultBuffers | None = None  # built with `_descriptors`
         self._dynamic_inputs = {i for i, spec in enumerate(signature.inputs) if not spec.is_static}
         self._fast: _FastCall | None = None  # built at the first call (imports torch)
         # Set by `vtmlir.compile`: what the default pipeline did (`optimize.OptimizationReport`).
@@ -88,9 +89,8 @@ class CpuExecutable:
             # A donated buffer is written; it must not be (a view of) another input's memory.
             if any(j != i and np.may_share_memory(arrays[i], a) for j, a in enumerate(arrays)):
                 arrays[i] = arrays[i].copy()
-        out_params = [np.zeros(spec.shape, spec.numpy_dtype)
-                      for spec, a in zip(self.signature.results, self.result_arguments) if a < 0]
         table = self._table()
+        out_params = self._out_buffers.arrays()
         words = table.words()
         for i, (a, o) in enumerate(zip(arrays + out_params, table.offsets)):
             words[o] = words[o + 1] = a.__array_interface__["data"][0]
@@ -105,13 +105,15 @@ class CpuExecutable:
         return self.signature.deliver([arrays[a] if a >= 0 else next(fresh) for a in self.result_arguments], args)
 
     def _table(self) -> DescriptorTable:
-        """The descriptors of every call (inputs, then the results' out-parameters), built once."""
+        """The descriptors of every call (inputs, then the results' out-parameters), built once;
+        with them `_out_buffers`, where each call's out-parameters come from."""
         if self._descriptors is None:
             sig = self.signature
-            shapes = [s.shape for s in sig.inputs]
-            shapes += [s.shape for s, a in zip(sig.results, self.result_arguments) if a < 0]
+            outs = [s for s, a in zip(sig.results, self.result_arguments) if a < 0]
+            shapes = [s.shape for s in sig.inputs] + [s.shape for s in outs]
             # the packed wrapper; `compile_cpu` looked it up once already (the JIT materialised it)
             address = self._engine.raw_lookup("_mlir_ciface_" + sig.name)
+            self._out_buffers = ResultBuffers([(s.shape, s.numpy_dtype) for s in outs])
             self._descriptors = DescriptorTable(address, shapes)
         return self._descriptors
 
@@ -239,67 +241,106 @@ def memref_pointer(array: np.ndarray):
 
 class _FastCall:
     """The common call, checked and run without conversions: CPU torch tensors (or numpy arrays)
-    that are contiguous and of exactly the signature's dtypes and static shapes, no donation, no
-    memory tracking. Results are allocated once per call (numpy allocates a small buffer and torch
-    wraps it faster than `torch.empty(shape, dtype=...)`) and returned as torch tensors; scalar
-    results become Python numbers. Anything else (a strided or conjugated view, another dtype or
-    shape, a Python number, a wrong count) returns None and takes `CpuExecutable._run_general`,
-    which converts or raises the usual errors."""
+    that are contiguous and of exactly the signature's dtypes and static shapes, no memory
+    tracking. Results come from the executable's `ResultBuffers` (numpy arrays: torch wraps a
+    small one faster than `torch.empty(shape, dtype=...)` makes one; a large one's memory is
+    recycled once the caller has dropped it) and are returned as torch tensors; scalar results
+    become Python numbers. A donated input (`compile(..., donate=...)`) must be a torch tensor of
+    exactly its dtype that shares no memory with another input; the function updates it in place
+    and a result it holds is returned as a new tensor on its memory (`detach()`), as the general
+    path returns it. Anything else (a strided or conjugated view, another dtype or shape, a Python
+    number, a wrong count, a donated input overlapping another, a written input whose result
+    bufferization could not compute in place) returns None or is not enabled, and takes
+    `CpuExecutable._run_general`, which converts, copies or raises the usual errors."""
 
     def __init__(self, exe: CpuExecutable):
         import torch  # deferred: torch is heavy; loaded on first use
 
         sig = exe.signature
-        self.enabled = (not exe.donate and exe._allocator is None and not exe._dynamic_inputs
-                        and all(a < 0 for a in exe.result_arguments)
-                        and all(w < 0 for w in sig.writes))
+        held = exe.result_arguments  # per result: the donated input that holds it, or -1
+        # a written input whose new value is not in its own memory needs `Signature.deliver`'s copy
+        self.enabled = (exe._allocator is None and not exe._dynamic_inputs
+                        and all(w < 0 or a == w for w, a in zip(sig.writes, held)))
         self._table = table = exe._table()
         self._tensor = torch.Tensor
         self._function = table.function
+        donated = set(exe.donate)
         # per input: descriptor offset, torch dtype, the other torch dtype it takes (signless i8
-        # takes uint8), shape, spec, complex (only a complex tensor can be a conjugated view)
+        # takes uint8; a donated input only its own), shape, spec, complex (only a complex tensor
+        # can be a conjugated view), donated
         self._inputs = []
-        for spec, o in zip(sig.inputs, table.offsets):
+        for i, (spec, o) in enumerate(zip(sig.inputs, table.offsets)):
             dt = to_torch(np.zeros(0, spec.numpy_dtype)).dtype
-            self._inputs.append((o, dt, torch.uint8 if spec.element_type == "i8" else dt, spec.shape, spec,
-                                 dt.is_complex))
+            alt = torch.uint8 if spec.element_type == "i8" and i not in donated else dt
+            self._inputs.append((o, dt, alt, spec.shape, spec, dt.is_complex, i in donated))
         self._count = len(sig.inputs)
-        # per out-parameter in result order: descriptor offset, numpy dtype, shape, how torch wraps
-        # it (bf16 through its bits); per returned
-        # result its index and whether it is a scalar (`Signature.deliver`)
-        self._outputs = [(o, spec.numpy_dtype, spec.shape,
-                          to_torch if spec.element_type == "bf16" else torch.from_numpy)
-                         for o, spec in zip(table.offsets[self._count:], sig.results)]
-        self._returned = [(r, spec.scalar) for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
-        self._single = self._returned[0][0] if len(self._returned) == 1 and not self._returned[0][1] else None
+        self._donated = sorted(donated)
+        # per out-parameter (the results no donated input holds, in result order): descriptor
+        # offset, how torch wraps its array (bf16 through its bits)
+        outs = [r for r, a in enumerate(held) if a < 0]
+        self._outputs = [(o, to_torch if sig.results[r].element_type == "bf16" else torch.from_numpy,
+                          sig.results[r].shape, sig.results[r].numpy_dtype)
+                         for o, r in zip(table.offsets[self._count:], outs)]
+        # where each call's result arrays come from; None: all small, `np.empty` here (the call on
+        # a tiny function is a few µs, a method call a tenth of that)
+        self._buffers = exe._out_buffers.arrays if exe._out_buffers.recycles else None
+        # per returned result (`Signature.deliver`): its out-parameter's index, or -1 - the index
+        # of the donated input that holds it; whether it is a scalar
+        slot = {r: k for k, r in enumerate(outs)}
+        self._returned = [(slot[r] if held[r] < 0 else -1 - held[r], spec.scalar)
+                          for r, (spec, w) in enumerate(zip(sig.results, sig.writes)) if w == -1]
+        only = self._returned[0] if len(self._returned) == 1 else None
+        self._single = only[0] if only is not None and only[0] >= 0 and not only[1] else None
 
     def __call__(self, args):
         if len(args) != self._count:
             return None
         words, packed = self._table.state()
         tensor = self._tensor
-        for a, (o, dt, alt, shape, spec, cplx) in zip(args, self._inputs):
+        for a, (o, dt, alt, shape, spec, cplx, donated) in zip(args, self._inputs):
             if isinstance(a, tensor):
                 d = a.dtype
                 if not ((d is dt or d is alt) and a.shape == shape and a.is_cpu and a.is_contiguous()
                         and not a.is_neg() and not (cplx and a.is_conj())):
                     return None
                 words[o] = words[o + 1] = a.data_ptr()
-            elif type(a) is np.ndarray:
+            elif type(a) is np.ndarray and not donated:
                 if not (a.shape == shape and spec.accepts(a.dtype) and a.flags.c_contiguous):
                     return None
                 words[o] = words[o + 1] = a.__array_interface__["data"][0]
             else:
                 return None
-        arrays, tensors = [], []
-        for o, dt, shape, wrap in self._outputs:
-            a = np.empty(shape, dt)
-            t = wrap(a)
-            words[o] = words[o + 1] = t.data_ptr()
-            arrays.append(a)
-            tensors.append(t)
+        if self._donated and self._overlapping(args, words):
+            return None  # the general path copies the donated input first
+        tensors = []
+        if self._buffers is None:
+            arrays = []
+            for o, wrap, shape, dt in self._outputs:
+                a = np.empty(shape, dt)
+                t = wrap(a)
+                words[o] = words[o + 1] = t.data_ptr()
+                arrays.append(a)
+                tensors.append(t)
+        else:
+            arrays = self._buffers()
+            for (o, wrap, _, _), a in zip(self._outputs, arrays):
+                t = wrap(a)
+                words[o] = words[o + 1] = t.data_ptr()
+                tensors.append(t)
         self._function(packed)
         # the arguments stay referenced by the caller for the whole call, the results here
         if self._single is not None:
             return (tensors[self._single],)
-        return tuple([arrays[r].item() if scalar else tensors[r] for r, scalar in self._returned])
+        return tuple([(arrays[k].item() if scalar else tensors[k]) if k >= 0 else
+                      (args[-1 - k].item() if scalar else args[-1 - k].detach())
+                      for k, scalar in self._returned])
+
+    def _overlapping(self, args, words) -> bool:
+        """Whether a donated input's bytes overlap another input's (`np.may_share_memory`'s bounds
+        test on the pointers just written): the function would write memory the other one reads."""
+        spans = [(words[o], words[o] + a.nbytes) for a, (o, *_) in zip(args, self._inputs)]
+        for i in self._donated:
+            start, end = spans[i]
+            if end > start and any(j != i and s < end and start < e and e > s for j, (s, e) in enumerate(spans)):
+                return True
+        return False
