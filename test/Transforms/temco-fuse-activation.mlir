@@ -5,6 +5,7 @@
 // RUN: not vt-opt %s --temco-fuse-activation='tile-width=-1' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: vt-opt %s --temco-fuse-activation='where=peak' | filecheck %s --check-prefix=PEAK
 // RUN: vt-opt %s --temco-fuse-activation='where=peak report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK-REPORT
+// RUN: vt-opt %s --temco-fuse-activation='where=peak tile-width=4 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK-WIDE
 // RUN: not vt-opt %s --temco-fuse-activation='where=near' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD-WHERE
 
 // TeMCO §3.2 (Fig. 8, Listing 1): lconv (1x1, 2 -> 8 channels, bias) -> ReLU -> fconv (1x1, 8 -> 2)
@@ -330,6 +331,10 @@ func.func @core_pool_fconv(%p: tensor<1x1x34x34xf32>) -> tensor<1x1x16x16xf32> {
 // PEAK-REPORT-LABEL: temco-fuse-activation @peak: 1 fused group(s)
 // PEAK-REPORT:   fused conv_2d_nchw_fchw -> generic -> fconv at {{.*}}: tile [1, 2, 1, 8]
 // PEAK-REPORT:   not fused: group at {{.*}}: not fused, the peak (9120 B) is elsewhere
+// With tile-width=4 the fused group's tiles are widened to whole rows (8 columns): the wider tile
+// buffers stay below the peak.
+// PEAK-WIDE-LABEL: temco-fuse-activation @peak: 1 fused group(s)
+// PEAK-WIDE:   fused conv_2d_nchw_fchw -> generic -> fconv at {{.*}}: tile [1, 2, 1, 8]
 func.func @peak(%x: tensor<1x2x8x8xf32>, %w1: tensor<64x2x1x1xf32>, %w2: tensor<2x64x1x1xf32>,
                 %w3: tensor<4x2x1x1xf32>, %w4: tensor<2x4x1x1xf32>, %w5: tensor<32x2x3x3xf32>,
                 %w6: tensor<2x32x1x1xf32>) -> tensor<1x2x10x10xf32> {

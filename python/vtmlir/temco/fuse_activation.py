@@ -557,8 +557,10 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fuse = list(reversed(members)) + list(reversed(_init_producers(members)))
                 for i, op in enumerate(fuse):
                     op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
-            script.append(functools.partial(_build_group_script, g, tile, len(fuse),
-                                            [i for i, op in enumerate(fuse) if op.name == "tensor.pad"]))
+            pads = [i for i, op in enumerate(fuse) if op.name == "tensor.pad"]
+            wide = None if channel_tiles or tile[3] == out_shape[3] else [1, 0, rows, out_shape[3]]
+            script.append((functools.partial(_build_group_script, g, tile, len(fuse), pads),
+                           wide and functools.partial(_build_group_script, g, wide, len(fuse), pads), out_shape[3]))
             pooled = any(m.name in _POOLS for m in members)
             report.groups.append(FusedGroup(
                 kind=_group_kind(fconv),
@@ -572,8 +574,8 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
             owners.append((report, report.groups[-1], len(fuse)))
     if not script:
         return reports
-    pending = [_Pending(g, report, group, count, builder)
-               for g, ((report, group, count), builder) in enumerate(zip(owners, script))]
+    pending = [_Pending(g, report, group, count, builder, wide, width)
+               for g, ((report, group, count), (builder, wide, width)) in enumerate(zip(owners, script))]
     if where == "peak":
         pending = _groups_at_peak(root, pending)
     _apply_groups(root, pending)
@@ -591,6 +593,8 @@ class _Pending:
     group: FusedGroup
     producers: int  # tagged ops to fuse, g<g>.p0 .. p<producers-1>
     script: object  # builder of its transform script
+    wide: object = None  # the same with whole rows as tiles (None: the tile is whole rows already)
+    width: int = 0  # the root's output width (a whole row)
 
 
 def _apply_groups(root, pending: list[_Pending]) -> None:
@@ -619,16 +623,19 @@ def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
     peak at what the TeMCO rewrites reach (every group fused, every pad built in place), evaluated
     with the backend's allocation replay on copies. Groups are left unfused smallest first (by the
     bytes of full-size intermediates they avoid: a group that avoids less is further from the peak),
-    the longest such run that keeps the peak, found by bisection (one replay per step)."""
+    the longest such run that keeps the peak, found by bisection (one replay per step). Then the
+    fused groups get whole rows as tiles (fewer, longer tile contractions) if that keeps the peak
+    too (one replay); else they keep `tile-width`."""
     # The backend (bufferization, the replay) only when a decision is made: importing it loads the
     # JIT's runtime libraries.
     from ..vtc.memory_check import backend_peak
 
-    def peak(function: str, fused: list[_Pending]) -> int:
+    def peak(function: str, fused: list[_Pending], wide: bool = False) -> int:
         copy = copy_module(root)
         # the copy's own report entries: what happens on it is not reported
         _apply_groups(copy.operation, [_Pending(p.g, FusionReport(function), FusedGroup(p.group.fconv, [], [], [], 0),
-                                                p.producers, p.script) for p in fused])
+                                                p.producers, (p.wide or p.script) if wide else p.script)
+                                       for p in fused])
         pad_in_place(copy, "all")
         return backend_peak(copy, function)
 
@@ -645,6 +652,8 @@ def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
                     low = mid
                 else:
                     high = mid - 1
+            fused = order[low:]
+            widen = any(p.wide for p in fused) and peak(report.function, fused, wide=True) <= target
         except VtmlirError as err:
             # The replay cannot model this function: fuse every group, as `where=all`.
             report.skipped.append(f"peak not evaluated ({str(err).splitlines()[0]}): every group fused")
@@ -653,7 +662,11 @@ def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
         for p in order[:low]:
             report.groups.remove(p.group)
             report.skipped.append(f"group at {p.group.fconv}: not fused, the peak ({target} B) is elsewhere")
-        chosen.extend(p for p in groups if p not in order[:low])
+        for p in fused:
+            if widen and p.wide:
+                p.script = p.wide
+                p.group.tile[3] = p.width
+        chosen.extend(fused)
     return sorted(chosen, key=lambda p: p.g)
 
 
@@ -831,7 +844,8 @@ class TemcoFuseActivation(Pass):
                "generics reading their source, so they fuse"),
         Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
         Option("where", str, "all", "'all': fuse every group; 'peak': only the groups that keep the function's "
-               "internal peak where every group fused and every pad built in place put it (backend replay)"),
+               "internal peak where every group fused and every pad built in place put it (backend replay), "
+               "with whole rows as tiles if the peak stays"),
         Option("json", bool, False, "print the report as JSON"),
         report_option("one line per fused activation"),
     )
