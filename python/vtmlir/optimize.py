@@ -199,7 +199,7 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
     if wants_temco:
         why = (f"memory budget {memory_budget} bytes" if memory_budget is not None
                else f"{decomposed} decomposed convolution(s) (temco.role)")
-        steps.append(Step("temco", "temco-remat-skip, temco-fuse-activation, temco-pad-in-place", why))
+        steps.append(Step("temco", "temco-remat-skip, temco-fuse-activation{where=peak}, temco-pad-in-place", why))
     else:
         skipped["temco"] = "opt level < 2" if opt_level < 2 else "no decomposed convolution and no memory budget"
 

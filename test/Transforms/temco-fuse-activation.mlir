@@ -3,6 +3,10 @@
 // RUN: vt-opt %s --temco-fuse-activation='fuse-pooling=false split-concat=false' | filecheck %s --check-prefix=NOPOOL
 // RUN: not vt-opt %s --temco-fuse-activation='tile-width=4' --gpu-sequentialize-forall -o /dev/null 2>&1 | filecheck %s --check-prefix=GPU
 // RUN: not vt-opt %s --temco-fuse-activation='tile-width=-1' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: vt-opt %s --temco-fuse-activation='where=peak' | filecheck %s --check-prefix=PEAK
+// RUN: vt-opt %s --temco-fuse-activation='where=peak report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK-REPORT
+// RUN: vt-opt %s --temco-fuse-activation='where=peak tile-width=4 report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK-WIDE
+// RUN: not vt-opt %s --temco-fuse-activation='where=near' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD-WHERE
 
 // TeMCO §3.2 (Fig. 8, Listing 1): lconv (1x1, 2 -> 8 channels, bias) -> ReLU -> fconv (1x1, 8 -> 2)
 // becomes one scf.forall over (N, H, W / tile-width) tiles; inside, the lconv, the activation and
@@ -314,5 +318,64 @@ func.func @core_pool_fconv(%p: tensor<1x1x34x34xf32>) -> tensor<1x1x16x16xf32> {
   return %y : tensor<1x1x16x16xf32>
 }
 
+// where=peak: the first group (a 64-channel lconv output, 16 KiB full-size) holds the peak unfused
+// and is fused; the second (4 channels) stays below the peak that the 32-channel core conv output
+// sets anyway (9,120 B as the backend allocates it), so it is left as it was.
+// PEAK-LABEL: func.func @peak
+// PEAK:         scf.forall
+// PEAK:         } {temco.fused = "lconv-act-fconv"}
+// PEAK-NOT:     scf.forall
+// PEAK:         linalg.conv_2d_nchw_fchw {{.*}} ins(%{{.*}} : tensor<1x2x10x10xf32>, tensor<4x2x1x1xf32>)
+// PEAK-NEXT:    linalg.generic
+// PEAK:         return
+// PEAK-REPORT-LABEL: temco-fuse-activation @peak: 1 fused group(s)
+// PEAK-REPORT:   fused conv_2d_nchw_fchw -> generic -> fconv at {{.*}}: tile [1, 2, 1, 8]
+// PEAK-REPORT:   not fused: group at {{.*}}: not fused, the peak (9120 B) is elsewhere
+// With tile-width=4 the fused group's tiles are widened to whole rows (8 columns): the wider tile
+// buffers stay below the peak.
+// PEAK-WIDE-LABEL: temco-fuse-activation @peak: 1 fused group(s)
+// PEAK-WIDE:   fused conv_2d_nchw_fchw -> generic -> fconv at {{.*}}: tile [1, 2, 1, 8]
+func.func @peak(%x: tensor<1x2x8x8xf32>, %w1: tensor<64x2x1x1xf32>, %w2: tensor<2x64x1x1xf32>,
+                %w3: tensor<4x2x1x1xf32>, %w4: tensor<2x4x1x1xf32>, %w5: tensor<32x2x3x3xf32>,
+                %w6: tensor<2x32x1x1xf32>) -> tensor<1x2x10x10xf32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %e64 = tensor.empty() : tensor<1x64x8x8xf32>
+  %f64 = linalg.fill ins(%zero : f32) outs(%e64 : tensor<1x64x8x8xf32>) -> tensor<1x64x8x8xf32>
+  %l1 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w1 : tensor<1x2x8x8xf32>, tensor<64x2x1x1xf32>) outs(%f64 : tensor<1x64x8x8xf32>) -> tensor<1x64x8x8xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%l1 : tensor<1x64x8x8xf32>) outs(%e64 : tensor<1x64x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x64x8x8xf32>
+  %e2 = tensor.empty() : tensor<1x2x8x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%r1, %w2 : tensor<1x64x8x8xf32>, tensor<2x64x1x1xf32>) outs(%f2 : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %pa = tensor.pad %a low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x2x8x8xf32> to tensor<1x2x10x10xf32>
+  %e32 = tensor.empty() : tensor<1x32x8x8xf32>
+  %f32 = linalg.fill ins(%zero : f32) outs(%e32 : tensor<1x32x8x8xf32>) -> tensor<1x32x8x8xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%pa, %w5 : tensor<1x2x10x10xf32>, tensor<32x2x3x3xf32>) outs(%f32 : tensor<1x32x8x8xf32>) -> tensor<1x32x8x8xf32>
+  %b = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%c, %w6 : tensor<1x32x8x8xf32>, tensor<2x32x1x1xf32>) outs(%f2 : tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %pb = tensor.pad %b low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x2x8x8xf32> to tensor<1x2x10x10xf32>
+  %e4 = tensor.empty() : tensor<1x4x10x10xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<1x4x10x10xf32>) -> tensor<1x4x10x10xf32>
+  %l3 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%pb, %w3 : tensor<1x2x10x10xf32>, tensor<4x2x1x1xf32>) outs(%f4 : tensor<1x4x10x10xf32>) -> tensor<1x4x10x10xf32>
+  %r3 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%l3 : tensor<1x4x10x10xf32>) outs(%e4 : tensor<1x4x10x10xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x10x10xf32>
+  %e2b = tensor.empty() : tensor<1x2x10x10xf32>
+  %f2b = linalg.fill ins(%zero : f32) outs(%e2b : tensor<1x2x10x10xf32>) -> tensor<1x2x10x10xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%r3, %w4 : tensor<1x4x10x10xf32>, tensor<2x4x1x1xf32>) outs(%f2b : tensor<1x2x10x10xf32>) -> tensor<1x2x10x10xf32>
+  return %y : tensor<1x2x10x10xf32>
+}
+
 // GPU: error: gpu-sequentialize-forall: expects bufferized IR
 // BAD: error: temco-fuse-activation: tile-width must be >= 0, got -1
+// BAD-WHERE: error: temco-fuse-activation: where must be one of all, peak, got 'near'

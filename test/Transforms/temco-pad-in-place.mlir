@@ -1,5 +1,11 @@
-// RUN: vt-opt %s --temco-pad-in-place | filecheck %s
-// RUN: vt-opt %s --temco-pad-in-place='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-pad-in-place='where=all' | filecheck %s
+// RUN: vt-opt %s --temco-pad-in-place='where=all report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=REPORT
+// RUN: vt-opt %s --temco-pad-in-place | filecheck %s --check-prefix=PEAK
+// RUN: vt-opt %s --temco-pad-in-place='report=-' -o /dev/null 2>&1 | filecheck %s --check-prefix=PEAK-REPORT
+// RUN: not vt-opt %s --temco-pad-in-place='where=near' -o /dev/null 2>&1 | filecheck %s --check-prefix=BAD
+
+// where=all rewrites every eligible pad; where=peak (the default) only those whose in-place build
+// lowers the function's internal peak (the backend's allocation replay).
 
 // A conv's output padded for the next conv: the pad becomes a filled padded tensor with the source
 // inserted at the low offsets (eliminate-empty-tensors then computes the conv in that interior).
@@ -52,4 +58,54 @@ func.func @left_alone(%x: tensor<4xf32>, %y: tensor<?xf32>) -> (tensor<6xf32>, t
     tensor.yield %cst : f32
   } : tensor<?xf32> to tensor<?xf32>
   return %p, %q : tensor<6xf32>, tensor<?xf32>
+}
+
+// where=peak: the ReLU output (2 KiB) and its padded copy (3.2 KiB) are the peak; built in place,
+// the peak is the padded buffer and the 3x3 conv's output. The second pad (256 B source) is far
+// below that peak: it stays a copy. The pads returned or reading an argument above gain nothing
+// (the caller's arrays are not internal), so where=peak leaves them alone.
+// CHECK-LABEL: func.func @peak
+// CHECK-COUNT-2: tensor.insert_slice
+// PEAK-LABEL: func.func @peak
+// PEAK:         %[[A:.*]] = linalg.generic
+// PEAK:         %[[E:.*]] = tensor.empty() : tensor<1x8x10x10xf32>
+// PEAK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<1x8x10x10xf32>)
+// PEAK:         tensor.insert_slice %[[A]] into %[[F]][0, 0, 1, 1] [1, 8, 8, 8] [1, 1, 1, 1]
+// PEAK:         linalg.conv_2d_nchw_fchw
+// PEAK:         tensor.pad
+// PEAK:         } : tensor<1x1x8x8xf32> to tensor<1x1x10x10xf32>
+// PEAK-REPORT: temco-pad-in-place @zero_pad: peak {{[0-9]+}} B, {{[0-9]+}} B with every pad in place: no pad lowers it
+// PEAK-REPORT: temco-pad-in-place @peak: peak 5376 B -> 3584 B with 1 of 2 pad(s) in place
+// PEAK-REPORT-NEXT: temco-pad-in-place: {{.*}}: tensor<1x8x8x8xf32> into tensor<1x8x10x10xf32>
+// PEAK-REPORT-NOT: temco-pad-in-place:
+// BAD: error: temco-pad-in-place: where must be one of peak, all, got 'near'
+func.func @peak(%x: tensor<1x8x8x8xf32>, %w: tensor<1x8x3x3xf32>, %v: tensor<1x1x3x3xf32>) -> tensor<1x1x8x8xf32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %e8 = tensor.empty() : tensor<1x8x8x8xf32>
+  %a = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x : tensor<1x8x8x8xf32>) outs(%e8 : tensor<1x8x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x8x8xf32>
+  %pa = tensor.pad %a low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
+  %e1 = tensor.empty() : tensor<1x1x8x8xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x1x8x8xf32>) -> tensor<1x1x8x8xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%pa, %w : tensor<1x8x10x10xf32>, tensor<1x8x3x3xf32>) outs(%f1 : tensor<1x1x8x8xf32>) -> tensor<1x1x8x8xf32>
+  %e1b = tensor.empty() : tensor<1x1x8x8xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(n, c, h, w) -> (n, c, h, w)>, affine_map<(n, c, h, w) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%c : tensor<1x1x8x8xf32>) outs(%e1b : tensor<1x1x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x1x8x8xf32>
+  %pb = tensor.pad %b low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x1x8x8xf32> to tensor<1x1x10x10xf32>
+  %e1c = tensor.empty() : tensor<1x1x8x8xf32>
+  %f1c = linalg.fill ins(%zero : f32) outs(%e1c : tensor<1x1x8x8xf32>) -> tensor<1x1x8x8xf32>
+  %d = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%pb, %v : tensor<1x1x10x10xf32>, tensor<1x1x3x3xf32>) outs(%f1c : tensor<1x1x8x8xf32>) -> tensor<1x1x8x8xf32>
+  return %d : tensor<1x1x8x8xf32>
 }

@@ -208,3 +208,29 @@ def test_add_of_lconvs_is_merged_into_one_lconv_of_the_block_output_group():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(unmerged), np.asarray(want), rtol=1e-5, atol=1e-5)
     assert after.peak_internal_bytes <= after_unmerged.peak_internal_bytes < before.peak_internal_bytes
+
+
+def test_where_peak_fuses_only_the_groups_that_hold_the_peak():
+    """`where=peak`: a group is fused only where leaving it unfused would raise the internal peak
+    above what every group fused and every pad built in place reach. VGG-11's peak is in its first,
+    largest block: the later groups stay unfused (their kernels unchanged), the measured peak after
+    `temco-pad-in-place` is the one of fusing everything, and the output is the same."""
+    from vtmlir.temco.pad_in_place import pad_in_place
+
+    decomposed, _, report_all, (want, _), _ = _variants("temco_vgg11")
+    torch.manual_seed(0)
+    _, (x,) = TEMCO_ZOO["temco_vgg11"].builder(batch=1, size=TEST_SIZES["temco_vgg11"])
+    peaks, groups = {}, {}
+    for where in ("all", "peak"):
+        module = vtmlir.as_module(str(decomposed))
+        remat_skip_connections(module)
+        (report,) = fuse_activations(module, where=where)
+        pad_in_place(module)
+        groups[where] = report
+        got, stats = measure_peak_memory(str(module), x, opt_level=0)
+        peaks[where] = stats.peak_internal_bytes
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert len(groups["all"].groups) == len(report_all.groups)
+    assert 0 < len(groups["peak"].groups) < len(groups["all"].groups), groups["peak"].to_text()
+    assert sum("the peak" in s for s in groups["peak"].skipped) == len(groups["all"].groups) - len(groups["peak"].groups)
+    assert peaks["peak"] == peaks["all"]

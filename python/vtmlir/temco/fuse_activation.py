@@ -54,19 +54,20 @@ from torch_mlir.dialects.transform import structured
 from torch_mlir.dialects.transform import tensor as transform_tensor
 
 from ..ir_constants import constant_array, make_constant
-from ..ir_utils import apply_transform_script, walk_ops
+from ..ir_utils import apply_transform_script, copy_module, walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
-from ..errors import format_location
+from ..errors import VtmlirError, format_location
 from ..ir_types import shaped_bytes
 from .gather_to_affine import gather_to_affine
 from .merge_lconvs import fill_conv_body, merge_lconvs as _merge_lconvs
-from .pad_in_place import pad_value
+from .pad_in_place import pad_in_place, pad_value
 from .push_through_concat import push_through_concat
 
 _CONV = "linalg.conv_2d_nchw_fchw"
 _POOLS = {"linalg.pooling_nchw_max", "linalg.pooling_nchw_sum"}
 _INIT_PRODUCERS = {"linalg.fill", "linalg.broadcast", "linalg.generic"}
 _ATTR = "temco.fuse"
+WHERE = ("all", "peak")
 
 
 @dataclass
@@ -488,7 +489,8 @@ def split_concat_fconvs(func) -> int:
 
 def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
                      split_concat: bool = True, epilogues: bool = True,
-                     affine_gathers: bool = True, merge_lconvs: bool = False) -> list[FusionReport]:
+                     affine_gathers: bool = True, merge_lconvs: bool = False,
+                     where: str = "all") -> list[FusionReport]:
     """Apply `temco-fuse-activation` to every function of `module` (builtin.module op or ir.Module).
 
     With `epilogues`, elementwise roots (block outputs kept full-size) are tiled too. Each group is
@@ -496,14 +498,16 @@ def fuse_activations(module, tile_width: int = 16, fuse_pooling: bool = True,
     fuse some producer), the group keeps what was fused so far (valid IR, some intermediates stay
     full-size) and the report lists it."""
     root = module.operation if hasattr(module, "operation") else module
-    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers, merge_lconvs)
+    if where not in WHERE:
+        raise VtmlirError(f"temco-fuse-activation: where must be one of {', '.join(WHERE)}, got '{where}'")
+    return _fuse(root, tile_width, fuse_pooling, split_concat, epilogues, affine_gathers, merge_lconvs, where)
 
 
 def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogues: bool,
-          affine_gathers: bool, merge_lconvs: bool) -> list[FusionReport]:
+          affine_gathers: bool, merge_lconvs: bool, where: str) -> list[FusionReport]:
     reports = []
     script: list = []  # one builder of a transform script body per group
-    owners: list = []  # (report, index of the group in it) per script
+    owners: list = []  # (report, group, producers to fuse) per script
     group_ops = 0
     for func in walk_ops(root, "func.func"):
         if not func.regions[0].blocks:
@@ -553,9 +557,10 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 fuse = list(reversed(members)) + list(reversed(_init_producers(members)))
                 for i, op in enumerate(fuse):
                     op.attributes[_ATTR] = ir.StringAttr.get(f"g{g}.p{i}")
-            script.append(functools.partial(_build_group_script, g, tile, len(fuse),
-                                            [i for i, op in enumerate(fuse) if op.name == "tensor.pad"]))
-            owners.append((report, len(report.groups), [fconv] + fuse))
+            pads = [i for i, op in enumerate(fuse) if op.name == "tensor.pad"]
+            wide = None if channel_tiles or tile[3] == out_shape[3] else [1, 0, rows, out_shape[3]]
+            script.append((functools.partial(_build_group_script, g, tile, len(fuse), pads),
+                           wide and functools.partial(_build_group_script, g, wide, len(fuse), pads), out_shape[3]))
             pooled = any(m.name in _POOLS for m in members)
             report.groups.append(FusedGroup(
                 kind=_group_kind(fconv),
@@ -566,26 +571,103 @@ def _fuse(root, tile_width: int, fuse_pooling: bool, split_concat: bool, epilogu
                 tile=[1, 1, out_shape[2], out_shape[3]] if channel_tiles else [1, out_shape[1], rows, tile[3]],
                 avoided_bytes=sum(shaped_bytes(m.results[0].type) or 0 for m in members),
                 pooling=pooled))
+            owners.append((report, report.groups[-1], len(fuse)))
     if not script:
         return reports
-    for (report, index, group), group_script in zip(owners, script):
+    pending = [_Pending(g, report, group, count, builder, wide, width)
+               for g, ((report, group, count), (builder, wide, width)) in enumerate(zip(owners, script))]
+    if where == "peak":
+        pending = _groups_at_peak(root, pending)
+    _apply_groups(root, pending)
+    if not root.verify():
+        raise PassFailure("temco-fuse-activation: the fused module does not verify")
+    return reports
+
+
+@dataclass
+class _Pending:
+    """A group found and tagged (`temco.fuse` = g<g>.c, g<g>.p<i>), not yet tiled and fused."""
+
+    g: int
+    report: FusionReport
+    group: FusedGroup
+    producers: int  # tagged ops to fuse, g<g>.p0 .. p<producers-1>
+    script: object  # builder of its transform script
+    wide: object = None  # the same with whole rows as tiles (None: the tile is whole rows already)
+    width: int = 0  # the root's output width (a whole row)
+
+
+def _apply_groups(root, pending: list[_Pending]) -> None:
+    """Tile and fuse the `pending` groups under `root` (the model, or a copy of it: the groups' ops
+    are found by their tags), then clean up and strip the tags of every group."""
+    tagged = {ir.StringAttr(op.attributes[_ATTR]).value: op for op in walk_ops(root) if _ATTR in op.attributes}
+    for p in pending:
+        ops = [tagged[f"g{p.g}.c"]] + [tagged[f"g{p.g}.p{i}"] for i in range(p.producers)]
         try:
-            with _Isolated(group) as scratch:
-                apply_transform_script(scratch, group_script)
+            with _Isolated(ops) as scratch:
+                apply_transform_script(scratch, p.script)
         except ValueError as err:  # the interpreter emitted its diagnostics; the IR so far is valid
-            group = report.groups[index]
-            group.complete = False
-            report.skipped.append(f"group at {group.fconv}: tile-and-fuse stopped early "
-                                  f"({str(err).strip().splitlines()[-1] if str(err).strip() else 'no message'})")
+            p.group.complete = False
+            p.report.skipped.append(f"group at {p.group.fconv}: tile-and-fuse stopped early "
+                                    f"({str(err).strip().splitlines()[-1] if str(err).strip() else 'no message'})")
     try:
         apply_transform_script(root, _build_cleanup_script)
     except ValueError as err:
         raise PassFailure(f"temco-fuse-activation: cleaning up the fused loops failed: {err}") from None
     with root.context:
         _mark_loops_and_strip(root)
-    if not root.verify():
-        raise PassFailure("temco-fuse-activation: the fused module does not verify")
-    return reports
+
+
+def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
+    """The groups to fuse with `where=peak`, per function: those that keep the function's internal
+    peak at what the TeMCO rewrites reach (every group fused, every pad built in place), evaluated
+    with the backend's allocation replay on copies. Groups are left unfused smallest first (by the
+    bytes of full-size intermediates they avoid: a group that avoids less is further from the peak),
+    the longest such run that keeps the peak, found by bisection (one replay per step). Then the
+    fused groups get whole rows as tiles (fewer, longer tile contractions) if that keeps the peak
+    too (one replay); else they keep `tile-width`."""
+    # The backend (bufferization, the replay) only when a decision is made: importing it loads the
+    # JIT's runtime libraries.
+    from ..vtc.memory_check import backend_peak
+
+    def peak(function: str, fused: list[_Pending], wide: bool = False) -> int:
+        copy = copy_module(root)
+        # the copy's own report entries: what happens on it is not reported
+        _apply_groups(copy.operation, [_Pending(p.g, FusionReport(function), FusedGroup(p.group.fconv, [], [], [], 0),
+                                                p.producers, (p.wide or p.script) if wide else p.script)
+                                       for p in fused])
+        pad_in_place(copy, "all")
+        return backend_peak(copy, function)
+
+    chosen = []
+    for report in {id(p.report): p.report for p in pending}.values():
+        groups = [p for p in pending if p.report is report]
+        order = sorted(groups, key=lambda p: p.group.avoided_bytes)
+        try:
+            target = peak(report.function, groups)
+            low, high = 0, len(order)  # order[:low] can be left unfused; order[:high + 1] cannot
+            while low < high:
+                mid = (low + high + 1) // 2
+                if peak(report.function, order[mid:]) <= target:
+                    low = mid
+                else:
+                    high = mid - 1
+            fused = order[low:]
+            widen = any(p.wide for p in fused) and peak(report.function, fused, wide=True) <= target
+        except VtmlirError as err:
+            # The replay cannot model this function: fuse every group, as `where=all`.
+            report.skipped.append(f"peak not evaluated ({str(err).splitlines()[0]}): every group fused")
+            chosen.extend(groups)
+            continue
+        for p in order[:low]:
+            report.groups.remove(p.group)
+            report.skipped.append(f"group at {p.group.fconv}: not fused, the peak ({target} B) is elsewhere")
+        for p in fused:
+            if widen and p.wide:
+                p.script = p.wide
+                p.group.tile[3] = p.width
+        chosen.extend(fused)
+    return sorted(chosen, key=lambda p: p.g)
 
 
 class _Isolated:
@@ -761,6 +843,9 @@ class TemcoFuseActivation(Pass):
         Option("affine-gathers", bool, True, "first rewrite gathers with affine indices (nearest upsampling) into "
                "generics reading their source, so they fuse"),
         Option("merge-lconvs", bool, False, "first merge concatenated lconvs into one block-diagonal lconv (Fig. 9a)"),
+        Option("where", str, "all", "'all': fuse every group; 'peak': only the groups that keep the function's "
+               "internal peak where every group fused and every pad built in place put it (backend replay), "
+               "with whole rows as tiles if the peak stays"),
         Option("json", bool, False, "print the report as JSON"),
         report_option("one line per fused activation"),
     )
@@ -769,8 +854,12 @@ class TemcoFuseActivation(Pass):
         if self.tile_width < 0:
             self.emit_error(module, f"{self.name}: tile-width must be >= 0, got {self.tile_width}")
             return
+        if self.where not in WHERE:
+            self.emit_error(module, f"{self.name}: where must be one of {', '.join(WHERE)}, got '{self.where}'")
+            return
         reports = fuse_activations(module, self.tile_width, self.fuse_pooling, self.split_concat,
-                                   affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs)
+                                   affine_gathers=self.affine_gathers, merge_lconvs=self.merge_lconvs,
+                                   where=self.where)
         text = (_json.dumps([r.to_dict() for r in reports], indent=2) + "\n" if self.json
                 else "".join(r.to_text() for r in reports))
         self.write_report(module, text)
