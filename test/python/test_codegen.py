@@ -296,15 +296,16 @@ def test_openmp_runtime_is_found():
     assert openmp_library().endswith("libomp.so")
 
 
-@pytest.mark.parametrize("preset, expected", [(None, "1"), ("50", "50")])
+@pytest.mark.parametrize("preset, expected", [(None, "1 2"), ("50", "50 2")])
 def test_openmp_workers_sleep_soon_after_a_call_unless_the_user_says(preset, expected):
-    # libomp's own default (200 ms of spinning after each call) would take the cores from torch's
-    # threads in the same process; a value the user set is kept.
-    env = {k: v for k, v in os.environ.items() if k != "KMP_BLOCKTIME"}
+    # libomp's own defaults (200 ms of spinning after each call, sched_yield in every wait round)
+    # take the cores from torch's threads in the same process and stall a woken team; a value the
+    # user set is kept.
+    env = {k: v for k, v in os.environ.items() if k not in ("KMP_BLOCKTIME", "KMP_USE_YIELD")}
     if preset is not None:
         env["KMP_BLOCKTIME"] = preset
     code = ("import os; from vtmlir.codegen.openmp import openmp_library; openmp_library(); "
-            "print(os.environ['KMP_BLOCKTIME'])")
+            "print(os.environ['KMP_BLOCKTIME'], os.environ['KMP_USE_YIELD'])")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
 
