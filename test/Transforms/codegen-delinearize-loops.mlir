@@ -22,6 +22,10 @@
 #pin = affine_map<(n, c, h, w, kh, kw) -> (n, c, h + kh, w + kw)>
 #pk = affine_map<(n, c, h, w, kh, kw) -> (kh, kw)>
 #pout = affine_map<(n, c, h, w, kh, kw) -> (n, c, h, w)>
+#uin = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (0, d6, (d2 + d4) floordiv 2, (d3 + d5) floordiv 2)>
+#umean = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d6, 0, 0)>
+#uw = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d6, d4, d5)>
+#uout = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
 
 // Attention's Q read out of a fused QKV projection [b, s, 3 * h * hd] (b = 2, h = 4, hd = 16; K at
 // offset 64): the loop over batch x heads (8) splits into (2, 4); the K slice of the projection is a
@@ -242,6 +246,31 @@ func.func @dynamic_layout(%a: memref<3x4x5xf32>, %b: memref<12x5xf32, strided<[?
       ins(%a : memref<3x4x5xf32>) outs(%b : memref<12x5xf32, strided<[?, 1], offset: ?>>) {
   ^bb0(%in: f32, %o: f32):
     linalg.yield %in : f32
+  }
+  return
+}
+
+// A TeMCO group's 1x1 fconv reading its upsampled tile (UNet's decoder: `(h + kh) floordiv 2`,
+// `(w + kw) floordiv 2` over a tile of two output rows, kh and kw of extent 1) and writing a tile
+// of the group's output, a subview at the tile's row: the dynamic offset carries over to the
+// expanded view. w splits into (4, 2); the tile's unit row and batch dimensions are dropped.
+// CHECK-LABEL: func.func @upsampled_tile
+// CHECK:         %[[X:.*]] = memref.subview %arg0[0, 0, 0, 0] [1, 16, 1, 4] [1, 1, 1, 1] : memref<1x16x1x4xf32> to memref<16x4xf32, strided<[4, 1]>>
+// CHECK:         %[[O:.*]] = memref.expand_shape %{{.*}} {{\[\[}}0], [1], [2], [3, 4]] output_shape [1, 4, 2, 4, 2] : memref<1x4x2x8xf32, strided<[256, 64, 8, 1], offset: ?>> into memref<1x4x2x4x2xf32, strided<[256, 64, 8, 2, 1], offset: ?>>
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK-SAME:        ins(%[[X]], {{.*}}) outs(%[[O]] : memref<1x4x2x4x2xf32, strided<[256, 64, 8, 2, 1], offset: ?>>)
+func.func @upsampled_tile(%x: memref<1x16x1x4xf32>, %mean: memref<16x1x1xf32>, %w: memref<4x16x1x1xf32>, %out: memref<1x4x8x8xf32>, %row: index) {
+  %zero = arith.constant 0.0 : f32
+  %tile = memref.subview %out[0, 0, %row, 0] [1, 4, 2, 8] [1, 1, 1, 1] : memref<1x4x8x8xf32> to memref<1x4x2x8xf32, strided<[256, 64, 8, 1], offset: ?>>
+  linalg.generic {indexing_maps = [#uin, #umean, #uw, #uout], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %mean, %w : memref<1x16x1x4xf32>, memref<16x1x1xf32>, memref<4x16x1x1xf32>) outs(%tile : memref<1x4x2x8xf32, strided<[256, 64, 8, 1], offset: ?>>) {
+  ^bb0(%a: f32, %m: f32, %b: f32, %o: f32):
+    %s = arith.subf %a, %m : f32
+    %c = arith.cmpf ugt, %s, %zero : f32
+    %r = arith.select %c, %s, %zero : f32
+    %p = arith.mulf %r, %b : f32
+    %t = arith.addf %o, %p : f32
+    linalg.yield %t : f32
   }
   return
 }

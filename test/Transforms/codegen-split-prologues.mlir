@@ -235,3 +235,60 @@ func.func @gather_of_the_output(%var: memref<4xf32>, %k: memref<8x4xf32>, %y: me
   }
   return
 }
+
+// The same, the input a buffer of the function whose last reader is the convolution (a TeMCO
+// group's tile, freed right after): the prologue overwrites it in place, no new buffer.
+// CHECK-LABEL: func.func @batchnorm_conv1x1_in_place
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<1x4x6x6xf32>
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%{{.*}} : memref<4x1x1xf32>) outs(%[[T]] : memref<1x4x6x6xf32>)
+// CHECK:           arith.maximumf
+// CHECK:         linalg.generic {{.*}} ins(%[[T]], %{{.*}} : memref<1x4x6x6xf32>, memref<8x4x1x1xf32>) outs(%{{.*}} : memref<1x8x6x6xf32>)
+// CHECK-NEXT:    ^bb0
+// CHECK-NEXT:      arith.mulf
+// CHECK-NEXT:      arith.addf
+// CHECK:         memref.dealloc %[[T]]
+// CHECK-NOT:     memref.dealloc
+// CHECK:         return
+func.func @batchnorm_conv1x1_in_place(%x: memref<1x4x6x6xf32>, %scale: memref<4x1x1xf32>, %k: memref<8x4x1x1xf32>,
+                                      %y: memref<1x8x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<1x4x6x6xf32>
+  memref.copy %x, %t : memref<1x4x6x6xf32> to memref<1x4x6x6xf32>
+  linalg.generic {indexing_maps = [#in, #chan, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%t, %scale, %k : memref<1x4x6x6xf32>, memref<4x1x1xf32>, memref<8x4x1x1xf32>) outs(%y : memref<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %s: f32, %f: f32, %out: f32):
+    %0 = arith.mulf %in, %s : f32
+    %1 = arith.maximumf %0, %zero : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  memref.dealloc %t : memref<1x4x6x6xf32>
+  return
+}
+
+// Read after the convolution: a new buffer for the prologue.
+// CHECK-LABEL: func.func @batchnorm_conv1x1_read_after
+// CHECK:         %[[T:.*]] = memref.alloc() : memref<1x4x6x6xf32>
+// CHECK:         %[[P:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x4x6x6xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[T]], %{{.*}} : memref<1x4x6x6xf32>, memref<4x1x1xf32>) outs(%[[P]] : memref<1x4x6x6xf32>)
+func.func @batchnorm_conv1x1_read_after(%x: memref<1x4x6x6xf32>, %scale: memref<4x1x1xf32>, %k: memref<8x4x1x1xf32>,
+                                        %y: memref<1x8x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<1x4x6x6xf32>
+  memref.copy %x, %t : memref<1x4x6x6xf32> to memref<1x4x6x6xf32>
+  linalg.generic {indexing_maps = [#in, #chan, #flt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%t, %scale, %k : memref<1x4x6x6xf32>, memref<4x1x1xf32>, memref<8x4x1x1xf32>) outs(%y : memref<1x8x6x6xf32>) {
+  ^bb0(%in: f32, %s: f32, %f: f32, %out: f32):
+    %0 = arith.mulf %in, %s : f32
+    %1 = arith.maximumf %0, %zero : f32
+    %2 = arith.mulf %1, %f : f32
+    %3 = arith.addf %out, %2 : f32
+    linalg.yield %3 : f32
+  }
+  memref.copy %t, %x : memref<1x4x6x6xf32> to memref<1x4x6x6xf32>
+  memref.dealloc %t : memref<1x4x6x6xf32>
+  return
+}

@@ -497,6 +497,57 @@ def test_convolutions_reading_a_channel_slice_or_shuffle_are_scheduled():
         torch.testing.assert_close(scheduled(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
 
 
+class _UpsampledConv(torch.nn.Module):
+    """UNet's decoder step: conv3x3 -> BatchNorm -> ReLU -> nearest 2x upsampling -> conv3x3."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(32)
+        self.up = torch.nn.Upsample(scale_factor=2, mode="nearest")
+        self.reduce = torch.nn.Conv2d(32, 16, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.reduce(self.up(torch.relu(self.bn(self.conv(x)))))
+
+
+def test_a_fused_group_reading_an_upsampled_tile_computes_its_batchnorm_once_in_place():
+    # UNet's decoder at opt level 2: TeMCO decomposes both convolutions and fuses lconv -> BatchNorm
+    # -> ReLU -> upsampling -> fconv per tile of two output rows. The fconv (1x1) reads the lconv's
+    # tile at ((h + kh) floordiv 2, (w + kw) floordiv 2), the BatchNorm and ReLU in its body, and
+    # writes a tile of the group's output (a subview at the tile's row: a dynamic offset). It was a
+    # 'pooling' kernel of scalar loops recomputing the BatchNorm per output channel and pixel.
+    # codegen-delinearize-loops views it (w split into (W/2, 2)), so codegen-split-prologues
+    # computes the BatchNorm + ReLU once per tile element, vectorised and in the tile's own memory
+    # (the product is its last reader: no buffer added, the peak stays); the product is a plain
+    # multiply-add. Bitwise the loops and the decomposed model at opt level 0.
+    from vtmlir.codegen import DEFAULT_SCHEDULES
+    from vtmlir.models._spec import randomize_batchnorm
+    from vtmlir.temco import decompose_convs
+    from vtmlir.temco.fuse_activation import fuse_activations
+
+    torch.manual_seed(0)
+    model = _UpsampledConv().eval()
+    randomize_batchnorm(model, torch.Generator().manual_seed(0))
+    x = torch.randn(1, 16, 8, 8)
+    module = vtmlir.import_torch(model, x)
+    decompose_convs(module, 0.25, True)
+    decomposed = str(module)
+    (fusion,) = fuse_activations(module)
+    assert fusion.groups and "floordiv 2" in str(module), fusion.to_text()
+    fused = vtmlir.compile(str(module), opt_level=0, threads=1)
+    loops = vtmlir.compile(str(module), opt_level=0, threads=1,
+                           schedules={kind: None for kind in DEFAULT_SCHEDULES})
+    reference = vtmlir.compile(decomposed, opt_level=0, threads=1)
+    report = fused.report()
+    assert not any(p.kind == "pooling" for p in report.kernels), str(report)
+    # the BatchNorm + ReLU over the group's 32-channel tile of 8 source columns, vectorised
+    assert any(p.description == "elementwise 32x8" and p.id in report.vectorized for p in report.kernels), str(report)
+    got = fused(x)
+    assert torch.equal(got, loops(x))
+    assert torch.equal(got, reference(x))  # (the decomposition approximates the model: no torch reference)
+
+
 class _ConvOfConcat(torch.nn.Module):
     def __init__(self, kernel: int, stride: int):
         super().__init__()

@@ -10,6 +10,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
 from ..ir_utils import iterator_type
+from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 
 # Ops that may be copied out of a body into another kernel: pure, elementwise, no memory access.
 PURE_DIALECTS = ("arith", "math")
@@ -135,11 +136,16 @@ def _anchor(args: list[int], maps, operands) -> tuple[int, list[ir.AffineMap]] |
     return None
 
 
-def make_prologue(op, block, side, maps):
+def make_prologue(op, block, side, maps, keep=None):
     """Compute `side` (a value of `op`'s body) in a kernel of its own, over the shape of the input it
     reads with the most dimensions (the anchor, whose map must index the others' by plain dimensions,
     its own window expressions or unit dimensions),
-    inserted before `op`; returns (buffer, its map in `op`, the new ops) or None."""
+    inserted before `op`; returns (buffer, its map in `op`, the new ops) or None.
+
+    `keep`: the inputs the rest of `op`'s body reads (None: unknown). Where the anchor is none of
+    them and `op` is its buffer's last reader (`dies_at`), the kernel overwrites the anchor in place
+    instead of writing a new buffer of its size: a split then never raises the peak memory (a TeMCO
+    group's tile, whose BatchNorm + ReLU the upsampled 1x1 convolution read)."""
     found = backward_slice(block, [side])
     n_inputs = len(op.opview.inputs)
     if found is None:
@@ -155,23 +161,54 @@ def make_prologue(op, block, side, maps):
     shape = static_shape(op.operands[anchor])
     if shape is None:
         return None
+    if (keep is not None and anchor not in keep and side.type == block.arguments[anchor].type
+            and dies_at(op, anchor)):
+        _, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, shape, in_place=anchor)
+        return op.operands[anchor], maps[anchor], [prologue.operation]
     alloc, prologue = _elementwise_kernel(op, block, side, ops, args, new_maps, shape)
     return alloc.result, maps[anchor], [alloc.operation, prologue.operation]
 
 
-def _elementwise_kernel(op, block, side, ops, args, input_maps, shape):
+def dies_at(op, index: int) -> bool:
+    """Whether `op` is the last user of the buffer its operand `index` views: allocated in `op`'s
+    block, used after `op` only by its dealloc (and views), and viewed by no other operand of `op`."""
+    root = buffer_root(op.operands[index])
+    if isinstance(root, ir.BlockArgument):
+        return False
+    alloc = root.owner.operation
+    if alloc.name != "memref.alloc" or alloc.parent != op.parent:
+        return False
+    if any(buffer_root(v) == root for i, v in enumerate(op.operands) if i != index):
+        return False
+    for user in users_in_block(root, op.parent):
+        if user == op or user.name == "memref.dealloc" or user.name in VIEW_OPS:
+            continue
+        if not user.is_before_in_block(op):
+            return False
+    return True
+
+
+def _elementwise_kernel(op, block, side, ops, args, input_maps, shape, in_place=None):
     """An elementwise kernel before `op` over a new buffer of `shape` (written with the identity
     map), reading `op`'s inputs `args` with `input_maps` and computing `side` with copies of `ops`
-    (of `block`, `op`'s body); returns (the buffer's alloc, the kernel)."""
+    (of `block`, `op`'s body); returns (the buffer's alloc, the kernel). With `in_place` (one of
+    `args`, read with the identity map), the kernel writes that input instead, read as its output
+    (no alloc: None)."""
     rank = len(shape)
+    reads = [(a, m) for a, m in zip(args, input_maps) if a != in_place]
     with op.location, ir.InsertionPoint(op):
-        alloc = memref.AllocOp(ir.MemRefType.get(shape, side.type), [], [], alignment=64)
-        maps = input_maps + [ir.AffineMap.get_identity(rank)]
-        prologue = linalg.GenericOp([], [op.operands[a] for a in args], [alloc.result],
+        alloc = None
+        if in_place is None:
+            alloc = memref.AllocOp(ir.MemRefType.get(shape, side.type), [], [], alignment=64)
+        out = alloc.result if alloc is not None else op.operands[in_place]
+        maps = [m for _, m in reads] + [ir.AffineMap.get_identity(rank)]
+        prologue = linalg.GenericOp([], [op.operands[a] for a, _ in reads], [out],
                                     ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                                     ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
-        body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a in args] + [side.type]))
-        mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(args)}
+        body = prologue.regions[0].blocks.append(*([block.arguments[a].type for a, _ in reads] + [side.type]))
+        mapping = {block.arguments[a]: body.arguments[i] for i, (a, _) in enumerate(reads)}
+        if in_place is not None:
+            mapping[block.arguments[in_place]] = body.arguments[len(reads)]
         with ir.InsertionPoint(body):
             clone_ops(ops, mapping)
             linalg.YieldOp([mapping[side]])
@@ -186,14 +223,9 @@ def free_after(op, new_ops) -> None:
                 memref.DeallocOp(new.results[0])
 
 
-# Ops through which a buffer is read as another memref (`buffer_root`).
-_VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.reinterpret_cast",
-             "memref.cast", "memref.transpose", "memref.view")
-
-
 def buffer_root(value):
     """The buffer `value` (a memref) is a view of."""
-    while not isinstance(value, ir.BlockArgument) and value.owner.operation.name in _VIEW_OPS:
+    while not isinstance(value, ir.BlockArgument) and value.owner.operation.name in VIEW_OPS:
         value = value.owner.operation.operands[0]
     return value
 

@@ -32,11 +32,15 @@ dimensions, `codegen-split-checks` and `codegen-split-prologues` take them out, 
 convolution again (EfficientViT's MBConv: the kernel kept scalar loops and took 2/3 of the block's
 time). ShuffleNet's 1x1 convolutions reading half of the channels (`c + 58`) or the shuffled ones
 (`(c floordiv 2 + 29, c mod 2)`) were no convolutions for linalg either ('pooling' kernels, scalar
-loops): a subview at channel 58, a split of `c` into (29, 2).
+loops): a subview at channel 58, a split of `c` into (29, 2). A TeMCO group of UNet's decoder reads its
+upsampled tile in the 1x1 fconv at `((h + kh) floordiv 2, (w + kw) floordiv 2)` (kh, kw of extent 1;
+the BatchNorm and ReLU in its body) and writes a tile of its output, a subview at the tile's row:
+`w` splits into (W/2, 2), the views keep the tile's dynamic offset, and the BatchNorm reads plain
+dimensions for `codegen-split-prologues`.
 
 A kernel whose expressions do not have the form above (a coefficient that is not such a stride, a
 `floordiv` whose remainder terms could reach the divisor, negative coefficients, loops to split under
-a body that reads `linalg.index`, a view of a buffer with a dynamic layout) is left as it is.
+a body that reads `linalg.index`, a view of a buffer with dynamic strides) is left as it is.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ def subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefTyp
     """The type of `memref.subview` of `source` at `offsets` of `sizes` (unit strides) without the
     unit dimensions `dropped` (a rank-reducing subview)."""
     strides, offset = source.get_strides_and_offset()
-    offset += sum(o * s for o, s in zip(offsets, strides))
+    if not source.is_dynamic_stride_or_offset(offset):  # a dynamic offset stays dynamic
+        offset += sum(o * s for o, s in zip(offsets, strides))
     keep = [i for i in range(source.rank) if i not in dropped]
     return ir.MemRefType.get([sizes[i] for i in keep], source.element_type,
                              ir.StridedLayoutAttr.get(offset, [strides[i] for i in keep]), source.memory_space)
@@ -260,10 +265,12 @@ def _plan(value, amap: ir.AffineMap, loops: dict[int, Linear], ranges: list[int]
     used = [d for g in groups if isinstance(g, list) for d in g]
     if len(used) != len(set(used)):
         return None  # a loop twice in one operand (a diagonal): no projected permutation
-    strides, offset = memref_type.get_strides_and_offset()
+    strides, _ = memref_type.get_strides_and_offset()
     if _needs_view(offsets, sizes, groups, shape):
-        if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides + [offset]):
-            return None  # a view of a buffer with a dynamic layout would need dynamic types
+        # A dynamic offset carries over to the views (a fused group's tile of its output, a
+        # subview at the tile's row); dynamic strides would make the expanded ones dynamic.
+        if any(memref_type.is_dynamic_stride_or_offset(v) for v in strides):
+            return None
     return offsets, sizes, groups
 
 

@@ -20,7 +20,14 @@ from `linalg.index`, `arith.select` choosing one; the BatchNorm + ReLU of DenseN
 transitions fused into their 1x1 convolutions) is computed over the loop dimensions it depends on
 (`bodies.make_gather_prologue`) and read as a projected permutation; the body's asserts go with it.
 A split that would drop an assert is not made. The split is kept only if the product is then a
-contraction or a convolution (the result is scheduled as one).
+contraction or a convolution for linalg (scheduled as one; a contraction whose output's contiguous
+dimension no input reads -- the 1x1 fconv of a TeMCO group reading its upsampled tile, split into
+(W/2, 2) -- keeps loops, a plain multiply-add).
+
+Where the product is the last reader of the anchor's buffer (allocated in its block, freed after it,
+not read by the other side of the product nor by an assert), the prologue overwrites the anchor in
+place (`bodies.dies_at`): no buffer is added, so the split never raises the peak TeMCO measures
+(a TeMCO group's tile, otherwise doubled while the product runs).
 
 Every element of the prologue is computed by the same ops as before and the products are summed in
 the same order: results are bitwise those of the fused kernel's loops.
@@ -32,7 +39,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
 from ..passes.registry import Pass, register_pass
-from .bodies import clone_ops, free_after, make_gather_prologue, make_prologue, owner_in, static_shape
+from .bodies import (GATHER_OPS, backward_slice, clone_ops, free_after, make_gather_prologue, make_prologue, owner_in,
+                     static_shape)
 from .kernels import indexing_maps_of, rewrite_generics
 
 
@@ -60,11 +68,11 @@ def split_prologues(op) -> bool:
     sides = []  # per side: (operand, map)
     new_ops = []
     asserts = [o.operation for o in block.operations if o.operation.name == "cf.assert"]
-    for side in mul.operands:
+    for i, side in enumerate(mul.operands):
         if isinstance(side, ir.BlockArgument) and side.owner == block and side.arg_number < n_inputs:
             sides.append((op.operands[side.arg_number], maps[side.arg_number]))
             continue
-        made = make_prologue(op, block, side, maps)
+        made = make_prologue(op, block, side, maps, _inputs_read(block, mul.operands[1 - i], asserts))
         if made is None:
             made = make_gather_prologue(op, block, side, maps, asserts)
             if made is not None:
@@ -98,6 +106,13 @@ def split_prologues(op) -> bool:
     free_after(op, new_ops)
     op.erase()
     return True
+
+
+def _inputs_read(block, other, asserts) -> set[int] | None:
+    """The block arguments that the other side of the product (`other`) and the body's asserts read,
+    None if unknown: a prologue may overwrite an input none of them reads."""
+    found = backward_slice(block, [other] + [v for a in asserts for v in a.operands], allowed=GATHER_OPS)
+    return found[1] if found is not None else None
 
 
 def split_all_prologues(module_op) -> int:
