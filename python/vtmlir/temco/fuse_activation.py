@@ -628,7 +628,7 @@ def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
     too (one replay); else they keep `tile-width`."""
     # The backend (bufferization, the replay) only when a decision is made: importing it loads the
     # JIT's runtime libraries.
-    from ..vtc.memory_check import backend_peak
+    from ..vtc import backend_peak
 
     def peak(function: str, fused: list[_Pending], wide: bool = False) -> int:
         copy = copy_module(root)

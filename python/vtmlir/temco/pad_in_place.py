@@ -20,7 +20,7 @@ into a 4-wide row of a 6-wide buffer gets 4-lane vectors; ResNet-18 ran 18 % slo
 in place), and the padded buffer is live during the producer's step where the unpadded one was. The
 internal peak is a maximum over program points, so a pad away from the peak gains nothing for that
 cost. With `where=peak` (the default) a pad is built in place only where that lowers the peak: the
-function's backend peak (`vtc.memory_check.backend_peak`, the static replay that equals the counting
+function's backend peak (`vtc.backend_peak`, the static replay that equals the counting
 allocator's measured peak) is evaluated with no pad and every pad in place; if every pad in place is
 not lower, none is rewritten, else pads are left as copies, halves of them at a time (group
 testing, a few replays when few pads sit at the peak), as long as the peak stays the all-in-place
@@ -94,7 +94,7 @@ class _PeakOf:
     def __call__(self, chosen) -> int:
         # The backend (bufferization, the replay) is imported when a decision is made: importing it
         # loads the JIT's runtime libraries.
-        from ..vtc.memory_check import backend_peak
+        from ..vtc import backend_peak
 
         self.replays += 1
         copy = copy_module(self.func)
