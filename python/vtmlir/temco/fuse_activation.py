@@ -54,7 +54,7 @@ from torch_mlir.dialects.transform import structured
 from torch_mlir.dialects.transform import tensor as transform_tensor
 
 from ..ir_constants import constant_array, make_constant
-from ..ir_utils import apply_transform_script, copy_module, walk_ops
+from ..ir_utils import apply_transform_script, walk_ops
 from ..passes.registry import Option, Pass, PassFailure, register_pass, report_option
 from ..errors import VtmlirError, format_location
 from ..ir_types import shaped_bytes
@@ -628,16 +628,18 @@ def _groups_at_peak(root, pending: list[_Pending]) -> list[_Pending]:
     too (one replay); else they keep `tile-width`."""
     # The backend (bufferization, the replay) only when a decision is made: importing it loads the
     # JIT's runtime libraries.
-    from ..vtc import backend_peak
+    from ..vtc import peak_of_edited_copy
 
     def peak(function: str, fused: list[_Pending], wide: bool = False) -> int:
-        copy = copy_module(root)
-        # the copy's own report entries: what happens on it is not reported
-        _apply_groups(copy.operation, [_Pending(p.g, FusionReport(function), FusedGroup(p.group.fconv, [], [], [], 0),
-                                                p.producers, (p.wide or p.script) if wide else p.script)
-                                       for p in fused])
-        pad_in_place(copy, "all")
-        return backend_peak(copy, function)
+        def fuse(copy) -> None:
+            # the copy's own report entries: what happens on it is not reported
+            _apply_groups(copy.operation, [_Pending(p.g, FusionReport(function),
+                                                    FusedGroup(p.group.fconv, [], [], [], 0),
+                                                    p.producers, (p.wide or p.script) if wide else p.script)
+                                           for p in fused])
+            pad_in_place(copy, "all")
+
+        return peak_of_edited_copy(root, function, fuse)
 
     chosen = []
     for report in {id(p.report): p.report for p in pending}.values():

@@ -33,7 +33,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
 
 from ..errors import VtmlirError, format_location
-from ..ir_utils import copy_module, symbol_name, walk_ops
+from ..ir_utils import symbol_name, walk_ops
 from ..passes.registry import Option, Pass, register_pass, report_option
 
 
@@ -94,15 +94,15 @@ class _PeakOf:
     def __call__(self, chosen) -> int:
         # The backend (bufferization, the replay) is imported when a decision is made: importing it
         # loads the JIT's runtime libraries.
-        from ..vtc import backend_peak
+        from ..vtc import function_named, peak_of_edited_copy
+
+        def build_in_place(copy) -> None:
+            pads = _pads(function_named(copy, self.name))
+            for i in chosen:
+                _rewrite(pads[i])
 
         self.replays += 1
-        copy = copy_module(self.func)
-        (func,) = [f for f in _functions(copy.operation) if symbol_name(f) == self.name]
-        pads = _pads(func)
-        for i in chosen:
-            _rewrite(pads[i])
-        return backend_peak(copy, self.name)
+        return peak_of_edited_copy(self.func, self.name, build_in_place)
 
 
 def pads_at_peak(func, count: int) -> tuple[set[int], str]:

@@ -47,7 +47,7 @@ from .contiguity import (
     piece_contiguity,
 )
 from .lower_views import fold_views
-from .memory_check import backend_peak
+from .memory_check import backend_peak, function_named, peak_of_edited_copy
 from .reindex import loop_extents
 
 __all__ = [
@@ -55,5 +55,5 @@ __all__ = [
     "DataMovementKind", "NotVirtualisable", "Rule", "analyse", "entry_for", "is_data_movement",
     "CPU_CACHE_LINE", "CUDA_COALESCING", "TYPE_I", "TYPE_II", "Contiguity", "PieceContiguity",
     "Profitability", "TransferUnit", "classify", "contiguity", "piece_contiguity",
-    "fold_views", "loop_extents", "backend_peak",
+    "fold_views", "loop_extents", "backend_peak", "function_named", "peak_of_edited_copy",
 ]

@@ -106,6 +106,24 @@ def backend_peak(module: ir.Module, function: str) -> int:
         raise VtmlirError(str(err)) from None
 
 
+def function_named(module: ir.Module, name: str):
+    """The one defined `func.func @name` of `module` (an error if there is none or several)."""
+    funcs = [f for f in walk_ops(module.operation, "func.func")
+             if len(f.regions[0].blocks) and symbol_name(f) == name]
+    if len(funcs) != 1:
+        raise VtmlirError(f"@{name} is not unique in its module")
+    return funcs[0]
+
+
+def peak_of_edited_copy(op, function: str, edit) -> int:
+    """Backend peak of `@function` after `edit(copy)` rewrote a copy of the module that is or
+    encloses `op`: how a pass weighs a rewrite by the memory it would leave, without touching the
+    original (VTC's memory check, TeMCO's pads and groups `where=peak`)."""
+    copy = _copy_module(op)
+    edit(copy)
+    return backend_peak(copy, function)
+
+
 class Evaluator:
     """Peaks of points-to graphs of one function, each on a fresh copy of the module."""
 
@@ -119,13 +137,11 @@ class Evaluator:
     def peak(self, chosen: dict[int, list]) -> int:
         """The peak with the views of `chosen` (node id -> edges of `self.graph`)."""
         self.count += 1
-        copy = _copy_module(self.func)
-        funcs = [f for f in walk_ops(copy.operation, "func.func")
-                 if len(f.regions[0].blocks) and symbol_name(f) == self.name]
-        if len(funcs) != 1:
-            raise VtmlirError(f"@{self.name} is not unique in its module")
-        func = funcs[0]
-        if chosen:
+
+        def rewrite(copy: ir.Module) -> None:
+            if not chosen:
+                return
+            func = function_named(copy, self.name)
             graph = build_vtog(func, self.unit)
             if [(n.name, n.type) for n in graph.nodes] != [(n.name, n.type) for n in self.graph.nodes] or \
                     [(e.src, e.dst) for e in graph.edges] != [(e.src, e.dst) for e in self.graph.edges]:
@@ -135,7 +151,8 @@ class Evaluator:
             with func.context, ir.Location.unknown():
                 rewrite_points_to(ptg)
                 compose_view_chains(func)
-        return backend_peak(copy, self.name)
+
+        return peak_of_edited_copy(self.func, self.name, rewrite)
 
 
 def fit(func, graph, ptg, rerun, unit) -> tuple:
