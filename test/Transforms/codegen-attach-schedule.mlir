@@ -84,6 +84,43 @@ func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x6
 // I1-APPLIED-LABEL: {{^}}// -----
 // LLVM-LABEL: {{^}}// -----
 
+// An A block that one register tile reads (nc = nr: N is 16 here) and that is one contiguous block
+// of its buffer already (6 x 64, rows 64 apart) is read where it is, not packed; B's panel still is.
+// A blocked convolution's tap is such a kernel (`w x cb` input rows, fb = 16 output channels per
+// tile): packing its input rows cost a tenth of its time.
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+
+// CHECK-LABEL: func.func @single_use_dense_a
+// CHECK:       transform.named_sequence @kernel_0_contraction(
+// CHECK:         transform.structured.promote {{.*}}operands_to_promote = [1]
+// CHECK-NOT:     transform.structured.promote
+// CHECK:         transform.structured.vectorize {{.*}}create_named_contraction
+// APPLIED-LABEL: func.func @single_use_dense_a
+// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<4096xi8>
+// APPLIED-NOT:     memref.alloca
+// APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
+// APPLIED-NOT:     memref.alloca
+// APPLIED:         return
+func.func @single_use_dense_a(%A: memref<24x64xf32>, %B: memref<64x16xf32>, %C: memref<24x16xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<24x64xf32>, memref<64x16xf32>) outs(%C : memref<24x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+// CHECK-LABEL: {{^}}// -----
+// APPLIED-LABEL: {{^}}// -----
+// OFF-LABEL: {{^}}// -----
+// I1-APPLIED-LABEL: {{^}}// -----
+// LLVM-LABEL: {{^}}// -----
+
 // Buffers of i1 (torch's bool tensors: a byte per element) are never read or written as vectors of
 // several i1: LLVM lays such a vector out bit-packed, so a `vector<8xi1>` store wrote 8 flags into one
 // byte and left 7 bytes uninitialised for the scalar code (or torch) reading them. A kernel that

@@ -148,13 +148,18 @@ class ContractionSchedule(Schedule):
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
+        # An A block is read by the nc / nr register tiles of its row; one that is read once and is
+        # a contiguous block already (a blocked convolution's tap: `w x cb` input rows, nc = nr = fb)
+        # is read where it is.
+        k_chunk = self.cache_k if self.cache_k and k_extent > self.cache_k else k_extent
+        a_in_place = nc <= nr and _is_dense_tile(kernel, 1 - kernel.b_operand, {mi: mr, ki: k_chunk})
         if self.promote_b:
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
         _, m_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mr}))
         t.peel(m_loops[0])
-        if self.promote_a:  # (B's copies are vector code by now: the copies left are A's)
+        if self.promote_a and not a_in_place:  # (B's copies are vector code by now: the copies left are A's)
             t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
         _, n_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nr}))
@@ -163,6 +168,34 @@ class ContractionSchedule(Schedule):
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
         t.canonicalize(forall)
         t.vectorize(t.match_kernel(forall, kernel_id))
+
+
+def _is_dense_tile(kernel: Kernel, operand: int, extents: dict[int, int]) -> bool:
+    """Whether the tile of input `operand` that the loop dimensions in `extents` span (each over its
+    extent, every other dimension fixed) is one contiguous block of its buffer: packing it would copy
+    it as it is. Needs static strides and results that are a loop dimension or a constant."""
+    value = kernel.op.operands[operand]
+    if not isinstance(value.type, ir.MemRefType):
+        return False
+    strides, _ = value.type.get_strides_and_offset()
+    spans = []
+    for stride, expr in zip(strides, kernel.maps[operand].results):
+        if isinstance(expr, ir.AffineConstantExpr):
+            continue
+        if not isinstance(expr, ir.AffineDimExpr):
+            return False
+        extent = extents.get(expr.position, 1)
+        if extent == 1:
+            continue
+        if value.type.is_dynamic_stride_or_offset(stride):
+            return False
+        spans.append((stride, extent))
+    covered = 1  # elements of the block so far, innermost stride first
+    for stride, extent in sorted(spans):
+        if stride != covered:
+            return False
+        covered *= extent
+    return True
 
 
 def _vectorize_copies(scope, rank: int) -> None:
