@@ -35,13 +35,15 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
 # `codegen-inline-casts`: a kernel that only casts a buffer (LayerNorm's f64 copy of x) folded into its readers.
 # `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
+# `codegen-fuse-rows`: a row reduction and the row kernels around it (LayerNorm, RMSNorm, softmax) in one
+# loop over blocks of rows, each block read from memory once (after the row invariants: their kernels join).
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes im2col panels and a contraction, or contractions per filter tap; a depthwise
 # convolution or a pooling one elementwise kernel reading every tap (the vectoriser takes no
 # sliding-window maps).
 KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, codegen-delinearize-loops, codegen-split-checks, "
-                      "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+                      "codegen-split-prologues, codegen-split-row-invariants, codegen-fuse-rows, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
 SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
