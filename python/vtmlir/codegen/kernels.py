@@ -354,14 +354,18 @@ def rewrite_generics(module_op, rewrite) -> int:
         return sum(1 for op in structured_ops(module_op) if op.name == "linalg.generic" and rewrite(op))
 
 
-def in_row_loop(op) -> bool:
-    """Whether `op` stands inside a loop over row blocks (`ROW_LOOP_ATTR`)."""
+def row_loop_of(op):
+    """The loop over row blocks (`ROW_LOOP_ATTR`) that `op` stands in, or None."""
     parent = op.parent
     while parent is not None and parent.name != "func.func":
         if ROW_LOOP_ATTR in parent.attributes:
-            return True
+            return parent
         parent = parent.parent
-    return False
+    return None
+
+
+def in_row_loop(op) -> bool:
+    return row_loop_of(op) is not None
 
 
 def tagged_ops(module_op) -> list[ir.Operation]:
