@@ -20,7 +20,7 @@ address so that the caller can set the clock, read and reset the slots (`backend
 call (a clock read is a vDSO call of ~20-50 ns on x86 Linux, a thread CPU time one a system call). A
 kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
 calls counted; the kernels of a loop over row blocks (`codegen-fuse-rows`) are timed together, the
-whole loop in its first row reduction's slot (the others show no calls).
+whole loop in its first reduction's slot (the others show no calls).
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
 is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. A mark
@@ -74,7 +74,7 @@ def insert_profile_marks(module_op) -> int:
                 group.append(op)
         for loop, members in loops:
             # A loop over row blocks (`codegen-fuse-rows`, parallel at threads > 1) is timed as a whole,
-            # in the slot of its first row reduction: marks inside would run on the worker threads.
+            # in the slot of its first reduction: marks inside would run on the worker threads.
             first = next((op for op in members if classify(op).kind is KernelKind.REDUCTION), members[0])
             _bracket(loop, ir.IntegerAttr(first.attributes[KERNEL_ATTR]).value)
         for fn in entries:
