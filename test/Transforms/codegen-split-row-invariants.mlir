@@ -95,34 +95,3 @@ func.func @nhwc_batchnorm(%x: memref<2x4x4x8xf32>, %mean: memref<8x1x1xf32>, %va
   }
   return
 }
-
-// A row reduction: LayerNorm's variance sums (x - sum / N)^2 in f64; `sum / N` is the row's, computed
-// once per row in a kernel of its own; the accumulator (the output) stays in the reduction.
-// CHECK-LABEL: func.func @variance
-// CHECK:         %[[M:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x1xf64>
-// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%arg1 : memref<8x1xf64>) outs(%[[M]] : memref<8x1xf64>)
-// CHECK-NEXT:    ^bb0(
-// CHECK-NEXT:      arith.divf
-// CHECK-NEXT:      linalg.yield
-// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%arg0, %[[M]] : memref<8x32xf32>, memref<8x1xf64>) outs(%arg2 : memref<8x1xf64>)
-// CHECK-NEXT:    ^bb0(%[[X:.*]]: f32, %[[MEAN:.*]]: f64, %[[ACC:.*]]: f64):
-// CHECK-NEXT:      %[[E:.*]] = arith.extf %[[X]] : f32 to f64
-// CHECK-NEXT:      %[[D:.*]] = arith.subf %[[E]], %[[MEAN]] : f64
-// CHECK-NEXT:      %[[Q:.*]] = arith.mulf %[[D]], %[[D]] : f64
-// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[Q]], %[[ACC]] : f64
-// CHECK-NEXT:      linalg.yield %[[S]] : f64
-// CHECK:         memref.dealloc %[[M]] : memref<8x1xf64>
-func.func @variance(%x: memref<8x32xf32>, %sum: memref<8x1xf64>, %var: memref<8x1xf64>) {
-  %n = arith.constant 3.200000e+01 : f64
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
-      ins(%x, %sum : memref<8x32xf32>, memref<8x1xf64>) outs(%var : memref<8x1xf64>) {
-  ^bb0(%a: f32, %s: f64, %o: f64):
-    %e = arith.extf %a : f32 to f64
-    %m = arith.divf %s, %n : f64
-    %d = arith.subf %e, %m : f64
-    %q = arith.mulf %d, %d : f64
-    %r = arith.addf %q, %o : f64
-    linalg.yield %r : f64
-  }
-  return
-}

@@ -19,11 +19,6 @@ kernel computes `1 / sqrt(var + eps)` per channel, along the vectors, but identi
 pixel: it moves into a kernel over the channels (ShuffleNet's BatchNorm + ReLU kernels at batch 8
 redid a vector square root and division per 16 elements, 8 x 28 x 28 times per channel).
 
-A row reduction (its innermost loop the reduction) gets the same along its row: a LayerNorm's
-variance sums `(x - sum / N)^2` in f64, one f64 division per element of x (LayerNorm 256x4096: most
-of its time once the rows were fused, `codegen-fuse-rows`); the row's `sum / N` moves into a kernel
-over the rows. The accumulator (the output's value) is never invariant.
-
 Every element is computed by the same ops on the same values as before: results are bitwise those
 of the unsplit kernel.
 """
@@ -47,26 +42,19 @@ def _costly(op) -> bool:
 
 
 def split_row_invariants(op) -> bool:
-    """Split the costly row-invariant values of `op` (a linalg.generic, elementwise or a row
-    reduction) into kernels of their own."""
+    """Split the costly row-invariant values of `op` (a linalg.generic) into kernels of their own."""
     op = op.operation
     maps = indexing_maps_of(op)
     if maps is None or len(op.opview.outputs) != 1 or static_shape(op.operands[-1]) is None:
         return False
     parallel = iterator_attr(op.context, "parallel")
-    reductions = [i for i, a in enumerate(ir.ArrayAttr(op.attributes["iterator_types"])) if a != parallel]
-    ranges = loop_ranges_of(op, maps)
-    if ranges is None:
+    if any(a != parallel for a in ir.ArrayAttr(op.attributes["iterator_types"])):
         return False
-    if reductions:
-        # A row reduction: only what is the same all along its row (LayerNorm's variance subtracts
-        # `sum / N`, a f64 division, from every element), its other loops being parallel.
-        inner = len(ranges) - 1
-        if any(d != inner and ranges[d] > 1 for d in reductions) or inner not in reductions:
-            return False
-        return _split_along(op, maps, inner)
     out_inner = list(maps[-1].results)[-1] if maps[-1].results else None
     if not isinstance(out_inner, ir.AffineDimExpr):
+        return False
+    ranges = loop_ranges_of(op, maps)
+    if ranges is None:
         return False
     # The row first (the loop the vectors run along); then the other loops, outer first: a
     # BatchNorm in a channels-last kernel computes `1 / sqrt(var + eps)` per channel, i.e. along
