@@ -1,9 +1,9 @@
 """`codegen-erase-schedule`: remove the transform script and the kernel tags once it has run.
 
 After `transform-interpreter` the module still holds the named sequences (the interpreter does not
-erase its own script) and the `codegen.kernel` tags on whatever linalg ops are left (and `codegen.row_loop` on the loops of
-`codegen-fuse-rows`) (kernels that kept
-their loops, read by `codegen.report` before this pass). Lowering to LLVM needs neither.
+erase its own script), the `codegen.kernel` tags on whatever linalg ops are left (kernels that kept
+their loops, read by `codegen.report` before this pass) and the `codegen.row_loop` marks of
+`codegen-fuse-rows`' loops. Lowering to LLVM needs none of them.
 """
 
 from __future__ import annotations
