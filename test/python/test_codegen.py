@@ -258,6 +258,52 @@ def test_row_reductions_stay_within_the_documented_tolerance(norm):
     torch.testing.assert_close(got, loops(rows), rtol=1e-5, atol=1e-6)
 
 
+def _norm(name: str, cols: int) -> torch.nn.Module:
+    from vtmlir.models.llama import RMSNorm
+
+    module = {"layernorm": torch.nn.LayerNorm(cols), "softmax": torch.nn.Softmax(-1),
+              "rmsnorm": torch.nn.RMSNorm(cols, eps=1e-6), "llama_rmsnorm": RMSNorm(cols)}[name]
+    torch.manual_seed(2)
+    for p in module.parameters():
+        p.data.copy_(torch.randn_like(p))
+    return module.eval()
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "softmax", "rmsnorm", "llama_rmsnorm"])
+def test_row_reductions_run_in_one_loop_over_row_blocks(norm, monkeypatch):
+    # codegen-fuse-rows: the reductions and the elementwise kernels of a row run in one loop over
+    # blocks of rows (the parallel loop at 2 threads). Each row is summed in the same order as by the
+    # kernels one by one: bitwise the unfused values under the same schedules. With partial sums per
+    # lane (codegen-split-row-reductions, the default) another reassociation, within the documented
+    # tolerance; any thread count gives the same values.
+    from vtmlir.codegen import EXACT_SCHEDULES, fuse_rows
+
+    module = _norm(norm, 1024)
+    x = torch.randn(64, 1024) * 3 + 1
+    one, two = _compile(module, x, threads=1), _compile(module, x, threads=2)
+    kernels = one.stages["schedule"]
+    kernels = kernels[:kernels.index("transform.named_sequence")]
+    assert kernels.count("codegen.row_loop") == 1  # every row reduction inside the one loop
+    loop = kernels[kernels.index("scf.forall"):kernels.index("codegen.row_loop")]
+    assert loop.count('"reduction"]') == kernels.count('"reduction"]') >= 1
+    assert loop.count("memref.alloca") >= 1  # a row reduction's partial sums
+    assert "omp.parallel" in two.stages["llvm"]
+    report = one.report()
+    assert not report.fallbacks and any(p.kind == "row-reduction" for p in report.kernels)
+    in_order = {"row-reduction": {"partial_sums": False}}
+    fused, exact = _compile(module, x, schedules=in_order), _compile(module, x, schedules=EXACT_SCHEDULES)
+    assert "memref.alloca" not in fused.stages["schedule"] and "memref.alloca" not in exact.stages["schedule"]
+    monkeypatch.setattr(fuse_rows, "BLOCK_BYTES", 1 << 40)  # every row in one block: nothing fused
+    apart, exact_apart = _compile(module, x, schedules=in_order), _compile(module, x, schedules=EXACT_SCHEDULES)
+    assert "codegen.row_loop" not in apart.stages["schedule"]
+    assert torch.equal(fused(x), apart(x)) and torch.equal(exact(x), exact_apart(x))
+    got = one(x)
+    assert torch.equal(got, two(x))
+    with torch.no_grad():
+        torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got, exact(x), rtol=1e-5, atol=1e-6)
+
+
 def test_report_names_kernels_left_as_loops():
     embedding = torch.nn.Embedding(10, 16).eval()  # a gather (its bounds check moves to a check kernel)
     compiled = _compile(embedding, torch.tensor([[1, 2, 3]]))

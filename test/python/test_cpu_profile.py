@@ -54,6 +54,22 @@ def test_profile_lists_every_kernel_of_the_report_once_with_the_same_values(thre
     assert p.to_dict()["kernels"][0]["id"] == 0
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_loop_over_row_blocks_is_timed_whole_in_its_first_reductions_slot(threads):
+    # codegen-fuse-rows: LayerNorm's kernels run in one (parallel) loop over row blocks; marks inside
+    # it would run on the worker threads, so the loop is bracketed once per call.
+    module, x = torch.nn.LayerNorm(1024).eval(), torch.randn(64, 1024)
+    plain = vtmlir.compile(module, x, threads=threads)
+    profiled = vtmlir.compile(module, x, threads=threads, profile=True)
+    assert "codegen.row_loop" in profiled.stages["schedule"]
+    assert torch.equal(profiled(x), plain(x))
+    p = profiled.profile(x, repeat=1, warmup=0)
+    timed = [k for k in p.kernels if k.calls]
+    reductions = ("row-reduction", "outer-reduction")  # (a row's partial sums are an outer reduction)
+    assert len(timed) == 1 and timed[0].calls == 1 and timed[0].kind in reductions
+    assert timed[0].id == min(k.id for k in p.kernels if k.kind in reductions)
+
+
 def test_repeated_profile_reports_medians_and_the_call_time(yolo):
     model, inputs, exe = yolo
     p = exe.profile(*inputs, repeat=3, clock="cpu")

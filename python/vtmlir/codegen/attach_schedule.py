@@ -21,7 +21,7 @@ from torch_mlir import ir
 from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, structured_ops
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, in_row_loop, structured_ops
 from .schedules import DEFAULT_SCHEDULES, Schedule, resolve_schedules, schedule_key
 from .target import HostTarget, host_target
 
@@ -80,7 +80,8 @@ def _append_script(module_op, scheduled, target: HostTarget, parts: int, strict:
         for kid, kernel, schedule in scheduled:
             seq = t.named_sequence(body, _sequence_name(kid, schedule), consumed=True)
             with ir.InsertionPoint(seq.body), ir.Location.name(f"kernel {kid}: {kernel.describe()}"):
-                schedule.build(kid, kernel, target, parts, seq.bodyTarget)
+                # Inside a loop over row blocks (`codegen-fuse-rows`), that loop is the parallel one.
+                schedule.build(kid, kernel, target, 1 if in_row_loop(kernel.op) else parts, seq.bodyTarget)
                 t.yield_()
         main = t.named_sequence(body, MAIN, consumed=False)
         with ir.InsertionPoint(main.body):

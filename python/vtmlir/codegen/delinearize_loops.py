@@ -77,7 +77,7 @@ def subview_type(source: ir.MemRefType, offsets, sizes, dropped) -> ir.MemRefTyp
                              ir.StridedLayoutAttr.get(offset, [strides[i] for i in keep]), source.memory_space)
 
 
-def _expanded_type(source: ir.MemRefType, shape: list[int], groups: list[list[int]]) -> ir.MemRefType:
+def expanded_type(source: ir.MemRefType, shape: list[int], groups: list[list[int]]) -> ir.MemRefType:
     """The type `memref.expand_shape` infers (its verifier demands it exactly): the default layout
     from the default layout, else each expanded dimension's stride split row-major."""
     if source.affine_map == ir.AffineMap.get_identity(source.rank):
@@ -302,7 +302,7 @@ def _view(value, plan, ranges: list[int]):
         i64 = ir.IntegerType.get_signless(64)
         reassociation = ir.ArrayAttr.get(
             [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in kept_groups])
-        result = _expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
+        result = expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
         view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
     exprs = [e for _, g in kept for e in ([ir.AffineDimExpr.get(d) for d in g] if isinstance(g, list) else [_expr(g)])]
     return view, ir.AffineMap.get(len(ranges), 0, exprs)

@@ -1,14 +1,17 @@
 """`codegen-erase-schedule`: remove the transform script and the kernel tags once it has run.
 
 After `transform-interpreter` the module still holds the named sequences (the interpreter does not
-erase its own script) and the `codegen.kernel` tags on whatever linalg ops are left (kernels that kept
-their loops, read by `codegen.report` before this pass). Lowering to LLVM needs neither.
+erase its own script), the `codegen.kernel` tags on whatever linalg ops are left (kernels that kept
+their loops, read by `codegen.report` before this pass) and the `codegen.row_loop` marks of
+`codegen-fuse-rows`' loops. Lowering to LLVM needs none of them.
 """
 
 from __future__ import annotations
 
+from torch_mlir import ir
+
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, tagged_ops
+from .kernels import KERNEL_ATTR, ROW_LOOP_ATTR, SCHEDULED_ATTR, tagged_ops
 
 
 def erase_schedule(module_op) -> None:
@@ -19,6 +22,12 @@ def erase_schedule(module_op) -> None:
     if "transform.with_named_sequence" in module_op.attributes:
         del module_op.attributes["transform.with_named_sequence"]
 
+    def unmark(op):
+        if ROW_LOOP_ATTR in op.attributes:
+            del op.attributes[ROW_LOOP_ATTR]
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(unmark)
     for op in tagged_ops(module_op):
         for name in (KERNEL_ATTR, SCHEDULED_ATTR):
             if name in op.attributes:

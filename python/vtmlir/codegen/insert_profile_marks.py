@@ -19,7 +19,8 @@ address so that the caller can set the clock, read and reset the slots (`backend
 `@__vtmlir_profile_calibrate(n)` runs `n` empty brackets, whose time the caller subtracts per kernel
 call (a clock read is a vDSO call of ~20-50 ns on x86 Linux, a thread CPU time one a system call). A
 kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
-calls counted.
+calls counted; the kernels of a loop over row blocks (`codegen-fuse-rows`) are timed together, the
+whole loop in its first reduction's slot (the others show no calls).
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
 is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. A mark
@@ -35,7 +36,7 @@ from torch_mlir.dialects import arith, func, llvm, memref, scf
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR, tagged_ops
+from .kernels import KERNEL_ATTR, KernelKind, classify, row_loop_of, tagged_ops
 
 GLOBAL = "__vtmlir_profile"
 BEGIN = "__vtmlir_profile_begin"
@@ -60,8 +61,22 @@ def insert_profile_marks(module_op) -> int:
                    if op.operation.name == "func.func" and len(op.regions[0].blocks)
                    and "sym_visibility" not in op.attributes]
         _add_functions(module_op, slots + 1)
+        loops: list = []  # (loop over row blocks, the kernels inside it)
         for op in kernels:
-            _bracket(op, ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+            loop = row_loop_of(op)
+            if loop is None:
+                _bracket(op, ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+                continue
+            group = next((members for seen, members in loops if seen == loop), None)
+            if group is None:
+                loops.append((loop, [op]))
+            else:
+                group.append(op)
+        for loop, members in loops:
+            # A loop over row blocks (`codegen-fuse-rows`, parallel at threads > 1) is timed as a whole,
+            # in the slot of its first reduction: marks inside would run on the worker threads.
+            first = next((op for op in members if classify(op).kind is KernelKind.REDUCTION), members[0])
+            _bracket(loop, ir.IntegerAttr(first.attributes[KERNEL_ATTR]).value)
         for fn in entries:
             _bracket_body(fn, slots)
         return slots

@@ -25,6 +25,9 @@ from torch_mlir.dialects import linalg
 KERNEL_ATTR = "codegen.kernel"
 # A unit attribute on the kernels that have a schedule: the script matches them all in one walk.
 SCHEDULED_ATTR = "codegen.scheduled"
+# A unit attribute on the loop over row blocks `codegen-fuse-rows` makes (the parallel loop of the
+# kernels inside it: their schedules split no loop of their own); removed by `codegen-erase-schedule`.
+ROW_LOOP_ATTR = "codegen.row_loop"
 
 
 class KernelKind(str, Enum):
@@ -250,7 +253,10 @@ def classify(op: ir.Operation) -> Kernel:
     if problem := _body_problem(op):
         kernel.reason = problem
         return kernel
-    if not ranges or kernel.iterations <= 4:
+    if not ranges or (kernel.iterations <= 4 and not in_row_loop(op)):
+        # (Inside a loop over row blocks a kernel of a few elements is a row's share of a kernel:
+        # vectorised like the rest, its views fold away, and the row reductions' accumulators stay
+        # in registers -- hoisting refuses a buffer that some view still reads.)
         kernel.kind = KernelKind.SCALAR
         return kernel
     if problem := _memory_problem(op, maps, ranges):
@@ -346,6 +352,20 @@ def rewrite_generics(module_op, rewrite) -> int:
     """Apply `rewrite(op) -> bool` to every `linalg.generic` kernel; returns how many it rewrote."""
     with module_op.context:
         return sum(1 for op in structured_ops(module_op) if op.name == "linalg.generic" and rewrite(op))
+
+
+def row_loop_of(op):
+    """The loop over row blocks (`ROW_LOOP_ATTR`) that `op` stands in, or None."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if ROW_LOOP_ATTR in parent.attributes:
+            return parent
+        parent = parent.parent
+    return None
+
+
+def in_row_loop(op) -> bool:
+    return row_loop_of(op) is not None
 
 
 def tagged_ops(module_op) -> list[ir.Operation]:

@@ -299,6 +299,8 @@ def _transposed_dim(kernel: Kernel, vector_dim: int) -> int | None:
 class RowReductionSchedule(Schedule):
     name: ClassVar[str] = "row-reduction"
     vectors: int = 8  # vector registers reduced as one chunk (the reassociation's tree width)
+    partial_sums: bool = True  # in a loop over row blocks, sum into per-lane partial sums first
+                               # (`codegen-split-row-reductions`; one tree per row, not per chunk)
 
     def build(self, kernel_id, kernel, target, parts, op):
         bits = max(kernel.element_bits, _input_bits(kernel))

@@ -86,6 +86,8 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-delinearize-loops": "vtmlir.codegen.delinearize_loops",
     "codegen-split-prologues": "vtmlir.codegen.split_prologues",
     "codegen-split-row-invariants": "vtmlir.codegen.split_row_invariants",
+    "codegen-fuse-rows": "vtmlir.codegen.fuse_rows",
+    "codegen-split-row-reductions": "vtmlir.codegen.split_row_reductions",
     "codegen-transpose-b-operands": "vtmlir.codegen.transpose_b_operands",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",

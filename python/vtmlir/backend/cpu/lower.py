@@ -18,6 +18,7 @@ from torch_mlir import ir
 
 from ...codegen import attach_schedules, kernel_report, override_items
 from ...codegen.insert_profile_marks import insert_profile_marks
+from ...codegen.split_row_reductions import split_all_row_reductions
 from ...passes import run_pipeline
 from .memory_tracking import GENERIC_ALLOCATION_PASS
 
@@ -35,14 +36,18 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # contraction (LayerNorm into the next Linear) is computed once, in a kernel of its own, again.
 # `codegen-inline-casts`: a kernel that only casts a buffer (LayerNorm's f64 copy of x) folded into its readers.
 # `codegen-split-row-invariants`: a division or math function of a row's values, once per row.
+# `codegen-fuse-rows`: a row reduction and the row kernels around it (LayerNorm, RMSNorm, softmax) in one
+# loop over blocks of rows, each block read from memory once (after the row invariants: their kernels join).
 # `codegen-transpose-b-operands`: a Linear's weight (read along k) transposed once at compile time, so
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes im2col panels and a contraction, or contractions per filter tap; a depthwise
 # convolution or a pooling one elementwise kernel reading every tap (the vectoriser takes no
 # sliding-window maps).
 KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, codegen-delinearize-loops, codegen-split-checks, "
-                      "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
-SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
+                      "codegen-split-prologues, codegen-split-row-invariants, codegen-fuse-rows, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+# `codegen-split-row-reductions` reassociates as the row-reduction schedule does: it reads the same overrides.
+SCHEDULE_STAGE = (f"builtin.module({KERNEL_PREPARATION}, codegen-split-row-reductions%s, "
+                  "codegen-attach-schedule{threads=%d%s})")
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
@@ -93,7 +98,7 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
         threads_text = threads_text.replace(", convert-openmp-to-llvm", "")
         finalize = f"{finalize}, convert-openmp-to-llvm"
     return (
-        ("schedule", SCHEDULE_STAGE % (max(threads, 0), overrides)),
+        ("schedule", SCHEDULE_STAGE % (f"{{{overrides.strip()}}}" if overrides else "", max(threads, 0), overrides)),
         ("vectors", VECTORS_STAGE),
         ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "")),
         ("llvm", LLVM_STAGE % (threads_text, finalize)),
@@ -121,6 +126,8 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
         if stage == "schedule":
             # The attach pass as a function: its plan (a return value) feeds the report.
             run_pipeline(module, f"builtin.module({KERNEL_PREPARATION})", what="lowering for the CPU (stage 'schedule')")
+            with module.context:
+                split_all_row_reductions(module.operation, items)
             plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
             if profile:
                 insert_profile_marks(module.operation)

@@ -1,0 +1,274 @@
+"""`codegen-fuse-rows`: a row reduction and the kernels around it run one block of rows at a time.
+
+The kernel level holds a LayerNorm as five kernels over the whole tensor (the row sums of x, of the
+squared deviations and of x again in f32, the per-row `rsqrt` that `codegen-split-row-invariants`
+splits out, the normalisation and affine map), a softmax as six (max, exp, sum, divide and the fills
+of the row buffers), an RMSNorm as three. Each reads every row from memory again: at 256x4096 f32
+(4 MiB, more than the L2) the LayerNorm reads x four times. Here such a chain of kernels becomes one
+loop over blocks of rows, and in each trip every kernel of the chain runs on the block's rows (a
+subview of each buffer), so the block stays in the L1 cache from the first reduction to the last
+store: x is read from memory once. The loop is an `scf.forall` (the parallel loop at threads > 1,
+`scf.for` otherwise); the schedules then tile and vectorise each kernel inside it without a
+parallel split of their own (`ROW_LOOP_ATTR`).
+
+A *row kernel* is a `linalg.generic` row reduction (its innermost loop the only reduction of more
+than one element), elementwise or data-movement kernel whose loops, but for the innermost, are
+parallel -- the *row loops*: those of more than one element index the output as plain dimensions
+--, and whose operands that read the innermost loop read it as their contiguous dimension (no
+transposition). A *group* is a run of row kernels in one block with the same row extents, where
+every buffer a kernel of the group writes is accessed by the group through one value only, each row
+loop indexing the same dimension of it in every kernel (a trip then reads only what the same trip
+wrote: fusing is legal). Between the kernels of a group may stand buffer allocations and frees (a
+free of a buffer the group uses moves after the loop), constants, views, and kernels that touch
+none of the buffers the group's earlier kernels write nor write what they read (those run before
+the loop). A group is fused when it holds a row reduction and another kernel reading whole rows
+after it, when there is more than one block of rows, and when it is large enough for a parallel
+loop (`PARALLEL_MIN_ITERATIONS`, as the schedules' split): smaller groups fit the caches anyway.
+
+A block holds as many rows (of the innermost row loop; the outer ones by one) as fit in
+`block-bytes` (default 16 KiB, half an L1 data cache) of the widest row read, at least one; its
+number divides the row extent, so every subview has a static shape.
+
+Every kernel computes the same values in the same order as before (the reductions run along the
+row as before, per row block instead of over all rows): results are bitwise those of the unfused
+kernels under the same schedules, and identical for any thread count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch_mlir import ir
+from torch_mlir.dialects import memref, scf
+
+from ..passes.memref_dealloc_at_last_use import VIEW_OPS
+from ..passes.registry import Option, Pass, register_pass
+from .bodies import buffer_root
+from .kernels import ROW_LOOP_ATTR, Kernel, KernelKind, classify, element_bits_of
+from .schedules import PARALLEL_MIN_ITERATIONS
+
+BLOCK_BYTES = 16 * 1024
+
+# Ops that may stand between the kernels of a group: no memory access the kernels could observe
+# (allocation, views, constants); frees move after the loop.
+_TRANSPARENT = frozenset({"memref.alloc", "memref.alloca", "memref.dealloc", "memref.get_global",
+                          "arith.constant"}) | VIEW_OPS
+# What the body of a kernel standing between a group's kernels may hold: no memory access of its own.
+_BODY_DIALECTS = ("arith", "math", "linalg", "cf")
+
+
+@dataclass
+class _RowKernel:
+    """A row kernel: its loops matched to the group's row extents, and how each operand is read."""
+
+    op: ir.Operation
+    kernel: Kernel
+    rows: tuple[int, ...]  # extents of the row loops (more than one element each), outermost first
+    row_length: int  # extent of the innermost loop
+    row_bytes: int  # bytes of the widest operand read along the row
+    # per operand: (value, buffer root, per result of its map the row loop index it is, or None)
+    accesses: list[tuple[ir.Value, ir.Value, tuple]] = field(default_factory=list)
+
+    @property
+    def reduces(self) -> bool:
+        return self.kernel.kind is KernelKind.REDUCTION
+
+    @property
+    def written(self) -> set:
+        return {self.accesses[-1][1]}
+
+
+def _row_kernel(op) -> _RowKernel | None:
+    if op.name != "linalg.generic":
+        return None
+    kernel = classify(op)
+    if kernel.kind not in (KernelKind.REDUCTION, KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT):
+        return None
+    if kernel.rank < 2 or len(op.opview.outputs) != 1:
+        return None
+    inner = kernel.rank - 1
+    ranges = kernel.loop_ranges
+    if any(d != inner and ranges[d] > 1 for d in kernel.reduction_dims):
+        return None  # a reduction across rows
+    if kernel.reduction_dims and not kernel.innermost_is_reduction:
+        return None
+    row_loops = [d for d in range(inner) if ranges[d] > 1]
+    out_dims = [e.position for e in kernel.maps[-1].results if isinstance(e, ir.AffineDimExpr)]
+    if not row_loops or any(d not in out_dims for d in row_loops):
+        return None
+    accesses, row_bytes = [], 0
+    for value, amap in zip(op.operands, kernel.maps):
+        results = list(amap.results)
+        dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
+        if any(e is None and not (isinstance(r, ir.AffineConstantExpr) and r.value == 0)
+               for e, r in zip(dims, results)):
+            return None
+        if inner in dims:
+            if [d for d in dims if d is not None][-1] != inner:
+                return None  # read across the row (a transposition)
+            row_bytes = max(row_bytes, ranges[inner] * element_bits_of(value) // 8)
+        rows = tuple(row_loops.index(d) if d in row_loops else None for d in dims)
+        accesses.append((value, buffer_root(value), rows))
+    return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), ranges[inner], row_bytes, accesses)
+
+
+class _Group:
+    def __init__(self, first: _RowKernel):
+        self.members = [first]
+        self.between: list = []  # frees of the members' buffers met between them (moved after the loop)
+        self.pending: list = []  # such frees met after the last member so far
+
+    def append(self, member: _RowKernel) -> None:
+        self.members.append(member)
+        self.between += self.pending
+        self.pending = []
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        return self.members[0].rows
+
+    def written(self) -> set:
+        return set().union(*(m.written for m in self.members))
+
+    def accessed(self) -> set:
+        return {root for m in self.members for _, root, _ in m.accesses}
+
+    def admits(self, candidate: _RowKernel) -> bool:
+        """Whether `candidate` can join: same rows, and every written buffer accessed one way."""
+        if candidate.rows != self.rows:
+            return False
+        members = self.members + [candidate]
+        written = self.written() | candidate.written
+        seen: dict = {}
+        for m in members:
+            for value, root, rows in m.accesses:
+                if root not in written:
+                    continue
+                if sorted(r for r in rows if r is not None) != list(range(len(self.rows))):
+                    return False  # a written buffer not indexed by every row loop
+                if seen.setdefault(root, (value, rows)) != (value, rows):
+                    return False
+        return True
+
+    def independent_of(self, op) -> bool:
+        """Whether `op` (standing between members, not one) may run before the members met so far:
+        a kernel that writes no buffer they access and reads none they write."""
+        if not (op.name.startswith("linalg.") and "indexing_maps" in op.attributes):
+            return False
+        body = op.regions[0].blocks[0].operations if op.regions and op.regions[0].blocks else []
+        if any(inner.operation.name.split(".", 1)[0] not in _BODY_DIALECTS for inner in body):
+            return False  # a gather (memref.load) reads buffers that are no operand
+        outputs = set(op.opview.outputs)
+        written = {buffer_root(v) for v in op.operands if v in outputs}
+        read = {buffer_root(v) for v in op.operands if v not in outputs and isinstance(v.type, ir.MemRefType)}
+        return not (written & self.accessed()) and not (read & self.written())
+
+    def worth_fusing(self, block_rows: int) -> bool:
+        full = [m for m in self.members if m.row_length > 1]
+        first_reduction = next((i for i, m in enumerate(self.members) if m.reduces and m.row_length > 1), None)
+        if first_reduction is None or not any(m.row_length > 1 for m in self.members[first_reduction + 1:]):
+            return False
+        rows = 1
+        for r in self.rows:
+            rows *= r
+        largest = max(m.kernel.iterations for m in full)
+        return rows > block_rows and largest >= PARALLEL_MIN_ITERATIONS
+
+
+def _block_rows(group: _Group, block_bytes: int) -> int:
+    """Rows of the innermost row loop per trip: as many as fit in `block_bytes`, dividing its extent."""
+    row_bytes = max(m.row_bytes for m in group.members) or 1
+    fit = max(1, block_bytes // row_bytes)
+    extent = group.rows[-1]
+    return max(d for d in range(1, min(fit, extent) + 1) if extent % d == 0)
+
+
+def _fuse(group: _Group, block_rows: int) -> None:
+    """Move the members into one `scf.forall` over row blocks, where the last member stood."""
+    last = group.members[-1].op
+    n = len(group.rows)
+    with last.location, ir.InsertionPoint(last):
+        loop = scf.ForallOp([0] * n, list(group.rows), [1] * (n - 1) + [block_rows])
+        loop.operation.attributes[ROW_LOOP_ATTR] = ir.UnitAttr.get()
+        with ir.InsertionPoint(loop.body):
+            terminator = scf.InParallelOp()
+    ivs = list(loop.induction_variables)
+    views: dict = {}
+    for m in group.members:
+        with m.op.location, ir.InsertionPoint(terminator):
+            for i, (value, _, rows) in enumerate(m.accesses):
+                if all(r is None for r in rows):
+                    continue  # read whole (a row of weights, a scalar buffer)
+                key = (value, rows)
+                if key not in views:
+                    shape = ir.MemRefType(value.type).shape
+                    offsets = [ivs[r] if r is not None else 0 for r in rows]
+                    sizes = [shape[k] if r is None else (block_rows if r == n - 1 else 1) for k, r in enumerate(rows)]
+                    views[key] = memref.subview(value, offsets, sizes, [1] * len(sizes))
+                m.op.operands[i] = views[key]
+        m.op.move_before(terminator.operation)
+    after = loop.operation
+    for free in group.between:
+        free.move_after(after)
+        after = free
+
+
+def fuse_rows(block: ir.Block, block_bytes: int = 0) -> int:
+    """Fuse the row groups of `block` (a function body); returns how many loops it made.
+    `block_bytes`: see the module's doc (0: `BLOCK_BYTES`)."""
+    block_bytes = block_bytes or BLOCK_BYTES
+    groups: list[_Group] = []
+    current: _Group | None = None
+
+    def close():
+        nonlocal current
+        if current is not None:
+            groups.append(current)
+        current = None
+
+    for op in list(block.operations):
+        op = op.operation
+        row = _row_kernel(op)
+        if row is not None and current is not None and current.admits(row):
+            current.append(row)
+            continue
+        if current is not None:
+            if op.name in _TRANSPARENT:
+                if op.name == "memref.dealloc" and buffer_root(op.operands[0]) in current.accessed():
+                    current.pending.append(op)
+                continue
+            if current.independent_of(op):
+                continue  # (stays before the loop)
+            close()
+        if row is not None:
+            current = _Group(row)
+    close()
+    made = 0
+    for group in groups:
+        rows = _block_rows(group, block_bytes)
+        if group.worth_fusing(rows):
+            _fuse(group, rows)
+            made += 1
+    return made
+
+
+def fuse_all_rows(module_op, block_bytes: int = 0) -> int:
+    made = 0
+    with module_op.context:
+        for op in module_op.regions[0].blocks[0].operations:
+            if op.operation.name == "func.func" and op.regions[0].blocks:
+                made += fuse_rows(op.regions[0].blocks[0], block_bytes)
+    return made
+
+
+@register_pass
+class FuseRows(Pass):
+    name = "codegen-fuse-rows"
+    summary = "Run a row reduction and the row kernels around it one block of rows at a time, in one loop"
+    options = (
+        Option("block-bytes", int, 0, "bytes of the widest row read per trip (rows per block: this / the row's "
+                                      "bytes; 0: 16 KiB)"),
+    )
+
+    def run(self, module):
+        fuse_all_rows(module, self.block_bytes)
