@@ -92,7 +92,21 @@ def _parse_value(text: str, kind: type, schedule: str, key: str):
 
 
 def _parallel_parts(kernel: Kernel, parts: int) -> int:
+    if kernel.in_parallel_loop:
+        return 1
     return parts if kernel.iterations >= PARALLEL_MIN_ITERATIONS else 1
+
+
+def _tile_outer(kernel: Kernel, op: ir.Value, sizes: list[int]) -> ir.Value:
+    """The kernel's outer tiles (`sizes`, at least one non-zero): an `scf.forall`, the parallel loop;
+    in a kernel already inside a parallel loop (`Kernel.in_parallel_loop`) `scf.for` loops, which
+    run on the thread of that loop's iteration (a nested forall would fork a nested team per call).
+    Returns the handle of the outermost tile loop, the scope of the schedule's later steps."""
+    if kernel.in_parallel_loop:
+        _, loops = t.tile(op, sizes)
+        return loops[0]
+    _, forall = t.tile_forall(op, sizes)
+    return forall
 
 
 @dataclass(frozen=True)
@@ -137,7 +151,7 @@ class ContractionSchedule(Schedule):
         tiles = outer_tiles * (n_extent // nc)
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
-        _, forall = t.tile_forall(op, forall_sizes)
+        forall = _tile_outer(kernel, op, forall_sizes)
         if kernel.k[:-1]:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
@@ -204,7 +218,7 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
         forall_sizes[vector_dim] = chunk(ranges[vector_dim], parts, multiple=width)
     else:
         forall_sizes[vector_dim] = ranges[vector_dim]  # one tile: a reduction is not split
-    _, forall = t.tile_forall(op, forall_sizes)
+    forall = _tile_outer(kernel, op, forall_sizes)
     inner = {d: 1 for d in range(rank) if d != vector_dim and not (d == split and forall_sizes[d] == 1)}
     extent = forall_sizes[vector_dim] or ranges[vector_dim]
     if extent > width:
