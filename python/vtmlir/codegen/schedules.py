@@ -162,7 +162,7 @@ class ContractionSchedule(Schedule):
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
-        if self.promote_b:
+        if self.promote_b and not _rows_packed_already(kernel, nc):
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
@@ -177,6 +177,23 @@ class ContractionSchedule(Schedule):
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
         t.canonicalize(forall)
         t.vectorize(t.match_kernel(forall, kernel_id))
+
+
+def _rows_packed_already(kernel: Kernel, nc: int) -> bool:
+    """Whether B's tiles (k-chunk x nc) are contiguous blocks of B already, laid out as their packed
+    copy would be: B's n dimension is its innermost, unit-stride and nc wide, and its k rows follow
+    each other (an im2col panel `[K, pixels]` read whole: packing it only copied it)."""
+    operand = kernel.op.operands[kernel.b_operand]
+    results = list(kernel.maps[kernel.b_operand].results)
+    if not isinstance(operand.type, ir.MemRefType) or len(results) < 2:
+        return False
+    positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
+    ni, ki = kernel.n[-1], kernel.k[-1]
+    if positions[-1] != ni or ki not in positions:
+        return False
+    t = ir.MemRefType(operand.type)
+    strides, _ = t.get_strides_and_offset()
+    return strides[-1] == 1 and t.shape[-1] == nc and strides[positions.index(ki)] == nc
 
 
 def _vectorize_copies(scope, rank: int) -> None:
