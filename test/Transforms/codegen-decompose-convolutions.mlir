@@ -104,7 +104,26 @@ func.func @im2col(%x: memref<2x4x65x65xf32>, %y: memref<2x8x32x32xf32>) {
 // TILES-NOT:         scf.forall
 // TILES:             vector.transfer_write {{.*}} : vector<6x16xf32>, memref<8x128xf32, strided<[1024, 1], offset: ?>>
 // TILES-NOT:         scf.forall
-// TILES-LABEL: func.func @im2col_large_panel
+// TILES-LABEL: func.func @im2col_one_image
+
+// One image whose one panel (8 rows of 8 pixels) would leave a thread idle: panels of 4 rows (32
+// pixels), one per thread.
+// PAR-LABEL: func.func @im2col_one_image
+// PAR:           scf.forall (%{{.*}}) in (2) {
+// PAR-NEXT:        memref.alloca() {alignment = 64 : i64} : memref<3x3x16x4x8xf32>
+memref.global "private" constant @narrow : memref<8x16x3x3xf32> = dense<1.0>
+func.func @im2col_one_image(%x: memref<1x16x10x10xf32>, %y: memref<1x8x8x8xf32>) {
+  %f = memref.get_global @narrow : memref<8x16x3x3xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<1x16x10x10xf32>, memref<8x16x3x3xf32>) outs(%y : memref<1x8x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
 
 // A panel over 2 MiB (K = 3x3x512, 128 pixels: 2.25 MiB) would not fit a thread's stack beside its
 // packed buffers: sequential image and panel loops (on the calling thread's stack), whose

@@ -369,10 +369,10 @@ def test_im2col_panels_are_the_parallel_loop_and_bitwise_any_thread_count(batch)
 
 
 def test_one_panel_keeps_the_contraction_split_over_the_threads():
-    # One image, one panel (8 rows of 8 pixels: the whole image): no work for a parallel outer loop,
-    # so the panel's contraction is the kernel split over the threads, as before the outer loop could be.
+    # One image of 7x7 pixels, one panel (smaller panels of 1 row would be under 32 pixels): no work
+    # for a parallel outer loop, so the panel's contraction is the kernel split over the threads.
     conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
-    x = torch.randn(1, 64, 8, 8)
+    x = torch.randn(1, 64, 7, 7)
     one, two = _compile(conv, x, threads=1), _compile(conv, x, threads=2)
     assert "scf.forall" not in two.stages["schedule"]
     assert "scf.forall" in two.stages["vectors"] and "omp.parallel" in two.stages["llvm"]

@@ -367,7 +367,6 @@ def _im2col_convolution(op, globals_: Globals, parts: int = 1) -> bool:
         return True
     ranges = conv.ranges
     OH, OW = ranges[conv.oh], ranges[conv.ow]
-    rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
     index = ir.IndexType.get()
     element = ir.MemRefType(op.operands[conv.input].type).element_type
     taps = [ranges[d] for d in conv.window]
@@ -376,9 +375,8 @@ def _im2col_convolution(op, globals_: Globals, parts: int = 1) -> bool:
     for e in taps + chans:
         k_extent *= e
     outer = conv.batch + [conv.oh]  # the image loops, then the panels
+    rows, parallel = _panel_rows(conv, k_extent * max(1, element_bits_of(op.operands[conv.input]) // 8), parts)
     extents = [ranges[d] if d != conv.oh else OH // rows for d in outer]
-    panel_bytes = k_extent * rows * OW * max(1, element_bits_of(op.operands[conv.input]) // 8)
-    parallel = _parallel_panels(conv, extents, panel_bytes, parts)
     with op.location:
         def const(v):
             return arith.ConstantOp(index, v).result
@@ -455,8 +453,32 @@ PARALLEL_PANEL_BYTES = 2 << 20
 PARALLEL_PANEL_BALANCE = 0.8
 
 
-def _parallel_panels(conv: Im2col, extents: list[int], panel_bytes: int, parts: int) -> bool:
-    """Whether the image and panel loops (`extents`) are the parallel loop, each iteration with its
+# The fewest output pixels of a panel made smaller so that the threads have a panel each.
+MIN_PANEL_PIXELS = 32
+
+
+def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]:
+    """(output rows per panel, whether the image and panel loop is the parallel loop). A panel has
+    the fewest whole rows that make `PANEL_PIXELS`. Where its images and panels are too few for the
+    threads (one image of one panel: ResNet's 14x14 and 8x8 layers at batch 1), smaller panels of at
+    least `MIN_PANEL_PIXELS`: the split contraction would cut the panel's columns as finely anyway
+    (its N tiles), but then after one thread had filled the whole panel."""
+    OH, OW = conv.ranges[conv.oh], conv.ranges[conv.ow]
+    images = 1
+    for d in conv.batch:
+        images *= conv.ranges[d]
+    rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
+    candidates = [rows] + [r for r in range(rows - 1, 0, -1) if OH % r == 0 and r * OW >= MIN_PANEL_PIXELS]
+    for r in candidates:
+        if _parallel_panels(conv, images * (OH // r), column_bytes * r * OW, parts):
+            return r, True
+        if images * (OH // r) >= parts:
+            break  # enough panels, yet no parallel loop (a large panel, a small convolution)
+    return rows, False
+
+
+def _parallel_panels(conv: Im2col, count: int, panel_bytes: int, parts: int) -> bool:
+    """Whether the image and panel loop (`count` iterations) is the parallel loop, each iteration with its
     own panel and a single-threaded contraction, rather than sequential loops around contractions
     split over the threads. The split contraction forks a team per panel, and its panel, filled by
     the calling thread, moves to the other cores each time (a 16-channel 3x3 convolution at batch 8:
@@ -470,9 +492,6 @@ def _parallel_panels(conv: Im2col, extents: list[int], panel_bytes: int, parts: 
         iterations *= r
     if iterations < PARALLEL_MIN_ITERATIONS:
         return False
-    count = 1
-    for e in extents:
-        count *= e
     return count >= parts and count / (parts * -(-count // parts)) >= PARALLEL_PANEL_BALANCE
 
 
