@@ -109,7 +109,7 @@ func.func @im2col(%x: memref<2x4x65x65xf32>, %y: memref<2x8x32x32xf32>) {
 // One image whose one panel (8 rows of 8 pixels) would leave a thread idle: panels of 4 rows (32
 // pixels), one per thread.
 // PAR-LABEL: func.func @im2col_one_image
-// PAR:           scf.forall (%{{.*}}) in (2) {
+// PAR:           scf.forall (%{{.*}}, %{{.*}}) in (1, 2) {
 // PAR-NEXT:        memref.alloca() {alignment = 64 : i64} : memref<3x3x16x4x8xf32>
 memref.global "private" constant @narrow : memref<8x16x3x3xf32> = dense<1.0>
 func.func @im2col_one_image(%x: memref<1x16x10x10xf32>, %y: memref<1x8x8x8xf32>) {
