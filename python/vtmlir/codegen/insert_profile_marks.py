@@ -22,7 +22,10 @@ kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per 
 calls counted.
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
-is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. A mark
+is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. Kernels
+already inside a parallel loop (an im2col convolution's loop over images and panels, threads > 1)
+would be timed by every thread in one slot: the loop is bracketed instead, in the slot of its last
+kernel (the panel's contraction), and its copies count no calls. A mark
 inside a loop (a fused group's tiles) is a call of unknown effects in that loop: the schedules'
 clean-ups do not hoist vector transfers across it, so that loop's code may differ from the
 unprofiled build's (never its values: nothing is reassociated).
@@ -60,11 +63,31 @@ def insert_profile_marks(module_op) -> int:
                    if op.operation.name == "func.func" and len(op.regions[0].blocks)
                    and "sym_visibility" not in op.attributes]
         _add_functions(module_op, slots + 1)
+        loops = []  # [parallel loop, the slot of its last kernel]
         for op in kernels:
-            _bracket(op, ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+            slot = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+            loop = _outermost_forall(op)
+            if loop is None:
+                _bracket(op, slot)
+            elif loops and loops[-1][0] == loop:
+                loops[-1][1] = slot
+            else:
+                loops.append([loop, slot])
+        for loop, slot in loops:
+            _bracket(loop, slot)
         for fn in entries:
             _bracket_body(fn, slots)
         return slots
+
+
+def _outermost_forall(op):
+    """The outermost `scf.forall` around `op` (an im2col convolution's loop over images and panels), or None."""
+    found, parent = None, op.parent
+    while parent is not None:
+        if parent.name == "scf.forall":
+            found = parent
+        parent = parent.parent
+    return found
 
 
 def _index(value: int):
