@@ -125,12 +125,18 @@ func.func @im2col_one_image(%x: memref<1x16x10x10xf32>, %y: memref<1x8x8x8xf32>)
   return
 }
 
-// A panel over 2 MiB (K = 3x3x512, 128 pixels: 2.25 MiB) would not fit a thread's stack beside its
-// packed buffers: sequential image and panel loops (on the calling thread's stack), whose
-// contraction the schedule splits over the threads instead.
+// A panel over 2 MiB (K = 3x3x512, 8 rows of 16 pixels: 2.25 MiB) would not fit a thread's stack
+// beside its packed buffers: panels of 4 rows (1.1 MiB), 8 over the 2 images.
 // PAR-LABEL: func.func @im2col_large_panel
+// PAR:           scf.forall (%{{.*}}, %{{.*}}) in (2, 4) {
+// PAR-NEXT:        memref.alloca() {alignment = 64 : i64} : memref<3x3x512x4x16xf32>
+
+// No panel of 32 pixels or more fits (K = 3x3x2048: 4 rows of 8 pixels take 2.25 MiB): sequential image
+// and panel loops (on the calling thread's stack), whose contraction the schedule splits over the
+// threads instead.
+// PAR-LABEL: func.func @im2col_huge_panel
 // PAR:           memref.alloca_scope
-// PAR:             memref.alloca() {alignment = 64 : i64} : memref<3x3x512x8x16xf32>
+// PAR:             memref.alloca() {alignment = 64 : i64} : memref<3x3x2048x8x8xf32>
 // PAR:             scf.for
 // PAR:               scf.for
 // PAR-NOT:       scf.forall
@@ -141,6 +147,20 @@ func.func @im2col_large_panel(%x: memref<2x512x18x18xf32>, %y: memref<2x8x16x16x
   linalg.generic {indexing_maps = [#in1, #wt, #out],
                   iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
       ins(%x, %f : memref<2x512x18x18xf32>, memref<8x512x3x3xf32>) outs(%y : memref<2x8x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+memref.global "private" constant @wider : memref<8x2048x3x3xf32> = dense<1.0>
+func.func @im2col_huge_panel(%x: memref<2x2048x10x10xf32>, %y: memref<2x8x8x8xf32>) {
+  %f = memref.get_global @wider : memref<8x2048x3x3xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x2048x10x10xf32>, memref<8x2048x3x3xf32>) outs(%y : memref<2x8x8x8xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.mulf %a, %b : f32
     %s = arith.addf %o, %m : f32

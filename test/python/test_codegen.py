@@ -368,6 +368,20 @@ def test_im2col_panels_are_the_parallel_loop_and_bitwise_any_thread_count(batch)
         torch.testing.assert_close(got, model(*inputs), rtol=1e-5, atol=1e-5)
 
 
+def test_large_panels_are_cut_to_fit_a_threads_stack():
+    # K = 3x3x512: a panel of the 14 rows of 14 pixels is 3.6 MiB, over the 2 MiB a thread's panel
+    # may take (its stack is 8 MiB, the contraction's packed buffers beside it): panels of 7 rows
+    # (1.8 MiB), 4 over 2 images, each allocated on its thread's stack.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(512, 32, 3, padding=1, bias=False).eval()
+    x = torch.randn(2, 512, 14, 14)
+    one, two = _compile(conv, x, threads=1), _compile(conv, x, threads=2)
+    assert "scf.forall" in two.stages["schedule"] and "memref<3x3x512x7x14xf32>" in two.stages["schedule"]
+    assert torch.equal(one(x), two(x))
+    with torch.no_grad():
+        torch.testing.assert_close(two(x), conv(x), rtol=1e-4, atol=1e-4)
+
+
 def test_one_panel_keeps_the_contraction_split_over_the_threads():
     # One image of 7x7 pixels, one panel (smaller panels of 1 row would be under 32 pixels): no work
     # for a parallel outer loop, so the panel's contraction is the kernel split over the threads.

@@ -459,10 +459,11 @@ MIN_PANEL_PIXELS = 32
 
 def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]:
     """(output rows per panel, whether the image and panel loop is the parallel loop). A panel has
-    the fewest whole rows that make `PANEL_PIXELS`. Where its images and panels are too few for the
-    threads (one image of one panel: ResNet's 14x14 and 8x8 layers at batch 1), smaller panels of at
-    least `MIN_PANEL_PIXELS`: the split contraction would cut the panel's columns as finely anyway
-    (its N tiles), but then after one thread had filled the whole panel."""
+    the fewest whole rows that make `PANEL_PIXELS`. Where its images and panels cannot be the
+    parallel loop (too few for the threads: one image of one panel, ResNet's 14x14 and 8x8 layers at
+    batch 1; unevenly shared; a panel too large for a thread's stack), smaller panels of at least
+    `MIN_PANEL_PIXELS` where they can: the split contraction would cut the panel's columns as finely
+    anyway (its N tiles), but after one thread had filled the whole panel."""
     OH, OW = conv.ranges[conv.oh], conv.ranges[conv.ow]
     images = 1
     for d in conv.batch:
@@ -472,8 +473,6 @@ def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]
     for r in candidates:
         if _parallel_panels(conv, images * (OH // r), column_bytes * r * OW, parts):
             return r, True
-        if images * (OH // r) >= parts:
-            break  # enough panels, yet no parallel loop (a large panel, a small convolution)
     return rows, False
 
 
