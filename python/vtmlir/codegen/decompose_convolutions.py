@@ -10,7 +10,9 @@ rewritten into ops that have them, in one of two ways:
   `P[kh, kw, c, r, ow]`, and one contraction `out[f, (r, ow)] += W[f, (kh, kw, c)] · P[(kh, kw, c), (r, ow)]`
   reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
   image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
-  A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix; over
+  On several threads the loop over images and panels is the parallel loop where it gives each
+  thread work (`_panel_rows`, `_parallel_panels`): an `scf.forall` whose iterations each fill a
+  panel of their own and run their contraction on one thread. A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix; over
   a 1x1 image it is a Linear layer over the batch (vectors along the features).
 - **taps unrolled** (a depthwise convolution in any layout, a pooling: every loop but the window's
   parallel, at most `MAX_UNROLLED_TAPS` taps): one elementwise kernel over the output that reads
@@ -45,6 +47,8 @@ from .weights import Globals
 # An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
 # the register tiles; whole output rows, so narrow images take several rows per panel).
 PANEL_PIXELS = 128
+# The fewest output pixels of a panel made smaller so that the threads have a panel each (`_panel_rows`).
+MIN_PANEL_PIXELS = 32
 
 
 def linear_terms(expr) -> tuple[dict[int, int], int] | None:
@@ -451,10 +455,6 @@ PARALLEL_PANEL_BYTES = 2 << 20
 # The least share of the threads' time the parallel image/panel loop keeps busy (static chunks of
 # whole panels: 5 panels on 2 threads keep 5/6 of it).
 PARALLEL_PANEL_BALANCE = 0.8
-
-
-# The fewest output pixels of a panel made smaller so that the threads have a panel each.
-MIN_PANEL_PIXELS = 32
 
 
 def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]:

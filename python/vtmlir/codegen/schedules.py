@@ -6,7 +6,8 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
 - `ContractionSchedule` (matmul, batch matmul, Linear after `codegen-transpose-b-operands`): the
   outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
   B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
-  stride otherwise thrashes L1 and the TLB); M tiled to `mr` rows and peeled; K tiled to 1;
+  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel,
+  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; M tiled to `mr` rows and peeled; K tiled to 1;
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
   keeps in registers and which lowers to outer products (an FMA per vector register). Each output
   element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
@@ -192,9 +193,9 @@ def _rows_packed_already(kernel: Kernel, nc: int) -> bool:
     ni, ki = kernel.n[-1], kernel.k[-1]
     if positions[-1] != ni or ki not in positions:
         return False
-    t = ir.MemRefType(operand.type)
-    strides, _ = t.get_strides_and_offset()
-    return strides[-1] == 1 and t.shape[-1] == nc and strides[positions.index(ki)] == nc
+    b_type = ir.MemRefType(operand.type)
+    strides, _ = b_type.get_strides_and_offset()
+    return strides[-1] == 1 and b_type.shape[-1] == nc and strides[positions.index(ki)] == nc
 
 
 def _vectorize_copies(scope, rank: int) -> None:
