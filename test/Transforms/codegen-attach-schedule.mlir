@@ -32,14 +32,14 @@
 // CHECK:         transform.include @kernel_0_contraction failures(suppress) (%[[K]]#0)
 // CHECK:         transform.structured.hoist_redundant_vector_transfers
 
-// The contraction: the B panel (k-chunk 64 x 64 columns) packed on the stack row by row, then per
+// The contraction: the B panel (k-chunk 64 x 128 columns of 256) packed on the stack row by row, then per
 // 6-row tile its A block (6 x 64) packed, and a 6 x 16 register tile (two 8-lane registers per row)
 // accumulated over k in registers, its vectors without the unit k dimension; the elementwise op and
 // the row reduction become vector code; no linalg op and no transform IR is left.
 // APPLIED-LABEL: func.func @kernels
 // APPLIED-NOT:     codegen.kernel
-// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<16384xi8>
-// APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<64x64xf32>
+// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<32768xi8>
+// APPLIED:         vector.transfer_write {{.*}} : vector<128xf32>, memref<64x128xf32>
 // APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<1536xi8>
 // APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<6x64xf32>
 // APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
@@ -54,22 +54,22 @@
 // OFF-LABEL: func.func @kernels
 // OFF:         linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "reduction"]}
 // OFF-NOT:     codegen.kernel
-func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x64xf32>, %S: memref<24xf32>) {
+func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x256xf32>, %C: memref<24x256xf32>, %S: memref<24xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<24x64xf32>, memref<64x64xf32>) outs(%C : memref<24x64xf32>) {
+      ins(%A, %B : memref<24x64xf32>, memref<64x256xf32>) outs(%C : memref<24x256xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %m = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %m : f32
     linalg.yield %s : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%C : memref<24x64xf32>) outs(%C : memref<24x64xf32>) {
+      ins(%C : memref<24x256xf32>) outs(%C : memref<24x256xf32>) {
   ^bb0(%x: f32, %o: f32):
     %e = math.exp %x : f32
     linalg.yield %e : f32
   }
   linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
-      ins(%C : memref<24x64xf32>) outs(%S : memref<24xf32>) {
+      ins(%C : memref<24x256xf32>) outs(%S : memref<24xf32>) {
   ^bb0(%x: f32, %acc: f32):
     %s = arith.addf %x, %acc : f32
     linalg.yield %s : f32
@@ -85,7 +85,8 @@ func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x6
 // LLVM-LABEL: {{^}}// -----
 
 // An A block that one register tile reads (nc = nr: N is 16 here) and that is one contiguous block
-// of its buffer already (6 x 64, rows 64 apart) is read where it is, not packed; B's panel still is.
+// of its buffer already (6 x 64, rows 64 apart) is read where it is, not packed; B's panel (rows 32
+// apart, 16 wide: not whole rows) still is.
 // A blocked convolution's tap is such a kernel (`w x cb` input rows, fb = 16 output channels per
 // tile): packing its input rows cost a tenth of its time.
 #a = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -103,9 +104,9 @@ func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x6
 // APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
 // APPLIED-NOT:     memref.alloca
 // APPLIED:         return
-func.func @single_use_dense_a(%A: memref<24x64xf32>, %B: memref<64x16xf32>, %C: memref<24x16xf32>) {
+func.func @single_use_dense_a(%A: memref<24x64xf32>, %B: memref<64x16xf32, strided<[32, 1]>>, %C: memref<24x16xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<24x64xf32>, memref<64x16xf32>) outs(%C : memref<24x16xf32>) {
+      ins(%A, %B : memref<24x64xf32>, memref<64x16xf32, strided<[32, 1]>>) outs(%C : memref<24x16xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %m = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %m : f32
@@ -189,6 +190,34 @@ func.func @masks(%x: memref<8x64xi64>, %m: memref<8x64xi1>, %a: memref<8x64xf32>
   linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%r2 : memref<8x1xi1>) {
   ^bb0(%out: i1):
     linalg.yield %true : i1
+  }
+  return
+}
+
+// -----
+// CHECK-LABEL: {{^}}// -----
+// APPLIED-LABEL: {{^}}// -----
+// OFF-LABEL: {{^}}// -----
+// I1-APPLIED-LABEL: {{^}}// -----
+// LLVM-LABEL: {{^}}// -----
+
+// B's tiles are whole rows of B (N = 64 <= 128 columns), contiguous: its packed copy would have B's
+// own layout, so B is read in place (an im2col panel `[K, pixels]` is such a B); A is still packed.
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+// APPLIED-LABEL: func.func @whole_rows
+// APPLIED-NOT:     memref.alloca() {alignment = 64 : i64} : memref<16384xi8>
+// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<1536xi8>
+// APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<6x64xf32>
+// APPLIED:         memref.subview %arg1[%{{.*}}, %{{.*}}] [1, 16] [1, 1] : memref<64x64xf32> to memref<1x16xf32, strided<[64, 1], offset: ?>>
+func.func @whole_rows(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x64xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<24x64xf32>, memref<64x64xf32>) outs(%C : memref<24x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
   }
   return
 }

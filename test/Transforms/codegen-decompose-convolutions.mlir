@@ -1,4 +1,6 @@
-// RUN: vt-opt %s --codegen-decompose-convolutions | filecheck %s
+// RUN: vt-opt %s --pass-pipeline='builtin.module(codegen-decompose-convolutions{threads=1})' | filecheck %s
+// RUN: vt-opt %s --pass-pipeline='builtin.module(codegen-decompose-convolutions{threads=2})' | filecheck %s --check-prefix=PAR
+// RUN: vt-opt %s --pass-pipeline='builtin.module(codegen-decompose-convolutions{threads=2}, codegen-attach-schedule{threads=2 vector-bits=256}, transform-interpreter, codegen-erase-schedule, canonicalize, codegen-hoist-static-allocas)' | filecheck %s --check-prefix=TILES
 
 #in = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h * 2 + kh, w * 2 + kw)>
 #wt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
@@ -61,6 +63,104 @@ func.func @im2col(%x: memref<2x4x65x65xf32>, %y: memref<2x8x32x32xf32>) {
   linalg.generic {indexing_maps = [#in, #wt, #out],
                   iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
       ins(%x, %f : memref<2x4x65x65xf32>, memref<8x4x3x3xf32>) outs(%y : memref<2x8x32x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// On two threads the same convolution's 2 images x 8 panels are one parallel loop (16 iterations,
+// 8 per thread): each iteration fills a panel of its own, allocated in the loop's body, and runs its
+// copies and its contraction alone. The sums are those of the sequential loops: bitwise any thread count.
+// PAR-LABEL: func.func @im2col
+// PAR-NOT:       memref.alloca_scope
+// PAR:           %[[W:.*]] = memref.get_global @filter_im2col : memref<8x3x3x4xf32>
+// PAR:           %[[A:.*]] = memref.collapse_shape %[[W]] {{\[\[}}0], [1, 2, 3]] : memref<8x3x3x4xf32> into memref<8x36xf32>
+// PAR:           scf.forall (%[[N:.*]], %[[R:.*]]) in (2, 8) {
+// PAR-NEXT:        %[[P:.*]] = memref.alloca() {alignment = 64 : i64} : memref<3x3x4x4x32xf32>
+// PAR-NEXT:        %[[B:.*]] = memref.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4]] : memref<3x3x4x4x32xf32> into memref<36x128xf32>
+// PAR:             scf.for %[[KH:.*]] = %{{.*}} to %{{.*}} step
+// PAR:               scf.for %[[KW:.*]] = %{{.*}} to %{{.*}} step
+// PAR:                 %[[X:.*]] = memref.subview %{{.*}}[%[[N]], 0, %{{.*}}, %[[KW]]] [1, 4, 4, 32] [1, 1, 2, 2]
+// PAR:                 %[[T:.*]] = memref.subview %[[P]][%[[KH]], %[[KW]], 0, 0, 0] [1, 1, 4, 4, 32] [1, 1, 1, 1, 1]
+// PAR:                 linalg.generic {{.*}} ins(%[[X]] : {{.*}}) outs(%[[T]] : {{.*}})
+// PAR:             %[[Y:.*]] = memref.subview %{{.*}}[%[[N]], 0, %{{.*}}, 0] [1, 8, 4, 32] [1, 1, 1, 1]
+// PAR:             %[[C:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0], [1, 2]]
+// PAR:             linalg.generic {{.*}} ins(%[[B]], %[[A]] : memref<36x128xf32>, memref<8x36xf32>) outs(%[[C]] :
+
+// Scheduled: the kernels in the parallel loop are tiled by sequential loops (no nested forall: it
+// would fork a nested team per panel) and vectorised; the packed buffers of the contraction and the
+// panel stay in the parallel loop's body, in an alloca scope (per thread; hoisted out of it they
+// would be shared by the threads).
+// TILES-LABEL: func.func @im2col
+// TILES:         scf.forall (%{{.*}}, %{{.*}}) in (2, 8) {
+// TILES-NEXT:      memref.alloca_scope {
+// TILES-DAG:         memref.alloca() {alignment = 64 : i64} : memref<{{[0-9]+}}xi8>
+// TILES-DAG:         memref.alloca() {alignment = 64 : i64} : memref<3x3x4x4x32xf32>
+// TILES-NOT:         scf.forall
+// TILES:             vector.transfer_write {{.*}} : vector<32xf32>, memref<3x3x4x4x32xf32>
+// TILES-NOT:         scf.forall
+// TILES:             vector.transfer_write {{.*}} : vector<6x16xf32>, memref<8x128xf32, strided<[1024, 1], offset: ?>>
+// TILES-NOT:         scf.forall
+// TILES-LABEL: func.func @im2col_one_image
+
+// One image whose one panel (8 rows of 8 pixels) would leave a thread idle: panels of 4 rows (32
+// pixels), one per thread.
+// PAR-LABEL: func.func @im2col_one_image
+// PAR:           scf.forall (%{{.*}}, %{{.*}}) in (1, 2) {
+// PAR-NEXT:        memref.alloca() {alignment = 64 : i64} : memref<3x3x16x4x8xf32>
+memref.global "private" constant @narrow : memref<8x16x3x3xf32> = dense<1.0>
+func.func @im2col_one_image(%x: memref<1x16x10x10xf32>, %y: memref<1x8x8x8xf32>) {
+  %f = memref.get_global @narrow : memref<8x16x3x3xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<1x16x10x10xf32>, memref<8x16x3x3xf32>) outs(%y : memref<1x8x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A panel over 2 MiB (K = 3x3x512, 8 rows of 16 pixels: 2.25 MiB) would not fit a thread's stack
+// beside its packed buffers: panels of 4 rows (1.1 MiB), 8 over the 2 images.
+// PAR-LABEL: func.func @im2col_large_panel
+// PAR:           scf.forall (%{{.*}}, %{{.*}}) in (2, 4) {
+// PAR-NEXT:        memref.alloca() {alignment = 64 : i64} : memref<3x3x512x4x16xf32>
+
+// No panel of 32 pixels or more fits (K = 3x3x2048: 4 rows of 8 pixels take 2.25 MiB): sequential image
+// and panel loops (on the calling thread's stack), whose contraction the schedule splits over the
+// threads instead.
+// PAR-LABEL: func.func @im2col_huge_panel
+// PAR:           memref.alloca_scope
+// PAR:             memref.alloca() {alignment = 64 : i64} : memref<3x3x2048x8x8xf32>
+// PAR:             scf.for
+// PAR:               scf.for
+// PAR-NOT:       scf.forall
+// PAR-LABEL: func.func @pointwise
+memref.global "private" constant @wide : memref<8x512x3x3xf32> = dense<1.0>
+func.func @im2col_large_panel(%x: memref<2x512x18x18xf32>, %y: memref<2x8x16x16xf32>) {
+  %f = memref.get_global @wide : memref<8x512x3x3xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x512x18x18xf32>, memref<8x512x3x3xf32>) outs(%y : memref<2x8x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+memref.global "private" constant @wider : memref<8x2048x3x3xf32> = dense<1.0>
+func.func @im2col_huge_panel(%x: memref<2x2048x10x10xf32>, %y: memref<2x8x8x8xf32>) {
+  %f = memref.get_global @wider : memref<8x2048x3x3xf32>
+  linalg.generic {indexing_maps = [#in1, #wt, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x2048x10x10xf32>, memref<8x2048x3x3xf32>) outs(%y : memref<2x8x8x8xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.mulf %a, %b : f32
     %s = arith.addf %o, %m : f32

@@ -368,6 +368,79 @@ def test_numpy_reference_for_a_ragged_elementwise_kernel():
     np.testing.assert_allclose(compiled(x, y).numpy(), Gelu()(x, y).numpy(), rtol=1e-5, atol=1e-6)
 
 
+def _nested_in_forall(op) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent.name == "scf.forall":
+            return True
+        parent = parent.parent
+    return False
+
+
+def _ops_named(module, name):
+    found = []
+
+    def visit(op):
+        if op.name == name:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_im2col_panels_are_the_parallel_loop_and_bitwise_any_thread_count(batch):
+    # conv_bn_relu_residual: 16-channel 3x3 convolutions over 16x16 images, im2col panels of 8 rows
+    # (2 per image). On two threads the images x panels loop (2 iterations at batch 1, 16 at batch 8)
+    # is the parallel loop: each iteration fills its own panel and runs its copies and contraction on
+    # its thread (tiled by sequential loops: no forall inside another). Each output is the same sum as
+    # on one thread, where the loops stay sequential: bitwise.
+    model, inputs = ZOO["conv_bn_relu_residual"].build(batch=batch, seed=5)
+    one, two = _compile(model, *inputs, threads=1), _compile(model, *inputs, threads=2)
+    assert not two.report().fallbacks, str(two.report())
+    context = make_context()
+    scheduled = ir.Module.parse(two.stages["schedule"], context=context)
+    inside = [k for k in map(classify, structured_ops(scheduled.operation)) if k.in_parallel_loop]
+    assert sum(k.kind is KernelKind.CONTRACTION for k in inside) == 2, [k.describe() for k in inside]
+    assert sum(k.kind is KernelKind.DATA_MOVEMENT for k in inside) == 2  # the panels' copies
+    vectors = ir.Module.parse(two.stages["vectors"], context=context)
+    foralls = _ops_named(vectors, "scf.forall")
+    assert foralls and not any(_nested_in_forall(f) for f in foralls)
+    assert "scf.forall" not in one.stages["schedule"] and "omp.parallel" not in one.stages["llvm"]
+    got = two(*inputs)
+    assert torch.equal(one(*inputs), got)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_large_panels_are_cut_to_fit_a_threads_stack():
+    # K = 3x3x512: a panel of the 14 rows of 14 pixels is 3.6 MiB, over the 2 MiB a thread's panel
+    # may take (its stack is 8 MiB, the contraction's packed buffers beside it): panels of 7 rows
+    # (1.8 MiB), 4 over 2 images, each allocated on its thread's stack.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(512, 32, 3, padding=1, bias=False).eval()
+    x = torch.randn(2, 512, 14, 14)
+    one, two = _compile(conv, x, threads=1), _compile(conv, x, threads=2)
+    assert "scf.forall" in two.stages["schedule"] and "memref<3x3x512x7x14xf32>" in two.stages["schedule"]
+    assert torch.equal(one(x), two(x))
+    with torch.no_grad():
+        torch.testing.assert_close(two(x), conv(x), rtol=1e-4, atol=1e-4)
+
+
+def test_one_panel_keeps_the_contraction_split_over_the_threads():
+    # One image of 7x7 pixels, one panel (smaller panels of 1 row would be under 32 pixels): no work
+    # for a parallel outer loop, so the panel's contraction is the kernel split over the threads.
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).eval()
+    x = torch.randn(1, 64, 7, 7)
+    one, two = _compile(conv, x, threads=1), _compile(conv, x, threads=2)
+    assert "scf.forall" not in two.stages["schedule"]
+    assert "scf.forall" in two.stages["vectors"] and "omp.parallel" in two.stages["llvm"]
+    assert torch.equal(one(x), two(x))
+    with torch.no_grad():
+        torch.testing.assert_close(two(x), conv(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_packed_buffers_do_not_grow_the_stack(threads):
     # 9 taps x 56 rows x 18 KiB of packed panels: 9 MB if each tile kept its stack buffers (the

@@ -70,6 +70,21 @@ def test_a_loop_over_row_blocks_is_timed_whole_in_its_first_reductions_slot(thre
     assert timed[0].id == min(k.id for k in p.kernels if k.kind in reductions)
 
 
+def test_a_parallel_im2col_loop_is_timed_once_in_its_contraction_slot():
+    # At two threads conv_bn_relu_residual's im2col loops over images and panels are the parallel
+    # loops: each is bracketed as a whole (per kernel, both threads would time into one slot), in the
+    # slot of its contraction; the panel copies inside count no calls.
+    model, inputs = get("conv_bn_relu_residual").build(batch=8, seed=0)
+    plain = vtmlir.compile(model, *inputs, threads=2)
+    profiled = vtmlir.compile(model, *inputs, threads=2, profile=True)
+    assert torch.equal(profiled(*inputs), plain(*inputs))
+    p = profiled.profile(*inputs, repeat=1, warmup=0)
+    contractions = [k for k in p.kernels if k.kind == "contraction"]
+    assert len(contractions) == 2 and all(k.calls == 1 for k in contractions)
+    assert sum(k.kind == "data-movement" and k.calls == 0 for k in p.kernels) == 2
+    assert p.kernel_ns <= p.total_ns
+
+
 def test_repeated_profile_reports_medians_and_the_call_time(yolo):
     model, inputs, exe = yolo
     p = exe.profile(*inputs, repeat=3, clock="cpu")

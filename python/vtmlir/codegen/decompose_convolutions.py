@@ -10,7 +10,9 @@ rewritten into ops that have them, in one of two ways:
   `P[kh, kw, c, r, ow]`, and one contraction `out[f, (r, ow)] += W[f, (kh, kw, c)] · P[(kh, kw, c), (r, ow)]`
   reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
   image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
-  A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix; over
+  On several threads the loop over images and panels is the parallel loop where it gives each
+  thread work (`_panel_rows`, `_parallel_panels`): an `scf.forall` whose iterations each fill a
+  panel of their own and run their contraction on one thread. A 1x1 stride-1 convolution over a contiguous image needs no copy: the input is the matrix; over
   a 1x1 image it is a Linear layer over the batch (vectors along the features).
 - **taps unrolled** (a depthwise convolution in any layout, a pooling: every loop but the window's
   parallel, at most `MAX_UNROLLED_TAPS` taps): one elementwise kernel over the output that reads
@@ -34,15 +36,19 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
-from ..passes.registry import Pass, register_pass
+from ..passes.registry import Option, Pass, register_pass
 from .bodies import clone_ops, iterator_attr
 from .delinearize_loops import subview_type
-from .kernels import KernelKind, classify, indexing_maps_of, loop_ranges_of, rewrite_generics
+from .kernels import KernelKind, classify, element_bits_of, indexing_maps_of, loop_ranges_of, rewrite_generics
+from .schedules import PARALLEL_MIN_ITERATIONS
+from .target import host_target
 from .weights import Globals
 
 # An im2col panel holds at least this many output pixels (the contraction's N: enough columns for
 # the register tiles; whole output rows, so narrow images take several rows per panel).
 PANEL_PIXELS = 128
+# The fewest output pixels of a panel made smaller so that the threads have a panel each (`_panel_rows`).
+MIN_PANEL_PIXELS = 32
 
 
 def linear_terms(expr) -> tuple[dict[int, int], int] | None:
@@ -347,8 +353,9 @@ class Im2col:
         return plan
 
 
-def _im2col_convolution(op, globals_: Globals) -> bool:
-    """Rewrite one convolution as im2col panels and contractions (see the module docstring)."""
+def _im2col_convolution(op, globals_: Globals, parts: int = 1) -> bool:
+    """Rewrite one convolution as im2col panels and contractions (see the module docstring); with
+    `parts` threads, the image and panel loops become one `scf.forall` where `_parallel_panels` says so."""
     op = op.operation
     conv = Im2col(op)
     if not conv.ok:
@@ -364,8 +371,16 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
         return True
     ranges = conv.ranges
     OH, OW = ranges[conv.oh], ranges[conv.ow]
-    rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
     index = ir.IndexType.get()
+    element = ir.MemRefType(op.operands[conv.input].type).element_type
+    taps = [ranges[d] for d in conv.window]
+    chans = [ranges[d] for d in conv.channels]
+    k_extent = 1
+    for e in taps + chans:
+        k_extent *= e
+    outer = conv.batch + [conv.oh]  # the image loops, then the panels
+    rows, parallel = _panel_rows(conv, k_extent * max(1, element_bits_of(op.operands[conv.input]) // 8), parts)
+    extents = [ranges[d] if d != conv.oh else OH // rows for d in outer]
     with op.location:
         def const(v):
             return arith.ConstantOp(index, v).result
@@ -376,13 +391,14 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
                 scf.YieldOp([])
             return for_op
 
-        element = ir.MemRefType(op.operands[conv.input].type).element_type
-        taps = [ranges[d] for d in conv.window]
-        chans = [ranges[d] for d in conv.channels]
-        k_extent = 1
-        for e in taps + chans:
-            k_extent *= e
-        scoped = op.parent.name == "func.func"
+        def new_panel():
+            """The stack panel P[taps, channels, rows, ow] and P as the matrix [K, rows * ow]."""
+            panel = memref.AllocaOp(ir.MemRefType.get(taps + chans + [rows, OW], element), [], [],
+                                    alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
+            n_k = len(taps) + len(chans)
+            return panel, collapse(panel, [list(range(n_k)), [n_k, n_k + 1]])
+
+        scoped = op.parent.name == "func.func" and not parallel
         ip = ir.InsertionPoint(op)
         if scoped:  # the panel's stack space is released after this convolution
             with ip:
@@ -395,16 +411,27 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
             weight = globals_.read_relaid(op.operands[conv.filter], weight, "im2col")
             n_feat = len(conv.features)
             weight2 = collapse(weight, [[i] for i in range(n_feat)] + [list(range(n_feat, n_feat + len(taps) + len(chans)))])
-            panel = memref.AllocaOp(ir.MemRefType.get(taps + chans + [rows, OW], element), [], [],
-                                    alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
-            matrix = collapse(panel, [list(range(len(taps) + len(chans))), [len(taps) + len(chans), len(taps) + len(chans) + 1]])
             ivs = {}
-            inner = ip
-            for d in conv.batch + [conv.oh]:
+            if parallel:
+                # One parallel loop over images and panels; each iteration (each thread) fills a
+                # panel of its own, allocated in the loop's body (`codegen-hoist-static-allocas` gives
+                # that body an alloca scope and never hoists the buffer out of it: shared, it would be
+                # a data race), and runs its contraction alone (`Kernel.in_parallel_loop`).
+                forall = scf.ForallOp([0] * len(outer), extents, [1] * len(outer))
+                with ir.InsertionPoint(forall.body):
+                    scf.InParallelOp()
+                ivs.update(zip(outer, forall.induction_variables))
+                inner = ir.InsertionPoint(forall.body.operations[0])
                 with inner:
-                    for_op = loop(ranges[d] if d != conv.oh else OH // rows)
-                ivs[d] = for_op.induction_variable
-                inner = ir.InsertionPoint(for_op.body.operations[0])
+                    panel, matrix = new_panel()
+            else:
+                panel, matrix = new_panel()
+                inner = ip
+                for d, extent in zip(outer, extents):
+                    with inner:
+                        for_op = loop(extent)
+                    ivs[d] = for_op.induction_variable
+                    inner = ir.InsertionPoint(for_op.body.operations[0])
             with inner:
                 row0 = arith.MulIOp(ivs[conv.oh], const(rows)).result
                 tap_inner = inner
@@ -419,6 +446,52 @@ def _im2col_convolution(op, globals_: Globals) -> bool:
                 _panel_product(op, conv, matrix, weight2, out, k_extent, rows * OW)
     op.erase()
     return True
+
+
+# A thread's im2col panel lives on its stack (libomp's workers get 8 MiB here, KMP_STACKSIZE; 4 MiB
+# is libomp's usual default): a larger panel keeps the sequential image and panel loops, on the
+# calling thread's stack, with the contraction split over the threads.
+PARALLEL_PANEL_BYTES = 2 << 20
+# The least share of the threads' time the parallel image/panel loop keeps busy (static chunks of
+# whole panels: 5 panels on 2 threads keep 5/6 of it).
+PARALLEL_PANEL_BALANCE = 0.8
+
+
+def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]:
+    """(output rows per panel, whether the image and panel loop is the parallel loop). A panel has
+    the fewest whole rows that make `PANEL_PIXELS`. Where its images and panels cannot be the
+    parallel loop (too few for the threads: one image of one panel, ResNet's 14x14 and 8x8 layers at
+    batch 1; unevenly shared; a panel too large for a thread's stack), smaller panels of at least
+    `MIN_PANEL_PIXELS` where they can: the split contraction would cut the panel's columns as finely
+    anyway (its N tiles), but after one thread had filled the whole panel."""
+    OH, OW = conv.ranges[conv.oh], conv.ranges[conv.ow]
+    images = 1
+    for d in conv.batch:
+        images *= conv.ranges[d]
+    rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
+    candidates = [rows] + [r for r in range(rows - 1, 0, -1) if OH % r == 0 and r * OW >= MIN_PANEL_PIXELS]
+    for r in candidates:
+        if _parallel_panels(conv, images * (OH // r), column_bytes * r * OW, parts):
+            return r, True
+    return rows, False
+
+
+def _parallel_panels(conv: Im2col, count: int, panel_bytes: int, parts: int) -> bool:
+    """Whether the image and panel loop (`count` iterations) is the parallel loop, each iteration with its
+    own panel and a single-threaded contraction, rather than sequential loops around contractions
+    split over the threads. The split contraction forks a team per panel, and its panel, filled by
+    the calling thread, moves to the other cores each time (a 16-channel 3x3 convolution at batch 8:
+    16 forks of 4.6 us of work per thread). The outer loop needs work for `parts` threads (at least
+    one panel each, evenly shared: `PARALLEL_PANEL_BALANCE`) and a panel that fits a thread's stack;
+    a small convolution stays on one thread (`PARALLEL_MIN_ITERATIONS`, as the schedules')."""
+    if parts <= 1 or panel_bytes > PARALLEL_PANEL_BYTES:
+        return False
+    iterations = 1
+    for r in conv.ranges:
+        iterations *= r
+    if iterations < PARALLEL_MIN_ITERATIONS:
+        return False
+    return count >= parts and count / (parts * -(-count // parts)) >= PARALLEL_PANEL_BALANCE
 
 
 def _direct_product(op, conv: Im2col, relaid, globals_: Globals) -> bool:
@@ -660,14 +733,17 @@ def _drop_redundant_wraps(op) -> None:
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
 
 
-def decompose_convolutions(module_op) -> int:
-    """Decompose every convolution generic of the kernel level; returns how many."""
+def decompose_convolutions(module_op, threads: int = 0) -> int:
+    """Decompose every convolution generic of the kernel level; returns how many. `threads` (0: the
+    host's cores) decides where an im2col convolution's parallel loop is (`_parallel_panels`); the
+    values never depend on it."""
     globals_ = Globals(module_op)
+    parts = threads if threads > 0 else host_target().cores
 
     def rewrite(op):
         _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
-            return _im2col_convolution(op, globals_) or unroll_taps(op) or decompose_convolution(op)
+            return _im2col_convolution(op, globals_, parts) or unroll_taps(op) or decompose_convolution(op)
         window = _pooling_window(op)
         return bool(window) and (unroll_taps(op, window) or decompose_convolution(op, window))
 
@@ -682,5 +758,8 @@ class DecomposeConvolutions(Pass):
     summary = ("Rewrite each convolution (memrefs) as im2col panels and a contraction, contractions per filter "
                "tap, or (depthwise, pooling) one elementwise kernel reading every tap")
 
+    options = (Option("threads", int, 0, "threads the code runs on (0: the host's cores); 1: sequential "
+                                         "image and panel loops"),)
+
     def run(self, module):
-        decompose_convolutions(module)
+        decompose_convolutions(module, threads=self.threads)

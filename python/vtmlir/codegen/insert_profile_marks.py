@@ -23,7 +23,10 @@ calls counted; the kernels of a loop over row blocks (`codegen-fuse-rows`) are t
 whole loop in its first reduction's slot (the others show no calls).
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
-is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. A mark
+is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. Kernels
+already inside a parallel loop (an im2col convolution's loop over images and panels, threads > 1)
+would be timed by every thread in one slot: the loop is bracketed instead, in the slot of its last
+kernel (the panel's contraction), and its copies count no calls. A mark
 inside a loop (a fused group's tiles) is a call of unknown effects in that loop: the schedules'
 clean-ups do not hoist vector transfers across it, so that loop's code may differ from the
 unprofiled build's (never its values: nothing is reassociated).
@@ -61,25 +64,37 @@ def insert_profile_marks(module_op) -> int:
                    if op.operation.name == "func.func" and len(op.regions[0].blocks)
                    and "sym_visibility" not in op.attributes]
         _add_functions(module_op, slots + 1)
-        loops: list = []  # (loop over row blocks, the kernels inside it)
+        loops: list = []  # [loop, the kernels inside it], in program order
         for op in kernels:
-            loop = row_loop_of(op)
+            loop = row_loop_of(op) or _outermost_forall(op)
             if loop is None:
                 _bracket(op, ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
-                continue
-            group = next((members for seen, members in loops if seen == loop), None)
-            if group is None:
-                loops.append((loop, [op]))
+            elif loops and loops[-1][0] == loop:
+                loops[-1][1].append(op)
             else:
-                group.append(op)
+                loops.append([loop, [op]])
         for loop, members in loops:
-            # A loop over row blocks (`codegen-fuse-rows`, parallel at threads > 1) is timed as a whole,
-            # in the slot of its first reduction: marks inside would run on the worker threads.
-            first = next((op for op in members if classify(op).kind is KernelKind.REDUCTION), members[0])
-            _bracket(loop, ir.IntegerAttr(first.attributes[KERNEL_ATTR]).value)
+            if row_loop_of(members[0]) is not None:
+                # A loop over row blocks (`codegen-fuse-rows`, parallel at threads > 1) is timed as a
+                # whole, in the slot of its first reduction: marks inside would run on the worker threads.
+                owner = next((op for op in members if classify(op).kind is KernelKind.REDUCTION), members[0])
+            else:
+                # A parallel loop over images and panels: in the slot of its last kernel (the contraction).
+                owner = members[-1]
+            _bracket(loop, ir.IntegerAttr(owner.attributes[KERNEL_ATTR]).value)
         for fn in entries:
             _bracket_body(fn, slots)
         return slots
+
+
+def _outermost_forall(op):
+    """The outermost `scf.forall` around `op` (an im2col convolution's loop over images and panels), or None."""
+    found, parent = None, op.parent
+    while parent is not None:
+        if parent.name == "scf.forall":
+            found = parent
+        parent = parent.parent
+    return found
 
 
 def _index(value: int):

@@ -81,6 +81,18 @@ class Kernel:
         return total
 
     @property
+    def in_parallel_loop(self) -> bool:
+        """Whether the kernel sits in an `scf.forall` (an im2col convolution's loop over images and
+        panels, `codegen-decompose-convolutions`): its threads are that loop's, so the kernel runs on
+        one thread, its tiles in sequential loops."""
+        parent = self.op.parent
+        while parent is not None:
+            if parent.name == "scf.forall":
+                return True
+            parent = parent.parent
+        return False
+
+    @property
     def innermost_is_reduction(self) -> bool:
         return self.rank > 0 and (self.rank - 1) in self.reduction_dims
 

@@ -6,7 +6,8 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
 - `ContractionSchedule` (matmul, batch matmul, Linear after `codegen-transpose-b-operands`): the
   outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
   B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
-  stride otherwise thrashes L1 and the TLB); M tiled to `mr` rows and peeled; K tiled to 1;
+  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel,
+  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; M tiled to `mr` rows and peeled; K tiled to 1;
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
   keeps in registers and which lowers to outer products (an FMA per vector register). Each output
   element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
@@ -92,7 +93,21 @@ def _parse_value(text: str, kind: type, schedule: str, key: str):
 
 
 def _parallel_parts(kernel: Kernel, parts: int) -> int:
+    if kernel.in_parallel_loop:
+        return 1
     return parts if kernel.iterations >= PARALLEL_MIN_ITERATIONS else 1
+
+
+def _tile_outer(kernel: Kernel, op: ir.Value, sizes: list[int]) -> ir.Value:
+    """The kernel's outer tiles (`sizes`, at least one non-zero): an `scf.forall`, the parallel loop;
+    in a kernel already inside a parallel loop (`Kernel.in_parallel_loop`) `scf.for` loops, which
+    run on the thread of that loop's iteration (a nested forall would fork a nested team per call).
+    Returns the handle of the outermost tile loop, the scope of the schedule's later steps."""
+    if kernel.in_parallel_loop:
+        _, loops = t.tile(op, sizes)
+        return loops[0]
+    _, forall = t.tile_forall(op, sizes)
+    return forall
 
 
 @dataclass(frozen=True)
@@ -137,7 +152,7 @@ class ContractionSchedule(Schedule):
         tiles = outer_tiles * (n_extent // nc)
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
-        _, forall = t.tile_forall(op, forall_sizes)
+        forall = _tile_outer(kernel, op, forall_sizes)
         if kernel.k[:-1]:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
@@ -153,7 +168,7 @@ class ContractionSchedule(Schedule):
         # is read where it is.
         k_chunk = self.cache_k if self.cache_k and k_extent > self.cache_k else k_extent
         a_in_place = nc <= nr and _is_dense_tile(kernel, 1 - kernel.b_operand, {mi: mr, ki: k_chunk})
-        if self.promote_b:
+        if self.promote_b and not _rows_packed_already(kernel, nc):
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
@@ -198,6 +213,24 @@ def _is_dense_tile(kernel: Kernel, operand: int, extents: dict[int, int]) -> boo
     return True
 
 
+def _rows_packed_already(kernel: Kernel, nc: int) -> bool:
+    """Whether B's tiles (k-chunk x nc) are contiguous blocks of B already, laid out as their packed
+    copy would be: B's n dimension is its innermost, unit-stride and nc wide, and its k rows follow
+    each other (an im2col panel `[K, pixels]` read whole: packing it only copied it)."""
+    operand = kernel.op.operands[kernel.b_operand]
+    results = list(kernel.maps[kernel.b_operand].results)
+    if not isinstance(operand.type, ir.MemRefType) or len(results) != 2:
+        return False  # (a B with batch dimensions, read in place, was slower: a 1x1 convolution's
+                      # [n, c, pixels] input at batch 8, 10 -> 19 us)
+    positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
+    ni, ki = kernel.n[-1], kernel.k[-1]
+    if positions[-1] != ni or ki not in positions:
+        return False
+    b_type = ir.MemRefType(operand.type)
+    strides, _ = b_type.get_strides_and_offset()
+    return strides[-1] == 1 and b_type.shape[-1] == nc and strides[positions.index(ki)] == nc
+
+
 def _vectorize_copies(scope, rank: int) -> None:
     """Vectorise the packing copies under `scope` (all of one operand, so of one rank) row by row: a
     vector per packed row, not the whole panel as one vector."""
@@ -237,7 +270,7 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
         forall_sizes[vector_dim] = chunk(ranges[vector_dim], parts, multiple=width)
     else:
         forall_sizes[vector_dim] = ranges[vector_dim]  # one tile: a reduction is not split
-    _, forall = t.tile_forall(op, forall_sizes)
+    forall = _tile_outer(kernel, op, forall_sizes)
     inner = {d: 1 for d in range(rank) if d != vector_dim and not (d == split and forall_sizes[d] == 1)}
     extent = forall_sizes[vector_dim] or ranges[vector_dim]
     if extent > width:

@@ -25,7 +25,7 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # `memref-alloc-at-first-use`: buffers are allocated where they are first written, not where the
 # shared `tensor.empty` stood (the measured peak then follows TeMCO's analysis, passes/memref_alloc_at_first_use.py).
 # `scf-forall-to-for` first: the tiles of temco-fuse-activation's fused groups share scratch buffers,
-# so they run in order; only the foralls the schedules make are parallel. `codegen-order-window-taps`:
+# so they run in order; only the foralls made after it (the schedules', the im2col loops) are parallel. `codegen-order-window-taps`:
 # a window kernel's taps become its outer reductions before any pass picks its route, so every route sums
 # a convolution taps outer, channels inner (a folded view must not change the sum). `codegen-delinearize-loops`:
 # a kernel reading a VTC view through floordiv/mod (attention's heads split out of a fused QKV
@@ -42,12 +42,21 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # that the contraction's vectors read rows of B. `codegen-decompose-convolutions`:
 # a convolution becomes im2col panels and a contraction, or contractions per filter tap; a depthwise
 # convolution or a pooling one elementwise kernel reading every tap (the vectoriser takes no
-# sliding-window maps).
-KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, codegen-delinearize-loops, codegen-split-checks, "
-                      "codegen-split-prologues, codegen-split-row-invariants, codegen-fuse-rows, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+# sliding-window maps); it takes the thread count: an im2col convolution's loop over images and panels is
+# the parallel loop where it gives the threads enough work (else its contractions are split).
+
+
+def kernel_preparation(threads: int = 0) -> str:
+    """The kernel preparation passes for code on `threads` threads (0: all cores)."""
+    return ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, "
+            "codegen-delinearize-loops, codegen-split-checks, codegen-split-prologues, codegen-split-row-invariants, "
+            f"codegen-fuse-rows, codegen-decompose-convolutions{{threads={max(threads, 0)}}}, codegen-transpose-b-operands, "
+            "canonicalize")
+
+
+KERNEL_PREPARATION = kernel_preparation()
 # `codegen-split-row-reductions` reassociates as the row-reduction schedule does: it reads the same overrides.
-SCHEDULE_STAGE = (f"builtin.module({KERNEL_PREPARATION}, codegen-split-row-reductions%s, "
-                  "codegen-attach-schedule{threads=%d%s})")
+SCHEDULE_STAGE = "builtin.module(%s, codegen-split-row-reductions%s, codegen-attach-schedule{threads=%d%s})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
@@ -98,7 +107,8 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
         threads_text = threads_text.replace(", convert-openmp-to-llvm", "")
         finalize = f"{finalize}, convert-openmp-to-llvm"
     return (
-        ("schedule", SCHEDULE_STAGE % (f"{{{overrides.strip()}}}" if overrides else "", max(threads, 0), overrides)),
+        ("schedule", SCHEDULE_STAGE % (kernel_preparation(threads), f"{{{overrides.strip()}}}" if overrides else "",
+                                       max(threads, 0), overrides)),
         ("vectors", VECTORS_STAGE),
         ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "")),
         ("llvm", LLVM_STAGE % (threads_text, finalize)),
@@ -125,7 +135,8 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
     for stage, pipeline in cpu_stages(threads, items, track_memory):
         if stage == "schedule":
             # The attach pass as a function: its plan (a return value) feeds the report.
-            run_pipeline(module, f"builtin.module({KERNEL_PREPARATION})", what="lowering for the CPU (stage 'schedule')")
+            run_pipeline(module, f"builtin.module({kernel_preparation(threads)})",
+                         what="lowering for the CPU (stage 'schedule')")
             with module.context:
                 split_all_row_reductions(module.operation, items)
             plans = attach_schedules(module.operation, threads=max(threads, 0), overrides=items)
