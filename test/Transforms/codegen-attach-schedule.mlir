@@ -202,7 +202,10 @@ func.func @masks(%x: memref<8x64xi64>, %m: memref<8x64xi1>, %a: memref<8x64xf32>
 // LLVM-LABEL: {{^}}// -----
 
 // B's tiles are whole rows of B (N = 64 <= 128 columns), contiguous: its packed copy would have B's
-// own layout, so B is read in place (an im2col panel `[K, pixels]` is such a B); A is still packed.
+// own layout, so a B on the stack (an im2col panel `[K, pixels]`) is read in place; A is still packed.
+// A B from elsewhere (an argument, a weight) is packed all the same: C is a view in a model, upstream
+// hoisting then leaves C's accumulators in the k loop, and LLVM keeps them in registers only where
+// B's loads provably do not alias C (a stack buffer); read in place, a Linear's weight was slower.
 #a = affine_map<(d0, d1, d2) -> (d0, d2)>
 #b = affine_map<(d0, d1, d2) -> (d2, d1)>
 #c = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -210,8 +213,21 @@ func.func @masks(%x: memref<8x64xi64>, %m: memref<8x64xi1>, %a: memref<8x64xf32>
 // APPLIED-NOT:     memref.alloca() {alignment = 64 : i64} : memref<16384xi8>
 // APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<1536xi8>
 // APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<6x64xf32>
-// APPLIED:         memref.subview %arg1[%{{.*}}, %{{.*}}] [1, 16] [1, 1] : memref<64x64xf32> to memref<1x16xf32, strided<[64, 1], offset: ?>>
-func.func @whole_rows(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x64xf32>) {
+// APPLIED:         memref.subview %{{.*}}[%{{.*}}, %{{.*}}] [1, 16] [1, 1] : memref<64x64xf32> to memref<1x16xf32, strided<[64, 1], offset: ?>>
+// APPLIED-LABEL: func.func @whole_rows_of_an_argument
+// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<16384xi8>
+func.func @whole_rows(%A: memref<24x64xf32>, %C: memref<24x64xf32>) {
+  %B = memref.alloca() : memref<64x64xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<24x64xf32>, memref<64x64xf32>) outs(%C : memref<24x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @whole_rows_of_an_argument(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x64xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%A, %B : memref<24x64xf32>, memref<64x64xf32>) outs(%C : memref<24x64xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
