@@ -14,6 +14,12 @@ buffers), and is killed when it overruns its time limit.
 
 `VTMLIR_NO_CRASH_GUARD=1` runs `fn` in the calling process instead (for debuggers, or platforms
 without `fork`).
+
+`limit="cpu"` counts the child's CPU time against `timeout` instead of the wall clock, for callers on
+a busy machine (the fuzzer at low priority beside other work: a starved child passed 300 s of wall
+time in a few seconds of CPU and was reported as a hang). A child that uses no CPU (blocked) is still
+killed after `CPU_LIMIT_WALL_FACTOR` times `timeout` of wall time. Where the child's CPU time cannot
+be read (no `/proc`), the wall clock counts.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from dataclasses import dataclass
 
 # What a child may write on stderr before it dies (LLVM's "LLVM ERROR: ..." line is what matters).
 _STDERR_TAIL = 4096
+# With `limit="cpu"`, wall time after which a child is killed however little CPU it used (x timeout).
+CPU_LIMIT_WALL_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ class Crashed:
 
 @dataclass(frozen=True)
 class TimedOut:
-    """The child ran longer than `seconds` and was killed."""
+    """The child ran longer than `seconds` (of wall time, or of CPU time with `limit="cpu"`) and was killed."""
 
     seconds: float
 
@@ -63,8 +71,11 @@ def guard_enabled() -> bool:
     return hasattr(os, "fork") and not os.environ.get("VTMLIR_NO_CRASH_GUARD")
 
 
-def run_guarded(fn, *args, timeout: float = 600.0):
-    """`fn(*args)` in a forked child: its return value, or `Crashed`, `TimedOut` or `Raised`."""
+def run_guarded(fn, *args, timeout: float = 600.0, limit: str = "wall"):
+    """`fn(*args)` in a forked child: its return value, or `Crashed`, `TimedOut` or `Raised`.
+    `limit`: what `timeout` counts, "wall" time or the child's "cpu" time (module docstring)."""
+    if limit not in ("wall", "cpu"):
+        raise ValueError(f"limit must be 'wall' or 'cpu', got {limit!r}")
     if not guard_enabled():
         return fn(*args)
     for stream in (sys.stdout, sys.stderr):
@@ -79,7 +90,7 @@ def run_guarded(fn, *args, timeout: float = 600.0):
         _child(fn, args, result_r, result_w, err_r, err_w)
     os.close(result_w)
     os.close(err_w)
-    payload, stderr_tail, timed_out = _collect(pid, result_r, err_r, timeout)
+    payload, stderr_tail, timed_out = _collect(pid, result_r, err_r, timeout, limit == "cpu")
     os.close(result_r)
     os.close(err_r)
     if timed_out:
@@ -124,14 +135,22 @@ def _child(fn, args, result_r, result_w, err_r, err_w) -> None:
         os._exit(code)
 
 
-def _collect(pid: int, result_r: int, err_r: int, timeout: float) -> tuple[bytes, bytes, bool]:
+def _collect(pid: int, result_r: int, err_r: int, timeout: float,
+             cpu_limited: bool = False) -> tuple[bytes, bytes, bool]:
     """Read the child's reply and stderr until both pipes close (or the time is up)."""
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     chunks: list[bytes] = []
     tail = b""
     open_fds = {result_r, err_r}
     while open_fds:
         left = deadline - time.monotonic()
+        if left <= 0 and cpu_limited:
+            used = _cpu_seconds(pid)
+            if used is not None and used < timeout and time.monotonic() - start < CPU_LIMIT_WALL_FACTOR * timeout:
+                # Starved rather than busy: wait at least as long as the CPU time it has left.
+                deadline = time.monotonic() + max(timeout - used, 1.0)
+                continue
         if left <= 0:
             return b"".join(chunks), tail, True
         ready, _, _ = select.select(list(open_fds), [], [], min(left, 1.0))
@@ -144,6 +163,16 @@ def _collect(pid: int, result_r: int, err_r: int, timeout: float) -> tuple[bytes
             else:
                 tail = (tail + data)[-_STDERR_TAIL:]
     return b"".join(chunks), tail, False
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process `pid` (all its threads), or None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _kill(pid: int) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,31 @@ def test_differential_summary_names_the_cases():
     (signature,) = summary["refusals"]
     assert summary["refusals"][signature] == 2 and summary["refusal_cases"][signature] == [9, 688]
     assert summary["failures"] == 1 and summary["failure_cases"] == [12]
+
+
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+
+
+def _spin(seconds: float) -> str:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return "done"
+
+
+def test_crash_guard_cpu_limit_tells_a_starved_child_from_a_busy_one():
+    # The differential fuzzer limits its children's CPU time: at low priority on a loaded machine a
+    # program of seconds passed 300 s of wall time (four false hangs in seed 2611).
+    from vtmlir.crash_guard import TimedOut, run_guarded
+
+    assert run_guarded(_sleep, 1.5, timeout=0.5, limit="cpu") == "done"   # no CPU used: waited for
+    assert isinstance(run_guarded(_sleep, 1.5, timeout=0.5), TimedOut)   # the wall clock counts
+    assert isinstance(run_guarded(_spin, 5.0, timeout=0.5, limit="cpu"), TimedOut)
+    assert isinstance(run_guarded(_sleep, 30.0, timeout=0.25, limit="cpu"), TimedOut)  # blocked: 4x wall
+    with pytest.raises(ValueError):
+        run_guarded(_sleep, 0.0, limit="both")
 
 
 @pytest.mark.slow
