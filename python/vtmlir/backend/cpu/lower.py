@@ -41,7 +41,7 @@ from .memory_tracking import GENERIC_ALLOCATION_PASS
 # convolution or a pooling one elementwise kernel reading every tap (the vectoriser takes no
 # sliding-window maps).
 KERNEL_PREPARATION = ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, codegen-delinearize-loops, codegen-split-checks, "
-                      "codegen-split-prologues, codegen-split-row-invariants, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
+                      "codegen-split-prologues, codegen-split-row-invariants, codegen-split-piece-gathers, codegen-decompose-convolutions, codegen-transpose-b-operands, canonicalize")
 SCHEDULE_STAGE = f"builtin.module({KERNEL_PREPARATION}, codegen-attach-schedule{{threads=%d%s}})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
