@@ -112,7 +112,7 @@ class _Range:
         constant = _int_constant(value)
         if constant is not None:
             return constant if isinstance(constant, bool) else _Linear((), constant)
-        if isinstance(value, ir.BlockArgument) or value.owner.operation.parent != self.block.owner:
+        if isinstance(value, ir.BlockArgument) or value.owner.operation.parent != self.block.owner.operation:
             if _is_index_like(value):
                 raise _NoMatch  # an index from outside the body: nothing to decide it with
             return None
@@ -122,10 +122,10 @@ class _Range:
             return _Linear(((ir.IntegerAttr(op.attributes["dim"]).value, 1),), 0)
         if name == "affine.apply":
             amap = ir.AffineMapAttr(op.attributes["map"]).value
-            operands = [self._linear(v) for v in op.operands]
+            operands = [self.linear(v) for v in op.operands]
             return _evaluate(amap.results[0], operands[:amap.n_dims], operands[amap.n_dims:])
         if name in ("arith.addi", "arith.subi", "arith.muli") and isinstance(value.type, ir.IndexType):
-            a, b = (self._linear(v) for v in op.operands)
+            a, b = (self.linear(v) for v in op.operands)
             if name == "arith.addi":
                 return a + b
             if name == "arith.subi":
@@ -134,14 +134,17 @@ class _Range:
                 raise _NoMatch
             return a.scale(b.const) if not b.terms else b.scale(a.const)
         if name in ("arith.maxsi", "arith.minsi"):
-            a, b = (self._linear(v) for v in op.operands)
+            a, b = (self.linear(v) for v in op.operands)
             (a_lo, a_hi), (b_lo, b_hi) = a.bounds(self.ranges), b.bounds(self.ranges)
-            # A clamp is kept only where it is proved to pick the same operand over the whole range.
-            if name == "arith.maxsi":
-                return a if a_lo >= b_hi else b if b_lo >= a_hi else _raise()
-            return a if a_hi <= b_lo else b if b_hi <= a_lo else _raise()
+            # A clamp is resolved only where it is proved to pick the same operand over the whole range.
+            first, second = (a_lo >= b_hi, b_lo >= a_hi) if name == "arith.maxsi" else (a_hi <= b_lo, b_hi <= a_lo)
+            if first:
+                return a
+            if second:
+                return b
+            raise _NoMatch
         if name == "arith.cmpi":
-            a, b = (self._linear(v) for v in op.operands)
+            a, b = (self.linear(v) for v in op.operands)
             return _decide(ir.IntegerAttr(op.attributes["predicate"]).value, a + b.scale(-1), self.ranges,
                            a.bounds(self.ranges), b.bounds(self.ranges))
         if name in ("arith.andi", "arith.ori", "arith.xori") and _is_index_like(value):
@@ -157,15 +160,11 @@ class _Range:
             raise _NoMatch
         return None  # data (a float comparison's i1, a float)
 
-    def _linear(self, value) -> _Linear:
+    def linear(self, value) -> _Linear:
         found = self.index(value)
         if not isinstance(found, _Linear):
             raise _NoMatch
         return found
-
-
-def _raise():
-    raise _NoMatch
 
 
 def _evaluate(expr, dims: list[_Linear], symbols: list[_Linear]) -> _Linear:
@@ -255,7 +254,7 @@ def _plan(op, block, ranges: dict[int, tuple[int, int]]) -> _Plan:
                 plan.args.add(value.arg_number)
             continue
         inner = value.owner.operation
-        if inner.parent != op:
+        if inner.parent != op.operation:
             continue  # defined outside the body: used as it is
         if inner in plan.ops or inner in plan.loads:
             continue
@@ -287,7 +286,7 @@ def _load_read(load, evaluator: _Range, ranges, output):
         raise _NoMatch
     offsets, sizes, results, seen = [], [], [], set()
     for extent, index in zip(shape, load.operands[1:]):
-        linear = evaluator._linear(index)
+        linear = evaluator.linear(index)
         if not linear.terms:
             offset, size, result = linear.const, 1, ir.AffineConstantExpr.get(0)
         elif len(linear.terms) == 1 and linear.terms[0][1] == 1 and linear.terms[0][0] not in seen:
@@ -374,7 +373,7 @@ def _piece_ranges(block, full: dict) -> list[dict]:
         if inner.operation.name != "arith.cmpi":
             continue
         try:
-            a, b = (evaluator._linear(v) for v in inner.operation.operands)
+            a, b = (evaluator.linear(v) for v in inner.operation.operands)
         except _NoMatch:
             continue  # decided per range, or the kernel is refused there
         found = _cuts(ir.IntegerAttr(inner.operation.attributes["predicate"]).value, a + b.scale(-1))
@@ -436,7 +435,7 @@ def split_all_piece_gathers(module_op) -> int:
 @register_pass
 class SplitPieceGathers(Pass):
     name = "codegen-split-piece-gathers"
-    summary = "Split a kernel that gathers a concat piece by piece (arith.select over memref.loads) into one elementwise kernel per piece"
+    summary = "Split a kernel gathering a concat piece by piece (selects over memref.loads) into a kernel per piece"
 
     def run(self, module):
         split_all_piece_gathers(module)
