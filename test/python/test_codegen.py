@@ -418,6 +418,16 @@ class _CatBatchNormConv(torch.nn.Module):
         return self.conv(torch.relu(self.bn(torch.cat(pieces, 1))))
 
 
+def _cat_batchnorm_conv():
+    """A `_CatBatchNormConv` of 18 pieces (more than VTC splits loops for) and its inputs."""
+    torch.manual_seed(0)
+    model = _CatBatchNormConv(18, 2, 8).eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    return model, [torch.randn(2, 2, 3, 3) for _ in range(18)]
+
+
 def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
     # At opt level 2 VTC reads a concat of more than 16 pieces (function arguments: no producer
     # writes into it) element by element: `memref.load` from each piece at indices computed from
@@ -427,12 +437,7 @@ def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
     # once over (n, h, w, c) and the product is a scheduled contraction, bitwise the loops.
     from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
 
-    torch.manual_seed(0)
-    model = _CatBatchNormConv(18, 2, 8).eval()
-    with torch.no_grad():
-        model.bn.running_mean.uniform_(-1, 1)
-        model.bn.running_var.uniform_(0.5, 2)
-    pieces = [torch.randn(2, 2, 3, 3) for _ in range(18)]
+    model, pieces = _cat_batchnorm_conv()
     scheduled = vtmlir.compile(model, *pieces, opt_level=2, schedules=EXACT_SCHEDULES)
     loops = vtmlir.compile(model, *pieces, opt_level=2, schedules={kind: None for kind in DEFAULT_SCHEDULES})
     report = scheduled.report()
@@ -452,12 +457,7 @@ def test_piece_gathers_become_one_elementwise_kernel_per_piece(monkeypatch):
     # makes one elementwise kernel per piece over subviews: vector code, bitwise the gathering kernels.
     from vtmlir.backend.cpu import lower
 
-    torch.manual_seed(0)
-    model = _CatBatchNormConv(18, 2, 8).eval()
-    with torch.no_grad():
-        model.bn.running_mean.uniform_(-1, 1)
-        model.bn.running_var.uniform_(0.5, 2)
-    pieces = [torch.randn(2, 2, 3, 3) for _ in range(18)]
+    model, pieces = _cat_batchnorm_conv()
     split = vtmlir.compile(model, *pieces)
     report = split.report()
     assert not any("affine.apply" in p.description for p in report.kernels), str(report)
