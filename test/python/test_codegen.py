@@ -537,6 +537,16 @@ class _CatBatchNormConv(torch.nn.Module):
         return self.conv(torch.relu(self.bn(torch.cat(pieces, 1))))
 
 
+def _cat_batchnorm_conv():
+    """A `_CatBatchNormConv` of 18 pieces (more than VTC splits loops for) and its inputs."""
+    torch.manual_seed(0)
+    model = _CatBatchNormConv(18, 2, 8).eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    return model, [torch.randn(2, 2, 3, 3) for _ in range(18)]
+
+
 def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
     # At opt level 2 VTC reads a concat of more than 16 pieces (function arguments: no producer
     # writes into it) element by element: `memref.load` from each piece at indices computed from
@@ -546,12 +556,7 @@ def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
     # once over (n, h, w, c) and the product is a scheduled contraction, bitwise the loops.
     from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
 
-    torch.manual_seed(0)
-    model = _CatBatchNormConv(18, 2, 8).eval()
-    with torch.no_grad():
-        model.bn.running_mean.uniform_(-1, 1)
-        model.bn.running_var.uniform_(0.5, 2)
-    pieces = [torch.randn(2, 2, 3, 3) for _ in range(18)]
+    model, pieces = _cat_batchnorm_conv()
     scheduled = vtmlir.compile(model, *pieces, opt_level=2, schedules=EXACT_SCHEDULES)
     loops = vtmlir.compile(model, *pieces, opt_level=2, schedules={kind: None for kind in DEFAULT_SCHEDULES})
     report = scheduled.report()
@@ -561,6 +566,30 @@ def test_a_prologue_gathering_a_virtual_concat_is_split_from_its_convolution():
     assert torch.equal(scheduled(*pieces), loops(*pieces))
     with torch.no_grad():
         torch.testing.assert_close(scheduled(*pieces), model(*pieces), rtol=1e-5, atol=1e-5)
+
+
+def test_piece_gathers_become_one_elementwise_kernel_per_piece(monkeypatch):
+    # DenseNet's BatchNorm + ReLU of a concat of more than 16 pieces (opt level 2): VTC reads the
+    # concat element by element, so the prologue codegen-split-prologues moves out of the 1x1
+    # convolution (and the BatchNorm's own kernels) load every piece at clamped indices and keep one
+    # with a chain of selects: 'unknown (body holds affine.apply)' loops. codegen-split-piece-gathers
+    # makes one elementwise kernel per piece over subviews: vector code, bitwise the gathering kernels.
+    from vtmlir.backend.cpu import lower
+
+    model, pieces = _cat_batchnorm_conv()
+    split = vtmlir.compile(model, *pieces)
+    report = split.report()
+    assert not any("affine.apply" in p.description for p in report.kernels), str(report)
+    per_piece = [p for p in report.kernels if p.description == "elementwise 2x3x3x2x1x1"]  # (n, h, w, c, kh, kw)
+    assert len(per_piece) == 18 and all(p.id in report.vectorized for p in per_piece), str(report)
+    assert "memref.load" not in split.stages["schedule"].split("transform.named_sequence")[0]
+    with monkeypatch.context() as patch:  # the pipeline before the pass
+        patch.setattr(lower, "KERNEL_PREPARATION", lower.KERNEL_PREPARATION.replace(" codegen-split-piece-gathers,", ""))
+        gathered = vtmlir.compile(model, *pieces)
+    assert any("affine.apply" in p.description for p in gathered.report().fallbacks), str(gathered.report())
+    assert torch.equal(split(*pieces), gathered(*pieces))
+    with torch.no_grad():
+        torch.testing.assert_close(split(*pieces), model(*pieces), rtol=1e-5, atol=1e-5)
 
 
 def test_blocked_convolution_with_a_fused_batchnorm_check_is_scheduled():

@@ -85,6 +85,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-order-window-taps": "vtmlir.codegen.order_window_taps",
     "codegen-delinearize-loops": "vtmlir.codegen.delinearize_loops",
     "codegen-split-prologues": "vtmlir.codegen.split_prologues",
+    "codegen-split-piece-gathers": "vtmlir.codegen.split_piece_gathers",
     "codegen-split-row-invariants": "vtmlir.codegen.split_row_invariants",
     "codegen-fuse-rows": "vtmlir.codegen.fuse_rows",
     "codegen-split-row-reductions": "vtmlir.codegen.split_row_reductions",
