@@ -584,7 +584,9 @@ def test_piece_gathers_become_one_elementwise_kernel_per_piece(monkeypatch):
     assert len(per_piece) == 18 and all(p.id in report.vectorized for p in per_piece), str(report)
     assert "memref.load" not in split.stages["schedule"].split("transform.named_sequence")[0]
     with monkeypatch.context() as patch:  # the pipeline before the pass
-        patch.setattr(lower, "KERNEL_PREPARATION", lower.KERNEL_PREPARATION.replace(" codegen-split-piece-gathers,", ""))
+        preparation = lower.kernel_preparation
+        patch.setattr(lower, "kernel_preparation",
+                      lambda threads=0: preparation(threads).replace(" codegen-split-piece-gathers,", ""))
         gathered = vtmlir.compile(model, *pieces)
     assert any("affine.apply" in p.description for p in gathered.report().fallbacks), str(gathered.report())
     assert torch.equal(split(*pieces), gathered(*pieces))

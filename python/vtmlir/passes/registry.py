@@ -82,6 +82,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     # CPU code generation strategy layer (python/vtmlir/codegen, docs/codegen.md).
     "codegen-inline-casts": "vtmlir.codegen.inline_casts",
     "codegen-split-checks": "vtmlir.codegen.split_checks",
+    "codegen-erase-dead-kernels": "vtmlir.codegen.erase_dead_kernels",
     "codegen-order-window-taps": "vtmlir.codegen.order_window_taps",
     "codegen-delinearize-loops": "vtmlir.codegen.delinearize_loops",
     "codegen-split-prologues": "vtmlir.codegen.split_prologues",

@@ -50,7 +50,7 @@ def kernel_preparation(threads: int = 0) -> str:
     """The kernel preparation passes for code on `threads` threads (0: all cores)."""
     return ("memref-alloc-at-first-use, func.func(scf-forall-to-for), codegen-inline-casts, codegen-order-window-taps, "
             "codegen-delinearize-loops, codegen-split-checks, codegen-split-prologues, codegen-split-row-invariants, "
-            f"codegen-split-piece-gathers, codegen-fuse-rows, codegen-decompose-convolutions{{threads={max(threads, 0)}}}, codegen-transpose-b-operands, "
+            f"codegen-erase-dead-kernels, codegen-split-piece-gathers, codegen-fuse-rows, codegen-decompose-convolutions{{threads={max(threads, 0)}}}, codegen-transpose-b-operands, "
             "canonicalize")
 
 
