@@ -32,8 +32,8 @@ from typing import ClassVar
 from torch_mlir import ir
 
 from ..errors import VtmlirError
-from ..passes.memref_dealloc_at_last_use import VIEW_OPS
 from . import transform_ir as t
+from .bodies import buffer_root
 from .kernels import Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
@@ -235,9 +235,8 @@ def _rows_packed_already(kernel: Kernel, nc: int) -> bool:
     # accumulators in the k loop when C is a view, and LLVM keeps them in registers only where it
     # proves that B's loads do not alias C's stores. A packed copy or the panel gives it that proof; a
     # weight read in place does not (transformer_block's Linears: 1.17-1.20x slower).
-    while not isinstance(operand.owner, ir.Block) and operand.owner.operation.name in VIEW_OPS:
-        operand = operand.owner.operation.operands[0]
-    return not isinstance(operand.owner, ir.Block) and operand.owner.operation.name == "memref.alloca"
+    root = buffer_root(operand)
+    return not isinstance(root, ir.BlockArgument) and root.owner.operation.name == "memref.alloca"
 
 
 def _vectorize_copies(scope, rank: int) -> None:

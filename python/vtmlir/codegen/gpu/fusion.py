@@ -41,6 +41,7 @@ from math import prod
 from torch_mlir import ir
 
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
+from ..bodies import buffer_root
 from ..kernels import Kernel, KernelKind
 from .layouts import element_bytes, strides_and_offset, vector_width
 
@@ -89,13 +90,6 @@ class Group:
     place: ir.Operation | None = None
 
 
-def base_buffer(value: ir.Value) -> ir.Value:
-    """The buffer a memref value is a view of (itself when it is no view)."""
-    while not isinstance(value.owner, ir.Block) and value.owner.operation.name in VIEW_OPS:
-        value = value.owner.operation.operands[0]
-    return value
-
-
 def _signature(value: ir.Value, dims: tuple[int, ...]):
     """How an identity access through the view `value` addresses elements in C's index space
     (`dims`: the C dimension of each view dimension): (offset, ((C dimension, stride), ...)) for the
@@ -129,7 +123,7 @@ class _Accesses:
     def add(self, value: ir.Value, dims: tuple[int, ...] | None, write: bool) -> None:
         """Record an access through `value`: `dims` the C dimension of each of its dimensions for an
         identity access, None for any other."""
-        i = self._index(base_buffer(value))
+        i = self._index(buffer_root(value))
         self.written[i] = self.written[i] or write
         self.signatures[i].append(_signature(value, dims) if dims is not None else None)
 
@@ -205,7 +199,7 @@ def _member_dims(candidate: Candidate, c_shape: tuple[int, ...],
 
 
 def _bases(op: ir.Operation) -> list[ir.Value]:
-    return [base_buffer(v) for v in op.operands if isinstance(v.type, ir.MemRefType)]
+    return [buffer_root(v) for v in op.operands if isinstance(v.type, ir.MemRefType)]
 
 
 def _movable(block_owner, members: list[ir.Operation], place: ir.Operation, others: list) -> list | None:
@@ -248,7 +242,7 @@ def find_group(candidates: list[Candidate], pos: int, c_whole: set[int], taken: 
             return False
         dims, whole = found
         op, ck = candidate.op, candidate.kernel
-        if not any(accesses.aligned(base_buffer(v)) for v, amap in zip(op.operands, ck.maps)
+        if not any(accesses.aligned(buffer_root(v)) for v, amap in zip(op.operands, ck.maps)
                    if isinstance(v.type, ir.MemRefType) and _identity(amap, ck.rank)):
             return False  # no element shared with the group
         trial = accesses.copy()

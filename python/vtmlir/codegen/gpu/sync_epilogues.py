@@ -19,7 +19,7 @@ from torch_mlir.dialects import gpu
 from ...ir_utils import walk_ops
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS
 from ...passes.registry import Pass, register_pass
-from .fusion import base_buffer
+from ..bodies import buffer_root
 
 # `codegen.epilogue = <kernel id>` on a gpu.launch whose schedule runs that kernel as its epilogue.
 EPILOGUE_ATTR = "codegen.epilogue"
@@ -36,7 +36,7 @@ def _accesses(op) -> tuple[list[ir.Value], list[ir.Value]]:
         written_at = _WRITES.get(inner.name)
         for number, value in enumerate(inner.operands):
             if isinstance(value.type, ir.MemRefType) and inner.name not in VIEW_OPS:
-                (writes if number == written_at else reads).append(base_buffer(value))
+                (writes if number == written_at else reads).append(buffer_root(value))
     return reads, writes
 
 
