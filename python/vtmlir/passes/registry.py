@@ -93,6 +93,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-transpose-b-operands": "vtmlir.codegen.transpose_b_operands",
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
+    "codegen-hoist-accumulators": "vtmlir.codegen.hoist_accumulators",
     "codegen-insert-profile-marks": "vtmlir.codegen.insert_profile_marks",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
