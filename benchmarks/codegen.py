@@ -157,7 +157,12 @@ def iree_contender(module, inputs, threads: int) -> Contender | None:
 # run beside another runtime's spinning workers on a 2-core machine and measure the interference,
 # not itself. A burst starts after the others' workers have gone to sleep and after a call that
 # wakes its own team.
+# The burst's own warm-up lasts WARM_SECONDS: on this VM the cores idle during the settle take
+# milliseconds to come back (after 0.25 s idle, the first three calls of a 64x1024 softmax at 2
+# threads took 3.3/3.6/2.2 ms for vtmlir and 5.6/4.1/0.08 ms for eager, then 20-23 µs), which one
+# untimed call did not absorb (vtmlir's median was 35 µs, eager's 33, against 22 and 23 warm).
 SETTLE_SECONDS = 0.25
+WARM_SECONDS = 0.01
 BURST_CALLS = 5
 
 
@@ -165,7 +170,7 @@ def measure(contenders: list[Contender], repeat: int, threads: int = 1,
             settle: bool = False) -> dict[str, tuple[float, float]]:
     """name -> (median wall s, median CPU s) per call. One thread: round robin, one call each per
     round, `repeat` rounds. Several threads: round robin over bursts of `BURST_CALLS` timed calls,
-    each after `SETTLE_SECONDS` of idling and an untimed call, `repeat` rounds.
+    each after `SETTLE_SECONDS` of idling and untimed calls for `WARM_SECONDS` (at least one), `repeat` rounds.
 
     A contender also pays for the one before it: after eager, malloc's heap has been trimmed (the
     next call's large allocations fault their pages in again: ~4000 faults, +5 ms, on
@@ -184,7 +189,10 @@ def measure(contenders: list[Contender], repeat: int, threads: int = 1,
             if threads > 1:
                 time.sleep(SETTLE_SECONDS)
             if threads > 1 or settle:
+                warm_until = time.perf_counter() + (WARM_SECONDS if threads > 1 else 0.0)
                 c.call()
+                while time.perf_counter() < warm_until:
+                    c.call()
             for _ in range(burst):
                 w0, p0 = time.perf_counter(), time.process_time()
                 c.call()
