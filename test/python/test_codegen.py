@@ -464,6 +464,18 @@ def test_hoisted_accumulator_of_a_k_panel_loop_lowers(threads):
         torch.testing.assert_close(compiled(x), linear(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_row_of_13_or_14_is_one_register_tile():
+    # 12 + 2 rows would read every B vector twice for a 14-pixel row (a blocked 3x3 convolution's
+    # tap over a 14x14 image); wider M and AVX2's 6 x 2 tile keep their defaults.
+    from vtmlir.codegen import ContractionSchedule, HostTarget
+    avx512 = HostTarget("x86_64", 512, 2, frozenset())
+    avx2 = HostTarget("x86_64", 256, 2, frozenset())
+    schedule = ContractionSchedule()
+    assert [schedule.register_tile(avx512, m)[0] for m in (7, 12, 13, 14, 28, 56)] == [12, 12, 13, 14, 12, 12]
+    assert schedule.register_tile(avx2, 14) == (6, 2)
+    assert ContractionSchedule(register_m=8).register_tile(avx512, 14) == (8, 1)
+
+
 class _SplitProjection(torch.nn.Module):
     # A fused QKV projection whose output is read through views (attention's split into heads).
     def __init__(self):

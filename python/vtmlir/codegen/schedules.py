@@ -122,18 +122,23 @@ class ContractionSchedule(Schedule):
     promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
                                  # a power-of-two K puts all mr of them in one L1 set
 
-    def register_tile(self, target: HostTarget) -> tuple[int, int]:
+    def register_tile(self, target: HostTarget, m_extent: int = 0) -> tuple[int, int]:
         """(rows, vector registers per row) of the accumulator tile. Measured here (AVX-512, 32
         registers): 12 x 1 beat 6 x 2 and 8 x 2 on 512^3 (84 against 57 GF/s); with AVX2's 16
-        registers 6 x 2 (notes §10: 60-78 GF/s, torch 70-74)."""
+        registers 6 x 2 (notes §10: 60-78 GF/s, torch 70-74). With AVX-512 an M of 13 or 14 rows
+        (a blocked convolution's tap over a 14-pixel row) is one tile of its own: as 12 + 2 rows,
+        the second tile read every B vector again for two rows (3x3 convolution 1x256x14x14 in
+        nChw16c, 1 thread: 0.93x the time). Over 28 or 56 rows tiles of 14 were 1.02x and 1.00x
+        (not taken)."""
         default = (12, 1) if target.vector_bits >= 512 else (6, 2)
-        return self.register_m or default[0], self.register_n_vectors or default[1]
+        rows = m_extent if target.vector_bits >= 512 and default[0] < m_extent <= 14 else default[0]
+        return self.register_m or rows, self.register_n_vectors or default[1]
 
     def build(self, kernel_id, kernel, target, parts, op):
         rank, ranges = kernel.rank, kernel.loop_ranges
         ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
         lanes = target.lanes(kernel.element_bits)
-        mr, vectors = self.register_tile(target)
+        mr, vectors = self.register_tile(target, ranges[mi])
         nr = vectors * lanes
         parts = _parallel_parts(kernel, parts)
         n_extent, m_extent = ranges[ni], ranges[mi]
