@@ -44,15 +44,12 @@ def hoist_accumulators(module_op) -> int:
     first; returns how many pairs were hoisted."""
     loops = []
 
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
+    def collect(op):
         if op.name == "scf.for":
             loops.append(op)
+        return ir.WalkResult.ADVANCE
 
-    visit(module_op)
+    module_op.walk(collect)  # (post-order)
     hoisted = 0
     for loop in loops:  # post-order: an inner loop is rebuilt before its parent is looked at
         pairs = _hoistable_pairs(loop)
@@ -115,26 +112,19 @@ def _buffer_touched_elsewhere(loop, root, pair) -> bool:
     """Whether an op of `loop` other than `pair` may read or write `root`'s storage."""
     touched = False
 
-    def visit(op):
+    def check(op):
         nonlocal touched
-        if touched:
-            return
-        if op.name in _CALLS:
+        if op.name in _CALLS or (op not in pair and op.name not in VIEW_OPS and any(
+                isinstance(v.type, ir.MemRefType) and _may_alias(buffer_root(v), root) for v in op.operands)):
             touched = True
-            return
-        if op not in pair and op.name not in VIEW_OPS:
-            for value in op.operands:
-                if isinstance(value.type, ir.MemRefType) and _may_alias(buffer_root(value), root):
-                    touched = True
-                    return
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
 
     for op in loop.regions[0].blocks[0].operations:
-        visit(op.operation)
-    return touched
+        op.operation.walk(check)
+        if touched:
+            return True
+    return False
 
 
 def _storage(root):
