@@ -94,6 +94,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-hoist-accumulators": "vtmlir.codegen.hoist_accumulators",
+    "codegen-fold-row-broadcasts": "vtmlir.codegen.fold_row_broadcasts",
     "codegen-insert-profile-marks": "vtmlir.codegen.insert_profile_marks",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",

@@ -58,14 +58,17 @@ KERNEL_PREPARATION = kernel_preparation()
 # `codegen-split-row-reductions` reassociates as the row-reduction schedule does: it reads the same overrides.
 SCHEDULE_STAGE = "builtin.module(%s, codegen-split-row-reductions%s, codegen-attach-schedule{threads=%d%s})"
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
+# `codegen-fold-row-broadcasts`: a register tile's A column is one broadcast, not the flattened shuffle the
+# vectoriser's broadcast + transpose became (LLVM's time, not the code: it simplified the shuffle back).
 # `codegen-hoist-accumulators`: the register tiles' accumulators that upstream hoisting refused (a buffer with
 # views). `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
 # `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
-LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, func.func(convert-linalg-to-loops), canonicalize, cse, "
-               "codegen-hoist-accumulators, codegen-hoist-static-allocas%s, func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
+LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-fold-row-broadcasts, func.func(convert-linalg-to-loops), "
+               "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s, "
+               "func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `fold-memref-alias-ops`: a transfer through a unit subview reads its source directly; a 0-d read
