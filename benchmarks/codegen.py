@@ -78,9 +78,12 @@ def _kernel_call(compiled, inputs):
     """`compiled`'s JIT function with descriptors built once (results as out-parameters)."""
     from torch_mlir.runtime import get_ranked_memref_descriptor
 
+    from vtmlir.backend.cpu.calling import aligned_empty
+
     if any(a >= 0 for a in compiled.result_arguments) or any(x.dim() == 0 for x in inputs):
         return None
-    arrays = [x.numpy() for x in inputs] + [np.zeros(r.shape, r.numpy_dtype) for r in compiled.signature.results]
+    # Results as the call path makes them (cache-line aligned: a large transpose's streaming stores need it).
+    arrays = [x.numpy() for x in inputs] + [aligned_empty(r.shape, r.numpy_dtype) for r in compiled.signature.results]
     if any(a.ndim == 0 for a in arrays):
         return None
     pointers = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]

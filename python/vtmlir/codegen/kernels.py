@@ -28,6 +28,9 @@ SCHEDULED_ATTR = "codegen.scheduled"
 # A unit attribute on the loop over row blocks `codegen-fuse-rows` makes (the parallel loop of the
 # kernels inside it: their schedules split no loop of their own); removed by `codegen-erase-schedule`.
 ROW_LOOP_ATTR = "codegen.row_loop"
+# A unit attribute on a loop whose vector stores should bypass the caches (a large transposing copy's
+# tile loop, `schedules._tile_vectors`); `codegen-streaming-stores` acts on it and removes it.
+STREAMING_STORES_ATTR = "codegen.streaming_stores"
 
 
 class KernelKind(str, Enum):

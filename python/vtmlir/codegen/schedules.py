@@ -34,11 +34,16 @@ from torch_mlir import ir
 from ..errors import VtmlirError
 from . import transform_ir as t
 from .bodies import buffer_root
-from .kernels import Kernel, KernelKind, element_bits_of
+from .kernels import STREAMING_STORES_ATTR, Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
 # Block sizes tried for transposing copies (square blocks of the two swapped dimensions).
 TRANSPOSE_BLOCKS = (128, 64, 32)
+# A transposing copy whose output is at least this large goes to memory with streaming stores
+# (`codegen-streaming-stores`): bands of `width` input rows, each swept along its length. Measured on
+# a 2048x2048 f32 transpose, 1 thread (L2: 2 MiB per core): 3.0x faster than cached stores with the
+# caches cold, 1.6x with them warm; a small output is read back from the cache by the next kernel.
+STREAMING_STORE_BYTES = 4 << 20
 
 # Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
 PARALLEL_MIN_ITERATIONS = 1 << 15
@@ -264,6 +269,16 @@ def _vector_dim(kernel: Kernel) -> int:
     return kernel.rank - 1
 
 
+def _output_bytes(kernel: Kernel) -> int:
+    shaped = ir.ShapedType(kernel.op.operands[-1].type)
+    if not shaped.has_static_shape:
+        return 0
+    elements = 1
+    for extent in shaped.shape:
+        elements *= extent
+    return elements * kernel.element_bits // 8
+
+
 def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: int, width: int,
                   cross: int | None = None) -> None:
     """Shared by the vector schedules: thread split on the outermost other dimension, every other
@@ -288,21 +303,29 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
     if extent > width:
         inner[vector_dim] = width
     cross_extent = (forall_sizes[cross] or ranges[cross]) if cross is not None else 0
+    streaming = cross is not None and _output_bytes(kernel) >= STREAMING_STORE_BYTES
+    order = list(range(rank))
     if cross is not None:
         inner.pop(cross, None)
         if cross_extent > width:
             inner[cross] = width
         block = next((b for b in TRANSPOSE_BLOCKS if b > width and cross_extent % b == 0 and extent % b == 0), None)
-        if block:  # blocks of rows whose pages stay in the TLB while their columns are swept
+        if streaming:
+            # A band of `width` input rows (contiguous along `cross`) read along its length, innermost:
+            # the reads are `width` sequential streams; each tile's rows go out as whole cache lines.
+            order = [d for d in order if d != cross] + [cross]
+        elif block:  # blocks of rows whose pages stay in the TLB while their columns are swept
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {cross: block, vector_dim: block}))
     if any(inner.values()):
-        _, loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, inner))
-        tiled = sorted(d for d in inner if inner[d])
+        _, loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, inner),
+                          interchange=order if order != sorted(order) else None)
+        tiled = [d for d in order if inner.get(d)]
+        if streaming:
+            t.annotate(loops[0], STREAMING_STORES_ATTR)
         # Peel the innermost loop first: peeling an outer loop would copy the inner one.
-        if vector_dim in inner and extent % width:
-            t.peel(loops[tiled.index(vector_dim)])
-        if cross in inner and cross_extent % width:
-            t.peel(loops[tiled.index(cross)])
+        for d in reversed(tiled):
+            if (d == vector_dim and extent % width) or (d == cross and cross_extent % width):
+                t.peel(loops[tiled.index(d)])
     t.canonicalize(forall)
     t.vectorize(t.match_kernel(forall, kernel_id))
 

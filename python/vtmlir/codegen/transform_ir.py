@@ -52,10 +52,17 @@ def tile_forall(target: ir.Value, tile_sizes: Sequence[int]) -> tuple[ir.Value, 
     return op.tiled_op, op.forall_op
 
 
-def tile(target: ir.Value, sizes: Sequence[int]) -> tuple[ir.Value, list[ir.Value]]:
-    """Tile into `scf.for` loops (one per non-zero size, outermost first); returns (tiled op, loops)."""
-    op = structured.TileUsingForOp(target, sizes=list(sizes))
+def tile(target: ir.Value, sizes: Sequence[int], interchange: Sequence[int] | None = None
+         ) -> tuple[ir.Value, list[ir.Value]]:
+    """Tile into `scf.for` loops (one per non-zero size, outermost first: in the order of the loop
+    dimensions, or of `interchange`, a permutation of them); returns (tiled op, loops)."""
+    op = structured.TileUsingForOp(target, sizes=list(sizes), interchange=list(interchange) if interchange else None)
     return op.tiled_linalg_op, list(op.loops)
+
+
+def annotate(target: ir.Value, name: str) -> None:
+    """Set the unit attribute `name` on the payload ops of the handle."""
+    transform.AnnotateOp(target, name)
 
 
 def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:

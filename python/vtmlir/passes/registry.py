@@ -95,6 +95,8 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-hoist-accumulators": "vtmlir.codegen.hoist_accumulators",
     "codegen-fold-row-broadcasts": "vtmlir.codegen.fold_row_broadcasts",
+    "codegen-streaming-stores": "vtmlir.codegen.streaming_stores",
+    "codegen-emulate-bf16": "vtmlir.codegen.emulate_bf16",
     "codegen-insert-profile-marks": "vtmlir.codegen.insert_profile_marks",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",

@@ -156,9 +156,26 @@ class DescriptorTable:
 RECYCLE_BYTES = 64 * 1024
 
 
+#: the alignment of the large result arrays: a cache line, which the kernels' streaming stores need
+#: (`codegen-streaming-stores`: a large transposing copy writes whole lines past the cache only where
+#: a line starts; numpy's large allocations start 16 bytes into a page)
+RESULT_ALIGNMENT = 64
+
+
+def aligned_empty(shape, dtype, alignment: int = RESULT_ALIGNMENT) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts at a multiple of `alignment` bytes (a view
+    into a slightly larger buffer, which it keeps alive through `.base`)."""
+    dtype = np.dtype(dtype)
+    nbytes = dtype.itemsize * math.prod(shape)
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
 class ResultBuffers:
     """The arrays a call writes its results into: one per (shape, numpy dtype) of `specs`, C-contiguous,
-    uninitialised (the compiled function writes every element of a result).
+    uninitialised (the compiled function writes every element of a result); the large ones start on
+    a cache line (`RESULT_ALIGNMENT`).
 
     A fresh allocation of a large array is fresh memory: malloc maps it (or takes heap the previous
     call's free gave back to the kernel), and the call's first write to each 4 KiB page faults and
@@ -200,11 +217,13 @@ class ResultBuffers:
         for (shape, dtype), kept in zip(self._specs, held):
             if kept is not None:
                 for a in kept:
-                    if sys.getrefcount(a) == _FREE:  # nothing but `kept` and this loop holds it
+                    # Nothing but `kept` and this loop holds it, nor its buffer (a numpy view of the
+                    # result references the buffer that owns the memory, not the result).
+                    if sys.getrefcount(a) == _FREE and sys.getrefcount(a.base) == _BUFFER_FREE:
                         out.append(a)
                         break
                 else:
-                    a = np.empty(shape, dtype)
+                    a = aligned_empty(shape, dtype)
                     if len(kept) == self.DEPTH:
                         del kept[0]  # the caller holds it: no longer ours to reuse
                     kept.append(a)
@@ -223,4 +242,12 @@ def _references_when_free() -> int:
         return sys.getrefcount(a)
 
 
+def _buffer_references_when_free() -> int:
+    """The same for the buffer behind an `aligned_empty` array that nothing else references."""
+    kept = [aligned_empty((1,), np.float32)]
+    for a in kept:
+        return sys.getrefcount(a.base)
+
+
 _FREE = _references_when_free()
+_BUFFER_FREE = _buffer_references_when_free()

@@ -66,7 +66,7 @@ VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
 # `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
-LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-fold-row-broadcasts, func.func(convert-linalg-to-loops), "
+LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores, codegen-fold-row-broadcasts, func.func(convert-linalg-to-loops), "
                "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s, "
                "func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
@@ -77,15 +77,17 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-fold-row-broadcas
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
 # math ops are lowered before `convert-openmp-to-llvm`, which refuses a math op inside a parallel region.
 # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
-# resolves in the host process. bf16 conversions are expanded to integer ops: LLVM would call
-# compiler-rt's __truncsfbf2, which the process does not have. Both before `convert-openmp-to-llvm`,
+# resolves in the host process. bf16 arithmetic is done in f32 and rounded to bf16 after each op
+# (`codegen-emulate-bf16`: what LLVM's own promotion and torch do), and bf16 conversions are expanded to
+# integer ops: on a CPU without AVX512-BF16, LLVM would call compiler-rt's __truncsfbf2 for both, which
+# the process does not have. Both before `convert-openmp-to-llvm`,
 # which makes every func.func an llvm.func that `func.func(...)` passes no longer visit (a scalar
 # math.absi then failed `convert-math-to-libm`). `reassociate-fp-reductions`: a row reduction's
 # vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
     "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), fold-memref-alias-ops, %s, convert-vector-to-scf{full-unroll=true}, "
     "expand-strided-metadata, lower-affine, "
-    "func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
+    "codegen-emulate-bf16, func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
 )
 FINALIZE_MEMREF = "finalize-memref-to-llvm"
