@@ -132,10 +132,10 @@ class _MatMul(torch.nn.Module):
 
 
 @pytest.mark.parametrize("shape", [(64, 48, 40), (37, 50, 29)])  # divisible, and ragged edges everywhere
-def test_matmul_schedule_is_bitwise_the_scalar_loops(shape):
+def test_matmul_schedule_is_bitwise_the_scalar_loops_without_fma(shape):
     m, n, k = shape
     a, b = torch.randn(m, k), torch.randn(k, n)
-    vectorised = _compile(_MatMul(), a, b, threads=1)
+    vectorised = _compile(_MatMul(), a, b, threads=1, schedules={"contraction": {"fma": False}})
     loops = _compile(_MatMul(), a, b, threads=1, schedules={"contraction": None})
     assert [p.kind for p in vectorised.report().kernels if p.id in vectorised.report().vectorized] \
         == ["data-movement", "contraction"]
@@ -143,6 +143,37 @@ def test_matmul_schedule_is_bitwise_the_scalar_loops(shape):
     got, want = vectorised(a, b), loops(a, b)
     assert torch.equal(got, want)  # same sum order per element: a register tile only reorders elements
     torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def _fused_multiply_adds(stage: str) -> tuple[int, int]:
+    """(llvm.intr.fma ops, llvm.fmul ops) of an LLVM stage."""
+    module = ir.Module.parse(stage, context=make_context())
+    counts = {"llvm.intr.fma": 0, "llvm.fmul": 0}
+
+    def visit(op):
+        if op.name in counts:
+            counts[op.name] += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return counts["llvm.intr.fma"], counts["llvm.fmul"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_contractions_accumulate_with_fused_multiply_adds(threads):
+    # ContractionSchedule.fma (default): each k step is one llvm.fma (a multiply and an add are half
+    # the peak of two FMA pipes). One rounding per step: close to the loops' two, not bitwise; the
+    # same bits for any thread count and LLVM level.
+    a, b = torch.randn(37, 29), torch.randn(29, 50)
+    fused = _compile(_MatMul(), a, b, threads=threads)
+    assert _fused_multiply_adds(fused.stages["llvm"])[0] >= 12 and _fused_multiply_adds(fused.stages["llvm"])[1] == 0
+    exact = _compile(_MatMul(), a, b, threads=threads, schedules={"contraction": {"fma": False}})
+    assert _fused_multiply_adds(exact.stages["llvm"])[0] == 0
+    torch.testing.assert_close(fused(a, b), exact(a, b), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fused(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(fused(a, b), exact(a, b))   # (the rounding differs somewhere)
+    for other in (_compile(_MatMul(), a, b, threads=3 - threads), _compile(_MatMul(), a, b, llvm_opt_level=0)):
+        assert torch.equal(fused(a, b), other(a, b))
 
 
 def test_threads_do_not_change_results():
@@ -502,7 +533,7 @@ def _k_loops_without_carried_vectors(stage: str) -> tuple[int, int]:
                     visit(inner.operation)
         if op.name == "scf.for":
             body = op.regions[0].blocks[0].operations
-            if any(o.operation.name == "arith.mulf" and isinstance(o.operation.results[0].type, ir.VectorType)
+            if any(o.operation.name in ("arith.mulf", "math.fma") and isinstance(o.operation.results[0].type, ir.VectorType)
                    and ir.VectorType(o.operation.results[0].type).rank == 2 for o in body):
                 loops += 1
                 carried += any(isinstance(r.type, ir.VectorType) for r in op.results)
@@ -528,14 +559,16 @@ def test_accumulators_of_a_sliced_output_stay_in_registers(monkeypatch):
 
 
 def _register_tile_columns(stage: str) -> tuple[int, int]:
-    """(multiplies of a 2-D register tile by a vector.broadcast of an Mx1 column, vector.shuffle ops)."""
+    """(multiplies or multiply-adds of a 2-D register tile by a vector.broadcast of an Mx1 column,
+    vector.shuffle ops)."""
     module = ir.Module.parse(stage, context=make_context())
     splats = shuffles = 0
 
     def visit(op):
         nonlocal splats, shuffles
         shuffles += op.name == "vector.shuffle"
-        if op.name == "arith.mulf" and isinstance(op.results[0].type, ir.VectorType) and op.results[0].type.rank == 2:
+        if op.name in ("arith.mulf", "math.fma") and isinstance(op.results[0].type, ir.VectorType) \
+                and op.results[0].type.rank == 2:
             for operand in op.operands:
                 owner = operand.owner
                 if (isinstance(owner, ir.OpView) and owner.operation.name == "vector.broadcast"
@@ -790,10 +823,11 @@ def test_a_fused_group_reading_an_upsampled_tile_computes_its_batchnorm_once_in_
     decomposed = str(module)
     (fusion,) = fuse_activations(module)
     assert fusion.groups and "floordiv 2" in str(module), fusion.to_text()
-    fused = vtmlir.compile(str(module), opt_level=0, threads=1)
+    unfused_products = {"contraction": {"fma": False}}   # (the loops round the product, then add)
+    fused = vtmlir.compile(str(module), opt_level=0, threads=1, schedules=unfused_products)
     loops = vtmlir.compile(str(module), opt_level=0, threads=1,
                            schedules={kind: None for kind in DEFAULT_SCHEDULES})
-    reference = vtmlir.compile(decomposed, opt_level=0, threads=1)
+    reference = vtmlir.compile(decomposed, opt_level=0, threads=1, schedules=unfused_products)
     report = fused.report()
     assert not any(p.kind == "pooling" for p in report.kernels), str(report)
     # the BatchNorm + ReLU over the group's 32-channel tile of 8 source columns, vectorised

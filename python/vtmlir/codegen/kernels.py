@@ -31,6 +31,9 @@ ROW_LOOP_ATTR = "codegen.row_loop"
 # A unit attribute on a loop whose vector stores should bypass the caches (a large transposing copy's
 # tile loop, `schedules._tile_vectors`); `codegen-streaming-stores` acts on it and removes it.
 STREAMING_STORES_ATTR = "codegen.streaming_stores"
+# A unit attribute on a contraction's vectorised multiplies (`ContractionSchedule.fma`): each add of
+# such a product becomes one fused multiply-add (`codegen-fuse-multiply-add`, which removes it).
+FMA_ATTR = "codegen.fma"
 
 
 class KernelKind(str, Enum):

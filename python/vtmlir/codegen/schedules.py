@@ -34,7 +34,7 @@ from torch_mlir import ir
 from ..errors import VtmlirError
 from . import transform_ir as t
 from .bodies import buffer_root
-from .kernels import STREAMING_STORES_ATTR, Kernel, KernelKind, element_bits_of
+from .kernels import FMA_ATTR, STREAMING_STORES_ATTR, Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
 # Block sizes tried for transposing copies (square blocks of the two swapped dimensions).
@@ -124,6 +124,8 @@ class ContractionSchedule(Schedule):
     cache_n: int = 128           # columns of C per parallel tile (the B panels of one tile stay in L2)
     cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
     promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
+    fma: bool = True             # multiply-add in one rounding (`codegen-fuse-multiply-add`); False: the
+                                 # loops' separate multiply and add, bitwise (EXACT_SCHEDULES)
     promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
                                  # a power-of-two K puts all mr of them in one L1 set
 
@@ -194,6 +196,9 @@ class ContractionSchedule(Schedule):
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
         t.canonicalize(forall)
         t.vectorize(t.match_kernel(forall, kernel_id))
+        if self.fma:
+            # The register tile's products, marked for `codegen-fuse-multiply-add`.
+            t.annotate(t.match_names(forall, ["arith.mulf"]), FMA_ATTR)
 
 
 def _is_dense_tile(kernel: Kernel, operand: int, extents: dict[int, int]) -> bool:
@@ -392,12 +397,13 @@ DEFAULT_SCHEDULES: dict[str, Schedule | None] = {
 }
 
 
-# The override that leaves only schedules that never reassociate: every kernel then computes each
-# element with the scalar loops' operations in their order (a convolution's loops: taps outer, as
-# codegen-order-window-taps orders them for every route). VTC's and VTensor's bitwise comparisons
-# of two pipelines hold under it -- a view or a layout can change which loop of a reduction is
-# innermost, and with it whether it is summed as a tree.
-EXACT_SCHEDULES: dict[str, None] = {"row-reduction": None}
+# The override that leaves only schedules that never reassociate or fuse: every kernel then computes
+# each element with the scalar loops' operations in their order (a convolution's loops: taps outer,
+# as codegen-order-window-taps orders them for every route; a contraction's multiply and add
+# rounded separately). VTC's and VTensor's bitwise comparisons of two pipelines hold under it -- a
+# view or a layout can change which loop of a reduction is innermost, and with it whether it is
+# summed as a tree, or make a contraction a kernel of another kind.
+EXACT_SCHEDULES: dict[str, dict | None] = {"row-reduction": None, "contraction": {"fma": False}}
 
 
 def schedule_key(kernel: Kernel) -> str:

@@ -97,6 +97,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-fold-row-broadcasts": "vtmlir.codegen.fold_row_broadcasts",
     "codegen-streaming-stores": "vtmlir.codegen.streaming_stores",
     "codegen-emulate-bf16": "vtmlir.codegen.emulate_bf16",
+    "codegen-fuse-multiply-add": "vtmlir.codegen.fuse_multiply_add",
     "codegen-insert-profile-marks": "vtmlir.codegen.insert_profile_marks",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
