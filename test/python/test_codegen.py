@@ -502,9 +502,13 @@ def test_a_row_of_13_or_14_is_one_register_tile():
     avx512 = HostTarget("x86_64", 512, 2, frozenset())
     avx2 = HostTarget("x86_64", 256, 2, frozenset())
     schedule = ContractionSchedule()
-    assert [schedule.register_tile(avx512, m)[0] for m in (7, 12, 13, 14, 28, 56)] == [12, 12, 13, 14, 12, 12]
-    assert schedule.register_tile(avx2, 14) == (6, 2)
-    assert ContractionSchedule(register_m=8).register_tile(avx512, 14) == (8, 1)
+    assert [schedule.register_tile(avx512, m, 16)[0] for m in (7, 12, 13, 14, 28, 56)] == [12, 12, 13, 14, 12, 12]
+    assert schedule.register_tile(avx2, 14, 16) == (6, 2)
+    assert ContractionSchedule(register_m=8).register_tile(avx512, 14, 16) == (8, 1)
+    # With FMA and an N of two registers, 8 x 2 (fewer loads than FMAs per k step); without FMA 12 x 1.
+    assert schedule.register_tile(avx512, 56, 64) == (8, 2)
+    assert schedule.register_tile(avx512, 56, 45) == (12, 1)   # (a remainder of 13 lanes)
+    assert ContractionSchedule(fma=False).register_tile(avx512, 56, 64) == (12, 1)
 
 
 class _SplitProjection(torch.nn.Module):

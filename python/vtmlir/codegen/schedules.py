@@ -45,6 +45,10 @@ TRANSPOSE_BLOCKS = (128, 64, 32)
 # caches cold, 1.6x with them warm; a small output is read back from the cache by the next kernel.
 STREAMING_STORE_BYTES = 4 << 20
 
+# The AVX-512 register tile of a contraction with fused multiply-adds and N of two registers or more
+# (`ContractionSchedule.register_tile`).
+AVX512_FMA_TILE = (8, 2)
+
 # Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
 PARALLEL_MIN_ITERATIONS = 1 << 15
 
@@ -129,23 +133,32 @@ class ContractionSchedule(Schedule):
     promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
                                  # a power-of-two K puts all mr of them in one L1 set
 
-    def register_tile(self, target: HostTarget, m_extent: int = 0) -> tuple[int, int]:
-        """(rows, vector registers per row) of the accumulator tile. Measured here (AVX-512, 32
-        registers): 12 x 1 beat 6 x 2 and 8 x 2 on 512^3 (84 against 57 GF/s); with AVX2's 16
-        registers 6 x 2 (notes §10: 60-78 GF/s, torch 70-74). With AVX-512 an M of 13 or 14 rows
-        (a blocked convolution's tap over a 14-pixel row) is one tile of its own: as 12 + 2 rows,
-        the second tile read every B vector again for two rows (3x3 convolution 1x256x14x14 in
-        nChw16c, 1 thread: 0.93x the time). Over 28 or 56 rows tiles of 14 were 1.02x and 1.00x
-        (not taken)."""
-        default = (12, 1) if target.vector_bits >= 512 else (6, 2)
-        rows = m_extent if target.vector_bits >= 512 and default[0] < m_extent <= 14 else default[0]
+    def register_tile(self, target: HostTarget, m_extent: int = 0, n_extent: int = 0) -> tuple[int, int]:
+        """(rows, vector registers per row) of the accumulator tile. With AVX2's 16 registers 6 x 2
+        (notes §10: 60-78 GF/s, torch 70-74). With AVX-512 (32 registers), fused multiply-adds and
+        an N of two registers or more, 8 x 2 (`AVX512_FMA_TILE`): a k step then loads 2 B vectors
+        and 8 A elements for 16 FMAs, where 12 x 1 loaded 13 for 12 -- more loads than FMAs, on a
+        core that issues two of each a cycle (1 thread: 512^3 136 -> 161 GF/s, 1024^3 134 -> 144).
+        Without FMA (a multiply and an add per step, so twice the arithmetic per load) 12 x 1 beat
+        6 x 2 and 8 x 2 (512^3: 84 against 57 GF/s). Else 12 x 1, and an M of 13 or 14 rows (a
+        blocked convolution's tap over a 14-pixel row, N of one register) is one tile of its own: as
+        12 + 2 rows, the second tile read every B vector again for two rows (3x3 convolution
+        1x256x14x14 in nChw16c, 1 thread: 0.93x the time). Over 28 or 56 rows tiles of 14 were 1.02x
+        and 1.00x (not taken)."""
+        lanes = target.lanes(32)
+        if target.vector_bits >= 512 and self.fma and n_extent >= 2 * lanes and n_extent % lanes == 0:
+            default = AVX512_FMA_TILE
+        else:
+            default = (12, 1) if target.vector_bits >= 512 else (6, 2)
+        rows = (m_extent if target.vector_bits >= 512 and default == (12, 1) and default[0] < m_extent <= 14
+                else default[0])
         return self.register_m or rows, self.register_n_vectors or default[1]
 
     def build(self, kernel_id, kernel, target, parts, op):
         rank, ranges = kernel.rank, kernel.loop_ranges
         ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
         lanes = target.lanes(kernel.element_bits)
-        mr, vectors = self.register_tile(target, ranges[mi])
+        mr, vectors = self.register_tile(target, ranges[mi], ranges[ni])
         nr = vectors * lanes
         parts = _parallel_parts(kernel, parts)
         n_extent, m_extent = ranges[ni], ranges[mi]
