@@ -31,7 +31,8 @@ def _unit_innermost_stride(memref_type: ir.MemRefType) -> bool:
 
 
 def _element_bytes(shaped: ir.ShapedType) -> int:
-    return max(1, shaped.element_type.width // 8)
+    """Bytes per element (0 for a type without a fixed width, `index`: never streamed)."""
+    return getattr(shaped.element_type, "width", 0) // 8
 
 
 def _streamable(op: ir.Operation) -> bool:
