@@ -1131,7 +1131,9 @@ def test_bf16_arithmetic_is_done_in_f32_on_any_cpu():
 
     def visit(op):
         if op.name in ("llvm.fadd", "llvm.fsub", "llvm.fmul", "llvm.fdiv", "llvm.fptrunc", "llvm.fpext"):
-            if "bf16" in str(op.results[0].type) or "bf16" in str(op.operands[0].type):
+            types = [op.results[0].type, op.operands[0].type]
+            elements = [t.element_type if isinstance(t, ir.VectorType) else t for t in types]
+            if any(isinstance(e, ir.BF16Type) for e in elements):
                 bf16_arith.append(op.name)
         return ir.WalkResult.ADVANCE
 

@@ -56,8 +56,7 @@ def fuse_multiply_add(module_op: ir.Operation) -> int:
         add.results[0].replace_all_uses_with(fused)
         add.erase()
         product.erase()
-    fused = len(plan)
-    return fused
+    return len(plan)
 
 
 @register_pass
