@@ -32,14 +32,14 @@
 // CHECK:         transform.include @kernel_0_contraction failures(suppress) (%[[K]]#0)
 // CHECK:         transform.structured.hoist_redundant_vector_transfers
 
-// The contraction: the B panel (k-chunk 64 x 128 columns of 256) packed on the stack row by row, then per
-// 6-row tile its A block (6 x 64) packed, and a 6 x 16 register tile (two 8-lane registers per row)
+// The contraction: the B panel (k-chunk 64 x all 256 columns: one N tile of `cache_n` columns) packed on
+// the stack row by row, then per 6-row tile its A block (6 x 64) packed, and a 6 x 16 register tile (two 8-lane registers per row)
 // accumulated over k in registers, its vectors without the unit k dimension; the elementwise op and
 // the row reduction become vector code; no linalg op and no transform IR is left.
 // APPLIED-LABEL: func.func @kernels
 // APPLIED-NOT:     codegen.kernel
-// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<32768xi8>
-// APPLIED:         vector.transfer_write {{.*}} : vector<128xf32>, memref<64x128xf32>
+// APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<65536xi8>
+// APPLIED:         vector.transfer_write {{.*}} : vector<256xf32>, memref<64x256xf32>
 // APPLIED:         memref.alloca() {alignment = 64 : i64} : memref<1536xi8>
 // APPLIED:         vector.transfer_write {{.*}} : vector<64xf32>, memref<6x64xf32>
 // APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
@@ -201,7 +201,7 @@ func.func @masks(%x: memref<8x64xi64>, %m: memref<8x64xi1>, %a: memref<8x64xf32>
 // I1-APPLIED-LABEL: {{^}}// -----
 // LLVM-LABEL: {{^}}// -----
 
-// B's tiles are whole rows of B (N = 64 <= 128 columns), contiguous: its packed copy would have B's
+// B's tiles are whole rows of B (N = 64 <= 256 columns), contiguous: its packed copy would have B's
 // own layout, so a B on the stack (an im2col panel `[K, pixels]`) is read in place; A is still packed.
 // A B from elsewhere (an argument, a weight) is packed all the same: C is a view in a model, upstream
 // hoisting then leaves C's accumulators in the k loop, and LLVM keeps them in registers only where
