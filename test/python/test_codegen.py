@@ -335,6 +335,49 @@ def test_row_reductions_run_in_one_loop_over_row_blocks(norm, monkeypatch):
     torch.testing.assert_close(got, exact(x), rtol=1e-5, atol=1e-6)
 
 
+def _vector_divisions_in_loops(stage: str) -> int:
+    """Vector arith.divf ops inside a loop, in a "loops" stage (but reciprocals: 1 / d)."""
+    module = ir.Module.parse(stage, context=make_context())
+    count = 0
+
+    def visit(op):
+        nonlocal count
+        numerator = op.operands[0].owner if op.name == "arith.divf" else None
+        if (op.name == "arith.divf" and isinstance(op.results[0].type, ir.VectorType)
+                and not (isinstance(numerator, ir.OpView) and numerator.name == "arith.constant")):
+            parent = op.parent
+            while parent is not None and parent.name not in ("scf.for", "scf.forall", "func.func"):
+                parent = parent.parent
+            count += parent is not None and parent.name != "func.func"
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return count
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_softmax_multiplies_by_the_reciprocal_of_its_row_sum(threads):
+    # VectorSchedule.reciprocal (default): the division by the row's sum is a multiplication by its
+    # reciprocal, computed once per row (codegen-reciprocal-divisions). One rounding more: within
+    # 2 ulp of the division; off, the loops' division, bitwise the scalar loops.
+    module = _norm("softmax", 1024)
+    x = torch.randn(64, 1024) * 3 + 1
+    fast = _compile(module, x, threads=threads)
+    divide = {"elementwise": {"reciprocal": False}}
+    exact = _compile(module, x, threads=threads, schedules=divide)
+    assert _vector_divisions_in_loops(fast.stages["loops"]) == 0
+    assert _vector_divisions_in_loops(exact.stages["loops"]) >= 1
+    got, divided = fast(x), exact(x)
+    assert not torch.equal(got, divided)  # (some quotient is rounded differently)
+    ulp = torch.finfo(torch.float32).eps * divided.abs()
+    assert ((got - divided).abs() <= 2 * ulp).all()
+    with torch.no_grad():
+        torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-6)
+    loops = _compile(module, x, threads=threads, schedules={kind: None for kind in ("row-reduction", "elementwise")})
+    in_order = _compile(module, x, threads=threads, schedules={**divide, "row-reduction": None})
+    assert torch.equal(in_order(x), loops(x))
+
+
 def test_report_names_kernels_left_as_loops():
     embedding = torch.nn.Embedding(10, 16).eval()  # a gather (its bounds check moves to a check kernel)
     compiled = _compile(embedding, torch.tensor([[1, 2, 3]]))

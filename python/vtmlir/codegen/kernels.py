@@ -34,6 +34,10 @@ STREAMING_STORES_ATTR = "codegen.streaming_stores"
 # A unit attribute on a contraction's vectorised multiplies (`ContractionSchedule.fma`): each add of
 # such a product becomes one fused multiply-add (`codegen-fuse-multiply-add`, which removes it).
 FMA_ATTR = "codegen.fma"
+# A unit attribute on a vector kernel's divisions (`VectorSchedule.reciprocal`): one whose divisor is
+# the same all along its loop becomes a multiplication by the reciprocal, computed once before the
+# loop (`codegen-reciprocal-divisions`, which removes it).
+RECIPROCAL_ATTR = "codegen.reciprocal"
 
 
 class KernelKind(str, Enum):

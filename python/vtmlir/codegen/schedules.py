@@ -34,7 +34,7 @@ from torch_mlir import ir
 from ..errors import VtmlirError
 from . import transform_ir as t
 from .bodies import buffer_root
-from .kernels import FMA_ATTR, STREAMING_STORES_ATTR, Kernel, KernelKind, element_bits_of
+from .kernels import FMA_ATTR, RECIPROCAL_ATTR, STREAMING_STORES_ATTR, Kernel, KernelKind, element_bits_of
 from .target import HostTarget
 
 # Block sizes tried for transposing copies (square blocks of the two swapped dimensions).
@@ -300,11 +300,12 @@ def _output_bytes(kernel: Kernel) -> int:
 
 
 def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: int, width: int,
-                  cross: int | None = None) -> None:
+                  cross: int | None = None) -> ir.Value:
     """Shared by the vector schedules: thread split on the outermost other dimension, every other
     dimension by 1, `vector_dim` by `width` (peeled), then vectorise the pieces. With `cross` (an
     input's contiguous dimension, not the output's: a transposition), that dimension is tiled by
-    `width` too, so each tile reads `width` contiguous rows and transposes them in registers."""
+    `width` too, so each tile reads `width` contiguous rows and transposes them in registers.
+    Returns the handle of the kernel's outermost tile loop."""
     rank, ranges = kernel.rank, kernel.loop_ranges
     if kernel.op.name == "linalg.map":  # (a padding's fill) its tiles would have dynamic shapes
         op = t.generalize(op)
@@ -348,21 +349,26 @@ def _tile_vectors(kernel_id: int, kernel: Kernel, parts: int, op, vector_dim: in
                 t.peel(loops[tiled.index(d)])
     t.canonicalize(forall)
     t.vectorize(t.match_kernel(forall, kernel_id))
+    return forall
 
 
 @dataclass(frozen=True)
 class VectorSchedule(Schedule):
     name: ClassVar[str] = "vector"
-    vectors: int = 4  # vector registers per tile of the innermost dimension
+    vectors: int = 4         # vector registers per tile of the innermost dimension
+    reciprocal: bool = True  # an f32/f64 division by a value the same all along its loop (softmax's row
+                             # sum) as a multiplication by its reciprocal (`codegen-reciprocal-divisions`):
+                             # one rounding more; False: the loops' division, bitwise (EXACT_SCHEDULES)
 
     def build(self, kernel_id, kernel, target, parts, op):
         vector_dim = _vector_dim(kernel)
         cross = _transposed_dim(kernel, vector_dim)
         if cross is not None:  # square tiles of one register: `width` rows read, transposed in registers
-            _tile_vectors(kernel_id, kernel, parts, op, vector_dim, target.lanes(kernel.element_bits), cross)
-            return
-        width = self.vectors * target.lanes(kernel.element_bits)
-        _tile_vectors(kernel_id, kernel, parts, op, vector_dim, width)
+            scope = _tile_vectors(kernel_id, kernel, parts, op, vector_dim, target.lanes(kernel.element_bits), cross)
+        else:
+            scope = _tile_vectors(kernel_id, kernel, parts, op, vector_dim, self.vectors * target.lanes(kernel.element_bits))
+        if self.reciprocal:
+            t.annotate(t.match_names(scope, ["arith.divf"]), RECIPROCAL_ATTR)
 
 
 def _transposed_dim(kernel: Kernel, vector_dim: int) -> int | None:
@@ -415,10 +421,11 @@ DEFAULT_SCHEDULES: dict[str, Schedule | None] = {
 # The override that leaves only schedules that never reassociate or fuse: every kernel then computes
 # each element with the scalar loops' operations in their order (a convolution's loops: taps outer,
 # as codegen-order-window-taps orders them for every route; a contraction's multiply and add
-# rounded separately). VTC's and VTensor's bitwise comparisons of two pipelines hold under it -- a
-# view or a layout can change which loop of a reduction is innermost, and with it whether it is
-# summed as a tree, or make a contraction a kernel of another kind.
-EXACT_SCHEDULES: dict[str, dict | None] = {"row-reduction": None, "contraction": {"fma": False}}
+# rounded separately; every division a division). VTC's and VTensor's bitwise comparisons of two
+# pipelines hold under it -- a view or a layout can change which loop of a reduction is innermost,
+# and with it whether it is summed as a tree, or make a contraction a kernel of another kind.
+EXACT_SCHEDULES: dict[str, dict | None] = {"row-reduction": None, "contraction": {"fma": False},
+                                          "elementwise": {"reciprocal": False}, "outer-reduction": {"reciprocal": False}}
 
 
 def schedule_key(kernel: Kernel) -> str:

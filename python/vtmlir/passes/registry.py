@@ -94,6 +94,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-decompose-convolutions": "vtmlir.codegen.decompose_convolutions",
     "codegen-attach-schedule": "vtmlir.codegen.attach_schedule",
     "codegen-hoist-accumulators": "vtmlir.codegen.hoist_accumulators",
+    "codegen-reciprocal-divisions": "vtmlir.codegen.reciprocal_divisions",
     "codegen-fold-row-broadcasts": "vtmlir.codegen.fold_row_broadcasts",
     "codegen-streaming-stores": "vtmlir.codegen.streaming_stores",
     "codegen-emulate-bf16": "vtmlir.codegen.emulate_bf16",

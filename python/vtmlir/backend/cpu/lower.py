@@ -60,6 +60,8 @@ SCHEDULE_STAGE = "builtin.module(%s, codegen-split-row-reductions%s, codegen-att
 VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `codegen-streaming-stores`: a large transposing copy's rows past the caches (before anything rebuilds the
 # marked loop). `codegen-fuse-multiply-add`: a contraction's marked multiplies and their adds as math.fma.
+# `codegen-reciprocal-divisions`: a vector kernel's marked divisions by a loop-invariant divisor (softmax's
+# row sum) as multiplications by its reciprocal.
 # `codegen-fold-row-broadcasts`: a register tile's A column is one broadcast, not the flattened shuffle the
 # vectoriser's broadcast + transpose became (LLVM's time, not the code: it simplified the shuffle back).
 # `codegen-hoist-accumulators`: the register tiles' accumulators that upstream hoisting refused (a buffer with
@@ -68,7 +70,7 @@ VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
 # `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
-LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores, codegen-fold-row-broadcasts, codegen-fuse-multiply-add, func.func(convert-linalg-to-loops), "
+LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores, codegen-fold-row-broadcasts, codegen-fuse-multiply-add, codegen-reciprocal-divisions, func.func(convert-linalg-to-loops), "
                "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s, "
                "func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
