@@ -552,6 +552,40 @@ def test_a_row_of_13_or_14_is_one_register_tile():
     assert schedule.register_tile(avx512, 56, 64) == (8, 2)
     assert schedule.register_tile(avx512, 56, 45) == (12, 1)   # (a remainder of 13 lanes)
     assert ContractionSchedule(fma=False).register_tile(avx512, 56, 64) == (12, 1)
+    # A remainder of one power-of-two vector keeps 8 x 2 (a 14x14 im2col panel: 196 = 6 x 32 + 4).
+    assert schedule.register_tile(avx512, 256, 196) == (8, 2)
+    assert schedule.register_tile(avx512, 256, 40) == (8, 2)
+    assert schedule.register_tile(avx512, 256, 44) == (12, 1)  # (12 lanes)
+
+
+@pytest.mark.parametrize("lanes, hw, rows", [(16, 28, 4), (8, 28, 4), (1, 28, 7), (16, 56, 4), (16, 14, 14),
+                                             (16, 20, 4), (16, 12, 12)])
+def test_im2col_panels_are_whole_vectors_wide(lanes, hw, rows):
+    # The fewest whole rows of at least 128 pixels; where those are no whole number of vectors (a
+    # partial vector in every register tile, and no 8 x 2 tile), the most rows below that make one,
+    # down to 64 pixels: 28x28 in 4 rows (112 pixels), not 7 (196). 14x14 has none: one panel.
+    from vtmlir.codegen.decompose_convolutions import Im2col, _panel_rows
+    ctx = make_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(f'''
+#in = affine_map<(n, f, h, w, c, kh, kw) -> (n, c, h + kh, w + kw)>
+#wt = affine_map<(n, f, h, w, c, kh, kw) -> (f, c, kh, kw)>
+#out = affine_map<(n, f, h, w, c, kh, kw) -> (n, f, h, w)>
+func.func @conv(%X: memref<1x8x{hw + 2}x{hw + 2}xf32>, %F: memref<8x8x3x3xf32>, %Y: memref<1x8x{hw}x{hw}xf32>) {{
+  linalg.generic {{indexing_maps = [#in, #wt, #out], iterator_types = ["parallel", "parallel", "parallel",
+      "parallel", "reduction", "reduction", "reduction"]}}
+      ins(%X, %F : memref<1x8x{hw + 2}x{hw + 2}xf32>, memref<8x8x3x3xf32>) outs(%Y : memref<1x8x{hw}x{hw}xf32>) {{
+  ^bb0(%x: f32, %w: f32, %o: f32):
+    %m = arith.mulf %x, %w : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }}
+  return
+}}''')
+        ops = [op for op in module.body.operations[0].regions[0].blocks[0].operations if op.name == "linalg.generic"]
+        conv = Im2col(ops[0].operation)
+        assert conv.ok
+        assert _panel_rows(conv, 72 * 4, 1, lanes) == (rows, False)
 
 
 class _SplitProjection(torch.nn.Module):

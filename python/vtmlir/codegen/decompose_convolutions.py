@@ -6,7 +6,7 @@ rewritten into ops that have them, in one of two ways:
 
 - **im2col in row panels** (a convolution whose output ends in its image dimensions, NCHW, with a
   constant filter): for each image of the batch and each panel of R output rows (R·OW ≥ 128 pixels,
-  R dividing OH), a copy kernel per filter tap gathers the tap's input rows into a stack buffer
+  R dividing OH; fewer rows where that makes R·OW a multiple of the vector width), a copy kernel per filter tap gathers the tap's input rows into a stack buffer
   `P[kh, kw, c, r, ow]`, and one contraction `out[f, (r, ow)] += W[f, (kh, kw, c)] · P[(kh, kw, c), (r, ow)]`
   reads it as a matrix (K = KH·KW·C, N = R·OW: a long contiguous pixel dimension however narrow the
   image rows are). The filter is re-laid out `[f, kh, kw, c]` at compile time (`weights.Globals`).
@@ -49,6 +49,8 @@ from .weights import Globals
 PANEL_PIXELS = 128
 # The fewest output pixels of a panel made smaller so that the threads have a panel each (`_panel_rows`).
 MIN_PANEL_PIXELS = 32
+# The fewest output pixels of a panel made smaller so that its width is a whole number of vectors.
+MIN_ALIGNED_PANEL_PIXELS = PANEL_PIXELS // 2
 
 
 def linear_terms(expr) -> tuple[dict[int, int], int] | None:
@@ -353,7 +355,7 @@ class Im2col:
         return plan
 
 
-def _im2col_convolution(op, globals_: Globals, parts: int = 1) -> bool:
+def _im2col_convolution(op, globals_: Globals, parts: int = 1, vector_bits: int = 0) -> bool:
     """Rewrite one convolution as im2col panels and contractions (see the module docstring); with
     `parts` threads, the image and panel loops become one `scf.forall` where `_parallel_panels` says so."""
     op = op.operation
@@ -379,7 +381,8 @@ def _im2col_convolution(op, globals_: Globals, parts: int = 1) -> bool:
     for e in taps + chans:
         k_extent *= e
     outer = conv.batch + [conv.oh]  # the image loops, then the panels
-    rows, parallel = _panel_rows(conv, k_extent * max(1, element_bits_of(op.operands[conv.input]) // 8), parts)
+    lanes = max(1, vector_bits // max(1, element_bits_of(op.operands[-1])))
+    rows, parallel = _panel_rows(conv, k_extent * max(1, element_bits_of(op.operands[conv.input]) // 8), parts, lanes)
     extents = [ranges[d] if d != conv.oh else OH // rows for d in outer]
     with op.location:
         def const(v):
@@ -457,9 +460,13 @@ PARALLEL_PANEL_BYTES = 2 << 20
 PARALLEL_PANEL_BALANCE = 0.8
 
 
-def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]:
+def _panel_rows(conv: Im2col, column_bytes: int, parts: int, lanes: int = 1) -> tuple[int, bool]:
     """(output rows per panel, whether the image and panel loop is the parallel loop). A panel has
-    the fewest whole rows that make `PANEL_PIXELS`. Where its images and panels cannot be the
+    the fewest whole rows that make `PANEL_PIXELS`; where their pixels are no whole number of
+    `lanes`-wide vectors, the most rows below that make one (of at least `MIN_ALIGNED_PANEL_PIXELS`):
+    else every register tile of the contraction ends in a partial vector and the N extent rules out
+    the wide AVX-512 tile (1x128x28x28, 3x3, one thread: 7 rows, 196 pixels, 99 GF/s; 4 rows, 112
+    pixels, 142; eager 143). Where its images and panels cannot be the
     parallel loop (too few for the threads: one image of one panel, ResNet's 14x14 and 8x8 layers at
     batch 1; unevenly shared; a panel too large for a thread's stack), smaller panels of at least
     `MIN_PANEL_PIXELS` where they can: the split contraction would cut the panel's columns as finely
@@ -469,6 +476,9 @@ def _panel_rows(conv: Im2col, column_bytes: int, parts: int) -> tuple[int, bool]
     for d in conv.batch:
         images *= conv.ranges[d]
     rows = next((r for r in range(1, OH + 1) if OH % r == 0 and r * OW >= PANEL_PIXELS), OH)
+    if (rows * OW) % lanes:
+        rows = next((r for r in range(rows - 1, 0, -1) if OH % r == 0 and (r * OW) % lanes == 0
+                     and r * OW >= MIN_ALIGNED_PANEL_PIXELS), rows)
     candidates = [rows] + [r for r in range(rows - 1, 0, -1) if OH % r == 0 and r * OW >= MIN_PANEL_PIXELS]
     for r in candidates:
         if _parallel_panels(conv, images * (OH // r), column_bytes * r * OW, parts):
@@ -733,17 +743,19 @@ def _drop_redundant_wraps(op) -> None:
     op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
 
 
-def decompose_convolutions(module_op, threads: int = 0) -> int:
+def decompose_convolutions(module_op, threads: int = 0, vector_bits: int = 0) -> int:
     """Decompose every convolution generic of the kernel level; returns how many. `threads` (0: the
-    host's cores) decides where an im2col convolution's parallel loop is (`_parallel_panels`); the
-    values never depend on it."""
+    host's cores) decides where an im2col convolution's parallel loop is (`_parallel_panels`),
+    `vector_bits` (0: the host's) its panels' widths; the values never depend on them."""
     globals_ = Globals(module_op)
     parts = threads if threads > 0 else host_target().cores
+    vector_bits = vector_bits or host_target().vector_bits
 
     def rewrite(op):
         _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
-            return _im2col_convolution(op, globals_, parts) or unroll_taps(op) or decompose_convolution(op)
+            return (_im2col_convolution(op, globals_, parts, vector_bits) or unroll_taps(op)
+                    or decompose_convolution(op))
         window = _pooling_window(op)
         return bool(window) and (unroll_taps(op, window) or decompose_convolution(op, window))
 
@@ -759,7 +771,9 @@ class DecomposeConvolutions(Pass):
                "tap, or (depthwise, pooling) one elementwise kernel reading every tap")
 
     options = (Option("threads", int, 0, "threads the code runs on (0: the host's cores); 1: sequential "
-                                         "image and panel loops"),)
+                                         "image and panel loops"),
+               Option("vector-bits", int, 0, "vector register width the panels are sized for (0: the host's; "
+                                             "tests fix it)"))
 
     def run(self, module):
-        decompose_convolutions(module, threads=self.threads)
+        decompose_convolutions(module, threads=self.threads, vector_bits=self.vector_bits)

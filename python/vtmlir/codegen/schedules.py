@@ -141,6 +141,9 @@ class ContractionSchedule(Schedule):
         an N of two registers or more, 8 x 2 (`AVX512_FMA_TILE`): a k step then loads 2 B vectors
         and 8 A elements for 16 FMAs, where 12 x 1 loaded 13 for 12 -- more loads than FMAs, on a
         core that issues two of each a cycle (1 thread: 512^3 136 -> 161 GF/s, 1024^3 134 -> 144).
+        Also where N ends in a partial tile of one power-of-two vector (`_whole_vectors`; a 14x14
+        im2col panel: 196 = 6 x 32 + 4 columns; 3x3 convolution 1x256x14x14, 1 thread, 97 -> 116
+        GF/s, eager 122).
         Without FMA (a multiply and an add per step, so twice the arithmetic per load) 12 x 1 beat
         6 x 2 and 8 x 2 (512^3: 84 against 57 GF/s). Else 12 x 1, and an M of 13 or 14 rows (a
         blocked convolution's tap over a 14-pixel row, N of one register) is one tile of its own: as
@@ -148,7 +151,8 @@ class ContractionSchedule(Schedule):
         1x256x14x14 in nChw16c, 1 thread: 0.93x the time). Over 28 or 56 rows tiles of 14 were 1.02x
         and 1.00x (not taken)."""
         lanes = target.lanes(32)
-        if target.vector_bits >= 512 and self.fma and n_extent >= 2 * lanes and n_extent % lanes == 0:
+        if (target.vector_bits >= 512 and self.fma and n_extent >= 2 * lanes
+                and _whole_vectors(n_extent % (AVX512_FMA_TILE[1] * lanes))):
             default = AVX512_FMA_TILE
         else:
             default = (12, 1) if target.vector_bits >= 512 else (6, 2)
@@ -164,7 +168,7 @@ class ContractionSchedule(Schedule):
         nr = vectors * lanes
         parts = _parallel_parts(kernel, parts)
         n_extent, m_extent = ranges[ni], ranges[mi]
-        if n_extent % nr % lanes and nr > lanes:
+        if nr > lanes and not _whole_vectors(n_extent % nr):
             # The remainder would be an odd-sized vector (24 of 32 lanes: slow in LLVM's legalisation):
             # one register per row instead, and as many more rows (same accumulator count).
             mr, nr = mr * (nr // lanes), lanes
@@ -214,6 +218,12 @@ class ContractionSchedule(Schedule):
         if self.fma:
             # The register tile's products, marked for `codegen-fuse-multiply-add`.
             t.annotate(t.match_names(forall, ["arith.mulf"]), FMA_ATTR)
+
+
+def _whole_vectors(remainder: int) -> bool:
+    """Whether a register tile's last `remainder` columns are one vector of a legal width (none, or a
+    power of two: 4 of 16 lanes is an xmm register; 24 of 32 would be legalised piecewise)."""
+    return remainder & (remainder - 1) == 0
 
 
 def _is_dense_tile(kernel: Kernel, operand: int, extents: dict[int, int]) -> bool:
