@@ -113,6 +113,30 @@ def test_nesting_within_the_limit_parses():
     assert module.operation.name == "builtin.module"
 
 
+_PADS = """func.func @f(%x: tensor<2x4xf32>, %n: index) -> (tensor<?x6xf32>, tensor<1x?xf32>) {
+  %z = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[%n, 1] high[0, LOW] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %z : f32
+  } : tensor<2x4xf32> to tensor<?x6xf32>
+  %s = tensor.extract_slice %x[1, 0] [1, %n] [1, 1] : tensor<2x4xf32> to tensor<1x?xf32>
+  return %p, %s : tensor<?x6xf32>, tensor<1x?xf32>
+}
+"""
+
+
+def test_dynamic_markers_without_operands_are_refused(tmp_path):
+    # MLIR's dynamic-size marker (INT64_MIN) in a static list stands for an SSA operand; tensor.pad's
+    # verifier accepts one without it, and its folders and printer then crashed (fuzz seed 1800
+    # case 1434). Dynamic entries with their operands parse as before.
+    module = vtmlir.parse_mlir(_PADS.replace("LOW", "1"))
+    assert "tensor.pad" in str(module) and "tensor.extract_slice" in str(module)
+    path = tmp_path / "pad.mlir"
+    path.write_text(_PADS.replace("LOW", str(-(2**63))))
+    assert_clean_error(tool("vt-opt", path, "--canonicalize"), f"{path}:3:8: error: 'tensor.pad' op static_high marks 1 entry "
+                       "dynamic (-9223372036854775808) but has 0 dynamic operand(s) for them")
+
+
 def test_huge_dimension_is_refused(tmp_path):
     path = tmp_path / "huge.mlir"
     path.write_text("func.func @f(%a: f32) -> tensor<4294967297xf32> {\n"

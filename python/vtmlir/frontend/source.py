@@ -13,6 +13,8 @@ User text is parsed so that no input can kill the process (issue 18):
    first line that makes the parser crash; when it reports errors, those are the result and the
    text is never parsed in this process;
 4. only text the child parsed and verified cleanly is parsed here.
+Both parses also check what MLIR's verifiers leave out: every dynamic-size marker in an op's static
+offsets, sizes, strides or padding stands for an SSA operand (`_check_mixed_lists`).
 Text vtmlir printed itself (`as_module` of a foreign `ir.Module`) skips steps 1-3.
 """
 
@@ -125,8 +127,50 @@ def _first_crashing_line(text: str, source_name: str, allow_unregistered: bool) 
     return hi
 
 
+# An op's static lists of offsets, sizes and strides (slices, subviews) or of padding (`tensor.pad`)
+# hold MLIR's dynamic-size marker (INT64_MIN, `ShapedType::kDynamic`) where an SSA operand gives the
+# value; the operands follow the lists' order at the end of the op's operand segments. `tensor.pad`'s
+# verifier does not check that they match: `low[0, 0, -9223372036854775808]` (a fuzzer's integer)
+# parsed and verified, and its folders and printer then read an operand that does not exist
+# (SIGSEGV; fuzz seed 1800 case 1434).
+DYNAMIC_MARKER = -(2**63)
+_MIXED_LISTS = (("static_offsets", "static_sizes", "static_strides"), ("static_low", "static_high"))
+
+
+def _check_mixed_lists(root) -> bool:
+    """Emit an error at each op whose static lists mark more or fewer entries dynamic than it has
+    operands for them; whether all are consistent."""
+    ok = True
+    stack = [root.operation]
+    while stack:  # iterative: nesting may be deeper than Python's recursion limit
+        op = stack.pop()
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend(inner.operation for inner in block.operations)
+        attrs = op.attributes
+        names = next(([n for n in group if n in attrs] for group in _MIXED_LISTS
+                      if any(n in attrs for n in group)), [])
+        if not names or "operandSegmentSizes" not in attrs:
+            continue
+        segments = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
+        if len(segments) < len(names):
+            continue
+        for name, operands in zip(names, segments[len(segments) - len(names):]):
+            try:
+                marked = sum(1 for v in ir.DenseI64ArrayAttr(attrs[name]) if v == DYNAMIC_MARKER)
+            except ValueError:  # not an i64 array: the op's verifier has refused it already
+                continue
+            if marked != operands:
+                op.location.emit_error(
+                    f"'{op.name}' op {name} marks {marked} entr{'y' if marked == 1 else 'ies'} dynamic "
+                    f"({DYNAMIC_MARKER}) but has {operands} dynamic operand(s) for them")
+                ok = False
+    return ok
+
+
 def _parse_collecting(text: str, source_name: str, ctx: ir.Context) -> tuple[ir.Module | None, list[Diag]]:
-    """Parse in `ctx`, every diagnostic collected (none escapes to other handlers)."""
+    """Parse in `ctx`, every diagnostic collected (none escapes to other handlers); a parsed module
+    whose static lists do not match its operands (`_check_mixed_lists`) is refused."""
     diags: list[Diag] = []
 
     def handler(d):
@@ -138,14 +182,16 @@ def _parse_collecting(text: str, source_name: str, ctx: ir.Context) -> tuple[ir.
     handle = ctx.attach_diagnostic_handler(handler)
     try:
         try:
-            return _as_module(ir.Operation.parse(text, source_name=source_name, context=ctx), ctx), diags
+            op = ir.Operation.parse(text, source_name=source_name, context=ctx)
         except ir.MLIRError:
             if not (len(diags) == 1 and _SINGLE_TOP_LEVEL in diags[0].message):
                 return None, diags
-        diags.clear()
-        try:
-            op = ir.Operation.parse(_wrap_in_module(text), source_name=source_name, context=ctx)
-        except ir.MLIRError:
+            diags.clear()
+            try:
+                op = ir.Operation.parse(_wrap_in_module(text), source_name=source_name, context=ctx)
+            except ir.MLIRError:
+                return None, diags
+        if not _check_mixed_lists(op):
             return None, diags
         return _as_module(op, ctx), diags
     finally:
