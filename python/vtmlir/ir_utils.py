@@ -37,8 +37,10 @@ def copy_module(op) -> ir.Module | None:
     module_op = module_op.operation
     with module_op.context, module_op.location:
         copy = ir.Module.create()
-        for attr in module_op.attributes:
-            copy.operation.attributes[attr.name] = attr.attr
+        attributes = module_op.attributes
+        for i in range(len(attributes)):  # (iterating the map yields names, not named attributes)
+            named = attributes[i]
+            copy.operation.attributes[named.name] = named.attr
         for inner in module_op.regions[0].blocks[0].operations:
             inner.operation.clone(ip=ir.InsertionPoint(copy.body))
     return copy

@@ -21,7 +21,7 @@ from typing import Any
 
 from torch_mlir import ir, passmanager
 
-from ..errors import VtmlirError, capture_native_stderr, format_diagnostic, format_location
+from ..errors import VtmlirError, capture_native_stderr, format_diagnostic, format_location, severity_name
 from . import registry
 
 ROOT_ANCHOR = "builtin.module"
@@ -396,15 +396,29 @@ def run_pipeline(
             )
         sys.stdout.flush()
         sys.stderr.flush()
+        # With the context's `emit_error_diagnostics` on (vt-opt sets it), errors reach the handlers
+        # instead of the MLIRError: collect them here, so the error this raises carries them (a
+        # nested pipeline's error was printed by vt-opt's handler, and this error said "failed
+        # without reporting why": fuzz seed 1800 case 1403).
+        errors: list[str] = []
+
+        def collect(diag):
+            if severity_name(diag) != "error":
+                return False
+            errors.append(format_diagnostic(diag))
+            return True
+
+        handle = op.context.attach_diagnostic_handler(collect)
         try:
             pm.run(op)
         except ir.MLIRError as err:
             where = format_location(op.location, "<module>")
-            lines = [format_diagnostic(d) for d in err.error_diagnostics] or [
+            lines = [format_diagnostic(d) for d in err.error_diagnostics] or errors or [
                 f"{where}: error: a pass of '{pipeline.text()}' failed without reporting why ({err.message})"]
             if what:
                 lines.append(f"note: while {what}")
             raise VtmlirError("\n".join(lines)) from None
         finally:
+            handle.detach()
             sys.stderr.flush()
     return results
