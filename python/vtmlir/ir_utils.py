@@ -21,6 +21,16 @@ def walk_ops(root, name: str | None = None) -> list:
     return found
 
 
+def within(op, ancestor) -> bool:
+    """Whether `op` is `ancestor` or nested in one of its regions (None: False)."""
+    while op is not None:
+        op = op.operation
+        if op == ancestor:
+            return True
+        op = op.parent
+    return False
+
+
 def symbol_name(op) -> str:
     """The `sym_name` of a symbol op (a `func.func`)."""
     return ir.StringAttr(op.operation.attributes["sym_name"]).value

@@ -31,6 +31,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import scf
 
+from ..ir_utils import within
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS
 from ..passes.registry import Pass, register_pass
 from .bodies import buffer_root
@@ -59,20 +60,10 @@ def hoist_accumulators(module_op) -> int:
     return hoisted
 
 
-def _inside(op, loop) -> bool:
-    """Whether `op` is `loop` or nested in it."""
-    while op is not None:
-        op = op.operation
-        if op == loop:
-            return True
-        op = op.parent
-    return False
-
-
 def _invariant(value, loop) -> bool:
     if isinstance(value, ir.BlockArgument):
-        return not _inside(value.owner.owner, loop)
-    return not _inside(value.owner, loop)
+        return not within(value.owner.owner, loop)
+    return not within(value.owner, loop)
 
 
 def _hoistable_pairs(loop) -> list:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith
 
+from ..ir_utils import within
 from ..passes.registry import Pass, register_pass
 from .kernels import RECIPROCAL_ATTR
 
@@ -42,14 +43,7 @@ def _innermost_loop(op):
 
 def _defined_outside(value, loop) -> bool:
     """Whether `value` is defined by an op (not a block argument) outside `loop`."""
-    if not isinstance(value, ir.OpResult):
-        return False
-    op = value.owner.operation
-    while op is not None:
-        if op == loop:
-            return False
-        op = op.parent
-    return True
+    return isinstance(value, ir.OpResult) and not within(value.owner, loop)
 
 
 def _is_constant(value) -> bool:

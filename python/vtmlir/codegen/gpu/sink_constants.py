@@ -13,20 +13,11 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from ...ir_utils import within
 from ...passes.registry import Pass, register_pass
 from ..kernels import KERNEL_ATTR
 
 _CONSTANTS = ("arith.constant", "ub.poison")
-
-
-def _inside(op, launch) -> bool:
-    """Whether `op` is nested in the body of `launch` (the launch's own operands are not)."""
-    op = op.parent
-    while op is not None:
-        if op == launch:
-            return True
-        op = op.parent
-    return False
 
 
 def sink_constants(module_op) -> int:
@@ -50,7 +41,7 @@ def sink_constants(module_op) -> int:
                 op = op.operation
                 if op.name not in _CONSTANTS:
                     continue
-                inner_uses = [(u.owner, u.operand_number) for u in op.results[0].uses if _inside(u.owner, launch)]
+                inner_uses = [(u.owner, u.operand_number) for u in op.results[0].uses if within(u.owner.parent, launch)]
                 if not inner_uses:
                     continue
                 with ir.InsertionPoint.at_block_begin(body):
