@@ -183,33 +183,79 @@ class QuantizedMatmulKernel:
             raise VtmlirError("error: no CUDA device available")
         m, n, _ = self.shape
         driver = cuda_driver()
-        check_cuda(driver.cuInit(0), "cuInit")
-        device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
-        context = check_cuda(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
-        check_cuda(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-        module = check_cuda(driver.cuModuleLoadData(self.assemble(device_arch())), "cuModuleLoadData")
-        function = check_cuda(driver.cuModuleGetFunction(module, self.name.encode()), "cuModuleGetFunction")
-        arrays = [np.ascontiguousarray(x, np.float16), self.packed, self.scales]
-        arrays += [self.zeros] if self.zeros is not None else []
+        loaded = LoadedKernel(self.assemble(device_arch()), self.name, self.grid, self.block)
         y = np.zeros((m, n), np.float32)
+        arrays = kernel_parameters(np.ascontiguousarray(x, np.float16), self.packed, self.scales, self.zeros, y)
         ptrs = []
         try:
-            for a in arrays + [y]:
+            for a in arrays:
                 ptr = check_cuda(driver.cuMemAlloc(a.nbytes), "cuMemAlloc")
                 ptrs.append(ptr)
                 check_cuda(driver.cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
-            holders = [ctypes.c_void_p(int(p)) for p in ptrs]
-            params = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-            check_cuda(driver.cuLaunchKernel(function, *self.grid, *self.block, 0, 0, ctypes.addressof(params), 0),
-                   "cuLaunchKernel")
+            loaded.launch([int(p) for p in ptrs])
             check_cuda(driver.cuCtxSynchronize(), "cuCtxSynchronize")
             check_cuda(driver.cuMemcpyDtoH(y.ctypes.data, ptrs[-1], y.nbytes), "cuMemcpyDtoH")
         finally:
             for p in ptrs:
                 driver.cuMemFree(p)
-            driver.cuModuleUnload(module)
-            driver.cuDevicePrimaryCtxRelease(device)
+            loaded.close()
         return y
+
+
+def kernel_parameters(x, packed, scales, zeros, y) -> list:
+    """Both kernels' parameters in order (bare pointers, one per memref): x, packed codes, scales,
+    zero points (only where the weight has them: unsigned types), y. Any objects: host arrays,
+    torch tensors, device pointers."""
+    return [x, packed, scales] + ([zeros] if zeros is not None else []) + [y]
+
+
+def launch_parameters(pointers: list[int]):
+    """The `kernelParams` array cuLaunchKernel reads for a kernel of pointer parameters: one pointer
+    per parameter to a slot holding the device address. Returns (slots, array): keep both alive
+    until the launch has been enqueued."""
+    slots = [ctypes.c_void_p(int(p)) for p in pointers]
+    return slots, (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+
+
+class LoadedKernel:
+    """A kernel image (cubin from ptxas, or PTX that the driver JITs) loaded into device 0's primary
+    context — the context torch's CUDA runtime uses too, so torch tensors' `data_ptr()`s are valid
+    pointers for `launch` and torch's CUDA events time it. `QuantizedMatmulKernel.run` launches
+    through this, and so does benchmarks/gpu.py from a saved cubin (no MLIR, no ptxas needed)."""
+
+    def __init__(self, image: bytes, name: str, grid: tuple[int, int, int], block: tuple[int, int, int]):
+        driver = cuda_driver()
+        self.name, self.grid, self.block = name, tuple(grid), tuple(block)
+        check_cuda(driver.cuInit(0), "cuInit")
+        self.device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
+        self.context = check_cuda(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        self.module = None
+        try:
+            check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+            if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
+                image = image + b"\0"  # PTX text must be NUL-terminated for cuModuleLoadData
+            self.module = check_cuda(driver.cuModuleLoadData(image), f"loading kernel {name}")
+            self.function = check_cuda(driver.cuModuleGetFunction(self.module, name.encode()),
+                                       f"looking up {name}")
+        except Exception:
+            self.close()
+            raise
+
+    def launch(self, pointers: list[int], stream=0) -> None:
+        """Enqueue one launch on `stream` (0: the legacy default stream, torch's default) with these
+        device pointers as the parameters (`kernel_parameters` order)."""
+        _slots, params = launch_parameters(pointers)
+        check_cuda(cuda_driver().cuLaunchKernel(self.function, *self.grid, *self.block, 0, stream,
+                                                ctypes.addressof(params), 0), f"launching {self.name}")
+
+    def close(self) -> None:
+        driver = cuda_driver()
+        if self.module is not None:
+            driver.cuModuleUnload(self.module)
+            self.module = None
+        if self.context is not None:
+            driver.cuDevicePrimaryCtxRelease(self.device)
+            self.context = None
 
 
 def _printed(build) -> str:
