@@ -9,7 +9,7 @@ and run the saved executables (`CudaExecutable.save` / `vtmlir.backend.cuda.load
     python benchmarks/gpu.py                                  # compile and run here
     python benchmarks/gpu.py --prepare DIR [--chip sm_90]     # compile, save to DIR (no GPU needed)
     python benchmarks/gpu.py --run DIR [--deadline 420]       # run what DIR holds (GPU machine)
-    options: [--only kernels,zoo,vtc,temco] [--models a,b] [--batches 1,8] [--repeat 20] [--no-torch-compile]
+    options: [--only kernels,zoo,vtc,temco,tilus] [--models a,b] [--batches 1,8] [--repeat 20] [--no-torch-compile]
 
 Per case:
 - `max_abs_err` / `max_rel_err`: vtmlir's result (`compiled(*cuda tensors)`, the whole call path)
@@ -25,14 +25,27 @@ Per case:
   included: the runtime moves data through numpy) — what a user's call costs today.
 torch.compile is skipped (a line with value null and the reason) once `--deadline` seconds are half
 spent: on a lent machine the budget is minutes.
+
+`--only tilus` (not in the default set): the Tilus quantised matmul kernels (`QuantizedMatmulKernel`,
+mma.sync and FMA modes; `tilus_cases`), launched from the saved cubin through the driver API
+(`gpu_matmul.LoadedKernel`) on torch's buffers. Prepare saves the cubin, PTX and digests only; the GPU
+machine quantises and packs the same seeded weights again (numpy + torch-mlir's IR for the Fig. 8
+position map) and checks the digests. Per case: errors against `gpu_matmul.reference` (f64 sums;
+tolerance 1e-4 of the largest output: the kernels differ only by f32 summation order), device time
+with L2 flushed between runs (and warm) against cuBLAS f16 on the dequantised weight and torch's own
+dequantise-then-matmul (`QuantizedLinear`), weight GB/s with the fraction of the datasheet HBM peak
+and of a measured 1 GiB copy, TFLOP/s. A case that breaks the CUDA context hands the remaining ones
+to a fresh process.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import pickle
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,6 +126,8 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
     import vtmlir
 
     os.makedirs(directory, exist_ok=True)
+    if "tilus" in groups:
+        prepare_tilus(directory, names, chip)
     jobs = []
     if "kernels" in groups:
         for name in KERNELS:
@@ -152,6 +167,260 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
         with open(os.path.join(directory, f"{case}.case"), "wb") as f:
             pickle.dump(meta, f)
         emit(case, "compile_time", round(cpu, 2), "s", clock="cpu", wall=round(wall, 2), kernels=len(exe.kernels))
+
+
+# -- the Tilus quantised matmul kernels (vtmlir.lowbit.gpu_matmul) ---------------------------------------
+
+#: (K, N, types): the Llama-7B projection shapes; every type at 4096 x 4096, the Marlin-class u4 also at
+#: the MLP's 4096 x 11008. Group size 128 (the GPTQ/AWQ/Marlin default).
+TILUS_SHAPES = ((4096, 4096, ("u4", "i8", "e3m2", "e2m1")), (4096, 11008, ("u4",)))
+TILUS_GROUP = 128
+TILUS_SEED = 0
+#: Relative to the largest |reference|. Both kernels sum exact products in f32 in their own order (the
+#: tensor cores round their f32 accumulation their own way, ~2^-22 per k16 step): ~1e-6 expected at
+#: K = 4096. One wrong scale moves the result by ~1e-1, one wrong u4 code by ~2e-3.
+TILUS_TOLERANCE = 1e-4
+#: Bytes zeroed between timed launches so the weights come from HBM, not from L2 (50 MiB on H100/H200).
+L2_FLUSH_BYTES = 256 << 20
+
+
+def tilus_cases():
+    """(case, dtype, m, n, k, mode): per type and shape a GEMV and a GEMM (M = 64) in both modes; the
+    mma kernel's GEMV is M = 16 (mma.sync tiles M by 16), the FMA kernel's M = 1."""
+    for k, n, types in TILUS_SHAPES:
+        for dtype in types:
+            for mode in ("mma", "fma"):
+                for m in ((16 if mode == "mma" else 1), 64):
+                    yield f"tilus_{dtype}_{mode}_m{m}_k{k}_n{n}", dtype, m, n, k, mode
+
+
+def tilus_weight(dtype: str, n: int, k: int, seed: int):
+    """The quantised [N, K] weight of a case, from numpy's seeded generator (the same on both machines)."""
+    from vtmlir.lowbit.quantize import quantize_weight
+
+    w = np.random.default_rng(seed).standard_normal((n, k), dtype=np.float32)
+    return quantize_weight(w, dtype, TILUS_GROUP)
+
+
+def tilus_input(m: int, k: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed + 1).standard_normal((m, k), dtype=np.float32).astype(np.float16)
+
+
+def digest(*arrays) -> str:
+    """A short sha256 of the arrays' bytes (None skipped)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        if a is not None:
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def prepare_tilus(directory: str, names, chip: str) -> None:
+    """Build, lower and assemble the kernels; save per case its cubin and PTX and a `.case` with the
+    launch shape and digests of its buffers. The buffers themselves (8-16 MB of incompressible codes
+    per case) are not saved: the GPU machine quantises and packs the same seeded weight again."""
+    from vtmlir.backend.cuda.ptxas import assemble, resource_usage
+    from vtmlir.lowbit.gpu_kernels import MMA_B_LAYOUT, fma_b_layout
+    from vtmlir.lowbit.gpu_matmul import QuantizedMatmulKernel, ptx_batch
+
+    built, weights = [], {}
+    for case, dtype, m, n, k, mode in tilus_cases():
+        if names and case not in names:
+            continue
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            if (dtype, n, k) not in weights:
+                weights[(dtype, n, k)] = tilus_weight(dtype, n, k, TILUS_SEED)
+            qweight = weights[(dtype, n, k)]
+            kernel = QuantizedMatmulKernel.build(qweight, m=m, mode=mode, name=f"lowbit_{mode}_{dtype}_m{m}_n{n}")
+        except Exception as err:  # noqa: BLE001 - a benchmark records a failure and goes on
+            emit(case, "compile_time", None, "s", reason=f"{type(err).__name__}: {str(err)[:300]}")
+            continue
+        layout = MMA_B_LAYOUT if kernel.mode == "mma" else fma_b_layout(kernel.block[0])
+        meta = {"kind": "tilus", "name": case, "dtype": dtype, "m": m, "n": n, "k": k, "mode": kernel.mode,
+                "group_size": TILUS_GROUP, "seed": TILUS_SEED, "function": kernel.name, "grid": kernel.grid,
+                "block": kernel.block, "tile_layout": layout, "zeros": kernel.zeros is not None,
+                "weight_bytes": int(kernel.packed.nbytes - 8 + kernel.scales.nbytes
+                                    + (0 if kernel.zeros is None else kernel.zeros.nbytes)),
+                "digest": digest(kernel.packed, kernel.scales, kernel.zeros), "x_digest": digest(tilus_input(m, k, TILUS_SEED))}
+        built.append((case, kernel, meta, time.perf_counter() - w0, time.process_time() - c0))
+    if not built:
+        return
+    w0, c0 = time.perf_counter(), time.process_time()
+    try:
+        ptx = ptx_batch([kernel for _, kernel, _, _, _ in built], "sm_90" if chip == "sm_90a" else chip)
+    except Exception as err:  # noqa: BLE001
+        for case, *_ in built:
+            emit(case, "compile_time", None, "s", reason=f"{type(err).__name__}: {str(err)[:300]}")
+        return
+    share = ((time.perf_counter() - w0) / len(built), (time.process_time() - c0) / len(built))
+    for case, kernel, meta, wall, cpu in built:
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            text = ptx[kernel.name]
+            cubin = assemble(text, chip, kernel.name)
+            usage = resource_usage(text, chip, kernel.name)
+        except Exception as err:  # noqa: BLE001
+            emit(case, "compile_time", None, "s", reason=f"{type(err).__name__}: {str(err)[:300]}")
+            continue
+        wall += share[0] + time.perf_counter() - w0
+        cpu += share[1] + time.process_time() - c0
+        meta.update(chip=chip, registers=usage.registers, shared_bytes=usage.shared_bytes,
+                    spill_bytes=usage.spill_bytes, compile_wall_s=wall, compile_cpu_s=cpu)
+        with open(os.path.join(directory, f"{case}.cubin"), "wb") as f:
+            f.write(cubin)
+        with open(os.path.join(directory, f"{case}.ptx"), "w") as f:
+            f.write(text)
+        with open(os.path.join(directory, f"{case}.case"), "wb") as f:
+            pickle.dump(meta, f)
+        emit(case, "compile_time", round(cpu, 2), "s", clock="cpu", wall=round(wall, 2), mode=kernel.mode,
+             grid=list(kernel.grid), block=list(kernel.block), registers=usage.registers,
+             shared_bytes=usage.shared_bytes, spill_bytes=usage.spill_bytes)
+
+
+_TILUS_WEIGHTS: dict = {}
+
+
+def tilus_buffers(meta: dict):
+    """(qweight, x, the kernel's input buffers (numpy, parameter order, y left out), inputs_match) of
+    a saved case, rebuilt from the seed; `inputs_match` says whether they equal the digests taken
+    when the kernel was built. The quantised weight is cached across the cases that share it."""
+    from vtmlir.lowbit.gpu_matmul import kernel_parameters, pack_for_layout
+
+    key = (meta["dtype"], meta["n"], meta["k"], meta["seed"])
+    if key not in _TILUS_WEIGHTS:
+        _TILUS_WEIGHTS.clear()   # one weight at a time: the cases come in weight order
+        _TILUS_WEIGHTS[key] = (tilus_weight(*key), {})
+    qweight, packings = _TILUS_WEIGHTS[key]
+    if meta["tile_layout"] not in packings:
+        packings[meta["tile_layout"]] = pack_for_layout(qweight, meta["tile_layout"])
+    packed = packings[meta["tile_layout"]]
+    scales = qweight.scales.astype(np.float32)
+    zeros = qweight.zeros.astype(np.float32) if meta["zeros"] else None
+    x = tilus_input(meta["m"], meta["k"], meta["seed"])
+    match = digest(packed, scales, zeros) == meta["digest"] and digest(x) == meta["x_digest"]
+    return qweight, x, kernel_parameters(x, packed, scales, zeros, None)[:-1], match
+
+
+def cuda_time_flushed(fn, repeat: int, flush) -> float:
+    """Median seconds of `fn()` (CUDA events around it alone), with `flush` zeroed before each run
+    so that no operand is left in L2 by the previous run; one warm-up call first."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def copy_bandwidth(repeat: int) -> float:
+    """GB/s of a 1 GiB device-to-device copy (bytes read + written): what HBM gives in practice."""
+    src = torch.empty(1 << 29, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / cuda_time(lambda: dst.copy_(src), repeat) / 1e9
+
+
+def run_tilus_case(directory: str, case: str, meta: dict, repeat: int, peaks: dict, copy_gbs: float) -> None:
+    """One Tilus kernel case on the GPU: numerics against `gpu_matmul.reference`, device time with
+    L2 flushed (and warm), against cuBLAS f16 on the dequantised weight and torch's own
+    dequantise-then-matmul (`QuantizedLinear`), weight GB/s and TFLOP/s with fractions of peak."""
+    from vtmlir.lowbit.gpu_matmul import LoadedKernel, reference
+    from vtmlir.lowbit.quantize import QuantizedLinear
+
+    qweight, x, arrays, inputs_match = tilus_buffers(meta)
+    m, n, k = meta["m"], meta["n"], meta["k"]
+    tensors = [torch.from_numpy(a).cuda() for a in arrays]
+    y = torch.zeros((m, n), dtype=torch.float32, device="cuda")
+    pointers = [t.data_ptr() for t in tensors + [y]]
+    path = os.path.join(directory, f"{case}.cubin")
+    with open(path, "rb") as f:
+        kernel = LoadedKernel(f.read(), meta["function"], meta["grid"], meta["block"])
+    try:
+        kernel.launch(pointers)
+        wait_or_hang(case)
+        got = y.cpu().numpy()
+        want = reference(qweight, x)
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        rel = err / max(float(np.abs(want).max()), 1e-30)
+        emit(case, "max_abs_err", err, "", baseline="reference_f64", max_rel_err=rel,
+             ok=bool(rel <= TILUS_TOLERANCE) if inputs_match else None, tolerance=TILUS_TOLERANCE,
+             mode=meta["mode"], dtype=meta["dtype"], m=m, n=n, k=k,
+             **({} if inputs_match else {"reason": "the rebuilt weight or input differs from the prepared digest"}))
+        y.zero_()
+        kernel.launch(pointers)
+        torch.cuda.synchronize()
+        emit(case, "repeatable", bool(np.array_equal(y.cpu().numpy(), got)), "")
+
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        x16 = tensors[0]
+        w16 = torch.from_numpy(qweight.dequantize()).cuda().half()
+        linear = QuantizedLinear(qweight).cuda()
+        runs = {"vtmlir": lambda: kernel.launch(pointers), "cublas_f16": lambda: x16 @ w16.T,
+                "torch_dequant": lambda: linear(x16)}
+        weight_bytes = {"vtmlir": meta["weight_bytes"], "cublas_f16": 2 * n * k, "torch_dequant": meta["weight_bytes"]}
+        times = {}
+        with torch.no_grad():
+            for name, fn in runs.items():
+                times[name] = cuda_time_flushed(fn, repeat, flush)
+                warm = cuda_time(fn, repeat)
+                extra = {}
+                if name == "vtmlir":
+                    extra = dict(mode=meta["mode"], grid=list(meta["grid"]), block=list(meta["block"]),
+                                 registers=meta.get("registers"), spill_bytes=meta.get("spill_bytes"))
+                else:
+                    out = fn().float().cpu().numpy().astype(np.float64)
+                    extra = dict(max_rel_err=float(np.abs(out - want).max()) / max(float(np.abs(want).max()), 1e-30))
+                emit(case, "device_time", round(times[name] * 1e6, 2), "us", contender=name, l2="flushed",
+                     warm_l2_us=round(warm * 1e6, 2), **extra)
+        for name, seconds in times.items():
+            if name != "vtmlir":
+                emit(case, "time_ratio", round(times["vtmlir"] / seconds, 3), "", baseline=name)
+        for name, seconds in times.items():
+            gbs = weight_bytes[name] / seconds / 1e9
+            emit(case, "weight_bandwidth", round(gbs, 1), "GB/s", contender=name, weight_bytes=weight_bytes[name],
+                 fraction_of_peak=round(gbs / peaks["hbm_gbs"], 3), fraction_of_copy=round(gbs / copy_gbs, 3))
+            tflops = 2 * m * n * k / seconds / 1e12
+            emit(case, "throughput", round(tflops, 3), "TFLOP/s", contender=name,
+                 fraction_of_peak=round(tflops / peaks["f16_tflops"], 4))
+    finally:
+        kernel.close()
+
+
+#: Seconds the first launch of a case may take (a correct one takes well under a millisecond).
+TILUS_HANG_S = 10.0
+
+
+class KernelHang(Exception):
+    """The first launch of a case has not finished after `TILUS_HANG_S` (a deadlock at a barrier,
+    say): nothing more can run in this process, the kernel holds the GPU until the process ends."""
+
+
+def wait_or_hang(case: str) -> None:
+    done = torch.cuda.Event()
+    done.record()
+    start = time.perf_counter()
+    while not done.query():
+        if time.perf_counter() - start > TILUS_HANG_S:
+            raise KernelHang(f"{case}: the kernel has not finished after {TILUS_HANG_S:g} s")
+        time.sleep(1e-3)
+    torch.cuda.synchronize()
+
+
+def cuda_healthy() -> bool:
+    """False once the CUDA context is broken (an illegal address or a trap is sticky: every later
+    call in this process fails)."""
+    try:
+        (torch.ones(1, device="cuda") + 1).item()
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
 
 
 # -- run (GPU machine) --------------------------------------------------------------------------------
@@ -274,17 +543,20 @@ def report_row(exe, name: str):
     return None
 
 
-def run(directory: str, repeat: int, with_compile: bool, deadline: float) -> None:
+def run(directory: str, repeat: int, with_compile: bool, deadline: float, names=None) -> None:
     from vtmlir.backend.cuda import load
 
     start = time.perf_counter()
     name, peaks = device_peaks()
     emit("device", "name", name, "", torch=torch.__version__, peaks=peaks)
     cases = sorted(f[:-5] for f in os.listdir(directory) if f.endswith(".case"))
+    tilus_order = [case for case, *_ in tilus_cases()]
     def order(case: str) -> tuple:
-        """Kernels (in `KERNELS` order), then the zoo, VTC and TeMCO models: torch.compile, skipped
-        once half the deadline is spent, reaches the first ones."""
+        """The Tilus kernels, the kernels (in `KERNELS` order), then the zoo, VTC and TeMCO models:
+        torch.compile, skipped once half the deadline is spent, reaches the first ones."""
         meta = metas[case]
+        if meta["kind"] == "tilus":
+            return (-1, tilus_order.index(case) if case in tilus_order else len(tilus_order), case)
         if meta["kind"] == "kernel":
             return (0, KERNELS.index(case) if case in KERNELS else len(KERNELS), case)
         group = 3 if meta["name"].startswith("temco_") else 2 if meta["name"].startswith("vtc_") else 1
@@ -294,10 +566,40 @@ def run(directory: str, repeat: int, with_compile: bool, deadline: float) -> Non
     for case in cases:
         with open(os.path.join(directory, f"{case}.case"), "rb") as f:
             metas[case] = pickle.load(f)
-    for case in sorted(cases, key=order):
+    cases = [c for c in cases if not names or c in names or metas[c].get("name") in names]
+    copy_gbs = None
+    ordered = sorted(cases, key=order)
+    for index, case in enumerate(ordered):
         elapsed = time.perf_counter() - start
         if elapsed > deadline:
             emit(case, "device_time", None, "us", contender="vtmlir", reason="skipped: deadline")
+            continue
+        if metas[case]["kind"] == "tilus":
+            try:
+                if copy_gbs is None:
+                    copy_gbs = copy_bandwidth(repeat)
+                    emit("device", "copy_bandwidth", round(copy_gbs, 1), "GB/s", fraction_of_peak=round(copy_gbs / peaks["hbm_gbs"], 3))
+                run_tilus_case(directory, case, metas[case], repeat, peaks, copy_gbs)
+            except KernelHang as err:
+                rest = ordered[index + 1:]
+                emit(case, "device_time", None, "us", contender="vtmlir", reason=f"KernelHang: {err}; exiting "
+                     "(the kernel holds the GPU until this process ends); rerun the rest with --models",
+                     rest=",".join(rest))
+                sys.stdout.flush()
+                os._exit(3)
+            except Exception as err:  # noqa: BLE001 - one failing case is a result; the others still run
+                emit(case, "device_time", None, "us", contender="vtmlir", reason=f"{type(err).__name__}: {str(err)[:400]}")
+                if not cuda_healthy():
+                    rest = ordered[index + 1:]
+                    emit(case, "cuda_context", None, "", reason="broken by this case; the remaining "
+                         f"{len(rest)} cases run in a fresh process")
+                    sys.stdout.flush()
+                    if rest:
+                        subprocess.run([sys.executable, os.path.abspath(__file__), "--run", directory, "--repeat", str(repeat),
+                                        "--deadline", str(max(deadline - (time.perf_counter() - start), 1.0)),
+                                        "--models", ",".join(rest)] + ([] if with_compile else ["--no-torch-compile"]))
+                    return
+            sys.stdout.flush()
             continue
         try:
             exe = load(os.path.join(directory, f"{case}.vtcuda"))
@@ -330,13 +632,13 @@ def main() -> None:
     if args.prepare:
         prepare(args.prepare, groups, names, batches, args.chip)
     if args.run:
-        run(args.run, args.repeat, not args.no_torch_compile, args.deadline)
+        run(args.run, args.repeat, not args.no_torch_compile, args.deadline, names)
     if not args.prepare and not args.run:
         if not torch.cuda.is_available():
             sys.exit("error: no CUDA device here; use --prepare DIR here and --run DIR on a GPU machine")
         with tempfile.TemporaryDirectory() as directory:
             prepare(directory, groups, names, batches, args.chip)
-            run(directory, args.repeat, not args.no_torch_compile, args.deadline)
+            run(directory, args.repeat, not args.no_torch_compile, args.deadline, names)
 
 
 if __name__ == "__main__":
