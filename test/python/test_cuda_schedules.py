@@ -204,7 +204,10 @@ def test_window_kernels_get_a_thread_per_output_element():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_row_reductions_use_warp_shuffles(dtype):
-    exe = _compile(Norms().to(dtype), torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))
+    # Each reduction a kernel of its own (row groups off: `test_row_groups_run_as_one_kernel`).
+    torch.manual_seed(0)
+    exe = vtmlir.compile(Norms().to(dtype), torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype),
+                         target="cuda", chip="sm_80", schedules={"row-reduction": {"fuse": False}})
     rows = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "row-reduction"]
     # softmax: max, sum; LayerNorm: mean, variance; RMSNorm: mean square; the sum.
     assert len(rows) >= 6, [(k.name, k.plan.kind if k.plan else None) for k in exe.kernels]
@@ -224,6 +227,33 @@ def test_row_reductions_use_warp_shuffles(dtype):
     # A warp per row, 8 rows per block: 24 rows of 1024 in 3 blocks of 32x8 threads.
     assert any(k.block == (32, 8, 1) and k.grid == (3, 1, 1) for k in warp), [(k.block, k.grid) for k in warp]
     assert any(k.block == (256, 1, 1) and k.grid == (3, 1, 1) for k in block), [(k.block, k.grid) for k in block]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_row_groups_run_as_one_kernel(dtype):
+    """Softmax, LayerNorm and RMSNorm of the same rows: their reductions and the row kernels between
+    them (exp, the normalisations) run in one kernel, a warp per row (8 rows per block), each member
+    over the row in turn with a barrier between; the separate sum keeps its own block-reduce kernel.
+    Fewer launches than unfused, no member left as a kernel; PTX for sm_80 / sm_90 without spills."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))
+    exe = _compile(Norms().to(dtype), *inputs)
+    unfused = vtmlir.compile(Norms().to(dtype), *inputs, target="cuda", chip="sm_80",
+                             schedules={"row-reduction": {"fuse": False}})
+    groups = [k for k in exe.kernels if k.plan is not None and k.plan.fused and k.schedule == "warp-reduce"]
+    assert len(groups) >= 1, [(k.name, k.plan and k.plan.detail) for k in exe.kernels]
+    group = max(groups, key=lambda k: len(k.plan.fused))
+    # softmax's max and sum, LayerNorm's mean and variance, RMSNorm's mean square: all in the group
+    assert len(group.plan.fused) >= 6 and "row group" in group.plan.detail
+    assert group.block == (32, 8, 1) and group.grid == (3, 1, 1)
+    assert group.ptx.count("bar.sync") >= len(group.plan.fused) and group.ptx.count("shfl.sync.bfly") >= 25
+    fused = set(group.plan.fused)
+    assert not [k for k in exe.kernels if k.plan is not None and k.plan.id in fused]
+    assert len(exe.kernels) <= len(unfused.kernels) - len(fused)
+    assert any(k.schedule == "block-reduce" and not k.plan.fused for k in exe.kernels)  # y.sum(-1)
+    for kernel in exe.kernels:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
 
 
 @pytest.mark.parametrize("case", [
@@ -475,3 +505,65 @@ def test_convolutions_run_as_implicit_gemm(dtype, kernel, stride):
     for kernel in exe.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)
+
+
+class DecodeProducts(torch.nn.Module):
+    """A decode step's attention product P[b, h, 1, S] @ V[b, h, S, D] (few outputs, a 4096-long sum),
+    a sum and a max over a middle dimension (outer reductions)."""
+
+    def forward(self, p, v, x):
+        return p @ v, x.sum(1), x.amax(1)
+
+
+def _decode_inputs():
+    torch.manual_seed(0)
+    return torch.randn(2, 4, 1, 4096), torch.randn(2, 4, 4096, 32), torch.randn(3, 2048, 8)
+
+
+def test_split_reductions_match_pytorch_on_the_cpu():
+    """`codegen-gpu-split-reductions` on the kernel level as the CUDA schedule stage sees it (unit
+    dimensions folded), run by the CPU backend: the chunked sums are within 1e-5 of PyTorch's (a
+    reassociated f32 sum), the max is bitwise (max is exact in any order)."""
+    from vtmlir.backend.bufferize import bufferize
+    from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
+    from vtmlir.backend.cpu.lower import lower_to_llvm
+    from vtmlir.codegen.gpu.split_reductions import split_reductions
+    from vtmlir.frontend.torch_import import export_torch, import_exported
+    from vtmlir.passes import run_pipeline
+    from vtmlir.signature import box_scalars, find_entry, signature_of
+
+    model, inputs = DecodeProducts(), _decode_inputs()
+    module = import_exported(export_torch(model, *inputs))
+    signature = signature_of(find_entry(module, None))
+    box_scalars(find_entry(module, None))
+    result_arguments = bufferize(module, function=signature.name)
+    run_pipeline(module, "builtin.module(func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, "
+                         "linalg-fold-unit-extent-dims{use-rank-reducing-slices=true}), canonicalize)")
+    assert split_reductions(module.operation, chip="sm_90") == 3
+    lower_to_llvm(module, threads=1)
+    exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
+    got = [torch.as_tensor(y) for y in exe.run(*inputs)]
+    want = model(*inputs)
+    for g, w in zip(got[:2], want[:2]):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5 * w.abs().max().item())
+    assert torch.equal(got[2], want[2])
+
+
+def test_long_reductions_over_few_outputs_are_split_on_the_gpu():
+    """The decode product's 2 x 4 x 32 outputs: a partial kernel over 64 chunks of 64 (8192 threads,
+    not 256 walking 4096 products each) and a combine; the outer sum likewise; every kernel assembles
+    for sm_80 and sm_90 without spills. Off (`split_reductions: False`), the product is one kernel."""
+    inputs = _decode_inputs()
+    exe = _compile(DecodeProducts(), *inputs)
+    descriptions = [k.plan.description for k in exe.kernels if k.plan is not None]
+    assert "unknown 64x2x4x32x64 (a contraction without m, n and k dimensions)" in descriptions, descriptions
+    partial = next(k for k in exe.kernels if k.plan is not None and k.plan.description.startswith("unknown 64x2x4x32"))
+    assert partial.schedule == "threads" and partial.plan.grid * partial.plan.threads >= 64 * 2 * 4 * 32
+    assert not [d for d in descriptions if "4096" in d and d.startswith("unknown")], descriptions
+    for kernel in exe.kernels:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+    off = vtmlir.compile(DecodeProducts(), *inputs, target="cuda", chip="sm_80",
+                         schedules={"unknown": {"split_reductions": False}})
+    assert "unknown 2x4x32x4096 (a contraction without m, n and k dimensions)" in \
+        [k.plan.description for k in off.kernels if k.plan is not None]

@@ -213,10 +213,9 @@ def _fuse(group: _Group, block_rows: int) -> None:
         after = free
 
 
-def fuse_rows(block: ir.Block, block_bytes: int = 0) -> int:
-    """Fuse the row groups of `block` (a function body); returns how many loops it made.
-    `block_bytes`: see the module's doc (0: `BLOCK_BYTES`)."""
-    block_bytes = block_bytes or BLOCK_BYTES
+def row_groups(block: ir.Block) -> list[_Group]:
+    """The groups of row kernels of `block` (a function body), in program order; each holds at
+    least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way)."""
     groups: list[_Group] = []
     current: _Group | None = None
 
@@ -243,8 +242,15 @@ def fuse_rows(block: ir.Block, block_bytes: int = 0) -> int:
         if row is not None:
             current = _Group(row)
     close()
+    return groups
+
+
+def fuse_rows(block: ir.Block, block_bytes: int = 0) -> int:
+    """Fuse the row groups of `block` (a function body); returns how many loops it made.
+    `block_bytes`: see the module's doc (0: `BLOCK_BYTES`)."""
+    block_bytes = block_bytes or BLOCK_BYTES
     made = 0
-    for group in groups:
+    for group in row_groups(block):
         rows = _block_rows(group, block_bytes)
         if group.worth_fusing(rows):
             _fuse(group, rows)

@@ -105,6 +105,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
     "codegen-gpu-im2col-convolutions": "vtmlir.codegen.gpu.im2col_convolutions",
     "codegen-gpu-split-prologues": "vtmlir.codegen.gpu.split_prologues",
+    "codegen-gpu-split-reductions": "vtmlir.codegen.gpu.split_reductions",
     "codegen-gpu-pad-contractions": "vtmlir.codegen.gpu.pad_contractions",
     "codegen-gpu-attach-schedule": "vtmlir.codegen.gpu.attach_schedule",
     "codegen-gpu-sink-workgroup-buffers": "vtmlir.codegen.gpu.sink_workgroup_buffers",

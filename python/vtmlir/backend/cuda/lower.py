@@ -96,11 +96,11 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="gpu-sequentialize-forall"),
     # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
     GpuStage("schedule", "convolutions as im2col copies and batch matmuls, contractions' operand prologues "
-             "split off, tensor-core operands padded to multiples of 16, unit loops dropped; every kernel "
-             "classified and its GPU schedule attached",
+             "split off, tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
+             "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
              pipeline="codegen-gpu-im2col-convolutions, codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
-                      "canonicalize, "
+                      "canonicalize, cse, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
              pipeline="transform-interpreter{{entry-point=__gpu_tile}}, codegen-gpu-drop-unit-dims"),

@@ -31,11 +31,14 @@ from ...errors import format_location
 from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
 from ..attach_schedule import KernelPlan
+from ..fuse_rows import row_groups
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .layouts import element_bytes
 from .fusion import Candidate, find_group, neighbour
-from .schedules import DEFAULT_GPU_SCHEDULES, ContractionTiling, VectorTiling, resolve_gpu_schedules
+from .reduce_rows import ROW_GROUP_ATTR
+from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, RowReductionSchedule, VectorTiling,
+                        resolve_gpu_schedules)
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
 
@@ -104,6 +107,8 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
                 tiling = chosen
         chosen_all.append([i, op, kernel, key, schedule, tiling, reason])
     fused_into = _fuse_neighbours(chosen_all, unfused)
+    if target is not None:
+        fused_into.update(_fuse_row_groups(module_op, chosen_all, table.get("row-reduction"), target, set(fused_into)))
     plans, scheduled = [], []
     for i, op, kernel, key, schedule, tiling, reason in chosen_all:
         location = format_location(op.location, "-")
@@ -118,7 +123,8 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
                                        flops=flops, bytes=moved))
             continue
         op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
-        fused = tuple(n.id for n in getattr(tiling, "prologue", ()) + getattr(tiling, "epilogue", ()))
+        fused = tuple(n.id for n in getattr(tiling, "prologue", ()) + getattr(tiling, "epilogue", ())) \
+            + tuple(getattr(tiling, "members", ())[:-1])
         plans.append(GpuKernelPlan(i, key, kernel.describe(), location, tiling.schedule, "", tiling.describe(),
                                    tiling.threads, tiling.grid, tiling.flops, tiling.bytes,
                                    getattr(tiling, "shared_bytes", 0), fused))
@@ -156,6 +162,42 @@ def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]
         for n in members["prologue"] + members["epilogue"]:
             fused_into[n.id] = (i, n.role)
         chosen_all[pos][5] = fused_tiling.with_neighbours(tuple(members["prologue"]), tuple(members["epilogue"]))
+    return fused_into
+
+
+def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int]) -> dict[int, tuple[int, str]]:
+    """Run each group of row kernels (`codegen.fuse_rows.row_groups`: a softmax's max, exp, sum and
+    division; a LayerNorm's moments and normalisation) that holds a row reduction as one kernel, by
+    its last member (`RowReductionSchedule.choose_group`; `codegen-gpu-reduce-rows` builds it): every
+    row is read from global memory by one block, its later passes from the caches. Members must all
+    have a schedule of their own (none excluded or turned off) and belong to no contraction's group.
+    Updates the last member's tiling in `chosen_all`; returns {member id: (that id, role)}."""
+    if not isinstance(schedule, RowReductionSchedule) or not schedule.fuse:
+        return {}
+    fused_into: dict[int, tuple[int, str]] = {}
+    for func in module_op.regions[0].blocks[0].operations:
+        if func.operation.name != "func.func" or not func.regions[0].blocks:
+            continue
+        for group in row_groups(func.regions[0].blocks[0]):
+            if len(group.members) < 2 or not any(m.reduces and m.row_length > 1 for m in group.members):
+                continue
+            entries = [next((e for e in chosen_all if e[1] == m.op), None) for m in group.members]
+            if any(e is None or e[5] is None or e[0] in taken for e in entries):
+                continue
+            tiling = schedule.choose_group([(e[0], e[2]) for e in entries], prod(group.rows), target)
+            if isinstance(tiling, str):
+                continue
+            leader = entries[-1]
+            for e in entries:
+                e[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
+            # The group runs at its last member's place: buffers its members use are freed after it.
+            after = leader[1]
+            for free in group.between:
+                free.move_after(after)
+                after = free
+            leader[4], leader[5] = schedule, tiling
+            for e in entries[:-1]:
+                fused_into[e[0]] = (leader[0], "row group")
     return fused_into
 
 

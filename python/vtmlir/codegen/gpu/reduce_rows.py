@@ -37,6 +37,8 @@ from ..kernels import KERNEL_ATTR, classify, indexing_maps_of
 
 ROW_THREADS_ATTR = "codegen.row_threads"
 ROWS_PER_BLOCK_ATTR = "codegen.rows_per_block"
+#: On each member of a row group: the id of the kernel (its last member) that runs the group.
+ROW_GROUP_ATTR = "codegen.row_group"
 WARP = 32
 
 _FLOAT_COMBINERS = {
@@ -91,7 +93,7 @@ def row_combiners(op) -> list[ir.Operation] | str:
     return combiners
 
 
-def _identity(combine: ir.Operation) -> ir.Value:
+def combiner_identity(combine: ir.Operation) -> ir.Value:
     t = combine.results[0].type
     if combine.name in _FLOAT_COMBINERS:
         return arith.ConstantOp(t, ir.FloatAttr.get(t, _FLOAT_COMBINERS[combine.name])).result
@@ -107,7 +109,7 @@ def _i32(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IntegerType.get_signless(32), value).result
 
 
-def _combine(combine: ir.Operation, out_arg: ir.Value, value: ir.Value, acc: ir.Value) -> ir.Value:
+def combine_like(combine: ir.Operation, out_arg: ir.Value, value: ir.Value, acc: ir.Value) -> ir.Value:
     """The combiner cloned with `out` -> `acc` and its element operand -> `value`."""
     clone = combine.clone()
     for i, operand in enumerate(clone.operands):
@@ -153,7 +155,7 @@ def _butterfly(combiners, out_args, values, width: int) -> list[ir.Value]:
     group's result."""
     offset = width // 2
     while offset >= 1:
-        values = [_combine(c, o, _shuffle_xor(v, offset), v) for c, o, v in zip(combiners, out_args, values)]
+        values = [combine_like(c, o, _shuffle_xor(v, offset), v) for c, o, v in zip(combiners, out_args, values)]
         offset //= 2
     return values
 
@@ -171,110 +173,203 @@ def _if(condition: ir.Value, results=()) -> scf.IfOp:
     return scf.IfOp(condition, list(results), has_else=bool(results))
 
 
+def row_member_problem(op) -> str:
+    """Why a kernel cannot be a member of a row group this pass builds ('' if it can): a row
+    reduction needs `row_combiners`; any other member a body of arith/math (and `linalg.index`)."""
+    op = op.operation
+    if op.name != "linalg.generic":
+        return f"'{op.name}' is not a linalg.generic"
+    iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if any("reduction" in a for a in iterators[:-1]):
+        return "a reduction outside the innermost loop"
+    if "reduction" in iterators[-1]:
+        combiners = row_combiners(op)
+        return f"not a row reduction: {combiners}" if isinstance(combiners, str) else ""
+    for inner in list(op.regions[0].blocks[0].operations)[:-1]:
+        name = inner.operation.name
+        if name.split(".", 1)[0] not in ("arith", "math") and name != "linalg.index":
+            return f"its body holds '{name}'"
+    return ""
+
+
 def reduce_rows(module_op) -> int:
-    """Rewrite every linalg op annotated by the row-reduction schedule; returns how many."""
+    """Rewrite every linalg op annotated by the row-reduction schedule (with the members of its row
+    group, `ROW_GROUP_ATTR`); returns how many kernels it built."""
     with module_op.context:
         found = [op for op in walk_ops(module_op, "linalg.generic") if ROW_THREADS_ATTR in op.attributes]
         for op in found:
             kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+            members = [op]
+            if ROW_GROUP_ATTR in op.attributes:
+                members = [o.operation for o in op.operation.block.operations
+                           if ROW_GROUP_ATTR in o.operation.attributes
+                           and ir.IntegerAttr(o.operation.attributes[ROW_GROUP_ATTR]).value == kid]
             try:
                 with op.location, ir.InsertionPoint(op):
-                    _build_kernel(op)
+                    _build_kernel(op, members)
             except PassFailure as err:
                 # Named by its kernel id: the CUDA lowering then leaves this kernel to the naive mapping.
                 raise PassFailure(f"kernel {kid}: codegen-gpu-reduce-rows: {err}", op.location) from None
-            op.erase()
+            for member in members:
+                member.erase()
     return len(found)
 
 
-def _build_kernel(op: ir.Operation) -> None:
+def _row_extents(op) -> list[int]:
+    """The extents of a row kernel's row loops of more than one element (all loops but the innermost)."""
+    return [n for n in classify(op).loop_ranges[:-1] if n > 1]
+
+
+def _loop_indices(op, row: list[ir.Value], inner: ir.Value) -> list[ir.Value]:
+    """`op`'s loop indices for the row with indices `row` (its row loops of more than one element, in
+    order; the unit ones 0) and the element `inner` of the innermost loop."""
+    ranges = classify(op).loop_ranges
+    it = iter(row)
+    return [next(it) if n > 1 else _index(0) for n in ranges[:-1]] + [inner]
+
+
+def _load_inputs(op, maps, dims, mapping) -> None:
+    """The body's input arguments: each input loaded at `dims` (scalars as they are)."""
+    args = list(op.regions[0].blocks[0].arguments)
+    for i in range(len(op.opview.inputs)):
+        value = op.operands[i]
+        if isinstance(value.type, ir.MemRefType):
+            value = memref.LoadOp(value, _apply(maps[i], dims)).result
+        mapping[args[i]] = value
+
+
+def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int) -> None:
+    """A member that is no reduction: thread `tx` computes the row's elements tx, tx + T, ..."""
+    maps = indexing_maps_of(op)
+    n_in = len(op.opview.inputs)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    body_ops = [o.operation for o in list(block.operations)[:-1]]
+    length = classify(op).loop_ranges[-1]
+    loop = scf.ForOp(tx, _index(length), _index(threads))
+    with ir.InsertionPoint(loop.body):
+        dims = _loop_indices(op, row, loop.induction_variable)
+        mapping = {}
+        _load_inputs(op, maps, dims, mapping)
+        for i, arg in enumerate(args[n_in:]):
+            if list(arg.uses):
+                mapping[arg] = memref.LoadOp(op.operands[n_in + i], _apply(maps[n_in + i], dims)).result
+        for inner in body_ops:
+            if inner.name == "linalg.index":
+                mapping[inner.results[0]] = dims[ir.IntegerAttr(inner.attributes["dim"]).value]
+        clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
+        yielded = list(block.operations)[-1].operation.operands
+        for i, value in enumerate(yielded):
+            memref.StoreOp(mapping.get(value, value), op.operands[n_in + i], _apply(maps[n_in + i], dims))
+        scf.YieldOp([])
+
+
+def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int) -> None:
+    """A row reduction: thread `tx` combines the row's elements tx, tx + T, ... from the identity, a
+    butterfly per warp, with several warps their results through shared memory and a second
+    butterfly; thread 0 combines with the output's value and stores it."""
     combiners = row_combiners(op)
     if isinstance(combiners, str):
         raise PassFailure(f"not a row reduction: {combiners}")
     maps = indexing_maps_of(op)
-    threads = ir.IntegerAttr(op.attributes[ROW_THREADS_ATTR]).value
-    rows_per_block = ir.IntegerAttr(op.attributes[ROWS_PER_BLOCK_ATTR]).value
-    operands = list(op.operands)
     n_in = len(op.opview.inputs)
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
     out_args = args[n_in:]
     body_ops = [o.operation for o in list(block.operations)[:-1]]
-    ranges = classify(op).loop_ranges
-    row_len = ranges[-1]
-    rows = math.prod(ranges[:-1])
+    row_len = classify(op).loop_ranges[-1]
+    warps = threads // WARP
+    shared = []
+    if warps > 1:
+        # One slot per warp and output: the warps' results, reduced by warp 0.
+        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        for c in combiners:
+            shared.append(memref.AllocOp(ir.MemRefType.get([warps], c.results[0].type, memory_space=space),
+                                         [], []).result)
+    identities = [combiner_identity(c) for c in combiners]
+    loop = scf.ForOp(tx, _index(row_len), _index(threads), identities)
+    with ir.InsertionPoint(loop.body):
+        dims = _loop_indices(op, row, loop.induction_variable)
+        mapping = {}
+        _load_inputs(op, maps, dims, mapping)
+        for out, acc in zip(out_args, loop.inner_iter_args):
+            mapping[out] = acc
+        clone_ops(body_ops, mapping)
+        scf.YieldOp([mapping[c.results[0]] for c in combiners])
+    values = _butterfly(combiners, out_args, list(loop.results), WARP)
+    if warps > 1:
+        lane = arith.RemUIOp(tx, _index(WARP)).result
+        warp = arith.DivUIOp(tx, _index(WARP)).result
+        first = _if(arith.CmpIOp(arith.CmpIPredicate.eq, lane, _index(0)).result)
+        with ir.InsertionPoint(first.then_block):
+            for v, buf in zip(values, shared):
+                memref.StoreOp(v, buf, [warp])
+            scf.YieldOp([])
+        gpu.BarrierOp()
+        # Lanes 0..warps-1 of every warp read the warps' results, the others the identity.
+        has = arith.CmpIOp(arith.CmpIPredicate.ult, lane, _index(warps)).result
+        pick = _if(has, [v.type for v in values])
+        with ir.InsertionPoint(pick.then_block):
+            scf.YieldOp([memref.LoadOp(buf, [lane]).result for buf in shared])
+        with ir.InsertionPoint(pick.else_block):
+            scf.YieldOp([combiner_identity(c) for c in combiners])
+        values = _butterfly(combiners, out_args, list(pick.results), warps)
+    store = _if(arith.CmpIOp(arith.CmpIPredicate.eq, tx, _index(0)).result)
+    with ir.InsertionPoint(store.then_block):
+        indices_of = _loop_indices(op, row, _index(0))
+        for i, (c, out, v) in enumerate(zip(combiners, out_args, values)):
+            target = op.operands[n_in + i]
+            indices = _apply(maps[n_in + i], indices_of)
+            initial = memref.LoadOp(target, indices).result
+            memref.StoreOp(combine_like(c, out, v, initial), target, indices)
+        scf.YieldOp([])
+
+
+def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
+    """One `gpu.launch` at the leader's place: a row per `threads` threads, `rows_per_block` rows per
+    block; each member in program order over the row, a barrier between members (a later member
+    may read what other threads of the block stored: the row's reduction results)."""
+    threads = ir.IntegerAttr(leader.attributes[ROW_THREADS_ATTR]).value
+    rows_per_block = ir.IntegerAttr(leader.attributes[ROWS_PER_BLOCK_ATTR]).value
+    extents = _row_extents(members[0])
+    if any(_row_extents(m) != extents for m in members):
+        raise PassFailure("the members of a row group have different rows")
+    for member in members:
+        if problem := row_member_problem(member):
+            raise PassFailure(problem)
+    rows = math.prod(extents)
     warps = threads // WARP
     if warps > 1 and rows_per_block != 1:
         raise PassFailure("a block per row takes one row per block")
+    if len(members) > 1 and rows % rows_per_block:
+        raise PassFailure("the rows per block of a row group must divide its rows (barriers)")
 
     grid = -(-rows // rows_per_block)
     launch = gpu.LaunchOp((_index(grid), _index(1), _index(1)), (_index(threads), _index(rows_per_block), _index(1)))
-    launch.attributes[KERNEL_ATTR] = op.attributes[KERNEL_ATTR]
+    launch.attributes[KERNEL_ATTR] = leader.attributes[KERNEL_ATTR]
     body = launch.regions[0].blocks[0]
     bx, tx, ty = body.arguments[0], body.arguments[3], body.arguments[4]
     with ir.InsertionPoint(body):
-        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        shared = []
-        if warps > 1:
-            # One slot per warp and output: the warps' results, reduced by warp 0.
-            for c in combiners:
-                shared.append(memref.AllocOp(ir.MemRefType.get([warps], c.results[0].type, memory_space=space),
-                                             [], []).result)
-        row = arith.AddIOp(arith.MulIOp(bx, _index(rows_per_block)).result, ty).result
+        row_id = arith.AddIOp(arith.MulIOp(bx, _index(rows_per_block)).result, ty).result
         guard = None
         if rows % rows_per_block:
-            guard = _if(arith.CmpIOp(arith.CmpIPredicate.ult, row, _index(rows)).result)
+            guard = _if(arith.CmpIOp(arith.CmpIPredicate.ult, row_id, _index(rows)).result)
             ip = ir.InsertionPoint(guard.then_block)
         else:
             ip = ir.InsertionPoint(body)
         with ip:
-            # The row's parallel indices, outermost first.
-            parallel, rest = [], row
-            for extent in reversed(ranges[:-1]):
-                parallel.insert(0, arith.RemUIOp(rest, _index(extent)).result)
+            # The row's indices, outermost first.
+            row, rest = [], row_id
+            for extent in reversed(extents):
+                row.insert(0, arith.RemUIOp(rest, _index(extent)).result)
                 rest = arith.DivUIOp(rest, _index(extent)).result
-            identities = [_identity(c) for c in combiners]
-            loop = scf.ForOp(tx, _index(row_len), _index(threads), identities)
-            with ir.InsertionPoint(loop.body):
-                dims = parallel + [loop.induction_variable]
-                mapping = {}
-                for i in range(n_in):
-                    value = operands[i]
-                    if isinstance(value.type, ir.MemRefType):
-                        value = memref.LoadOp(value, _apply(maps[i], dims)).result
-                    mapping[args[i]] = value
-                for out, acc in zip(out_args, loop.inner_iter_args):
-                    mapping[out] = acc
-                clone_ops(body_ops, mapping)
-                scf.YieldOp([mapping[c.results[0]] for c in combiners])
-            values = _butterfly(combiners, out_args, list(loop.results), WARP)
-            lane = tx
-            if warps > 1:
-                lane = arith.RemUIOp(tx, _index(WARP)).result
-                warp = arith.DivUIOp(tx, _index(WARP)).result
-                first = _if(arith.CmpIOp(arith.CmpIPredicate.eq, lane, _index(0)).result)
-                with ir.InsertionPoint(first.then_block):
-                    for v, buf in zip(values, shared):
-                        memref.StoreOp(v, buf, [warp])
-                    scf.YieldOp([])
-                gpu.BarrierOp()
-                # Lanes 0..warps-1 of every warp read the warps' results, the others the identity.
-                has = arith.CmpIOp(arith.CmpIPredicate.ult, lane, _index(warps)).result
-                pick = _if(has, [v.type for v in values])
-                with ir.InsertionPoint(pick.then_block):
-                    scf.YieldOp([memref.LoadOp(buf, [lane]).result for buf in shared])
-                with ir.InsertionPoint(pick.else_block):
-                    scf.YieldOp([_identity(c) for c in combiners])
-                values = _butterfly(combiners, out_args, list(pick.results), warps)
-            store = _if(arith.CmpIOp(arith.CmpIPredicate.eq, tx, _index(0)).result)
-            with ir.InsertionPoint(store.then_block):
-                zero = _index(0)
-                for i, (c, out, v) in enumerate(zip(combiners, out_args, values)):
-                    target = operands[n_in + i]
-                    indices = _apply(maps[n_in + i], parallel + [zero])
-                    initial = memref.LoadOp(target, indices).result
-                    memref.StoreOp(_combine(c, out, v, initial), target, indices)
-                scf.YieldOp([])
+            for i, member in enumerate(members):
+                if i:
+                    gpu.BarrierOp()
+                if "reduction" in str(list(ir.ArrayAttr(member.attributes["iterator_types"]))[-1]):
+                    _emit_reduction(member, row, tx, threads)
+                else:
+                    _emit_elementwise(member, row, tx, threads)
             if guard is not None:
                 scf.YieldOp([])
         gpu.TerminatorOp()

@@ -36,7 +36,7 @@ from . import transform_gpu as tg
 from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
 from .fusion import FusedNeighbour, block_tile_of_output
 from .sync_epilogues import EPILOGUE_ATTR
-from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners
+from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
 from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
 
@@ -218,6 +218,8 @@ class ContractionSchedule(GpuSchedule):
     block_n: int = 0
     block_k: int = 0
     stages: int = 0             # shared-memory stages (0: 2, or 3 where 48 KiB allow)
+    warp_m: int = 0             # tensor-core warp tile (0: the tile table's for the block tile)
+    warp_n: int = 0
     thread_m: int = 0           # SIMT register tile (0: by shape)
     thread_n: int = 0
     allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
@@ -318,6 +320,9 @@ class ContractionSchedule(GpuSchedule):
             if self.block_m and bm != self.block_m or self.block_n and bn != self.block_n:
                 continue
             if big_m % bm or big_n % bn or big_k % bk:
+                continue
+            wm, wn = self.warp_m or wm, self.warp_n or wn
+            if bm % wm or bn % wn or wm % 16 or wn % 8 or (bm // wm) * (bn // wn) * WARP > MAX_THREADS:
                 continue
             warps = (bm // wm) * (bn // wn)
             blocks = outer_tiles * (big_m // bm) * (big_n // bn)
@@ -541,6 +546,9 @@ class VectorSchedule(GpuSchedule):
     name: ClassVar[str] = "vector"
     threads: int = MAX_THREADS   # threads per block at most
     vectorize: bool = True
+    # A long reduction over too few outputs to fill the GPU is split into chunk partials and a
+    # combine first (`codegen-gpu-split-reductions`; float sums reassociated).
+    split_reductions: bool = True
 
     def choose(self, kernel: Kernel, target: GpuTarget):
         op = kernel.op
@@ -646,6 +654,7 @@ class RowReductionTiling:
     flops: int
     bytes: int
     shared_bytes: int
+    members: tuple[int, ...] = ()   # a row group: the kernels run in this one, in program order (itself last)
 
     @property
     def threads(self) -> int:
@@ -656,8 +665,9 @@ class RowReductionTiling:
         return "warp-reduce" if self.row_threads == WARP else "block-reduce"
 
     def describe(self) -> str:
+        group = f" + row group (kernels {', '.join(map(str, self.members[:-1]))})" if self.members else ""
         return (f"{self.schedule}: {self.row_threads} threads per row, {self.rows_per_block} row(s) per block, "
-                f"{self.grid} blocks")
+                f"{self.grid} blocks{group}")
 
 
 @dataclass(frozen=True)
@@ -666,6 +676,39 @@ class RowReductionSchedule(GpuSchedule):
     elements_per_thread: int = 32   # a block per row once a warp would take more per thread
     max_threads: int = MAX_THREADS  # per row
     block_threads: int = MAX_THREADS  # per block (warp per row: rows per block x 32)
+    fuse: bool = True   # a row reduction and the row kernels around it in one kernel (`choose_group`)
+
+    def _row_threads(self, row: int) -> int:
+        threads = WARP
+        while threads < self.max_threads and row > threads * self.elements_per_thread:
+            threads *= 2
+        return threads
+
+    def choose_group(self, members: list[tuple[int, Kernel]], rows: int, target: GpuTarget):
+        """The tiling of a row group (`codegen.fuse_rows.row_groups`: kernels over the same rows,
+        each reading only the rows it writes), run as one kernel by its last member: a block (or a
+        warp) per row as for the longest row's reduction alone, every member in turn over the row's
+        elements `tx, tx + T, ...`, a barrier after each; or why not."""
+        for kid, kernel in members:
+            if problem := row_member_problem(kernel.op):
+                return f"kernel {kid} cannot join a row group: {problem}"
+        threads = self._row_threads(max(k.loop_ranges[-1] for _, k in members))
+        rows_per_block = 1
+        if threads == WARP:
+            # Rows per block divide the rows: every thread of a block reaches each barrier.
+            rows_per_block = max(d for d in range(1, max(1, self.block_threads // WARP) + 1) if rows % d == 0)
+        moved, seen = 0, set()
+        flops = shared = 0
+        for _, kernel in members:
+            for v in kernel.op.operands:
+                if isinstance(v.type, ir.MemRefType) and v not in seen:
+                    seen.add(v)
+                    moved += prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+            flops += kernel.iterations * (len(list(kernel.op.regions[0].blocks[0].operations)) - 1)
+            if kernel.kind is KernelKind.REDUCTION and threads > WARP:
+                shared += sum(threads // WARP * element_bytes(c.results[0].type) for c in row_combiners(kernel.op))
+        return RowReductionTiling(threads, rows_per_block, rows // rows_per_block, flops, moved, shared,
+                                  tuple(kid for kid, _ in members))
 
     def choose(self, kernel: Kernel, target: GpuTarget):
         if kernel.kind is not KernelKind.REDUCTION or tuple(kernel.reduction_dims) != (kernel.rank - 1,):
@@ -675,9 +718,7 @@ class RowReductionSchedule(GpuSchedule):
             return combiners
         row = kernel.loop_ranges[-1]
         rows = prod(kernel.loop_ranges[:-1])
-        threads = WARP
-        while threads < self.max_threads and row > threads * self.elements_per_thread:
-            threads *= 2
+        threads = self._row_threads(row)
         rows_per_block = 1
         if threads == WARP:
             rows_per_block = min(max(1, self.block_threads // WARP), 1 << max(0, (rows - 1).bit_length()))
