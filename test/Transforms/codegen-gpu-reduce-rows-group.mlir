@@ -1,26 +1,34 @@
 // RUN: vt-opt %s --codegen-gpu-reduce-rows | filecheck %s
 
 // A row group (the first half of a softmax: the row max, then exp(x - max)) run by its last member:
-// one launch, a warp per row and 4 rows per block; each thread combines its elements tx, tx + 32, ...
-// of the row, a shuffle butterfly, lane 0 stores the max; a barrier; then each thread computes its
-// elements of the row again, reading the max the block stored.
+// one launch, a warp per row and 4 rows per block. x, read by both members along whole rows, is
+// cached in shared memory ([4 rows, 64]): the max reads each element from global memory once and
+// keeps it; each thread combines its elements tx, tx + 32 (one trip: both loads in flight), a
+// shuffle butterfly, lane 0 stores the max; a barrier; the exp reads x from shared memory and the
+// max the block stored, and writes its result (read by no later member) to global memory only.
 // CHECK-LABEL: func.func @max_then_exp
 // CHECK-NOT:     linalg.generic
-// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c4{{.*}}, {{.*}} = %c1{{.*}})
-// CHECK:           scf.for {{.*}} iter_args
-// CHECK:             memref.load %arg0
-// CHECK:             arith.maximumf
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads(%[[TX:[^,]*]], %[[TY:[^,]*]], {{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c4{{.*}}, {{.*}} = %c1{{.*}})
+// CHECK:           %[[ROWS:.*]] = memref.alloc() : memref<4x64xf32, #gpu.address_space<workgroup>>
+// CHECK:           scf.for %[[K:.*]] = %[[TX]] to %{{.*}} step %{{.*}} iter_args
+// CHECK:             %[[X0:.*]] = memref.load %arg0
+// CHECK:             memref.store %[[X0]], %[[ROWS]][%[[TY]], %[[K]]]
+// CHECK:             arith.maximumf %[[X0]]
+// CHECK:             %[[X1:.*]] = memref.load %arg0
+// CHECK:             memref.store %[[X1]], %[[ROWS]]
+// CHECK:             arith.maximumf %[[X1]]
 // CHECK-COUNT-5:   gpu.shuffle xor
 // CHECK:           scf.if
 // CHECK:             memref.load %arg1
 // CHECK:             memref.store {{.*}}, %arg1
 // CHECK:           gpu.barrier
-// CHECK:           scf.for
-// CHECK:             memref.load %arg0
-// CHECK:             memref.load %arg1
-// CHECK:             arith.subf
-// CHECK:             math.exp
-// CHECK:             memref.store {{.*}}, %arg2
+// CHECK:           scf.for %[[J:.*]] = %[[TX]]
+// CHECK:             %[[XS:.*]] = memref.load %[[ROWS]][%[[TY]], %[[J]]]
+// CHECK:             %[[M:.*]] = memref.load %arg1
+// CHECK:             %[[D:.*]] = arith.subf %[[XS]], %[[M]]
+// CHECK:             %[[E:.*]] = math.exp %[[D]]
+// CHECK:             memref.store %[[E]], %arg2
+// CHECK-NOT:         memref.store {{.*}}, %[[ROWS]]
 // CHECK:           gpu.terminator
 // CHECK-NOT:     linalg.generic
 func.func @max_then_exp(%x: memref<8x64xf32>, %m: memref<8xf32>, %e: memref<8x64xf32>) {

@@ -1,7 +1,7 @@
 // RUN: vt-opt %s --codegen-gpu-reduce-rows --cse | filecheck %s
 
 // A warp per row, 8 rows per block: each lane combines its elements (k = lane, lane + 32, ...)
-// from the combiner's identity, a shuffle butterfly (16, 8, 4, 2, 1) reduces the warp, lane 0
+// from the combiner's identity, 8 a trip (unrolled: 8 loads in flight; the order unchanged), a shuffle butterfly (16, 8, 4, 2, 1) reduces the warp, lane 0
 // combines with the output's initial value and stores it.
 // CHECK-LABEL: func.func @row_sum
 // CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
@@ -14,7 +14,13 @@
 // CHECK:             %[[X:.*]] = memref.load %arg0
 // CHECK:             %[[E:.*]] = math.exp %[[X]]
 // CHECK:             %[[S:.*]] = arith.addf %[[E]], %[[A]]
-// CHECK:             scf.yield %[[S]]
+// CHECK:             %[[K1:.*]] = arith.addi %[[K]], %[[C32]]
+// CHECK:             %[[X1:.*]] = memref.load %arg0[{{.*}}]
+// CHECK:             %[[E1:.*]] = math.exp %[[X1]]
+// CHECK:             %[[S1:.*]] = arith.addf %[[E1]], %[[S]]
+// CHECK-COUNT-6:     math.exp
+// CHECK:             %[[S7:.*]] = arith.addf
+// CHECK-NEXT:        scf.yield %[[S7]]
 // CHECK:           gpu.shuffle  xor %[[ACC]], %{{.*}}, %{{.*}} : f32
 // CHECK-COUNT-4:   gpu.shuffle  xor
 // CHECK-NOT:       gpu.shuffle

@@ -45,11 +45,11 @@ func.func @pv(%p: memref<2x4096xf32>, %v: memref<2x4096x32xf32, strided<[262144,
 // A sum over a middle dimension with 131072 outputs fills the GPU as it is: not split.
 // CHECK-LABEL: func.func @many_outputs
 // CHECK-NOT:     memref.expand_shape
-// CHECK:         linalg.generic {{.*}} ins(%arg0 : memref<512x64x256xf32>) outs(%arg1 : memref<512x256xf32>)
-func.func @many_outputs(%x: memref<512x64x256xf32>, %o: memref<512x256xf32>) {
+// CHECK:         linalg.generic {{.*}} ins(%arg0 : memref<32x4096x4096xf32>) outs(%arg1 : memref<32x4096xf32>)
+func.func @many_outputs(%x: memref<32x4096x4096xf32>, %o: memref<32x4096xf32>) {
   linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d2)>],
                   iterator_types = ["parallel", "reduction", "parallel"]}
-      ins(%x : memref<512x64x256xf32>) outs(%o : memref<512x256xf32>) {
+      ins(%x : memref<32x4096x4096xf32>) outs(%o : memref<32x4096xf32>) {
   ^bb0(%a: f32, %out: f32):
     %0 = arith.addf %a, %out : f32
     linalg.yield %0 : f32
@@ -83,6 +83,22 @@ func.func @window(%x: memref<4x4159xf32>, %w: memref<4096xf32>, %o: memref<4x64x
   ^bb0(%a: f32, %b: f32, %out: f32):
     %0 = arith.addf %a, %out : f32
     linalg.yield %0 : f32
+  }
+  return
+}
+
+// A sum of 1024 over few outputs: shorter than two more launches are worth (MIN_EXTENT): not split.
+// CHECK-LABEL: func.func @short
+// CHECK-NOT:     memref.expand_shape
+func.func @short(%p: memref<2x1024xf32>, %v: memref<2x1024x32xf32>, %o: memref<2x32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d2, d1)>,
+                                   affine_map<(d0, d1, d2) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<2x1024xf32>, memref<2x1024x32xf32>) outs(%o : memref<2x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %0 = arith.mulf %a, %b : f32
+    %1 = arith.addf %out, %0 : f32
+    linalg.yield %1 : f32
   }
   return
 }

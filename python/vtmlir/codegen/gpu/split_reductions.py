@@ -17,7 +17,7 @@ unit-dimension folding) each such generic with one reduction loop `r` of extent 
 Both are kernels the same schedules take (`threads` / `vector`), now with J times the threads. J is
 the largest divisor of R that keeps a chunk C at least `MIN_CHUNK` long and no shorter than J, and
 the threads (outputs × J) within half of what the chip holds at once; no split where J would be
-under 4.
+under 4 or R is under 2048 (a shorter loop costs a thread less than two more launches).
 
 Values: integer, min and max combiners are exact in any order. A float sum (or product) is
 reassociated: each output is the sum of J chunk sums of C terms each, in order, instead of one sum
@@ -48,6 +48,9 @@ from .target import gpu_target
 MIN_CHUNK = 32
 #: Fewer chunks than this are not worth a second kernel and a buffer.
 MIN_SPLIT = 4
+#: A shorter reduction takes a thread less time than the two extra launches (measured on an H100: the
+#: batch-1 MLP's 256-long GEMVs split ran 58 -> 84 us).
+MIN_EXTENT = 2048
 
 
 def _expanded(value: ir.Value, position: int, chunks: int) -> ir.Value:
@@ -72,8 +75,11 @@ def _expanded(value: ir.Value, position: int, chunks: int) -> ir.Value:
 def chunks_for(outputs: int, extent: int, max_threads: int) -> int:
     """J: the largest divisor of `extent` with chunks C of at least MIN_CHUNK and no fewer than J
     (each output's serial work, C in the partial kernel and J in the combine, at most 2·sqrt(R)) and
-    outputs x J threads within `max_threads`; 1 (no split) where that is under MIN_SPLIT."""
+    outputs x J threads within `max_threads`; 1 (no split) where that is under MIN_SPLIT or the
+    extent under MIN_EXTENT."""
     best = 1
+    if extent < MIN_EXTENT:
+        return best
     for j in range(MIN_SPLIT, extent // MIN_CHUNK + 1):
         if extent % j == 0 and j * j <= extent and outputs * j <= max_threads:
             best = j
