@@ -307,8 +307,11 @@ def _private(value: ir.Value, members: list[ir.Operation]) -> bool:
 
 
 def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int) -> dict:
-    """value -> (None, private) for the buffers worth caching (see `_RowCache`), most accessed first
-    within `budget` bytes; the shared buffers are made by `_make_cache`."""
+    """value -> (None, private) for the buffers worth caching (see `_RowCache`) within `budget`
+    bytes, those that save the most global traffic first: a private buffer all its accesses (it is
+    never written to global memory), another all its accesses but the first. (A LayerNorm's f64
+    copy of x, 32 KiB a row of 4096, is written once and read twice: it goes before x, read three
+    times; both do not fit.)"""
     accesses: dict = {}
     for member in members:
         for value, amap in zip(member.operands, indexing_maps_of(member)):
@@ -317,16 +320,19 @@ def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int
             found = accesses.setdefault(value, [set(), True])
             found[0].add(member)
             found[1] = found[1] and _row_access(member, amap, value)
-    chosen, used = {}, 0
-    for value, (users, whole_rows) in sorted(accesses.items(), key=lambda kv: -len(kv[1][0])):
+    candidates = []
+    for value, (users, whole_rows) in accesses.items():
         if len(users) < 2 or not whole_rows:
             continue
         t = ir.MemRefType(value.type)
         size = rows_per_block * t.shape[-1] * max(1, _bits(t.element_type) // 8)
-        if used + size > budget:
-            continue
-        used += size
-        chosen[value] = (None, _private(value, members))
+        private = _private(value, members)
+        candidates.append(((len(users) - (0 if private else 1)) * size, size, value, private))
+    chosen, used = {}, 0
+    for _, size, value, private in sorted(candidates, key=lambda c: -c[0]):
+        if used + size <= budget:
+            used += size
+            chosen[value] = (None, private)
     return chosen
 
 
