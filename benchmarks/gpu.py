@@ -306,18 +306,7 @@ def cuda_time_flushed(fn, repeat: int, flush) -> float:
     """Median seconds of `fn()` (CUDA events around it alone), with `flush` zeroed before each run
     so that no operand is left in L2 by the previous run; one warm-up call first. The zeroing (~0.1
     ms) is still running when `fn` is enqueued, so the host's launch cost is not in the time."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    return cuda_time(fn, repeat, before=flush.zero_)
 
 
 def cuda_time_back_to_back(fn, repeat: int) -> float:
@@ -444,12 +433,15 @@ def cuda_healthy() -> bool:
 
 # -- run (GPU machine) --------------------------------------------------------------------------------
 
-def cuda_time(fn, repeat: int) -> float:
-    """Median seconds of `fn()` on the GPU (CUDA events), after one warm-up call."""
+def cuda_time(fn, repeat: int, before=None) -> float:
+    """Median seconds of `fn()` on the GPU (CUDA events), after one warm-up call; `before()` (not
+    timed) ahead of each run."""
     fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -11,10 +11,10 @@
 // CHECK:           %[[ROW:.*]] = arith.addi %[[R0]], %[[TY]]
 // CHECK:           %[[ID:.*]] = arith.constant -0.000000e+00 : f32
 // CHECK:           %[[ACC:.*]] = scf.for %[[K:.*]] = %[[TX]] to %{{.*}} step %{{.*}} iter_args(%[[A:.*]] = %[[ID]]) -> (f32)
+// CHECK:             %[[K1:.*]] = arith.addi %[[K]], %[[C32]]
 // CHECK:             %[[X:.*]] = memref.load %arg0
 // CHECK:             %[[E:.*]] = math.exp %[[X]]
 // CHECK:             %[[S:.*]] = arith.addf %[[E]], %[[A]]
-// CHECK:             %[[K1:.*]] = arith.addi %[[K]], %[[C32]]
 // CHECK:             %[[X1:.*]] = memref.load %arg0[{{.*}}]
 // CHECK:             %[[E1:.*]] = math.exp %[[X1]]
 // CHECK:             %[[S1:.*]] = arith.addf %[[E1]], %[[S]]

@@ -361,6 +361,12 @@ def _unroll(length: int, threads: int) -> int:
     return unroll
 
 
+def _trip_elements(loop: scf.ForOp, unroll: int, threads: int) -> list[ir.Value]:
+    """The row elements of one trip of a row loop: its index, then `threads` apart (`_unroll`)."""
+    iv = loop.induction_variable
+    return [iv] + [arith.AddIOp(iv, _index(u * threads)).result for u in range(1, unroll)]
+
+
 def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: _RowCache) -> None:
     """A member that is no reduction: thread `tx` computes the row's elements tx, tx + T, ..."""
     maps = indexing_maps_of(op)
@@ -372,9 +378,7 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
     unroll = _unroll(length, threads)
     loop = scf.ForOp(tx, _index(length), _index(threads * unroll))
     with ir.InsertionPoint(loop.body):
-        for u in range(unroll):
-            element = loop.induction_variable if not u else \
-                arith.AddIOp(loop.induction_variable, _index(u * threads)).result
+        for element in _trip_elements(loop, unroll, threads):
             dims = _loop_indices(op, row, element)
             mapping = {}
             _load_inputs(op, maps, dims, mapping, cache)
@@ -418,9 +422,7 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
     loop = scf.ForOp(tx, _index(row_len), _index(threads * unroll), identities)
     with ir.InsertionPoint(loop.body):
         accs = list(loop.inner_iter_args)
-        for u in range(unroll):
-            element = loop.induction_variable if not u else \
-                arith.AddIOp(loop.induction_variable, _index(u * threads)).result
+        for element in _trip_elements(loop, unroll, threads):
             dims = _loop_indices(op, row, element)
             mapping = {}
             _load_inputs(op, maps, dims, mapping, cache)
