@@ -378,6 +378,29 @@ def test_softmax_multiplies_by_the_reciprocal_of_its_row_sum(threads):
     assert torch.equal(in_order(x), loops(x))
 
 
+class _Upsample(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def test_kernels_left_as_loops_are_split_over_the_threads():
+    """A bilinear upsampling gathers (an 'unknown' kernel no schedule covers): it keeps its scalar
+    loops and the report names it so, but at two threads its outer parallel loop is split over them
+    (an OpenMP region that one thread does not have); the results are bitwise the same."""
+    x = torch.randn(8, 16, 32, 32)
+    one = _compile(_Upsample(), x, threads=1)
+    two = _compile(_Upsample(), x, threads=2)
+    for exe in (one, two):
+        assert [(p.kind, p.reason) for p in exe.report().fallbacks] == [("unknown", "body holds 'memref.load'")]
+    assert "omp.parallel" not in one.stages["llvm"] and "omp.parallel" in two.stages["llvm"]
+    # With the elementwise kernel's schedule off (its loops are not split), the parallel region left
+    # is the gather's.
+    gather_only = _compile(_Upsample(), x, threads=2, schedules={"elementwise": None})
+    assert "omp.parallel" in gather_only.stages["llvm"]
+    assert torch.equal(one(x), two(x)) and torch.equal(one(x), gather_only(x))
+    torch.testing.assert_close(two(x), _Upsample()(x), rtol=1e-5, atol=1e-5)
+
+
 def test_report_names_kernels_left_as_loops():
     embedding = torch.nn.Embedding(10, 16).eval()  # a gather (its bounds check moves to a check kernel)
     compiled = _compile(embedding, torch.tensor([[1, 2, 3]]))

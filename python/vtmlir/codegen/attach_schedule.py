@@ -21,8 +21,8 @@ from torch_mlir import ir
 from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, classify, in_row_loop, structured_ops
-from .schedules import DEFAULT_SCHEDULES, Schedule, resolve_schedules, schedule_key
+from .kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify, in_row_loop, structured_ops
+from .schedules import DEFAULT_SCHEDULES, ParallelLoops, Schedule, resolve_schedules, schedule_key
 from .target import HostTarget, host_target
 
 MAIN = "__transform_main"
@@ -66,6 +66,8 @@ def _attach(module_op, threads: int, overrides, target: HostTarget, strict: bool
                       else f"no schedule for {key} kernels")
         plans.append(KernelPlan(i, key, kernel.describe(), format_location(kernel.op.location, "-"),
                                 schedule.name if schedule else None, reason))
+        if schedule is None and key == KernelKind.UNKNOWN.value and ParallelLoops.applies(kernel, parts):
+            schedule = ParallelLoops()  # still loops in the report; split over the threads
         if schedule is not None:
             kernel.op.attributes[SCHEDULED_ATTR] = ir.UnitAttr.get()
             scheduled.append((i, kernel, schedule))

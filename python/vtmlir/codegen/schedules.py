@@ -416,6 +416,35 @@ def _input_bits(kernel: Kernel) -> int:
     return max((element_bits_of(v) for v in kernel.op.operands[:-1]), default=kernel.element_bits)
 
 
+@dataclass(frozen=True)
+class ParallelLoops(Schedule):
+    """Not a schedule of its own: a kernel no schedule covers (a gather's `memref.load`, a strided
+    window's read: 'unknown' kernels) keeps its scalar loops and is named in the report as such, but
+    at more than one thread its outermost parallel loop of more than one trip is split over them (an
+    `scf.forall`), so it does not run on one core while the others wait (temco_unet's upsampling
+    gathers: 0.5 ms of scalar loops at b8). Each element is computed as before: bitwise for every
+    thread count."""
+    name: ClassVar[str] = "parallel-loops"
+
+    @staticmethod
+    def applies(kernel: Kernel, parts: int) -> bool:
+        return (kernel.op.name == "linalg.generic" and bool(kernel.loop_ranges)
+                and _parallel_parts(kernel, parts) > 1 and bool(_split_dims(kernel)))
+
+    def build(self, kernel_id, kernel, target, parts, op):
+        dims = _split_dims(kernel)
+        if _parallel_parts(kernel, parts) <= 1 or not dims:
+            return
+        sizes = [0] * kernel.rank
+        sizes[dims[0]] = chunk(kernel.loop_ranges[dims[0]], parts)
+        _tile_outer(kernel, op, sizes)
+
+
+def _split_dims(kernel: Kernel) -> list[int]:
+    """The parallel loops of more than one trip, outermost first."""
+    return [d for d in range(kernel.rank) if d not in kernel.reduction_dims and kernel.loop_ranges[d] > 1]
+
+
 # The default schedule per kernel kind; a kind mapped to None keeps its loops (and is reported).
 DEFAULT_SCHEDULES: dict[str, Schedule | None] = {
     KernelKind.CONTRACTION.value: ContractionSchedule(),
