@@ -159,6 +159,8 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
             continue
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
         exe.stages = {}   # the IR of every stage: not needed to run, and the transfer is small
+        for kernel in exe.kernels:
+            kernel.llvm_ir = ""   # neither (the cubins and the PTX run): 40% of a saved model
         # The module's pytree call spec is torch's own object, which another torch version (the GPU
         # machine's) may not unpickle; these cases take and return plain tensors, the flat convention.
         exe.call_spec = None
