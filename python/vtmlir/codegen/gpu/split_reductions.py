@@ -11,10 +11,12 @@ unit-dimension folding) each such generic with one reduction loop `r` of extent 
    `memref.expand_shape` view splitting it into (J, C), `j` a parallel loop outside the op's loops, `c`
    the reduction in r's place, `partial` a fresh buffer filled with the combiner's identity (-0.0 for `addf`,
    exact); the op's own body;
-2. `out[...] = combine over j of partial[j, ...]` in j order, starting from `out`'s value (the
-   original's initial value), with the op's combiner.
+2. `out[...] = combine over j of partial[j, ...]` with the op's combiner, starting from `out`'s value
+   (the original's initial value): a kernel of its own, in j order where it is an outer reduction,
+   by the row-reduction schedule's tree where `r` was the innermost loop.
 
-Both are kernels the same schedules take (`threads` / `vector`), now with J times the threads. J is
+Both are kernels the same schedules take (`threads` / `vector` / `row-reduction`), the partial one
+with J times the threads (on an H100: `vtc_llama3_decode` at batch 8, 1748 -> 401 us). J is
 the largest divisor of R that keeps a chunk C at least `MIN_CHUNK` long and no shorter than J, and
 the threads (outputs × J) within half of what the chip holds at once; no split where J would be
 under 4 or R is under 2048 (a shorter loop costs a thread less than two more launches).
