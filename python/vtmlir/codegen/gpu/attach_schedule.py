@@ -168,8 +168,9 @@ def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]
 def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int]) -> dict[int, tuple[int, str]]:
     """Run each group of row kernels (`codegen.fuse_rows.row_groups`: a softmax's max, exp, sum and
     division; a LayerNorm's moments and normalisation) that holds a row reduction as one kernel, by
-    its last member (`RowReductionSchedule.choose_group`; `codegen-gpu-reduce-rows` builds it): every
-    row is read from global memory by one block, its later passes from the caches. Members must all
+    its last member (`RowReductionSchedule.choose_group`; `codegen-gpu-reduce-rows` builds it, the
+    rows several members access kept in shared memory): one launch where there were one per member,
+    each row read from global memory once where its buffers fit that cache. Members must all
     have a schedule of their own (none excluded or turned off) and belong to no contraction's group.
     Updates the last member's tiling in `chosen_all`; returns {member id: (that id, role)}."""
     if not isinstance(schedule, RowReductionSchedule) or not schedule.fuse:
