@@ -35,6 +35,7 @@ from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..bodies import backward_slice, clone_ops, result_owners
 from ..kernels import KERNEL_ATTR, classify, indexing_maps_of
+from .transform_gpu import workgroup_memory_space
 
 ROW_THREADS_ATTR = "codegen.row_threads"
 ROWS_PER_BLOCK_ATTR = "codegen.rows_per_block"
@@ -413,7 +414,7 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
     shared = []
     if warps > 1:
         # One slot per warp and output: the warps' results, reduced by warp 0.
-        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        space = workgroup_memory_space()
         for c in combiners:
             shared.append(memref.AllocOp(ir.MemRefType.get([warps], c.results[0].type, memory_space=space),
                                          [], []).result)
@@ -499,7 +500,7 @@ def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
                 row.insert(0, arith.RemUIOp(rest, _index(extent)).result)
                 rest = arith.DivUIOp(rest, _index(extent)).result
             entries = _cache_entries(members, rows_per_block, ROW_CACHE_BYTES) if len(members) > 1 else {}
-            space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+            space = workgroup_memory_space()
             for value, (_, private) in list(entries.items()):
                 t = ir.MemRefType(value.type)
                 shared = memref.AllocOp(ir.MemRefType.get([rows_per_block, t.shape[-1]], t.element_type,
