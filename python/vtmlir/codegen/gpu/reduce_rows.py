@@ -222,10 +222,10 @@ def _row_extents(op) -> list[int]:
     return [n for n in classify(op).loop_ranges[:-1] if n > 1]
 
 
-def _loop_indices(op, row: list[ir.Value], inner: ir.Value) -> list[ir.Value]:
-    """`op`'s loop indices for the row with indices `row` (its row loops of more than one element, in
-    order; the unit ones 0) and the element `inner` of the innermost loop."""
-    ranges = classify(op).loop_ranges
+def _loop_indices(ranges: tuple[int, ...], row: list[ir.Value], inner: ir.Value) -> list[ir.Value]:
+    """The loop indices of a kernel with loop extents `ranges` for the row with indices `row` (its
+    row loops of more than one element, in order; the unit ones 0) and the element `inner` of the
+    innermost loop."""
     it = iter(row)
     return [next(it) if n > 1 else _index(0) for n in ranges[:-1]] + [inner]
 
@@ -277,11 +277,10 @@ class _RowCache:
 ROW_CACHE_BYTES = 40 * 1024
 
 
-def _row_access(op, amap: ir.AffineMap, value: ir.Value) -> bool:
-    """Whether `op` accesses `value` along whole rows: its map gives the op's row loops (extent > 1) in
-    order, unit loops or constant 0 elsewhere, and the innermost loop last; the buffer's last
-    dimension the row's length."""
-    ranges = classify(op).loop_ranges
+def _row_access(ranges: tuple[int, ...], amap: ir.AffineMap, value: ir.Value) -> bool:
+    """Whether a kernel with loop extents `ranges` accesses `value` along whole rows: `amap` gives its
+    row loops (extent > 1) in order, unit loops or constant 0 elsewhere, and the innermost loop last;
+    the buffer's last dimension the row's length."""
     inner = len(ranges) - 1
     results = list(amap.results)
     if not results or not isinstance(results[-1], ir.AffineDimExpr) or results[-1].position != inner:
@@ -315,12 +314,13 @@ def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int
     times; both do not fit.)"""
     accesses: dict = {}
     for member in members:
+        ranges = classify(member).loop_ranges
         for value, amap in zip(member.operands, indexing_maps_of(member)):
             if not isinstance(value.type, ir.MemRefType):
                 continue
             found = accesses.setdefault(value, [set(), True])
             found[0].add(member)
-            found[1] = found[1] and _row_access(member, amap, value)
+            found[1] = found[1] and _row_access(ranges, amap, value)
     candidates = []
     for value, (users, whole_rows) in accesses.items():
         if len(users) < 2 or not whole_rows:
@@ -375,12 +375,13 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
     body_ops = [o.operation for o in list(block.operations)[:-1]]
-    length = classify(op).loop_ranges[-1]
+    ranges = classify(op).loop_ranges
+    length = ranges[-1]
     unroll = _unroll(length, threads)
     loop = scf.ForOp(tx, _index(length), _index(threads * unroll))
     with ir.InsertionPoint(loop.body):
         for element in _trip_elements(loop, unroll, threads):
-            dims = _loop_indices(op, row, element)
+            dims = _loop_indices(ranges, row, element)
             mapping = {}
             _load_inputs(op, maps, dims, mapping, cache)
             for i, arg in enumerate(args[n_in:]):
@@ -409,7 +410,8 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
     args = list(block.arguments)
     out_args = args[n_in:]
     body_ops = [o.operation for o in list(block.operations)[:-1]]
-    row_len = classify(op).loop_ranges[-1]
+    ranges = classify(op).loop_ranges
+    row_len = ranges[-1]
     warps = threads // WARP
     shared = []
     if warps > 1:
@@ -424,7 +426,7 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
     with ir.InsertionPoint(loop.body):
         accs = list(loop.inner_iter_args)
         for element in _trip_elements(loop, unroll, threads):
-            dims = _loop_indices(op, row, element)
+            dims = _loop_indices(ranges, row, element)
             mapping = {}
             _load_inputs(op, maps, dims, mapping, cache)
             for out, acc in zip(out_args, accs):
@@ -452,7 +454,7 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
         values = _butterfly(combiners, out_args, list(pick.results), warps)
     store = _if(arith.CmpIOp(arith.CmpIPredicate.eq, tx, _index(0)).result)
     with ir.InsertionPoint(store.then_block):
-        indices_of = _loop_indices(op, row, _index(0))
+        indices_of = _loop_indices(ranges, row, _index(0))
         for i, (c, out, v) in enumerate(zip(combiners, out_args, values)):
             target = op.operands[n_in + i]
             indices = _apply(maps[n_in + i], indices_of)

@@ -38,7 +38,7 @@ from torch_mlir.dialects import linalg, memref
 from ...passes.registry import Option, Pass, register_pass
 from ..bodies import iterator_attr
 from ..decompose_convolutions import generic_like
-from ..kernels import KernelKind, classify
+from ..kernels import Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .attach_schedule import top_level_kernels
 from .layouts import strides_and_offset
@@ -88,11 +88,10 @@ def chunks_for(outputs: int, extent: int, max_threads: int) -> int:
     return best
 
 
-def split_reduction(op, max_threads: int) -> bool:
-    """Rewrite one generic (kernel level) into partial reductions and their combine, in place;
-    False where it does not qualify (see the module docstring)."""
-    op = op.operation
-    kernel = classify(op)
+def split_reduction(kernel: Kernel, max_threads: int) -> bool:
+    """Rewrite one generic (kernel level, `kernel` its classification) into partial reductions and
+    their combine, in place; False where it does not qualify (see the module docstring)."""
+    op = kernel.op
     if op.name != "linalg.generic" or len(op.opview.outputs) != 1 or len(kernel.reduction_dims) != 1 \
             or not kernel.loop_ranges:
         return False
@@ -182,7 +181,7 @@ def split_reductions(module_op, chip: str = "sm_80", overrides=None) -> int:
             if not isinstance(schedule, VectorSchedule) or not schedule.split_reductions \
                     or schedule_key(kernel) == "row-reduction":
                 continue
-            count += split_reduction(op, max_threads)
+            count += split_reduction(kernel, max_threads)
     return count
 
 
