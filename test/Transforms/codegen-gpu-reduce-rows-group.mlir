@@ -50,3 +50,96 @@ func.func @max_then_exp(%x: memref<8x64xf32>, %m: memref<8xf32>, %e: memref<8x64
   }
   return
 }
+
+// A whole softmax as one group, the fills of its row buffer members too: the max's fill, the max,
+// the exp, the sum's fill (the bufferization reused the max's buffer for the sum) and the sum, then
+// the division. A fill is a per-row member: thread 0 of the row stores the row's element, and no
+// barrier follows it (the reduction's thread 0, the same thread, reads it back to combine its
+// result with, as the unfused kernels did). The sum's fill waits at a barrier: the exp's threads
+// read the max it overwrites.
+// CHECK-LABEL: func.func @softmax
+// CHECK-SAME:    %[[X:[^:]*]]: memref<8x64xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         %[[BUF:.*]] = memref.alloc() : memref<8xf32>
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}}) threads(%[[TX:[^,]*]], %[[TY:[^,]*]], {{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c4{{.*}}, {{.*}})
+// CHECK:           %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %{{.*}} : index
+// CHECK:           scf.if %[[FIRST]] {
+// CHECK:             memref.store %[[NINF:.*]], %[[BUF]][%{{.*}}] : memref<8xf32>
+// CHECK-NOT:       gpu.barrier
+// CHECK:           scf.for %{{.*}} = %[[TX]] to %{{.*}} iter_args
+// CHECK:             memref.load %[[X]]
+// CHECK:             arith.maximumf
+// CHECK-COUNT-5:   gpu.shuffle xor
+// CHECK:           scf.if
+// CHECK:             %[[INIT:.*]] = memref.load %[[BUF]]
+// CHECK:             %[[MAX:.*]] = arith.maximumf %{{.*}}, %[[INIT]]
+// CHECK:             memref.store %[[MAX]], %[[BUF]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for
+// CHECK:             math.exp
+// CHECK:           gpu.barrier
+// CHECK:           scf.if %{{.*}} {
+// CHECK:             memref.store %[[ZERO:.*]], %[[BUF]][%{{.*}}] : memref<8xf32>
+// CHECK-NOT:       gpu.barrier
+// CHECK:           scf.for %{{.*}} = %[[TX]] to %{{.*}} iter_args
+// CHECK:             arith.addf
+// CHECK-COUNT-5:   gpu.shuffle xor
+// CHECK:           scf.if
+// CHECK:             %[[INIT2:.*]] = memref.load %[[BUF]]
+// CHECK:             %[[SUM:.*]] = arith.addf %{{.*}}, %[[INIT2]]
+// CHECK:             memref.store %[[SUM]], %[[BUF]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for
+// CHECK:             arith.divf
+// CHECK-NOT:       gpu.barrier
+// CHECK:           gpu.terminator
+// CHECK-NOT:     linalg.generic
+// CHECK:         memref.dealloc %[[BUF]]
+func.func @softmax(%x: memref<8x64xf32>, %y: memref<8x64xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.000000e+00 : f32
+  %buf = memref.alloc() : memref<8xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%buf : memref<8xf32>) attrs = {codegen.kernel = 0 : i64, codegen.row_group = 5 : i64} {
+  ^bb0(%out: f32):
+    linalg.yield %ninf : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x64xf32>) outs(%buf : memref<8xf32>) attrs = {codegen.kernel = 1 : i64, codegen.row_group = 5 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %in, %out : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %buf : memref<8x64xf32>, memref<8xf32>) outs(%y : memref<8x64xf32>)
+      attrs = {codegen.kernel = 2 : i64, codegen.row_group = 5 : i64} {
+  ^bb0(%in: f32, %mx: f32, %out: f32):
+    %d = arith.subf %in, %mx : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      outs(%buf : memref<8xf32>) attrs = {codegen.kernel = 3 : i64, codegen.row_group = 5 : i64} {
+  ^bb0(%out: f32):
+    linalg.yield %zero : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%y : memref<8x64xf32>) outs(%buf : memref<8xf32>) attrs = {codegen.kernel = 4 : i64, codegen.row_group = 5 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.addf %in, %out : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%y, %buf : memref<8x64xf32>, memref<8xf32>) outs(%y : memref<8x64xf32>)
+      attrs = {codegen.kernel = 5 : i64, codegen.row_group = 5 : i64, codegen.row_threads = 32 : i64, codegen.rows_per_block = 4 : i64} {
+  ^bb0(%in: f32, %s: f32, %out: f32):
+    %r = arith.divf %in, %s : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %buf : memref<8xf32>
+  return
+}

@@ -231,10 +231,12 @@ def test_row_reductions_use_warp_shuffles(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_row_groups_run_as_one_kernel(dtype):
-    """Softmax, LayerNorm and RMSNorm of the same rows: their reductions and the row kernels between
-    them (exp, the normalisations) run in one kernel, a warp per row (8 rows per block), each member
-    over the row in turn with a barrier between; the separate sum keeps its own block-reduce kernel.
-    Fewer launches than unfused, no member left as a kernel; PTX for sm_80 / sm_90 without spills."""
+    """Softmax, LayerNorm and RMSNorm of the same rows: their reductions, the row kernels between
+    them (exp, the normalisations) and the fills of their row buffers run in one kernel, a warp per
+    row (8 rows per block), each member over the row in turn with a barrier between (none after a
+    fill: the reduction's thread 0 that reads it wrote it); the separate sum and its fill another
+    (block-reduce). Fewer launches than unfused, no member left as a kernel, no fill of its own;
+    PTX for sm_80 / sm_90 without spills."""
     torch.manual_seed(0)
     inputs = (torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))
     exe = _compile(Norms().to(dtype), *inputs)
@@ -246,14 +248,114 @@ def test_row_groups_run_as_one_kernel(dtype):
     # softmax's max and sum, LayerNorm's mean and variance, RMSNorm's mean square: all in the group
     assert len(group.plan.fused) >= 6 and "row group" in group.plan.detail
     assert group.block == (32, 8, 1) and group.grid == (3, 1, 1)
-    assert group.ptx.count("bar.sync") >= len(group.plan.fused) and group.ptx.count("shfl.sync.bfly") >= 25
+    plans = {p.id: p for p in exe.plans}
+    fills = {i for i in group.plan.fused if plans[i].description == "data-movement 24"}
+    assert len(fills) >= 5, [plans[i].description for i in group.plan.fused]  # softmax 2, LayerNorm 2, RMSNorm 1
+    assert group.ptx.count("bar.sync") >= len(group.plan.fused) - len(fills)
+    assert group.ptx.count("shfl.sync.bfly") >= 25
     fused = set(group.plan.fused)
     assert not [k for k in exe.kernels if k.plan is not None and k.plan.id in fused]
     assert len(exe.kernels) <= len(unfused.kernels) - len(fused)
-    assert any(k.schedule == "block-reduce" and not k.plan.fused for k in exe.kernels)  # y.sum(-1)
+    # Every fill of a row buffer ran in a group: no fill kernel launched.
+    assert not [k for k in exe.kernels if k.plan is not None and k.plan.description.startswith("data-movement")], \
+        [(k.name, k.plan.description) for k in exe.kernels]
+    # y.sum(-1) and its fill (a scalar kernel of 3 elements) stay apart: kernels independent of an
+    # open group run before it rather than starting a group of their own.
+    assert any(k.schedule == "block-reduce" for k in exe.kernels) and len(exe.kernels) <= 3
     for kernel in exe.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)
+
+
+@pytest.mark.parametrize("case", ["softmax_f32", "softmax_f16", "layernorm_f32", "rmsnorm_f32", "sum_f32"])
+def test_norms_of_4096_rows_are_one_kernel(case):
+    """The 4096x4096 softmax, LayerNorm and RMSNorm of `benchmarks/gpu.py` (and a row sum) compile
+    to one kernel each: the fills of the row buffers are per-row members of the row group (the
+    softmax's sum reuses the max's buffer, its fill between the exp and the sum), a block of 128
+    threads per row. Unfused they are 6 (f16: 7, with the copy to f32), 8, 3 and 2 kernels; PTX
+    without spills."""
+    kind, dtype = case.split("_")
+    dtype = {"f32": torch.float32, "f16": torch.float16}[dtype]
+    module = {"softmax": torch.nn.Softmax(-1), "layernorm": torch.nn.LayerNorm(4096),
+              "rmsnorm": torch.nn.RMSNorm(4096, eps=1e-6), "sum": RowSum()}[kind].eval().to(dtype)
+    exe = _compile(module, torch.randn(4096, 4096).to(dtype))
+    (kernel,) = exe.kernels
+    assert kernel.schedule == "block-reduce" and kernel.block == (128, 1, 1) and kernel.grid == (4096, 1, 1)
+    plans = {p.id: p for p in exe.plans}
+    unfused = {"softmax_f32": 6, "softmax_f16": 7, "layernorm_f32": 8, "rmsnorm_f32": 3, "sum_f32": 2}[case]
+    assert len(plans) == len(kernel.plan.fused) + 1 == unfused
+    fills = [i for i in kernel.plan.fused if plans[i].description == "data-movement 4096"]
+    assert len(fills) == {"softmax": 2, "layernorm": 3, "rmsnorm": 1, "sum": 1}[kind]
+    # A barrier between members but after a fill (the reduction's thread 0 reads what it stored),
+    # and one in each block-reduce (the warps' partial results through shared memory).
+    reductions = sum(p.kind == "row-reduction" for p in plans.values())
+    assert kernel.ptx.count("bar.sync") == len(plans) - 1 - len(fills) + reductions
+    for arch in ARCHS:
+        _check_resources(kernel, arch)
+
+
+class RowSum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(-1)
+
+
+def _run_kernel_level_on_cpu(model, x, row_groups_like_gpu: bool):
+    """`model` imported and bufferized as for CUDA, the CUDA `schedule` stage run up to its
+    `codegen-gpu-attach-schedule`, then (`row_groups_like_gpu`) every row group the GPU forms
+    (`row_groups(per_row_members=True)`, fills included) moved into a loop over rows, one row a
+    trip, its members in order (`codegen.fuse_rows`); the kernel level run by the CPU backend with
+    the exact schedules. Returns the result and, per group, which members are per-row."""
+    from vtmlir.backend.bufferize import bufferize
+    from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
+    from vtmlir.backend.cpu.lower import lower_to_llvm
+    from vtmlir.backend.cuda.lower import DEFAULT_STAGES
+    from vtmlir.codegen import EXACT_SCHEDULES
+    from vtmlir.codegen.fuse_rows import _fuse, row_groups
+    from vtmlir.frontend.torch_import import export_torch, import_exported
+    from vtmlir.passes import run_pipeline
+    from vtmlir.signature import box_scalars, find_entry, signature_of
+
+    module = import_exported(export_torch(model, x))
+    signature = signature_of(find_entry(module, None))
+    box_scalars(find_entry(module, None))
+    result_arguments = bufferize(module, function=signature.name)
+    for stage in DEFAULT_STAGES:
+        if stage.name == "schedule":
+            head, _, _ = stage.text("sm_80").rpartition(", codegen-gpu-attach-schedule")
+            run_pipeline(module, head + ")")
+            break
+        stage.run(module, "sm_80")
+    found = []
+    if row_groups_like_gpu:
+        with module.context:
+            for group in row_groups(find_entry(module, None).regions[0].blocks[0], per_row_members=True):
+                if len(group.members) > 1 and any(m.reduces for m in group.members):
+                    found.append([m.per_row for m in group.members])
+                    _fuse(group, 1)
+    lower_to_llvm(module, threads=1, schedules=EXACT_SCHEDULES)
+    exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
+    (y,) = exe.run(x)
+    return torch.as_tensor(y), found
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm", "attention_softmax"])
+def test_row_groups_with_their_fills_match_the_kernels_on_the_cpu(kind):
+    """The row groups the GPU forms, fills of the row buffers included (the softmax's sum's fill on
+    the buffer the max's result was in, between the exp and the sum; an attention-shaped softmax's
+    [2, 4, 8] fills, rows of two loops), run row by row with their members in order: bitwise the
+    kernels one after another (the GPU's group kernel runs each member as its own kernel would, so
+    the order of the members is what can go wrong)."""
+    torch.manual_seed(0)
+    module = {"softmax": torch.nn.Softmax(-1), "layernorm": torch.nn.LayerNorm(256),
+              "rmsnorm": torch.nn.RMSNorm(256, eps=1e-6), "attention_softmax": torch.nn.Softmax(-1)}[kind].eval()
+    x = torch.randn(2, 4, 8, 64) * 3 if kind == "attention_softmax" else torch.randn(16, 256) * 3
+    apart, _ = _run_kernel_level_on_cpu(module, x, False)
+    grouped, found = _run_kernel_level_on_cpu(module, x, True)
+    (members,) = found
+    assert sum(members) == {"layernorm": 3, "rmsnorm": 1}.get(kind, 2), members
+    assert torch.equal(grouped, apart)
+    with torch.no_grad():
+        torch.testing.assert_close(grouped, module(x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", [

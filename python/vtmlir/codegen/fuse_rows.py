@@ -68,6 +68,7 @@ class _RowKernel:
     row_bytes: int  # bytes of the widest operand read along the row
     # per operand: (value, buffer root, per result of its map the row loop index it is, or None)
     accesses: list[tuple[ir.Value, ir.Value, tuple]] = field(default_factory=list)
+    per_row: bool = False  # every loop a row loop: one element per row (`row_groups(per_row_members=True)`)
 
     @property
     def reduces(self) -> bool:
@@ -78,13 +79,23 @@ class _RowKernel:
         return {self.accesses[-1][1]}
 
 
-def _row_kernel(op) -> _RowKernel | None:
+def _row_kernel(op, per_row: bool = False, kernel: Kernel | None = None) -> _RowKernel | None:
+    """`op` as a row kernel, or None. `per_row`: as a *per-row kernel* instead, an elementwise or
+    data-movement generic all of whose loops are row loops (one element per row, no row of
+    elements: the fills of a softmax's or a norm's row buffers), `row_length` 1."""
     if op.name != "linalg.generic":
         return None
-    kernel = classify(op)
+    kernel = kernel or classify(op)
+    if len(op.opview.outputs) != 1:
+        return None
+    if per_row:
+        # (A kernel of at most four elements is `SCALAR`: the fill of a sum over three rows.)
+        if kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT, KernelKind.SCALAR):
+            return None
+        return _per_row_kernel(op, kernel)
     if kernel.kind not in (KernelKind.REDUCTION, KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT):
         return None
-    if kernel.rank < 2 or len(op.opview.outputs) != 1:
+    if kernel.rank < 2:
         return None
     inner = kernel.rank - 1
     ranges = kernel.loop_ranges
@@ -110,6 +121,26 @@ def _row_kernel(op) -> _RowKernel | None:
         rows = tuple(row_loops.index(d) if d in row_loops else None for d in dims)
         accesses.append((value, buffer_root(value), rows))
     return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), ranges[inner], row_bytes, accesses)
+
+
+def _per_row_kernel(op, kernel: Kernel) -> _RowKernel | None:
+    if kernel.reduction_dims or kernel.rank < 1:
+        return None
+    ranges = kernel.loop_ranges
+    row_loops = [d for d in range(kernel.rank) if ranges[d] > 1]
+    out_dims = [e.position for e in kernel.maps[-1].results if isinstance(e, ir.AffineDimExpr)]
+    if not row_loops or any(d not in out_dims for d in row_loops):
+        return None
+    accesses = []
+    for value, amap in zip(op.operands, kernel.maps):
+        results = list(amap.results)
+        dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
+        if any(e is None and not (isinstance(r, ir.AffineConstantExpr) and r.value == 0)
+               for e, r in zip(dims, results)):
+            return None
+        rows = tuple(row_loops.index(d) if d in row_loops else None for d in dims)
+        accesses.append((value, buffer_root(value), rows))
+    return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), 1, 0, accesses, per_row=True)
 
 
 class _Group:
@@ -213,9 +244,37 @@ def _fuse(group: _Group, block_rows: int) -> None:
         after = free
 
 
-def row_groups(block: ir.Block) -> list[_Group]:
+def _reseeded(previous: _Group, first: _RowKernel) -> _Group | None:
+    """`previous` (closed by `first`, which it could not admit) and `first` as one group, its
+    members read as per-row kernels: a [B, S] fill read as rows (B) of length S is one element per
+    row of a group over rows (B, S); or None."""
+    if previous.rows != first.rows[:len(previous.rows)] or previous.rows == first.rows:
+        return None
+    forms = [_row_kernel(m.op, per_row=True, kernel=m.kernel) for m in previous.members]
+    if any(f is None for f in forms):
+        return None
+    group = _Group(forms[0])
+    for form in forms[1:]:
+        if not group.admits(form):
+            return None
+        group.members.append(form)
+    if not group.admits(first):
+        return None
+    group.between, group.pending = list(previous.between), list(previous.pending)
+    group.append(first)
+    return group
+
+
+def row_groups(block: ir.Block, per_row_members: bool = False) -> list[_Group]:
     """The groups of row kernels of `block` (a function body), in program order; each holds at
-    least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way)."""
+    least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way).
+
+    `per_row_members`: per-row kernels (`_row_kernel(per_row=True)`: a softmax's fills of its max
+    and sum buffers) join groups over their rows too, where a kernel with a row of elements would
+    not, instead of running before the group or closing it (the sum's fill, on the buffer the
+    bufferization reused from the max, stands between the exp and the sum: without it a softmax is
+    two groups). The GPU's row groups take them (one thread of the row stores the element); the
+    CPU's `codegen-fuse-rows` does not."""
     groups: list[_Group] = []
     current: _Group | None = None
 
@@ -227,10 +286,15 @@ def row_groups(block: ir.Block) -> list[_Group]:
 
     for op in list(block.operations):
         op = op.operation
-        row = _row_kernel(op)
-        if row is not None and current is not None and current.admits(row):
-            current.append(row)
-            continue
+        kernel = classify(op) if op.name == "linalg.generic" else None
+        row = _row_kernel(op, kernel=kernel)
+        alone = _row_kernel(op, per_row=True, kernel=kernel) if per_row_members else None
+        if current is not None:
+            joining = next((r for r in (row, alone) if r is not None and current.admits(r)), None)
+            if joining is not None:
+                current.append(joining)
+                continue
+        previous = None
         if current is not None:
             if op.name in _TRANSPARENT:
                 if op.name == "memref.dealloc" and buffer_root(op.operands[0]) in current.accessed():
@@ -238,9 +302,14 @@ def row_groups(block: ir.Block) -> list[_Group]:
                 continue
             if current.independent_of(op):
                 continue  # (stays before the loop)
+            previous = current
             close()
-        if row is not None:
-            current = _Group(row)
+        first = row or alone
+        if first is not None:
+            current = _Group(first)
+            if per_row_members and previous is not None and (merged := _reseeded(previous, first)) is not None:
+                groups.pop()
+                current = merged
     close()
     return groups
 

@@ -108,7 +108,8 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
         chosen_all.append([i, op, kernel, key, schedule, tiling, reason])
     fused_into = _fuse_neighbours(chosen_all, unfused)
     if target is not None:
-        fused_into.update(_fuse_row_groups(module_op, chosen_all, table.get("row-reduction"), target, set(fused_into)))
+        fused_into.update(_fuse_row_groups(module_op, chosen_all, table.get("row-reduction"), target, set(fused_into),
+                                           exclude))
     plans, scheduled = [], []
     for i, op, kernel, key, schedule, tiling, reason in chosen_all:
         location = format_location(op.location, "-")
@@ -165,40 +166,51 @@ def _fuse_neighbours(chosen_all, unfused: set[int]) -> dict[int, tuple[int, str]
     return fused_into
 
 
-def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int]) -> dict[int, tuple[int, str]]:
-    """Run each group of row kernels (`codegen.fuse_rows.row_groups`: a softmax's max, exp, sum and
-    division; a LayerNorm's moments and normalisation) that holds a row reduction as one kernel, by
-    its last member (`RowReductionSchedule.choose_group`; `codegen-gpu-reduce-rows` builds it, the
-    rows several members access kept in shared memory): one launch where there were one per member,
-    each row read from global memory once where its buffers fit that cache. Members must all
-    have a schedule of their own (none excluded or turned off) and belong to no contraction's group.
-    Updates the last member's tiling in `chosen_all`; returns {member id: (that id, role)}."""
+def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
+                     exclude: set[int]) -> dict[int, tuple[int, str]]:
+    """Run each group of row kernels (`codegen.fuse_rows.row_groups`: a softmax's fills, max, exp,
+    sum and division; a LayerNorm's fills, moments and normalisation) that holds a row reduction as
+    one kernel, by its last member (`RowReductionSchedule.choose_group`; `codegen-gpu-reduce-rows`
+    builds it, the rows several members access kept in shared memory): one launch where there were
+    one per member, each row read from global memory once where its buffers fit that cache. The
+    per-row kernels (the fills of the row buffers) are members too; where a group with them cannot
+    be formed, the group without them is tried (they then run before it as kernels of their own).
+    Members must all have a schedule of their own (none excluded or turned off; per-row kernels of
+    at most four elements, which no GPU schedule takes, need none) and belong to no contraction's
+    group. Updates the last member's tiling in `chosen_all`; returns {member id:
+    (that id, role)}."""
     if not isinstance(schedule, RowReductionSchedule) or not schedule.fuse:
         return {}
     fused_into: dict[int, tuple[int, str]] = {}
+    grouped: set[int] = set()
     for func in module_op.regions[0].blocks[0].operations:
         if func.operation.name != "func.func" or not func.regions[0].blocks:
             continue
-        for group in row_groups(func.regions[0].blocks[0]):
-            if len(group.members) < 2 or not any(m.reduces and m.row_length > 1 for m in group.members):
-                continue
-            entries = [next((e for e in chosen_all if e[1] == m.op), None) for m in group.members]
-            if any(e is None or e[5] is None or e[0] in taken for e in entries):
-                continue
-            tiling = schedule.choose_group([(e[0], e[2]) for e in entries], prod(group.rows), target)
-            if isinstance(tiling, str):
-                continue
-            leader = entries[-1]
-            for e in entries:
-                e[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
-            # The group runs at its last member's place: buffers its members use are freed after it.
-            after = leader[1]
-            for free in group.between:
-                free.move_after(after)
-                after = free
-            leader[4], leader[5] = schedule, tiling
-            for e in entries[:-1]:
-                fused_into[e[0]] = (leader[0], "row group")
+        for per_row_members in (True, False):
+            for group in row_groups(func.regions[0].blocks[0], per_row_members=per_row_members):
+                if len(group.members) < 2 or not any(m.reduces and m.row_length > 1 for m in group.members):
+                    continue
+                entries = [next((e for e in chosen_all if e[1] == m.op), None) for m in group.members]
+                if any(e is None or e[0] in taken or e[0] in grouped or e[0] in exclude
+                       or (e[5] is None and not (m.per_row and e[2].kind is KernelKind.SCALAR))
+                       for e, m in zip(entries, group.members)):
+                    continue  # (a scalar kernel, no GPU schedule's, joins as a per-row member)
+                per_row = {e[0] for e, m in zip(entries, group.members) if m.per_row}
+                tiling = schedule.choose_group([(e[0], e[2]) for e in entries], prod(group.rows), target, per_row)
+                if isinstance(tiling, str):
+                    continue
+                leader = entries[-1]
+                for e in entries:
+                    e[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
+                    grouped.add(e[0])
+                # The group runs at its last member's place: buffers its members use are freed after it.
+                after = leader[1]
+                for free in group.between:
+                    free.move_after(after)
+                    after = free
+                leader[4], leader[5] = schedule, tiling
+                for e in entries[:-1]:
+                    fused_into[e[0]] = (leader[0], "row group")
     return fused_into
 
 

@@ -33,7 +33,7 @@ from torch_mlir.dialects import affine, arith, gpu, memref, scf
 
 from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
-from ..bodies import backward_slice, clone_ops, result_owners
+from ..bodies import backward_slice, buffer_root, clone_ops, result_owners
 from ..kernels import KERNEL_ATTR, classify, indexing_maps_of
 from .transform_gpu import workgroup_memory_space
 
@@ -222,12 +222,31 @@ def _row_extents(op) -> list[int]:
     return [n for n in classify(op).loop_ranges[:-1] if n > 1]
 
 
+def _is_per_row(op, extents: list[int]) -> bool:
+    """Whether a member of a group over rows `extents` is a per-row kernel (one element per row,
+    every loop a row loop: the fills of the row buffers); raises if it is neither that nor a row
+    kernel over those rows. (A member whose innermost loop has one element reads both ways alike.)"""
+    kernel = classify(op)
+    ranges = kernel.loop_ranges
+    if not kernel.reduction_dims and [n for n in ranges if n > 1] == extents:
+        return True
+    if [n for n in ranges[:-1] if n > 1] != extents:
+        raise PassFailure("the members of a row group have different rows")
+    return False
+
+
 def _loop_indices(ranges: tuple[int, ...], row: list[ir.Value], inner: ir.Value) -> list[ir.Value]:
     """The loop indices of a kernel with loop extents `ranges` for the row with indices `row` (its
     row loops of more than one element, in order; the unit ones 0) and the element `inner` of the
     innermost loop."""
     it = iter(row)
     return [next(it) if n > 1 else _index(0) for n in ranges[:-1]] + [inner]
+
+
+def _per_row_indices(ranges: tuple[int, ...], row: list[ir.Value]) -> list[ir.Value]:
+    """The loop indices of a per-row kernel (every loop a row loop) for the row with indices `row`."""
+    it = iter(row)
+    return [next(it) if n > 1 else _index(0) for n in ranges]
 
 
 class _RowCache:
@@ -306,7 +325,7 @@ def _private(value: ir.Value, members: list[ir.Operation]) -> bool:
     return all(use.owner.name == "memref.dealloc" or any(use.owner == m for m in members) for use in value.uses)
 
 
-def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int) -> dict:
+def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int, per_row=()) -> dict:
     """value -> (None, private) for the buffers worth caching (see `_RowCache`) within `budget`
     bytes, those that save the most global traffic first: a private buffer all its accesses (it is
     never written to global memory), another all its accesses but the first. (A LayerNorm's f64
@@ -320,7 +339,7 @@ def _cache_entries(members: list[ir.Operation], rows_per_block: int, budget: int
                 continue
             found = accesses.setdefault(value, [set(), True])
             found[0].add(member)
-            found[1] = found[1] and _row_access(ranges, amap, value)
+            found[1] = found[1] and member not in per_row and _row_access(ranges, amap, value)
     candidates = []
     for value, (users, whole_rows) in accesses.items():
         if len(users) < 2 or not whole_rows:
@@ -397,6 +416,65 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
         scf.YieldOp([])
 
 
+def _emit_per_row(op, row: list[ir.Value], tx: ir.Value) -> None:
+    """A per-row member (a fill of a row buffer): thread 0 of the row computes and stores the row's
+    element, as a later reduction's thread 0 reads it (`_needs_barrier`)."""
+    maps = indexing_maps_of(op)
+    n_in = len(op.opview.inputs)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    body_ops = [o.operation for o in list(block.operations)[:-1]]
+    dims = _per_row_indices(classify(op).loop_ranges, row)
+    first = _if(arith.CmpIOp(arith.CmpIPredicate.eq, tx, _index(0)).result)
+    with ir.InsertionPoint(first.then_block):
+        mapping = {}
+        for i, arg in enumerate(args):
+            value = op.operands[i]
+            if isinstance(value.type, ir.MemRefType) and (i < n_in or list(arg.uses)):
+                value = memref.LoadOp(value, _apply(maps[i], dims)).result
+            if i < n_in or list(arg.uses):
+                mapping[arg] = value
+        for inner in body_ops:
+            if inner.name == "linalg.index":
+                mapping[inner.results[0]] = dims[ir.IntegerAttr(inner.attributes["dim"]).value]
+        clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
+        yielded = list(block.operations)[-1].operation.operands
+        for i, value in enumerate(yielded):
+            memref.StoreOp(mapping.get(value, value), op.operands[n_in + i], _apply(maps[n_in + i], dims))
+        scf.YieldOp([])
+
+
+def _thread_accesses(op, per_row: bool) -> tuple[set, set]:
+    """(buffers thread 0 of a row alone accesses, buffers any thread may access) of a member: a
+    per-row member's all by thread 0, a reduction's outputs by thread 0 (its final combine and
+    store), everything else (with the shared copies of cached rows) by any thread."""
+    n_in = len(op.opview.inputs)
+    roots = [buffer_root(v) for v in op.operands]
+    if per_row:
+        return set(roots), set()
+    if "reduction" in str(list(ir.ArrayAttr(op.attributes["iterator_types"]))[-1]):
+        return set(roots[n_in:]), set(roots[:n_in])
+    return set(), set(roots)
+
+
+def _needs_barrier(since: list[tuple[set, set, bool]], accesses: tuple[set, set, bool]) -> bool:
+    """Whether a member must wait at a barrier for the members run since the last one (`since`:
+    their `_thread_accesses` and whether each is a per-row member). Between two members that are
+    not per-row, always (as before: they exchange rows through shared memory and global memory).
+    Otherwise where some buffer is accessed by different threads: one side's any-thread accesses
+    meet the other's accesses. Thread 0's accesses of both sides are the same thread's, in program
+    order (a fill of the row's maximum, then the maximum's reduction reading it by thread 0: no
+    barrier). Reads of the same buffer on both sides count too (conservative: per-row members
+    hardly ever read)."""
+    mine_zero, mine_any, mine_per_row = accesses
+    for zero, any_thread, per_row in since:
+        if not (per_row or mine_per_row):
+            return True
+        if any_thread & (mine_zero | mine_any) or zero & mine_any:
+            return True
+    return False
+
+
 def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: _RowCache) -> None:
     """A row reduction: thread `tx` combines the row's elements tx, tx + T, ... from the identity, a
     butterfly per warp, with several warps their results through shared memory and a second
@@ -465,13 +543,15 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
 
 def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
     """One `gpu.launch` at the leader's place: a row per `threads` threads, `rows_per_block` rows per
-    block; each member in program order over the row, a barrier between members (a later member
-    may read what other threads of the block stored: the row's reduction results)."""
+    block; each member in program order over the row (a per-row member, the fill of a row buffer,
+    by thread 0 of the row), a barrier between members (a later member may read what other threads
+    of the block stored: the row's reduction results) but where `_needs_barrier` shows that no
+    buffer is shared between different threads of the two sides (a fill and the reduction after it)."""
     threads = ir.IntegerAttr(leader.attributes[ROW_THREADS_ATTR]).value
     rows_per_block = ir.IntegerAttr(leader.attributes[ROWS_PER_BLOCK_ATTR]).value
-    extents = _row_extents(members[0])
-    if any(_row_extents(m) != extents for m in members):
-        raise PassFailure("the members of a row group have different rows")
+    reduces = [m for m in members if "reduction" in str(list(ir.ArrayAttr(m.attributes["iterator_types"]))[-1])]
+    extents = _row_extents(reduces[0] if reduces else members[0])
+    per_row = {m for m in members if _is_per_row(m, extents)} if len(members) > 1 else set()
     for member in members:
         if problem := row_member_problem(member):
             raise PassFailure(problem)
@@ -501,7 +581,7 @@ def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
             for extent in reversed(extents):
                 row.insert(0, arith.RemUIOp(rest, _index(extent)).result)
                 rest = arith.DivUIOp(rest, _index(extent)).result
-            entries = _cache_entries(members, rows_per_block, ROW_CACHE_BYTES) if len(members) > 1 else {}
+            entries = _cache_entries(members, rows_per_block, ROW_CACHE_BYTES, per_row) if len(members) > 1 else {}
             space = workgroup_memory_space()
             for value, (_, private) in list(entries.items()):
                 t = ir.MemRefType(value.type)
@@ -509,10 +589,16 @@ def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
                                                           memory_space=space), [], []).result
                 entries[value] = (shared, private)
             cache = _RowCache(entries, ty if rows_per_block > 1 else _index(0))
-            for i, member in enumerate(members):
-                if i:
+            since: list = []
+            for member in members:
+                accesses = (*_thread_accesses(member, member in per_row), member in per_row)
+                if _needs_barrier(since, accesses):
                     gpu.BarrierOp()
-                if "reduction" in str(list(ir.ArrayAttr(member.attributes["iterator_types"]))[-1]):
+                    since = []
+                since.append(accesses)
+                if member in per_row:
+                    _emit_per_row(member, row, tx)
+                elif "reduction" in str(list(ir.ArrayAttr(member.attributes["iterator_types"]))[-1]):
                     _emit_reduction(member, row, tx, threads, cache)
                 else:
                     _emit_elementwise(member, row, tx, threads, cache)

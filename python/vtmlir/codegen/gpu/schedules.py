@@ -690,15 +690,17 @@ class RowReductionSchedule(GpuSchedule):
             threads *= 2
         return threads
 
-    def choose_group(self, members: list[tuple[int, Kernel]], rows: int, target: GpuTarget):
+    def choose_group(self, members: list[tuple[int, Kernel]], rows: int, target: GpuTarget,
+                     per_row: frozenset[int] | set[int] = frozenset()):
         """The tiling of a row group (`codegen.fuse_rows.row_groups`: kernels over the same rows,
         each reading only the rows it writes), run as one kernel by its last member: a block (or a
         warp) per row as for the longest row's reduction alone, every member in turn over the row's
-        elements `tx, tx + T, ...`, a barrier after each; or why not."""
+        elements `tx, tx + T, ...` (the per-row kernels `per_row`, ids: one element by thread 0 of
+        the row), a barrier between members where one reads what another thread wrote; or why not."""
         for kid, kernel in members:
             if problem := row_member_problem(kernel.op):
                 return f"kernel {kid} cannot join a row group: {problem}"
-        threads = self._row_threads(max(k.loop_ranges[-1] for _, k in members))
+        threads = self._row_threads(max(k.loop_ranges[-1] for kid, k in members if kid not in per_row))
         rows_per_block = 1
         if threads == WARP:
             # Rows per block divide the rows: every thread of a block reaches each barrier.
