@@ -235,8 +235,8 @@ def test_row_groups_run_as_one_kernel(dtype):
     them (exp, the normalisations) and the fills of their row buffers run in one kernel, a warp per
     row (8 rows per block), each member over the row in turn with a barrier between (none after a
     fill: the reduction's thread 0 that reads it wrote it); the separate sum and its fill another
-    (block-reduce). Fewer launches than unfused, no member left as a kernel, no fill of its own;
-    PTX for sm_80 / sm_90 without spills."""
+    (block-reduce): 19 kernels become 2. No member left as a kernel, no fill of its own; PTX for
+    sm_80 / sm_90 without spills."""
     torch.manual_seed(0)
     inputs = (torch.randn(24, 1024).to(dtype), torch.randn(3, 8192).to(dtype))
     exe = _compile(Norms().to(dtype), *inputs)
@@ -259,9 +259,11 @@ def test_row_groups_run_as_one_kernel(dtype):
     # Every fill of a row buffer ran in a group: no fill kernel launched.
     assert not [k for k in exe.kernels if k.plan is not None and k.plan.description.startswith("data-movement")], \
         [(k.name, k.plan.description) for k in exe.kernels]
-    # y.sum(-1) and its fill (a scalar kernel of 3 elements) stay apart: kernels independent of an
-    # open group run before it rather than starting a group of their own.
-    assert any(k.schedule == "block-reduce" for k in exe.kernels) and len(exe.kernels) <= 3
+    # y.sum(-1) and its fill (a scalar kernel of 3 elements, independent of the first group): a
+    # group of their own, block-reduce.
+    (total,) = [k for k in exe.kernels if k.schedule == "block-reduce"]
+    assert [plans[i].description for i in total.plan.fused] == ["scalar 3"]
+    assert len(exe.kernels) == 2, [(k.name, k.plan and k.plan.detail) for k in exe.kernels]
     for kernel in exe.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)
@@ -299,12 +301,13 @@ class RowSum(torch.nn.Module):
         return x.sum(-1)
 
 
-def _run_kernel_level_on_cpu(model, x, row_groups_like_gpu: bool):
+def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
     """`model` imported and bufferized as for CUDA, the CUDA `schedule` stage run up to its
     `codegen-gpu-attach-schedule`, then (`row_groups_like_gpu`) every row group the GPU forms
-    (`row_groups(per_row_members=True)`, fills included) moved into a loop over rows, one row a
-    trip, its members in order (`codegen.fuse_rows`); the kernel level run by the CPU backend with
-    the exact schedules. Returns the result and, per group, which members are per-row."""
+    (`row_groups(per_row_members=True, independent_groups=True)`, fills included) moved into a
+    loop over rows, one row a trip, its members in order, at its last member's place
+    (`codegen.fuse_rows`); the kernel level run by the CPU backend with the exact schedules.
+    Returns the results and, per group, which members are per-row."""
     from vtmlir.backend.bufferize import bufferize
     from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
     from vtmlir.backend.cpu.lower import lower_to_llvm
@@ -315,7 +318,7 @@ def _run_kernel_level_on_cpu(model, x, row_groups_like_gpu: bool):
     from vtmlir.passes import run_pipeline
     from vtmlir.signature import box_scalars, find_entry, signature_of
 
-    module = import_exported(export_torch(model, x))
+    module = import_exported(export_torch(model, *x))
     signature = signature_of(find_entry(module, None))
     box_scalars(find_entry(module, None))
     result_arguments = bufferize(module, function=signature.name)
@@ -328,34 +331,52 @@ def _run_kernel_level_on_cpu(model, x, row_groups_like_gpu: bool):
     found = []
     if row_groups_like_gpu:
         with module.context:
-            for group in row_groups(find_entry(module, None).regions[0].blocks[0], per_row_members=True):
-                if len(group.members) > 1 and any(m.reduces for m in group.members):
-                    found.append([m.per_row for m in group.members])
-                    _fuse(group, 1)
+            body = find_entry(module, None).regions[0].blocks[0]
+            for group in row_groups(body, per_row_members=True, independent_groups=True):
+                found.append([m.per_row for m in group.members])
+                _fuse(group, 1)
     lower_to_llvm(module, threads=1, schedules=EXACT_SCHEDULES)
     exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
-    (y,) = exe.run(x)
-    return torch.as_tensor(y), found
+    return [torch.as_tensor(y) for y in exe.run(*x)], found
 
 
-@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm", "attention_softmax"])
+class SoftmaxSumLayerNorm(torch.nn.Module):
+    """A softmax and a LayerNorm of x (one group) and, between them in program order, a sum over the
+    rows of y (a group of its own, independent of the first: its kernels stand between its members)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(256)
+
+    def forward(self, x, y):
+        return torch.softmax(x, -1), y.sum(-1), self.ln(x)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layernorm", "rmsnorm", "attention_softmax", "interleaved"])
 def test_row_groups_with_their_fills_match_the_kernels_on_the_cpu(kind):
     """The row groups the GPU forms, fills of the row buffers included (the softmax's sum's fill on
     the buffer the max's result was in, between the exp and the sum; an attention-shaped softmax's
-    [2, 4, 8] fills, rows of two loops), run row by row with their members in order: bitwise the
+    [2, 4, 8] fills, rows of two loops; a group formed from kernels standing between another's
+    members), run row by row with their members in order at their last member's place: bitwise the
     kernels one after another (the GPU's group kernel runs each member as its own kernel would, so
     the order of the members is what can go wrong)."""
     torch.manual_seed(0)
     module = {"softmax": torch.nn.Softmax(-1), "layernorm": torch.nn.LayerNorm(256),
-              "rmsnorm": torch.nn.RMSNorm(256, eps=1e-6), "attention_softmax": torch.nn.Softmax(-1)}[kind].eval()
-    x = torch.randn(2, 4, 8, 64) * 3 if kind == "attention_softmax" else torch.randn(16, 256) * 3
+              "rmsnorm": torch.nn.RMSNorm(256, eps=1e-6), "attention_softmax": torch.nn.Softmax(-1),
+              "interleaved": SoftmaxSumLayerNorm()}[kind].eval()
+    x = (torch.randn(2, 4, 8, 64) * 3,) if kind == "attention_softmax" else (torch.randn(16, 256) * 3,)
+    if kind == "interleaved":
+        x = (x[0], torch.randn(3, 512))
     apart, _ = _run_kernel_level_on_cpu(module, x, False)
     grouped, found = _run_kernel_level_on_cpu(module, x, True)
-    (members,) = found
-    assert sum(members) == {"layernorm": 3, "rmsnorm": 1}.get(kind, 2), members
-    assert torch.equal(grouped, apart)
+    fills = {"layernorm": [3], "rmsnorm": [1], "interleaved": [5, 1]}.get(kind, [2])
+    assert [sum(members) for members in found] == fills, found
+    for g, a in zip(grouped, apart):
+        assert torch.equal(g, a)
     with torch.no_grad():
-        torch.testing.assert_close(grouped, module(x), rtol=1e-5, atol=1e-6)
+        want = module(*x)
+    for g, w in zip(grouped, want if isinstance(want, tuple) else (want,)):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("case", [

@@ -240,8 +240,9 @@ def _fuse(group: _Group, block_rows: int) -> None:
         m.op.move_before(terminator.operation)
     after = loop.operation
     for free in group.between:
-        free.move_after(after)
-        after = free
+        if free.is_before_in_block(after):  # (not after a later group's loop already)
+            free.move_after(after)
+            after = free
 
 
 def _reseeded(previous: _Group, first: _RowKernel) -> _Group | None:
@@ -265,7 +266,7 @@ def _reseeded(previous: _Group, first: _RowKernel) -> _Group | None:
     return group
 
 
-def row_groups(block: ir.Block, per_row_members: bool = False) -> list[_Group]:
+def row_groups(block: ir.Block, per_row_members: bool = False, independent_groups: bool = False) -> list[_Group]:
     """The groups of row kernels of `block` (a function body), in program order; each holds at
     least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way).
 
@@ -274,7 +275,34 @@ def row_groups(block: ir.Block, per_row_members: bool = False) -> list[_Group]:
     not, instead of running before the group or closing it (the sum's fill, on the buffer the
     bufferization reused from the max, stands between the exp and the sum: without it a softmax is
     two groups). The GPU's row groups take them (one thread of the row stores the element); the
-    CPU's `codegen-fuse-rows` does not."""
+    CPU's `codegen-fuse-rows` does not.
+
+    `independent_groups`: the scan keeps one group open, and the kernels independent of it that it
+    passes over (they run before the group) start no group of their own: a row sum over other rows
+    after a softmax. Scanned again with the members of the groups found treated as other kernels
+    (which the new group's members must be independent of, as any kernel standing between them),
+    they form groups too, until a scan finds none; only groups that hold a row reduction and
+    another member are returned then (the GPU's; every kernel in one group at most). Each group
+    runs at its last member's place: a member moves past the other group's kernels in between,
+    which the scan that formed either group found independent of it."""
+    if not independent_groups:
+        return _scan_row_groups(block, per_row_members, set())
+    found: list[_Group] = []
+    taken: set = set()
+    while True:
+        more = [g for g in _scan_row_groups(block, per_row_members, taken)
+                if len(g.members) > 1 and any(m.reduces and m.row_length > 1 for m in g.members)]
+        if not more:
+            break
+        found += more
+        taken |= {m.op for g in more for m in g.members}
+    order = {op.operation: i for i, op in enumerate(block.operations)}
+    return sorted(found, key=lambda g: order[g.members[0].op])
+
+
+def _scan_row_groups(block: ir.Block, per_row_members: bool, taken: set) -> list[_Group]:
+    """`row_groups`' scan: the ops of `block` in order, one group open; the kernels in `taken`
+    (members of groups found before) join none."""
     groups: list[_Group] = []
     current: _Group | None = None
 
@@ -286,9 +314,9 @@ def row_groups(block: ir.Block, per_row_members: bool = False) -> list[_Group]:
 
     for op in list(block.operations):
         op = op.operation
-        kernel = classify(op) if op.name == "linalg.generic" else None
-        row = _row_kernel(op, kernel=kernel)
-        alone = _row_kernel(op, per_row=True, kernel=kernel) if per_row_members else None
+        kernel = classify(op) if op.name == "linalg.generic" and op not in taken else None
+        row = _row_kernel(op, kernel=kernel) if kernel is not None else None
+        alone = _row_kernel(op, per_row=True, kernel=kernel) if per_row_members and kernel is not None else None
         if current is not None:
             joining = next((r for r in (row, alone) if r is not None and current.admits(r)), None)
             if joining is not None:

@@ -187,7 +187,8 @@ def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
         if func.operation.name != "func.func" or not func.regions[0].blocks:
             continue
         for per_row_members in (True, False):
-            for group in row_groups(func.regions[0].blocks[0], per_row_members=per_row_members):
+            for group in row_groups(func.regions[0].blocks[0], per_row_members=per_row_members,
+                                    independent_groups=True):
                 if len(group.members) < 2 or not any(m.reduces and m.row_length > 1 for m in group.members):
                     continue
                 entries = [next((e for e in chosen_all if e[1] == m.op), None) for m in group.members]
@@ -203,11 +204,13 @@ def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
                 for e in entries:
                     e[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
                     grouped.add(e[0])
-                # The group runs at its last member's place: buffers its members use are freed after it.
+                # The group runs at its last member's place: buffers its members use are freed after it
+                # (a free already after it, moved after a later group's place, stays there).
                 after = leader[1]
                 for free in group.between:
-                    free.move_after(after)
-                    after = free
+                    if free.is_before_in_block(leader[1]):
+                        free.move_after(after)
+                        after = free
                 leader[4], leader[5] = schedule, tiling
                 for e in entries[:-1]:
                     fused_into[e[0]] = (leader[0], "row group")
