@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import vtmlir
+from torch_mlir import ir
 from vtmlir.backend.cuda import cuda_available
 from vtmlir.backend.cuda.ptxas import resource_usage
 from vtmlir.codegen.gpu.target import TARGETS
@@ -304,8 +305,9 @@ class RowSum(torch.nn.Module):
 def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
     """`model` imported and bufferized as for CUDA, the CUDA `schedule` stage run up to its
     `codegen-gpu-attach-schedule`, then (`row_groups_like_gpu`) every row group the GPU forms
-    (`row_groups(per_row_members=True, independent_groups=True)`, fills included) moved into a
-    loop over rows, one row a trip, its members in order, at its last member's place
+    (`codegen-gpu-attach-schedule` run on a copy says which: `row_groups(per_row_members=True,
+    independent_groups=True)` less the contractions' prologues and epilogues, fills included)
+    moved into a loop over rows, one row a trip, its members in order, at its last member's place
     (`codegen.fuse_rows`); the kernel level run by the CPU backend with the exact schedules.
     Returns the results and, per group, which members are per-row."""
     from vtmlir.backend.bufferize import bufferize
@@ -314,6 +316,9 @@ def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
     from vtmlir.backend.cuda.lower import DEFAULT_STAGES
     from vtmlir.codegen import EXACT_SCHEDULES
     from vtmlir.codegen.fuse_rows import _fuse, row_groups
+    from vtmlir.codegen.gpu.attach_schedule import attach_gpu_schedules, top_level_kernels
+    from vtmlir.codegen.gpu.reduce_rows import ROW_GROUP_ATTR
+    from vtmlir.codegen.kernels import KERNEL_ATTR
     from vtmlir.frontend.torch_import import export_torch, import_exported
     from vtmlir.passes import run_pipeline
     from vtmlir.signature import box_scalars, find_entry, signature_of
@@ -331,10 +336,27 @@ def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
     found = []
     if row_groups_like_gpu:
         with module.context:
+            copy = module.operation.clone()
+            plans = attach_gpu_schedules(copy, chip="sm_80")
+            chosen = {}  # the GPU's groups: last member's id -> member ids
+            for op in top_level_kernels(copy):
+                if ROW_GROUP_ATTR in op.attributes:
+                    leader = ir.IntegerAttr(op.attributes[ROW_GROUP_ATTR]).value
+                    chosen.setdefault(leader, []).append(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+            copy.erase()
+            kernels = top_level_kernels(module.operation)
+            apart = {kernels[p.id] for p in plans if p.reason.startswith("fused into") and "row group" not in p.reason}
             body = find_entry(module, None).regions[0].blocks[0]
-            for group in row_groups(body, per_row_members=True, independent_groups=True):
-                found.append([m.per_row for m in group.members])
-                _fuse(group, 1)
+            groups = [g for per_row in (True, False)
+                      for g in row_groups(body, per_row_members=per_row, independent_groups=True, exclude=apart)]
+            done = set()
+            for group in groups:
+                ids = [kernels.index(m.op) for m in group.members]
+                if chosen.get(ids[-1]) == ids and ids[-1] not in done:
+                    done.add(ids[-1])
+                    found.append([m.per_row for m in group.members])
+                    _fuse(group, 1)
+            assert sorted(done) == sorted(chosen), (chosen, done)
     lower_to_llvm(module, threads=1, schedules=EXACT_SCHEDULES)
     exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
     return [torch.as_tensor(y) for y in exe.run(*x)], found
@@ -377,6 +399,20 @@ def test_row_groups_with_their_fills_match_the_kernels_on_the_cpu(kind):
         want = module(*x)
     for g, w in zip(grouped, want if isinstance(want, tuple) else (want,)):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["transformer_block", "llama_decoder_layer", "elementwise_reduction_mix"])
+def test_zoo_row_groups_match_the_kernels_on_the_cpu(name):
+    """The zoo's row groups as the GPU forms them (LayerNorms and RMSNorms whose normalisation
+    feeds a contraction's prologue or stands beside its accumulator's fill, attention softmaxes,
+    groups of kernels standing between another group's members) run row by row on the CPU:
+    bitwise the kernels one after another."""
+    model, inputs = ZOO[name].build(batch=1, seed=0)
+    apart, _ = _run_kernel_level_on_cpu(model, tuple(inputs), False)
+    grouped, found = _run_kernel_level_on_cpu(model, tuple(inputs), True)
+    assert found
+    for g, a in zip(grouped, apart):
+        assert torch.equal(g, a)
 
 
 @pytest.mark.parametrize("case", [

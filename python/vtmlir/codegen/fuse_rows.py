@@ -266,9 +266,11 @@ def _reseeded(previous: _Group, first: _RowKernel) -> _Group | None:
     return group
 
 
-def row_groups(block: ir.Block, per_row_members: bool = False, independent_groups: bool = False) -> list[_Group]:
+def row_groups(block: ir.Block, per_row_members: bool = False, independent_groups: bool = False,
+               exclude=frozenset()) -> list[_Group]:
     """The groups of row kernels of `block` (a function body), in program order; each holds at
-    least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way).
+    least one kernel (the GPU's `codegen-gpu-attach-schedule` fuses them its own way). The ops in
+    `exclude` (the GPU's members of a contraction's group) join none: other kernels to the scan.
 
     `per_row_members`: per-row kernels (`_row_kernel(per_row=True)`: a softmax's fills of its max
     and sum buffers) join groups over their rows too, where a kernel with a row of elements would
@@ -286,9 +288,9 @@ def row_groups(block: ir.Block, per_row_members: bool = False, independent_group
     runs at its last member's place: a member moves past the other group's kernels in between,
     which the scan that formed either group found independent of it."""
     if not independent_groups:
-        return _scan_row_groups(block, per_row_members, set())
+        return _scan_row_groups(block, per_row_members, set(exclude))
     found: list[_Group] = []
-    taken: set = set()
+    taken: set = set(exclude)
     while True:
         more = [g for g in _scan_row_groups(block, per_row_members, taken)
                 if len(g.members) > 1 and any(m.reduces and m.row_length > 1 for m in g.members)]
@@ -302,7 +304,7 @@ def row_groups(block: ir.Block, per_row_members: bool = False, independent_group
 
 def _scan_row_groups(block: ir.Block, per_row_members: bool, taken: set) -> list[_Group]:
     """`row_groups`' scan: the ops of `block` in order, one group open; the kernels in `taken`
-    (members of groups found before) join none."""
+    (`exclude`, and the members of groups found before) join none."""
     groups: list[_Group] = []
     current: _Group | None = None
 

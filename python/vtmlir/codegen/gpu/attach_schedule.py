@@ -183,12 +183,15 @@ def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
         return {}
     fused_into: dict[int, tuple[int, str]] = {}
     grouped: set[int] = set()
+    # A contraction's prologue (a LayerNorm's normalisation before the next Linear) joins no row
+    # group: the scan sees it as another kernel, and the moments before it still form one.
+    apart = {e[1] for e in chosen_all if e[0] in taken or e[0] in exclude}
     for func in module_op.regions[0].blocks[0].operations:
         if func.operation.name != "func.func" or not func.regions[0].blocks:
             continue
         for per_row_members in (True, False):
             for group in row_groups(func.regions[0].blocks[0], per_row_members=per_row_members,
-                                    independent_groups=True):
+                                    independent_groups=True, exclude=apart):
                 if len(group.members) < 2 or not any(m.reduces and m.row_length > 1 for m in group.members):
                     continue
                 entries = [next((e for e in chosen_all if e[1] == m.op), None) for m in group.members]
