@@ -1,0 +1,142 @@
+"""`vtmlir.compile(..., target="cuda", dynamic_shapes=...)`: DVM's PTX VM behind one callable.
+
+Without a GPU everything short of the launch is checked: the compile (the VM's PTX assembled with
+ptxas, the templates prebuilt), the launch read from the lowered IR, each kernel's launch plan
+(its bytecode the very words the CPU VM runs for that shape, the grid its tile count) and the
+plan's bytecode run on the CPU native VM against torch. The launch itself runs where a CUDA device
+exists (skipped otherwise, as the static CUDA tests are). ~1 min (the VM's lowering and JIT).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import vtmlir
+from vtmlir.backend.cuda import cuda_available
+from vtmlir.dvm.bytecode import decode
+from vtmlir.dvm.compile import compile_graph
+from vtmlir.dvm.runner import DvmFunction
+from vtmlir.dynamic import CUDA_CORES, CudaDynamicExecutable
+from vtmlir.errors import VtmlirError
+
+BATCH = {"input": {0: Dim("batch", min=1, max=8)}}
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    model = _mlp()
+    return model, vtmlir.compile(model, torch.randn(4, 16), target="cuda", dynamic_shapes=BATCH)
+
+
+def test_compile_returns_the_ptx_vm_executable(compiled):
+    _, exe = compiled
+    assert isinstance(exe, CudaDynamicExecutable) and exe.target == "cuda" and exe.chip == "sm_80"
+    assert exe.prebuilt["points"] == 8  # every batch's templates built at compile time, on the host
+    assert exe.cubin.startswith(b"\x7fELF")  # ptxas assembled the VM for the chip
+    assert len(exe.vm.assemble("sm_90")) > 1000
+    text = str(exe.report())
+    assert "dvm (dynamic shapes)" in text and "batch in [1, 8]" in text
+    assert "target cuda (chip sm_80)" in text and exe.vm.kernel in text
+    # the example's shape was compiled and admitted at compile time: its plans exist, nothing ran
+    assert exe.host.plans and exe.host.launches == 0
+
+
+def test_the_launch_is_read_from_the_lowered_ir(compiled):
+    launch = compiled[1].vm.launch
+    assert launch.function == compiled[1].vm.kernel
+    assert sorted(ref[1] for kind, ref in launch.operands if kind == "memref") == ["args", "code", "local"]
+    assert len(launch.param_types) == 5 * 3 + sum(kind == "scalar" for kind, _ in launch.operands)
+    for tiles in (1, 2, 7, 4096):
+        grid, block, _ = launch.evaluate(tiles, 736)
+        assert grid == (tiles, 1, 1) and block == (1, 1, 1)  # Alg. 2: one thread block per tile
+
+
+@pytest.mark.parametrize("batch", [1, 3, 6, 8])
+def test_launch_plans_are_the_cpu_vms_bytecode_and_match_torch(compiled, batch):
+    model, exe = compiled
+    xb = torch.randn(batch, 16)
+    exe.host.ran.clear()
+    (got,) = exe.run_on_host(xb)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(xb), rtol=1e-5, atol=1e-6)
+    assert len(exe.host.ran) == 2  # Linear + ReLU, Linear: one kernel each
+
+    # what the CPU VM runs for this shape (a DvmFunction on the native VM, the same tiling target)
+    cpu = DvmFunction(exe.graph, "main", native=True, target=exe.function.target, replay=False)
+    (want,) = cpu(np.ascontiguousarray(xb.numpy()))
+    np.testing.assert_array_equal(got.numpy(), want)  # the same words on the same VM: bitwise
+    cpu_kernels = {k.graph.name: k for unit in cpu.kernels for k, _, _ in unit.cache.values()}
+    for kernel, plan in exe.host.ran:
+        assert plan.code is kernel.bytecode
+        np.testing.assert_array_equal(plan.code, cpu_kernels[kernel.graph.name].bytecode)
+        # and the reference lowering's words (no template) for the shape
+        reference = compile_graph(kernel.graph, kernel.input_shapes, exe.function.target, template=False)
+        np.testing.assert_array_equal(plan.code, reference.bytecode)
+        program = decode(plan.code)  # valid bytecode
+        assert plan.tiles == program.tile_count and plan.grid == (program.tile_count, 1, 1)
+        assert plan.block == (1, 1, 1) and plan.local_total == program.tile_count * program.local_bytes
+        assert [(dt, n) for dt, n in plan.arguments] == [(np.dtype(a.dtype.numpy), a.numel) for a in program.args]
+        sizes, i = {}, 0  # each memref parameter: (ptr, ptr, offset, size, stride)
+        while i < len(plan.params):
+            kind, value = plan.params[i]
+            if kind == "ptr":
+                assert plan.params[i + 1:i + 5] == (("ptr", value), ("i64", 0), plan.params[i + 3], ("i64", 1))
+                sizes[value] = plan.params[i + 3][1]
+            i += 5 if kind == "ptr" else 1
+        assert sizes == {"code": plan.code.size, "local": plan.local_total, "table": len(plan.arguments)}
+        table = plan.table(range(100, 100 + len(plan.arguments)), [4 * n for _, n in plan.arguments])
+        assert table.reshape(-1, 5).tolist()[0] == [100, 100, 0, 4 * plan.arguments[0][1], 1]
+
+
+def test_tiling_spreads_over_the_blocks(compiled):
+    assert compiled[1].function.target.cores == CUDA_CORES
+
+
+@pytest.mark.skipif(cuda_available(), reason="a CUDA device is present")
+def test_calling_without_a_cuda_device_is_a_clear_error(compiled):
+    with pytest.raises(VtmlirError, match="no CUDA device available"):
+        compiled[1](torch.randn(3, 16))
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+def test_the_ptx_vm_runs_every_batch_on_the_device(compiled):
+    model, exe = compiled
+    for batch in (1, 3, 8, 3, 5):
+        xb = torch.randn(batch, 16)
+        got = exe(xb)
+        assert got.device.type == "cpu"
+        with torch.no_grad():
+            torch.testing.assert_close(got, model(xb), rtol=1e-5, atol=1e-5)
+    # the host run of the same words agrees (the PTX VM's f32 arithmetic is the CPU VM's)
+    xb = torch.randn(7, 16)
+    torch.testing.assert_close(exe(xb), exe.run_on_host(xb)[0], rtol=1e-6, atol=1e-6)
+    device = exe.device()
+    frames = len(device.frames)
+    exe(torch.randn(3, 16))  # a seen shape: its device bytecode and buffers are reused
+    assert len(device.frames) == frames and device.launches > 0
+    assert "launch(es) on the device" in str(exe.report())
+
+
+def test_unknown_chip_is_refused():
+    with pytest.raises(VtmlirError, match="unsupported CUDA chip 'sm_999'"):
+        vtmlir.compile(_mlp(), torch.randn(4, 16), target="cuda", chip="sm_999", dynamic_shapes=BATCH)
+
+
+def test_tf32_is_refused_with_dynamic_shapes():
+    with pytest.raises(VtmlirError, match="allow_tf32=True needs static shapes"):
+        vtmlir.compile(_mlp(), torch.randn(4, 16), target="cuda", allow_tf32=True, dynamic_shapes=BATCH)
+
+
+def test_a_kernel_the_ptx_vm_cannot_run_is_refused_at_compile_time(compiled):
+    # f64 arithmetic: the native CPU VM runs it, the PTX VM computes in f32 only
+    model = torch.nn.Linear(8, 4).double().eval()
+    with pytest.raises(VtmlirError, match=r"PTX VM cannot run kernel .*F64"):
+        vtmlir.compile(model, torch.randn(2, 8, dtype=torch.float64), target="cuda", dynamic_shapes=BATCH)
