@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import threading
 import time
 
@@ -126,7 +127,7 @@ class CudaDynamicExecutable(DynamicExecutable):
     target = "cuda"
 
     def __init__(self, graph, entry: str, chip: str = "sm_80", prebuild: bool | None = None, example=None,
-                 threads: int = 0):
+                 threads: int = 0, vm=None, cubin: bytes | None = None):
         from .backend.cuda.ptx import check_chip
         from .dvm.gpu import vm_ptx
         from .dvm.gpu_runtime import HostPlanRunner
@@ -134,8 +135,11 @@ class CudaDynamicExecutable(DynamicExecutable):
         check_chip(chip)
         start = time.perf_counter()
         self.chip = chip
-        self.vm = vm_ptx(chip)  # the VM as one PTX kernel (once per process and chip)
-        self.cubin = self.vm.assemble(chip)  # ptxas for the chip: refuses PTX the chip cannot run
+        # the VM as one PTX kernel (once per process and chip; `load` passes the saved one)
+        self.vm = vm if vm is not None else vm_ptx(chip)
+        # ptxas for the chip: refuses PTX the chip cannot run
+        self.cubin = cubin if cubin is not None else self.vm.assemble(chip)
+        self.entry = entry
         self.host = HostPlanRunner(self.vm.launch)
         self._device = None  # `gpu_runtime.CudaPlanRunner`, made at the first call
         self._setup(graph, entry, prebuild, threads, device=self.host, cores=CUDA_CORES)
@@ -145,6 +149,18 @@ class CudaDynamicExecutable(DynamicExecutable):
             self.function.admit_shape(*[a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
                                         for a in example])
         self.compile_seconds = time.perf_counter() - start
+
+    def save(self, path) -> None:
+        """Write what `load_dynamic` needs to make this executable again on a machine with a GPU but
+        without the compiler's PTX tools (llvmlite, the nvcc wheel): the function's IR (the
+        graph-level module with its shape symbols), the VM's PTX, launch and cubin, the chip and the
+        tiling's block count. The templates are built again there (`prebuild` as here). A pickle:
+        load only files you wrote."""
+        vm = type(self.vm)(self.vm.chip, self.vm.kernel, self.vm.ptx, {}, self.vm.launch)  # no stage IR
+        state = {"mlir": self.graph.operation.get_asm(), "entry": self.entry, "chip": self.chip, "vm": vm,
+                 "cubin": self.cubin, "cores": self.function.target.cores, "prebuild": self.prebuilt is not None}
+        with open(path, "wb") as f:
+            pickle.dump((_SAVED_DYNAMIC, state), f, protocol=pickle.HIGHEST_PROTOCOL)
 
     def device(self):
         """The PTX VM loaded on GPU 0 (`gpu_runtime.CudaPlanRunner`), made at the first call: the
@@ -237,6 +253,29 @@ def has_dynamic_dims(graph, entry: str | None) -> bool:
         if isinstance(t, ir.RankedTensorType) and any(ir.ShapedType.is_dynamic_size(d) for d in t.shape):
             return True
     return False
+
+
+#: Version of `CudaDynamicExecutable.save`'s file; `load_dynamic` refuses others.
+_SAVED_DYNAMIC = "vtmlir-cuda-dynamic/1"
+
+
+def load_dynamic(path) -> CudaDynamicExecutable:
+    """A `CudaDynamicExecutable` written by `CudaDynamicExecutable.save` (a pickle: load only files
+    you wrote). Takes and returns flat tensors (the module's call structure is not saved)."""
+    from .frontend import as_module
+
+    try:
+        with open(path, "rb") as f:
+            saved = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
+        raise VtmlirError(f"error: {path}: not a saved dynamic CUDA executable ({err})") from None
+    if not (isinstance(saved, tuple) and len(saved) == 2 and saved[0] == _SAVED_DYNAMIC):
+        raise VtmlirError(f"error: {path}: not a saved dynamic CUDA executable of this vtmlir version "
+                          f"(format {_SAVED_DYNAMIC})")
+    state = saved[1]
+    graph = as_module(state["mlir"])
+    return CudaDynamicExecutable(graph, state["entry"], chip=state["chip"], prebuild=state["prebuild"],
+                                 threads=state["cores"], vm=state["vm"], cubin=state["cubin"])
 
 
 def dynamic_executable(graph, entry: str, target: str, *, chip: str, prebuild, example, threads: int):

@@ -140,3 +140,46 @@ def test_a_kernel_the_ptx_vm_cannot_run_is_refused_at_compile_time(compiled):
     model = torch.nn.Linear(8, 4).double().eval()
     with pytest.raises(VtmlirError, match=r"PTX VM cannot run kernel .*F64"):
         vtmlir.compile(model, torch.randn(2, 8, dtype=torch.float64), target="cuda", dynamic_shapes=BATCH)
+
+
+def test_saved_executable_loads_without_the_ptx_tools_and_runs_the_same(compiled, tmp_path):
+    from vtmlir.dynamic import load_dynamic
+
+    model, exe = compiled
+    path = tmp_path / "mlp.vtdyn"
+    exe.save(path)
+    loaded = load_dynamic(path)  # the saved VM: nothing lowered or assembled again
+    assert isinstance(loaded, CudaDynamicExecutable) and loaded.vm.ptx == exe.vm.ptx and loaded.cubin == exe.cubin
+    assert loaded.vm.launch == exe.vm.launch and loaded.prebuilt["points"] == 8
+    assert loaded.function.target.cores == exe.function.target.cores
+    xb = torch.randn(5, 16)
+    np.testing.assert_array_equal(loaded.run_on_host(xb)[0].numpy(), exe.run_on_host(xb)[0].numpy())
+    (tmp_path / "bad.vtdyn").write_bytes(b"not a pickle")
+    with pytest.raises(VtmlirError, match="not a saved dynamic CUDA executable"):
+        load_dynamic(tmp_path / "bad.vtdyn")
+
+
+def test_gpu_benchmark_prepares_the_dynamic_case(compiled, tmp_path):
+    """benchmarks/gpu.py --only dynamic, up to the GPU machine's load (no GPU here)."""
+    import importlib.util
+    import pickle
+    import sys
+    from pathlib import Path
+
+    from vtmlir.dynamic import load_dynamic
+
+    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        spec = importlib.util.spec_from_file_location("gpu_bench_dynamic", benchmarks / "gpu.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(benchmarks))
+    bench.prepare(str(tmp_path), {"dynamic"}, [], [1], "sm_80")  # sm_80: the VM the fixture lowered
+    meta = pickle.loads((tmp_path / f"{bench.DYNAMIC_CASE}.case").read_bytes())
+    assert meta["kind"] == "dynamic" and bench.same_weights(bench.dynamic_model(), meta["fingerprint"])
+    loaded = load_dynamic(tmp_path / f"{bench.DYNAMIC_CASE}.vtdyn")
+    x = torch.randn(33, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.run_on_host(x)[0], bench.dynamic_model()(x), rtol=1e-5, atol=1e-6)
