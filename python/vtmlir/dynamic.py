@@ -24,10 +24,15 @@ import time
 import numpy as np
 from torch_mlir import ir
 
+from .backend.cuda.ptx import check_chip
+from .backend.cuda.runtime import cuda_available, device_arch
 from .backend.report import CompileReport
+from .dvm.gpu import vm_ptx
+from .dvm.gpu_runtime import CudaPlanRunner, HostPlanRunner
 from .dvm.runner import DvmFunction
 from .dvm.tiling import Target
 from .errors import VtmlirError
+from .frontend import as_module
 from .frontend.torch_calls import call_compiled
 from .signature import find_entry
 
@@ -128,10 +133,6 @@ class CudaDynamicExecutable(DynamicExecutable):
 
     def __init__(self, graph, entry: str, chip: str = "sm_80", prebuild: bool | None = None, example=None,
                  threads: int = 0, vm=None, cubin: bytes | None = None):
-        from .backend.cuda.ptx import check_chip
-        from .dvm.gpu import vm_ptx
-        from .dvm.gpu_runtime import HostPlanRunner
-
         check_chip(chip)
         start = time.perf_counter()
         self.chip = chip
@@ -167,9 +168,6 @@ class CudaDynamicExecutable(DynamicExecutable):
         cubin assembled for the device's own arch (a cubin runs on its major arch only), else the
         PTX for the driver to JIT. `VtmlirError` without a CUDA device."""
         if self._device is None:
-            from .backend.cuda.runtime import cuda_available, device_arch
-            from .dvm.gpu_runtime import CudaPlanRunner
-
             if not cuda_available():
                 raise VtmlirError("error: no CUDA device available (no driver or no GPU); the dynamic CUDA "
                                   "executable can be inspected (vm.ptx, report()) and its kernels run on the "
@@ -262,8 +260,6 @@ _SAVED_DYNAMIC = "vtmlir-cuda-dynamic/1"
 def load_dynamic(path) -> CudaDynamicExecutable:
     """A `CudaDynamicExecutable` written by `CudaDynamicExecutable.save` (a pickle: load only files
     you wrote). Takes and returns flat tensors (the module's call structure is not saved)."""
-    from .frontend import as_module
-
     try:
         with open(path, "rb") as f:
             saved = pickle.load(f)

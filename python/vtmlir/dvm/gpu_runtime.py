@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backend.cuda.runtime import check_cuda, cuda_available, cuda_driver
 from ..errors import VtmlirError
 from .gpu import VmLaunch
-from .native import _ARITH_OPS, launch_header, native_vm
+from .native import ARITH_OPS, launch_header, native_vm
 from .native_mlir import GPU_ARITH_TYPES
 
 #: words of one memref<?xi8> descriptor in the argument table: allocated, aligned, offset, size, stride
@@ -52,7 +53,7 @@ def gpu_unsupported_reason(kernel) -> str | None:
     if reason is not None:
         return reason
     for ins in kernel.program.body:
-        if ins.op in _ARITH_OPS and ins.dtype not in GPU_ARITH_TYPES:
+        if ins.op in ARITH_OPS and ins.dtype not in GPU_ARITH_TYPES:
             return (f"{ins.op.name} on {ins.dtype.name} (the PTX VM computes in "
                     f"{'/'.join(t.name.lower() for t in GPU_ARITH_TYPES)} only)")
     return None
@@ -185,8 +186,6 @@ class CudaPlanRunner(PlanRunner):
     where a device exists (`VtmlirError` otherwise). Not thread-safe: one call at a time."""
 
     def __init__(self, launch: VmLaunch, images: list[bytes]):
-        from ..backend.cuda.runtime import check_cuda, cuda_available, cuda_driver
-
         if not cuda_available():
             raise VtmlirError("error: no CUDA device available (the CUDA driver did not load or reports no "
                               "device); the dynamic executable's PTX VM can be inspected (vm.ptx) and its "
