@@ -9,6 +9,8 @@ exists (skipped otherwise, as the static CUDA tests are). ~1 min (the VM's lower
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 import torch
@@ -183,3 +185,133 @@ def test_gpu_benchmark_prepares_the_dynamic_case(compiled, tmp_path):
     x = torch.randn(33, 32)
     with torch.no_grad():
         torch.testing.assert_close(loaded.run_on_host(x)[0], bench.dynamic_model()(x), rtol=1e-5, atol=1e-6)
+
+
+class _HostDriver:
+    """The CUDA driver calls `gpu_runtime.CudaPlanRunner` makes, emulated in host memory for a test
+    of the runner's own work (allocations, uploads, the argument table, the parameter array, the
+    read-back), never a GPU's: "device" addresses are host buffers, and `cuLaunchKernel` checks
+    the parameters it is handed and runs the code they point at on the CPU native VM, on the
+    argument buffers the table it is handed points at."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self, launch):
+        self.launch, self.memory, self.launched = launch, {}, []
+
+    def cuInit(self, flags):
+        return (0,)
+
+    def cuDeviceGet(self, ordinal):
+        return (0, 0)
+
+    def cuDevicePrimaryCtxRetain(self, device):
+        return (0, "context")
+
+    def cuDevicePrimaryCtxRelease(self, device):
+        return (0,)
+
+    def cuCtxSetCurrent(self, context):
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        return (0,)
+
+    def cuModuleLoadData(self, image):
+        assert image.startswith(b"\x7fELF")  # the cubin assembled for the device's arch
+        return (0, "module")
+
+    def cuModuleUnload(self, module):
+        return (0,)
+
+    def cuModuleGetFunction(self, module, name):
+        return (0, name.decode())
+
+    def cuMemAlloc(self, nbytes):
+        buffer = np.zeros(nbytes, np.uint8)
+        self.memory[buffer.ctypes.data] = buffer
+        return (0, buffer.ctypes.data)
+
+    def cuMemFree(self, address):
+        del self.memory[int(address)]
+        return (0,)
+
+    def _within(self, address, nbytes):
+        base = max((a for a in self.memory if a <= address), default=None)
+        assert base is not None and address + nbytes <= base + self.memory[base].size, "outside any allocation"
+
+    def cuMemcpyHtoD(self, device, host, nbytes):
+        self._within(int(device), nbytes)
+        ctypes.memmove(int(device), host, nbytes)
+        return (0,)
+
+    def cuMemcpyDtoH(self, host, device, nbytes):
+        self._within(int(device), nbytes)
+        ctypes.memmove(host, int(device), nbytes)
+        return (0,)
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        from vtmlir.dvm.native import launch_header, native_vm
+
+        assert function == self.launch.function and (shared, stream, extra) == (0, 0, 0)
+        pointers = (ctypes.c_void_p * len(self.launch.param_types)).from_address(params)
+        values = [ctypes.c_int64.from_address(p).value for p in pointers]
+        memrefs, i = {}, 0
+        for kind, ref in self.launch.operands:
+            if kind == "memref":
+                memrefs[ref[1]] = values[i:i + 5]
+                assert values[i] == values[i + 1] and values[i + 2] == 0 and values[i + 4] == 1
+            i += 5 if kind == "memref" else 1
+
+        def words(address, count):
+            return np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(address))
+
+        code = words(memrefs["code"][0], memrefs["code"][3]).copy()
+        tiles, local_bytes, descs, _ = launch_header(code)
+        assert (gx, gy, gz, bx, by, bz) == (tiles, 1, 1, 1, 1, 1)
+        self._within(memrefs["local"][0], tiles * local_bytes)
+        assert memrefs["local"][3] == tiles * local_bytes and memrefs["args"][3] == len(descs)
+        table = words(memrefs["args"][0], 5 * len(descs)).reshape(-1, 5)
+        arrays = []
+        for (address, aligned, offset, nbytes, stride), (dtype, numel) in zip(table.tolist(), descs):
+            assert address == aligned and offset == 0 and stride == 1 and nbytes >= numel * np.dtype(dtype).itemsize
+            self._within(address, nbytes)
+            raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+            arrays.append(raw.view(dtype)[:numel])
+        native_vm().run_valid(code, arrays, cores=1)
+        self.launched.append(tiles)
+        return (0,)
+
+
+def test_the_cuda_runner_uploads_launches_and_reads_back_through_the_driver_calls(compiled, monkeypatch):
+    """`CudaPlanRunner`'s driver calls, emulated in host memory (`_HostDriver`; no GPU's result):
+    what it allocates, uploads, hands `cuLaunchKernel` and reads back gives torch's results, and a
+    seen shape reuses its device bytecode and buffers."""
+    from vtmlir import dynamic
+    from vtmlir.backend.cuda import runtime
+    from vtmlir.dvm import gpu_runtime
+
+    model, exe = compiled
+    driver = _HostDriver(exe.vm.launch)
+    for module in (runtime, gpu_runtime):
+        monkeypatch.setattr(module, "cuda_driver", lambda: driver)
+    monkeypatch.setattr(gpu_runtime, "cuda_available", lambda: True)
+    monkeypatch.setattr(dynamic, "cuda_available", lambda: True)
+    monkeypatch.setattr(dynamic, "device_arch", lambda: exe.chip)
+    try:
+        for batch in (2, 8, 2):
+            xb = torch.randn(batch, 16)
+            with torch.no_grad():
+                torch.testing.assert_close(exe(xb), model(xb), rtol=1e-5, atol=1e-6)
+        device = exe.device()
+        # two kernels per call, each one thread block per tile; the third call is the first's shape
+        assert len(driver.launched) == 6 == device.launches and driver.launched[4:] == driver.launched[:2]
+        assert len(device.frames) == 4  # two kernels x two shapes: the third call made none
+        assert "6 launch(es) on the device" in str(exe.report())
+    finally:
+        if exe._device is not None:
+            exe._device.close()
+            exe._device = None
+        exe.function.device = exe.host
+    assert driver.memory == {}  # close() freed every buffer
