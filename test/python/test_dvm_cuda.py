@@ -42,8 +42,7 @@ def test_compile_returns_the_ptx_vm_executable(compiled):
     _, exe = compiled
     assert isinstance(exe, CudaDynamicExecutable) and exe.target == "cuda" and exe.chip == "sm_80"
     assert exe.prebuilt["points"] == 8  # every batch's templates built at compile time, on the host
-    assert exe.cubin.startswith(b"\x7fELF")  # ptxas assembled the VM for the chip
-    assert len(exe.vm.assemble("sm_90")) > 1000
+    assert exe.cubin.startswith(b"\x7fELF")  # ptxas assembled the VM for the chip (sm_90: test_dvm_ptx.py)
     text = str(exe.report())
     assert "dvm (dynamic shapes)" in text and "batch in [1, 8]" in text
     assert "target cuda (chip sm_80)" in text and exe.vm.kernel in text
@@ -141,7 +140,8 @@ def test_a_kernel_the_ptx_vm_cannot_run_is_refused_at_compile_time(compiled):
     # f64 arithmetic: the native CPU VM runs it, the PTX VM computes in f32 only
     model = torch.nn.Linear(8, 4).double().eval()
     with pytest.raises(VtmlirError, match=r"PTX VM cannot run kernel .*F64"):
-        vtmlir.compile(model, torch.randn(2, 8, dtype=torch.float64), target="cuda", dynamic_shapes=BATCH)
+        vtmlir.compile(model, torch.randn(2, 8, dtype=torch.float64), target="cuda", dynamic_shapes=BATCH,
+                       prebuild=False)
 
 
 def test_saved_executable_loads_without_the_ptx_tools_and_runs_the_same(compiled, tmp_path):

@@ -49,8 +49,14 @@ class VmPtx:
     launch: VmLaunch
 
     def assemble(self, arch: str | None = None) -> bytes:
-        """ptxas (from nvidia-cuda-nvcc) for `arch` (default: the chip it was generated for)."""
-        return assemble(self.ptx, arch or self.chip, self.kernel)
+        """ptxas (from nvidia-cuda-nvcc) for `arch` (default: the chip it was generated for); cached
+        per PTX and arch (≈10 s each: every dynamic CUDA compile assembles the VM for its chip)."""
+        return _assemble(self.ptx, arch or self.chip, self.kernel)
+
+
+@functools.lru_cache(maxsize=8)
+def _assemble(ptx: str, arch: str, kernel: str) -> bytes:
+    return assemble(ptx, arch, kernel)
 
 
 @functools.lru_cache(maxsize=None)
