@@ -502,7 +502,10 @@ class DvmFunction:
     kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM);
     from the second call of an argument shape on, such a call is one native call of all its kernels
     where the recording allows it (`replay.ShapeReplay`, `replays`; `replay=False`: never).
-    `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding)."""
+    `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding). With a
+    `device` (a `gpu_runtime.PlanRunner`: DVM's PTX VM, or its launch plans run on the host) every
+    kernel is admitted and run by it instead (no replay); `admit_shape` compiles and admits a
+    call's kernels without running them."""
 
     def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
                  stacking: bool = True, replay: bool = True, device=None):
