@@ -9,7 +9,7 @@ and run the saved executables (`CudaExecutable.save` / `vtmlir.backend.cuda.load
     python benchmarks/gpu.py                                  # compile and run here
     python benchmarks/gpu.py --prepare DIR [--chip sm_90]     # compile, save to DIR (no GPU needed)
     python benchmarks/gpu.py --run DIR [--deadline 420]       # run what DIR holds (GPU machine)
-    options: [--only kernels,zoo,vtc,temco,tilus] [--models a,b] [--batches 1,8] [--repeat 20] [--no-torch-compile]
+    options: [--only kernels,zoo,vtc,temco,tilus,dynamic] [--models a,b] [--batches 1,8] [--repeat 20] [--no-torch-compile]
 
 Per case:
 - `max_abs_err` / `max_rel_err`: vtmlir's result (`compiled(*cuda tensors)`, the whole call path)
@@ -36,6 +36,15 @@ with L2 flushed between runs (and warm, launched back to back) against cuBLAS f1
 weight and torch's own dequantise-then-matmul (`QuantizedLinear`), weight GB/s with the fraction of
 the datasheet HBM peak and of a measured 1 GiB copy, TFLOP/s. A case that breaks the CUDA context hands the remaining ones
 to a fresh process.
+
+`--only dynamic` (not in the default set): `vtmlir.compile(..., target="cuda", dynamic_shapes=...)`
+of benchmarks/dvm.py's MLP (Linear 32->64, ReLU, Linear 64->16, batch in [1, 64]): DVM's PTX VM
+(`dynamic.CudaDynamicExecutable`). Prepare saves it (`save`: the IR, the VM's PTX, launch and
+cubin); the GPU machine loads it (`dynamic.load_dynamic`: the templates are built again there,
+`load_time`) and, per batch of `DYNAMIC_BATCHES` (never seen before, then one seen again), checks
+the result against torch eager on the CPU (`max_abs_err`, `ok`), and times the first call (the
+per-shape fill and the kernels' device buffers) and the median later call (`call_time`, wall, CPU
+tensors in and out: every kernel's arguments cross the bus), with torch eager on the GPU for scale.
 """
 
 from __future__ import annotations
@@ -128,6 +137,8 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
     os.makedirs(directory, exist_ok=True)
     if "tilus" in groups:
         prepare_tilus(directory, names, chip)
+    if "dynamic" in groups:
+        prepare_dynamic(directory, names, chip)
     jobs = []
     if "kernels" in groups:
         for name in KERNELS:
@@ -169,6 +180,83 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
         with open(os.path.join(directory, f"{case}.case"), "wb") as f:
             pickle.dump(meta, f)
         emit(case, "compile_time", round(cpu, 2), "s", clock="cpu", wall=round(wall, 2), kernels=len(exe.kernels))
+
+
+# -- dynamic shapes: DVM's PTX VM (vtmlir.dynamic.CudaDynamicExecutable) ------------------------------
+
+DYNAMIC_CASE = "dynamic_mlp_f32"
+#: the batches run, in order: never seen, then 7 again (its device buffers reused)
+DYNAMIC_BATCHES = (1, 7, 33, 64, 7)
+
+
+def dynamic_model():
+    """The MLP of benchmarks/dvm.py's compile_dynamic, seeded (rebuilt on the GPU machine)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+
+
+def prepare_dynamic(directory: str, names, chip: str) -> None:
+    import vtmlir
+    from torch.export import Dim
+
+    if names and DYNAMIC_CASE not in names:
+        return
+    model = dynamic_model()
+    w0, c0 = time.perf_counter(), time.process_time()
+    try:
+        exe = vtmlir.compile(model, torch.randn(4, 32), target="cuda", chip=chip,
+                             dynamic_shapes={"input": {0: Dim("batch", min=1, max=64)}})
+        exe.save(os.path.join(directory, f"{DYNAMIC_CASE}.vtdyn"))
+    except Exception as err:  # noqa: BLE001 - a benchmark records a failure and goes on
+        emit(DYNAMIC_CASE, "compile_time", None, "s", reason=f"{type(err).__name__}: {str(err)[:300]}")
+        return
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    meta = {"kind": "dynamic", "name": DYNAMIC_CASE, "dtype": "f32", "fingerprint": fingerprint(model),
+            "compile_wall_s": wall, "compile_cpu_s": cpu}
+    with open(os.path.join(directory, f"{DYNAMIC_CASE}.case"), "wb") as f:
+        pickle.dump(meta, f)
+    emit(DYNAMIC_CASE, "compile_time", round(cpu, 2), "s", clock="cpu", wall=round(wall, 2), chip=chip,
+         prebuilt=exe.prebuilt["points"] if exe.prebuilt else 0)
+
+
+def run_dynamic_case(directory: str, case: str, meta: dict, repeat: int) -> None:
+    from vtmlir.dynamic import load_dynamic
+
+    w0 = time.perf_counter()
+    exe = load_dynamic(os.path.join(directory, f"{case}.vtdyn"))
+    emit(case, "load_time", round(time.perf_counter() - w0, 2), "s", clock="wall")
+    model = dynamic_model()
+    weights_match = same_weights(model, meta["fingerprint"])
+    on_gpu = dynamic_model().to("cuda")
+    gen = torch.Generator().manual_seed(0)
+    try:
+        for batch in DYNAMIC_BATCHES:
+            x = torch.randn(batch, 32, generator=gen)
+            w0 = time.perf_counter()
+            (got,) = exe.run(x)
+            first = time.perf_counter() - w0
+            with torch.no_grad():
+                want = model(x)
+            abs_err, rel_err = errors(got, want)
+            row = f"{case}_b{batch}"
+            emit(row, "max_abs_err", abs_err, "", baseline="eager (CPU)", max_rel_err=rel_err,
+                 ok=bool(rel_err <= TOLERANCE["f32"]) if weights_match else None, tolerance=TOLERANCE["f32"],
+                 **({} if weights_match else {"reason": "the rebuilt model's weights differ from the compiled ones"}))
+            calls = []
+            for _ in range(repeat):
+                w0 = time.perf_counter()
+                exe.run(x)
+                calls.append(time.perf_counter() - w0)
+            emit(row, "call_time", round(statistics.median(calls) * 1e6, 1), "us", clock="wall",
+                 first_call_us=round(first * 1e6, 1), launches=exe.device().launches)
+            xg = x.to("cuda")
+            with torch.no_grad():
+                eager = cuda_time(lambda: on_gpu(xg), repeat)
+            emit(row, "device_time", round(eager * 1e6, 2), "us", contender="eager")
+        emit(case, "report", str(exe.report()).splitlines()[-1], "")
+    finally:
+        if exe._device is not None:
+            exe._device.close()
 
 
 # -- the Tilus quantised matmul kernels (vtmlir.lowbit.gpu_matmul) ---------------------------------------
@@ -568,6 +656,8 @@ def run(directory: str, repeat: int, with_compile: bool, deadline: float, names=
         """The Tilus kernels, the kernels (in `KERNELS` order), then the zoo, VTC and TeMCO models:
         torch.compile, skipped once half the deadline is spent, reaches the first ones."""
         meta = metas[case]
+        if meta["kind"] == "dynamic":
+            return (-2, 0, case)
         if meta["kind"] == "tilus":
             return (-1, tilus_order.index(case) if case in tilus_order else len(tilus_order), case)
         if meta["kind"] == "kernel":
@@ -586,6 +676,13 @@ def run(directory: str, repeat: int, with_compile: bool, deadline: float, names=
         elapsed = time.perf_counter() - start
         if elapsed > deadline:
             emit(case, "device_time", None, "us", contender="vtmlir", reason="skipped: deadline")
+            continue
+        if metas[case]["kind"] == "dynamic":
+            try:
+                run_dynamic_case(directory, case, metas[case], repeat)
+            except Exception as err:  # noqa: BLE001 - one failing case is a result; the others still run
+                emit(case, "call_time", None, "us", contender="vtmlir", reason=f"{type(err).__name__}: {str(err)[:400]}")
+            sys.stdout.flush()
             continue
         if metas[case]["kind"] == "tilus":
             try:

@@ -18,7 +18,7 @@ from .backend.cpu.executable import print_ir
 from .backend.cuda import compile_cuda
 from .backend.lowerable import check_lowerable
 from .context import make_context
-from .dynamic import DynamicExecutable, check_target, has_dynamic_dims
+from .dynamic import dynamic_executable, has_dynamic_dims
 from .errors import InputMutationError, VtmlirError, format_location
 from .frontend import as_module
 from .frontend.limits import check_module
@@ -95,7 +95,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     - `dynamic_shapes` (an `nn.Module`, torch.export's `Dim` spelling, e.g. `{"x": {0: Dim("batch",
       min=1, max=64)}}`): where a dim stays dynamic, the result is one `dynamic.DynamicExecutable`
       that runs every shape in the declared ranges through DVM's native VM on the CPU without
-      recompiling (docs/dvm.md); `prebuild` (default: when the ranges span at most
+      recompiling (docs/dvm.md) -- with target="cuda" a `dynamic.CudaDynamicExecutable`, DVM's PTX
+      VM for `chip` launched on GPU 0 (compiled without a GPU); `prebuild` (default: when the ranges span at most
       `dynamic.PREBUILD_POINTS` shapes) builds every shape's templates at compile time. Static
       shapes take the path above.
     - `threads` (CPU): threads the kernels run on: None or 0 (all cores, OpenMP), 1 (single-threaded
@@ -149,14 +150,17 @@ def compile(  # noqa: A001 - mirrors torch.compile
     stages: dict[str, str] = {"graph": print_ir(graph)}
     if dynamic_shapes is not None:
         if has_dynamic_dims(graph, entry):
-            check_target(target)
             if profile:
                 raise VtmlirError("error: profile=True needs static shapes; DVM's dynamic-shape runtime "
                                   "has no profiling build")
+            if allow_tf32:
+                raise VtmlirError("error: allow_tf32=True needs static shapes; DVM's PTX VM computes f32 "
+                                  "contractions exactly")
 
             name = symbol_name(find_entry(graph, entry))
             example = call.flatten(example_args, kwargs or {}) if call is not None else None
-            executable = DynamicExecutable(graph, name, prebuild=prebuild, example=example, threads=threads)
+            executable = dynamic_executable(graph, name, target, chip=chip, prebuild=prebuild, example=example,
+                                            threads=threads)
             executable.stages = stages
             executable.call_spec = call
             return executable

@@ -137,12 +137,13 @@ def test_torch_level_module_is_refused_with_advice():
         vtmlir.compile(torch_level)
 
 
-def test_dynamic_result_shapes_are_refused_clearly():
+def test_dynamic_shapes_on_cuda_refuse_an_unknown_chip_before_any_work():
     batch = torch.export.Dim("batch", min=2, max=64)
     args = (torch.nn.Linear(4, 4), torch.randn(2, 4))
-    # On the CPU a dynamic graph runs through DVM (test_compose_opt_levels.py, slow).
-    with pytest.raises(VtmlirError, match="dynamic shapes through vtmlir.compile run on the CPU"):
-        vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}}, target="cuda")
+    # On the CPU a dynamic graph runs through DVM's native VM (test_compose_opt_levels.py, slow), on
+    # CUDA through its PTX VM (test_dvm_cuda.py).
+    with pytest.raises(VtmlirError, match="unsupported CUDA chip 'sm_999'"):
+        vtmlir.compile(*args, dynamic_shapes={"input": {0: batch}}, target="cuda", chip="sm_999")
 
 
 def test_unknown_cuda_chip_is_refused_before_any_work():

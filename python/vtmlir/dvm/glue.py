@@ -128,9 +128,11 @@ def _g_batch_matmul(op, values, fn):
     if k is None:
         k = bmm_admit(fn, key, bmm_compile(op, fn, [a.shape[1:], b.shape[1:]]))
     k, native, cores = k
+    device = getattr(fn, "device", None)
     out = np.empty(init.shape, dtype=init.dtype)
     for i in range(a.shape[0]):
-        (r,) = k(np.ascontiguousarray(a[i]), np.ascontiguousarray(b[i]), native=native, cores=cores)
+        slices = np.ascontiguousarray(a[i]), np.ascontiguousarray(b[i])
+        (r,) = device.run(k, slices) if device is not None else k(*slices, native=native, cores=cores)
         out[i] = r + init[i]
     values[op.results[0]] = out
 
@@ -159,7 +161,10 @@ def bmm_admit(fn, key, k):
     `CompiledKernel.native_reason`, no decode for a template's kernel) and on how many cores
     (`runner.launch_cores`), and cache it under `key`."""
     start = time.perf_counter()
-    use_native = fn.native and k.native_reason is None  # a template's kernel: no decode
+    device = getattr(fn, "device", None)
+    if device is not None:  # DVM's PTX VM (`gpu_runtime.PlanRunner`): it admits or refuses the kernel
+        device.admit(k)
+    use_native = device is None and fn.native and k.native_reason is None  # a template's kernel: no decode
     fn.glue_validate_seconds += time.perf_counter() - start
     entry = fn.__dict__.setdefault("_bmm_kernels", {})[key] = (
         k, use_native, launch_cores(k, fn.target) if use_native else None)

@@ -131,6 +131,18 @@ class CompiledKernel:
                 if outs is not None:
                     return outs
 
+        flat, outs = self.arguments(inputs)
+        if native:
+            self._prepare_native()  # raises for a program the native VM cannot run
+            native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *self._header)
+        else:
+            execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
+        return outs
+
+    def arguments(self, inputs) -> tuple[list, list]:
+        """The VM's arguments for `inputs` (numpy arrays of the compiled shapes and strides): each
+        input as the 1-d span of elements it covers (a view), and fresh outputs of the compiled
+        shapes (the VM writes them flat). Raises `GraphError` for inputs it was not compiled for."""
         if len(inputs) != len(self.input_shapes):
             raise GraphError(f"{self.graph.name}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
         dense = self._input_strides is None  # compiled for dense inputs: numpy's C-contiguity is that
@@ -143,12 +155,7 @@ class CompiledKernel:
             # a C-contiguous array's span is all of it: a reshape is a view, cheaper than as_strided
             flat.append(a.reshape(-1) if a.flags.c_contiguous and a.size else _flat_span(a))
         outs = [np.empty(s, dtype=d.numpy) for s, d in zip(self.output_shapes, self.output_dtypes)]
-        if native:
-            self._prepare_native()  # raises for a program the native VM cannot run
-            native_vm()._launch(self.bytecode, flat + [o.reshape(-1) for o in outs], cores or 1, *self._header)
-        else:
-            execute(self.bytecode, flat + [o.reshape(-1) for o in outs], cores=cores)
-        return outs
+        return flat, outs
 
 
 class _NativeCall:

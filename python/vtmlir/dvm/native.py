@@ -32,7 +32,7 @@ from .native_mlir import ARITH_TYPES, CASTS, MAX_DIMS, build_vm_module, handled_
 
 #: instructions whose element type must be one of `ARITH_TYPES` (Cmp, Select, Cast and the data
 #: movement take every dtype)
-_ARITH_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
+ARITH_OPS = (BINARY_OPS | SCALAR_OPS | REDUCE_OPS
               | {Opcode.SQRT, Opcode.ABS, Opcode.LOG, Opcode.EXP, Opcode.ROUND, Opcode.FLOOR,
                  Opcode.IS_FINITE, Opcode.MATMUL})
 
@@ -59,7 +59,7 @@ def _unsupported_reason(program: Program) -> str | None:
     for ins in program.body:
         if ins.op not in ops:
             return f"opcode {ins.op.name}"
-        if ins.op in _ARITH_OPS and ins.dtype not in ARITH_TYPES:
+        if ins.op in ARITH_OPS and ins.dtype not in ARITH_TYPES:
             return f"{ins.op.name} on {ins.dtype.name} (native arithmetic is f16/f32/f64)"
         if ins.op == Opcode.CAST and (ins.src_dtype, ins.dst_dtype) not in CASTS:
             return f"CAST {ins.src_dtype.name} -> {ins.dst_dtype.name}"

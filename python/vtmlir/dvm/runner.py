@@ -300,8 +300,10 @@ class _GroupKernel:
         return g.select(g.cmp(x, self._constant_input(0.0, dt), "LT"), g.mul(value, -1.0), value)
 
     # -- per call ---------------------------------------------------------------------------
-    def run(self, values: dict, target: Target, native: bool, dry: bool = False, record: list | None = None):
-        """Compile for the inputs' shapes (once per shape and strides) and run. `dry`: compile
+    def run(self, values: dict, target: Target, native: bool, dry: bool = False, record: list | None = None,
+            device=None):
+        """Compile for the inputs' shapes (once per shape and strides) and run (on `device`, a
+        `gpu_runtime.PlanRunner`, where given; else on the CPU VMs). `dry`: compile
         only (building any template the shapes need, caching no kernel) and give zeros of the
         results' shapes -- what `DvmFunction.prebuild` walks the shape space with; `record`
         then receives what this kernel compiled (`DvmFunction.shape_plans`). Not dry, `record`
@@ -322,8 +324,12 @@ class _GroupKernel:
             return
         kernel = self.cache.get(key)
         if kernel is None:
-            kernel = self.admit(key, self.compile(*_layout(arrays), target), native, target)
+            kernel = self.admit(key, self.compile(*_layout(arrays), target), native, target, device)
         k, use_native, cores = kernel
+        if device is not None:
+            for r, o, convert in zip(self.results, device.run(k, arrays), self.converters):
+                values[r] = convert(o)
+            return
         launch = k.native_call if use_native else None  # the prepared native call, once it exists
         outs = launch(arrays, cores) if launch else None
         prepared = outs is not None and cores == 1
@@ -370,12 +376,18 @@ class _GroupKernel:
         self.compile_seconds += time.perf_counter() - start
         return kernel
 
-    def admit(self, key, kernel, native: bool, target: Target):
+    def admit(self, key, kernel, native: bool, target: Target, device=None):
         """Decide whether the native VM runs `kernel` (timed: `validate_seconds`) and on how many
         cores, and cache it under `key`. A kernel a template made says so without decoding
         (`native_reason`: the template's guards hold `decode`'s checks); another one is decoded
-        here."""
+        here. With a `device` (`gpu_runtime.PlanRunner`), the device admits it (or refuses it
+        with a `VtmlirError`) and makes its launch plan."""
         start = time.perf_counter()
+        if device is not None:
+            device.admit(kernel)
+            self.validate_seconds += time.perf_counter() - start
+            entry = self.cache[key] = (kernel, False, None)
+            return entry
         use_native = native and kernel.native_reason is None  # a template's kernel: no decode
         self.validate_seconds += time.perf_counter() - start
         entry = self.cache[key] = (kernel, use_native, launch_cores(kernel, target) if use_native else None)
@@ -490,14 +502,19 @@ class DvmFunction:
     kernel on the VM compiled once through MLIR where it supports the program (else the numpy VM);
     from the second call of an argument shape on, such a call is one native call of all its kernels
     where the recording allows it (`replay.ShapeReplay`, `replays`; `replay=False`: never).
-    `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding)."""
+    `compile_seconds` accumulates the per-new-shape compile time (tiling + encoding). With a
+    `device` (a `gpu_runtime.PlanRunner`: DVM's PTX VM, or its launch plans run on the host) every
+    kernel is admitted and run by it instead (no replay); `admit_shape` compiles and admits a
+    call's kernels without running them."""
 
     def __init__(self, module, func_name: str = "main", target: Target | None = None, native: bool = False,
-                 stacking: bool = True, replay: bool = True):
+                 stacking: bool = True, replay: bool = True, device=None):
         mop = module.operation if hasattr(module, "operation") else module
         self.module = module  # the values below live in its context: keep it alive
         self.target = target or Target()
         self.native = native
+        # a `gpu_runtime.PlanRunner` every kernel is handed to (DVM's PTX VM), or None: the CPU VMs
+        self.device = device
         self.glue_compile_seconds = 0.0  # batch_matmul kernels
         self.glue_validate_seconds = 0.0
         self.dry = False  # a `prebuild` dry run is under way (the glue's kernels compile only)
@@ -635,6 +652,19 @@ class DvmFunction:
         return {"points": total, "built": self.template_count() - before, "templates": self.template_count(),
                 "native": sum(t.native is not None for t in hits), "seconds": time.perf_counter() - start}
 
+    def admit_shape(self, *arrays) -> int:
+        """Compile and admit every kernel a call with `arrays` makes, running none (a dry walk of
+        the function, then `_compile_ahead`): what the example inputs of a CUDA compile do, so that
+        a kernel the device refuses is refused at compile time. Returns the kernels compiled."""
+        self.record = []
+        try:
+            self._execute([np.asarray(a) for a in arrays], dry=True)
+            plan = self.record
+        finally:
+            self.record = None
+        _compile_ahead(self, plan)
+        return len(plan)
+
     def _recorded_space(self):
         """(space, shapes_of) from the import's symbol table (see `prebuild`)."""
         if not self.symbols.symbols or any(a is None for a in self.symbols.args):
@@ -662,7 +692,7 @@ class DvmFunction:
             if replay:
                 if replay.accepts(arrays):
                     return replay(arrays)
-            elif replay is None and self.native and self.replay:
+            elif replay is None and self.native and self.replay and self.device is None:
                 if key in self._seen:  # the second call of the shape: record it
                     launches: list = []
                     results = self._execute(arrays, launches=launches)
@@ -709,7 +739,7 @@ class DvmFunction:
             if returned is not None:
                 return [np.asarray(values[v]) for v in returned]
             if glue is None:
-                unit.run(values, self.target, self.native, dry, self.record if dry else launches)
+                unit.run(values, self.target, self.native, dry, self.record if dry else launches, self.device)
             else:
                 glue(unit, values, self)
         raise VtmlirError("dvm: function without return")  # pragma: no cover
@@ -742,7 +772,7 @@ def _compile_ahead(fn: DvmFunction, plan) -> None:
                 else bmm_compile(unit, fn, shapes) for unit, key, shapes, strides in todo]
     for (unit, key, _, _), kernel in zip(todo, compiled):  # then admit them (native or not)
         if isinstance(unit, _GroupKernel):
-            unit.admit(key, kernel, fn.native, fn.target)
+            unit.admit(key, kernel, fn.native, fn.target, fn.device)
         else:
             bmm_admit(fn, key, kernel)
 
