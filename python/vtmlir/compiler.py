@@ -276,11 +276,10 @@ def _threads(threads) -> int:
 
 
 def _is_torch_module(obj) -> bool:
-    try:
-        import torch  # deferred and optional: torch is heavy and may be absent
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(obj, torch.nn.Module)
+    # An nn.Module exists only once torch is imported: text, files and ir.Modules never load torch
+    # (heavy, 2-3 s) or need it to be installed.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
 
 
 def _is_ir_module(obj) -> bool:

@@ -110,9 +110,17 @@ def _import(args) -> int:
     return 0
 
 
-def _compile(args) -> int:
-    from vtmlir.models import REGISTRIES, get  # deferred: models imports torch (heavy)
+def _is_zoo_model(name: str) -> bool:
+    """Whether `name` names a zoo model. An .mlir file, stdin or an existing file is not looked up:
+    the registries import torch, 2-3 s that compiling a file never needs."""
+    if name == "-" or name.endswith(".mlir") or os.path.isfile(name):
+        return False
+    from vtmlir.models import REGISTRIES  # deferred: models imports torch (heavy)
 
+    return any(name in registry for registry in REGISTRIES.values())
+
+
+def _compile(args) -> int:
     options = dict(target=args.target, pipeline=args.pipeline, chip=args.chip, opt_level=args.opt_level,
                    memory_budget=args.memory_budget, llvm_opt_level=args.llvm_opt_level, report=args.report,
                    allow_tf32=args.allow_tf32, threads=args.threads)
@@ -121,7 +129,9 @@ def _compile(args) -> int:
             raise VtmlirError(f"error: --profile takes a positive number of calls, got {args.profile}")
         options["profile"] = True
     inputs = None
-    if any(args.input in registry for registry in REGISTRIES.values()):
+    if _is_zoo_model(args.input):
+        from vtmlir.models import get  # deferred: models imports torch (heavy)
+
         model, inputs = get(args.input).build(batch=1, seed=0)
         if args.dtype:
             import torch  # deferred: torch is heavy; loaded on first use
