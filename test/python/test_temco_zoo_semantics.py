@@ -5,9 +5,10 @@ Batch 1 and the smallest image each topology allows (`temco_nets.TEMCO_MODELS`' 
 models of `TEMCO_ZOO`. Each model costs two JIT compiles of a few hundred loop nests: 3-20 s each,
 DenseNet-121 about 3 min (its 58 dense layers through decomposition, Skip-Opt and fusion, with
 the codegen layer's schedules). The default run keeps one model per topology (the suite's 15
-minutes): DenseNet-121, ResNet-34, ResNet-50 and the 4-level UNet are `slow` (`pytest -m slow`);
-`temco_densenet_small`, `temco_resnet18` (basic blocks; ResNet-50's bottlenecks are in the zoo's
-`resnet_bottleneck_block`) and `temco_unet_small` keep their topologies in the default run. The decomposed model is the reference (TeMCO §4.4: the
+minutes): `temco_densenet_small` and `temco_resnet18` (basic blocks; ResNet-50's bottlenecks are in
+the zoo's `resnet_bottleneck_block`) run by default; test_temco_fuse.py makes the same check on a
+plain chain and the small UNet (`temco_vgg11`, `temco_unet_small`) in the default run; the rest are
+`slow` (`pytest -m slow`). The decomposed model is the reference (TeMCO §4.4: the
 optimisations preserve the decomposed model's semantics); fp32 tolerance, bit-identical in practice.
 """
 
@@ -26,7 +27,8 @@ from vtmlir.backend.cpu.peak_memory import measure_peak_memory
 from vtmlir.temco.remat_skip import remat_skip_connections
 
 
-SLOW_MODELS = {"temco_densenet121", "temco_resnet34", "temco_resnet50", "temco_unet"}
+SLOW_MODELS = {"temco_densenet121", "temco_resnet34", "temco_resnet50", "temco_unet", "temco_unet_small",
+               "temco_vgg11", "temco_vgg16", "temco_alexnet"}
 SUITE_MODELS = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MODELS else n for n in TEMCO_ZOO]
 
 
