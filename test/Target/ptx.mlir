@@ -5,13 +5,12 @@
 // RUN: vtmlir compile %s --target cuda --emit host | filecheck %s --check-prefix=HOST
 // RUN: not vtmlir compile %s --target cuda --chip sm_12 2>&1 | filecheck %s --check-prefix=CHIP
 
-// The fill and the exp fused into the row sum (a warp per row: 4 rows in one block of 32x4
-// threads, a shuffle butterfly), both writing the result buffer itself (no copy to it: the
-// result's buffer is the out-parameter). The scheduled kernel is outlined first (main_kernel).
-// CHECK:      // kernel main_kernel_0: grid (4, 1, 1), block (1, 1, 1)
+// The fill and the exp fused into the row sum: one kernel (a warp per row: 4 rows in one block of
+// 32x4 threads, a shuffle butterfly; the fill a member of the row group), writing the result
+// buffer itself (no copy to it: the result's buffer is the out-parameter).
+// CHECK:      // kernel main_kernel: grid (1, 1, 1), block (32, 4, 1)
 // CHECK:      .target sm_80
 // CHECK:      .entry main_kernel(
-// CHECK:      // kernel main_kernel: grid (1, 1, 1), block (32, 4, 1)
 // CHECK:      ex2.approx
 // CHECK:      shfl.sync.bfly
 // CHECK-NOT:  // kernel main_kernel_1
@@ -20,8 +19,7 @@
 // SM90: .target sm_90
 
 // HOST:      host program @main: inputs ['b0'], outputs ['b1']
-// HOST-NEXT:   launch main_kernel_0 grid=(4, 1, 1) {{.*}} b1[+0])
-// HOST-NEXT:   launch main_kernel grid=(1, 1, 1) block=(32, 4, 1) (b0[+0], b1[+0])
+// HOST-NEXT:   launch main_kernel grid=(1, 1, 1) block=(32, 4, 1) (b1[+0], b0[+0])
 // HOST-NOT:    launch
 
 // CHIP: error: unsupported CUDA chip 'sm_12'
