@@ -3,6 +3,8 @@
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256 schedules=contraction:none}, transform-interpreter, codegen-erase-schedule)' | filecheck %s --check-prefix=OFF
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256}, transform-interpreter, codegen-erase-schedule, func.func(convert-linalg-to-loops))' | filecheck %s --check-prefix=I1-APPLIED
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256}, transform-interpreter, codegen-erase-schedule, func.func(convert-linalg-to-loops), convert-vector-to-scf{full-unroll=true}, expand-strided-metadata, lower-affine, finalize-memref-to-llvm, convert-scf-to-cf, convert-vector-to-llvm, convert-to-llvm, reconcile-unrealized-casts)' | filecheck %s --check-prefix=LLVM
+// RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=512})' | filecheck %s --check-prefix=AVX512
+// RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=512}, transform-interpreter, codegen-erase-schedule)' | filecheck %s --check-prefix=AVX512-APPLIED
 
 // The `// -----` chunks are separate modules; the `<PREFIX>-LABEL: {{^}}// -----` lines keep each
 // prefix's checks of the printed IR within the chunk they are written in.
@@ -230,6 +232,53 @@ func.func @whole_rows(%A: memref<24x64xf32>, %C: memref<24x64xf32>) {
 func.func @whole_rows_of_an_argument(%A: memref<24x64xf32>, %B: memref<64x64xf32>, %C: memref<24x64xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%A, %B : memref<24x64xf32>, memref<64x64xf32>) outs(%C : memref<24x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+// CHECK-LABEL: {{^}}// -----
+// APPLIED-LABEL: {{^}}// -----
+// OFF-LABEL: {{^}}// -----
+// I1-APPLIED-LABEL: {{^}}// -----
+// LLVM-LABEL: {{^}}// -----
+
+// A blocked (nChw16c) convolution's tap: reduction over input channel blocks (d4) and the channels of
+// a block (d5). Its A rows (`w x cb`) and B blocks (16 x 16) are contiguous: both are read in place,
+// and the channel blocks are looped inside the register tile (tiled after M), so the accumulators stay
+// in registers across all of them; each output element still sums block by block, channel by channel.
+// With AVX-512 and FMA, two output channel blocks (d1) are side by side in an 8-row tile, unrolled.
+#in = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2, d3, d5)>
+#w = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>
+#out = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d6)>
+// CHECK-LABEL: func.func @blocked_convolution_tap
+// CHECK:       transform.named_sequence @kernel_0_contraction(
+// CHECK-NOT:     transform.structured.promote
+// CHECK:         tile_using_for {{.*}} tile_sizes [0, 0, 0, 6, 0, 0, 0]
+// CHECK-NOT:     transform.structured.promote
+// CHECK:         tile_using_for {{.*}} tile_sizes [0, 0, 0, 0, 1, 0, 0]
+// CHECK-NOT:     transform.structured.promote
+// CHECK:         transform.structured.vectorize
+// APPLIED-LABEL: func.func @blocked_convolution_tap
+// APPLIED-NOT:     memref.alloca
+// APPLIED:         scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
+// APPLIED-NEXT:      scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<6x16xf32>)
+// AVX512-LABEL: func.func @blocked_convolution_tap
+// AVX512:         transform.structured.tile_using_forall {{.*}} tile_sizes [1, 2, 1, 0, 0, 0, 16]
+// AVX512:         transform.loop.unroll {{.*}} {factor = 2 : i64}
+// AVX512-APPLIED-LABEL: func.func @blocked_convolution_tap
+// AVX512-APPLIED-NOT:     memref.alloca
+// AVX512-APPLIED:         scf.for {{.*}} -> (vector<8x16xf32>, vector<8x16xf32>)
+// AVX512-APPLIED-NEXT:      scf.for {{.*}} -> (vector<8x16xf32>, vector<8x16xf32>)
+// AVX512-APPLIED-COUNT-2:     arith.mulf {{.*}} {codegen.fma} : vector<8x16xf32>
+func.func @blocked_convolution_tap(%I: memref<1x2x2x8x16xf32>, %W: memref<2x2x16x16xf32>, %O: memref<1x2x2x8x16xf32>) {
+  linalg.generic {indexing_maps = [#in, #w, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "parallel"]}
+      ins(%I, %W : memref<1x2x2x8x16xf32>, memref<2x2x16x16xf32>) outs(%O : memref<1x2x2x8x16xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %m = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %m : f32

@@ -134,6 +134,13 @@ class ContractionSchedule(Schedule):
                                  # loops' separate multiply and add, bitwise (EXACT_SCHEDULES)
     promote_a: bool = True       # pack each A row block (mr x k-chunk): its rows are K apart, and
                                  # a power-of-two K puts all mr of them in one L1 set
+    blocks_in_registers: bool = True  # several reduction dimensions (a blocked convolution's input
+                                 # channel blocks) whose A and B tiles are read in place: looped inside
+                                 # the register tile, so its accumulators stay in registers across them
+    register_blocks: int = 0     # with `blocks_in_registers` and N one register wide, tiles of an outer
+                                 # N dimension (a blocked convolution's output channel blocks) side by
+                                 # side in the register tile, one register per row each; 0: by target
+                                 # (AVX-512 with FMA: `AVX512_FMA_TILE`, 8 rows x 2 blocks; else 1)
 
     def register_tile(self, target: HostTarget, m_extent: int = 0, n_extent: int = 0) -> tuple[int, int]:
         """(rows, vector registers per row) of the accumulator tile. With AVX2's 16 registers 6 x 2
@@ -149,7 +156,8 @@ class ContractionSchedule(Schedule):
         blocked convolution's tap over a 14-pixel row, N of one register) is one tile of its own: as
         12 + 2 rows, the second tile read every B vector again for two rows (3x3 convolution
         1x256x14x14 in nChw16c, 1 thread: 0.93x the time). Over 28 or 56 rows tiles of 14 were 1.02x
-        and 1.00x (not taken)."""
+        and 1.00x (not taken). (With FMA, such a tap whose channel blocks `build` loops inside the
+        register tile takes 8 rows x 2 output channel blocks instead: `register_blocks`.)"""
         lanes = target.lanes(32)
         if (target.vector_bits >= 512 and self.fma and n_extent >= 2 * lanes
                 and _whole_vectors(n_extent % (AVX512_FMA_TILE[1] * lanes))):
@@ -181,31 +189,58 @@ class ContractionSchedule(Schedule):
             forall_sizes[d] = 1
         nc = chunk(n_extent, -(-parts // outer_tiles), multiple=nr, largest=max(self.cache_n, nr))
         forall_sizes[ni] = nc
+        k_extent = ranges[ki]
+        k_chunk = self.cache_k if self.cache_k and k_extent > self.cache_k else k_extent
+        # An A block is read by the nc / nr register tiles of its row; one that is read once and is
+        # a contiguous block already (a blocked convolution's tap: `w x cb` input rows, nc = nr = fb)
+        # is read where it is.
+        a_in_place = nc <= nr and _is_dense_tile(kernel, 1 - kernel.b_operand, {mi: mr, ki: k_chunk})
+        blocks_inside = (self.blocks_in_registers and bool(kernel.k[:-1]) and a_in_place and k_chunk == k_extent
+                         and _is_dense_tile(kernel, kernel.b_operand, {ki: k_extent, ni: nc}))
+        # Output channel blocks side by side in the register tile (an outer N dimension; N itself is
+        # one register, a block of 16 channels): as 12 rows x 1 register, a k step loaded 13 values
+        # for 12 FMAs, bound by the two load ports; as 8 rows x 2 blocks (`AVX512_FMA_TILE`, as a
+        # matmul's) 10 for 16. 3x3 convolutions in nChw16c with their layout conversions, 1 thread,
+        # speed against eager's (CPU time, interleaved): 1x64x56x56 / 1x128x28x28 / 1x256x14x14
+        # 0.93 / 0.91 / 0.82 (12 x 1, the blocks inside) -> 1.07 / 1.08 / 1.05, bitwise. Tiles of
+        # 7 x 2, 6 x 4 and 4 x 4 were as fast; 14 x 2 (28 accumulators beside the row's broadcasts)
+        # spilled: 1.8x the time.
+        nb = kernel.n[-2] if len(kernel.n) > 1 else None
+        blocks = self.register_blocks or (AVX512_FMA_TILE[1] if target.vector_bits >= 512 and self.fma else 1)
+        if (blocks > 1 and blocks_inside and nb is not None and nc == nr == lanes and ranges[nb] % blocks == 0
+                and outer_tiles // blocks >= parts):
+            forall_sizes[nb] = blocks
+            outer_tiles //= blocks
+            mr = self.register_m or AVX512_FMA_TILE[0]
+        else:
+            blocks = 1
         tiles = outer_tiles * (n_extent // nc)
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
         forall = _tile_outer(kernel, op, forall_sizes)
-        if kernel.k[:-1]:
+        if kernel.k[:-1] and not blocks_inside:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
-        k_extent = ranges[ki]
         if self.cache_k and k_extent > self.cache_k:
             # K in panels, in order (the sums stay in order: C is read back between panels).
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
-        # An A block is read by the nc / nr register tiles of its row; one that is read once and is
-        # a contiguous block already (a blocked convolution's tap: `w x cb` input rows, nc = nr = fb)
-        # is read where it is.
-        k_chunk = self.cache_k if self.cache_k and k_extent > self.cache_k else k_extent
-        a_in_place = nc <= nr and _is_dense_tile(kernel, 1 - kernel.b_operand, {mi: mr, ki: k_chunk})
-        if self.promote_b and not _rows_packed_already(kernel, nc):
+        if self.promote_b and not blocks_inside and not _rows_packed_already(kernel, nc):
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[kernel.b_operand].results))
         _, m_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mr}))
         t.peel(m_loops[0])
+        if blocks_inside:
+            # The channel blocks inside the register tile, outermost first (the sum's order is the
+            # loops': each output element still sums block by block, channel by channel), reading A's
+            # and B's blocks where they are: the accumulators are loaded and stored once per tile,
+            # not once per block, and B's 16 x 16 block is not copied (it is packed already). 3x3
+            # convolutions in nChw16c as above, 12 x 1 tiles: 0.84 / 0.78 / 0.69 -> 0.93 / 0.91 / 0.82
+            # eager's speed, bitwise.
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
         if self.promote_a and not a_in_place:  # (B's copies are vector code by now: the copies left are A's)
             t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
@@ -213,6 +248,11 @@ class ContractionSchedule(Schedule):
         if nc % nr:
             t.peel(n_loops[0])
         t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: 1}))
+        if blocks > 1:
+            # One register tile per block, unrolled side by side in the k step: they share its A
+            # elements, so a step loads `blocks` B vectors and mr A elements for blocks x mr FMAs.
+            _, block_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {nb: 1}))
+            t.unroll(block_loops[0], blocks)
         t.canonicalize(forall)
         t.vectorize(t.match_kernel(forall, kernel_id))
         if self.fma:

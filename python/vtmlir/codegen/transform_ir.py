@@ -74,6 +74,10 @@ def peel(loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
     return peeled.peeled_loop, peeled.remainder_loop
 
 
+def unroll(loop_handle: ir.Value, factor: int) -> None:
+    """Unroll the `scf.for` loops of the handle by `factor` (their trip count: fully)."""
+    loop.LoopUnrollOp(loop_handle, factor=factor)
+
 
 def generalize(target: ir.Value) -> ir.Value:
     """A named structured op as the `linalg.generic` it stands for (attributes kept)."""
