@@ -14,15 +14,33 @@ Prints JSON lines (benchmarks/README.md), thread CPU time of the profiled kernel
   codegen runs it (the transposing copy `layout-materialize` emits), and `copy_ns` a plain copy
   (an element-wise kernel of the same bytes), with `model_ns`.
 
-    python benchmarks/layout_costs.py [--repeat 20] [--only conv|convert]
+`--fit` then fits the kernel coefficients (`costs.CONV`, `costs.DEPTHWISE`) to the `conv_ns`
+records: per layout, non-negative least squares on relative error (each kernel's equation divided by
+its measured time) over that layout's terms (`FIT_TERMS`); with several runs (`--from` files of
+earlier runs' JSON lines) the median of each kernel's times. It prints one `fit` record per layout
+(the coefficients, ready to paste, and predicted / measured: median, min, max, 5th-95th
+percentiles) and one `fit_error` record: the 5th-95th percentiles of predicted / measured over all
+the kernels ("90 % of the kernels within x-y of their prediction", what `costs.UNCERTAINTY` is set
+from), with the layouts not named in `--fit` at their current coefficients. `--anchor` fits each
+kernel's time relative to its NCHW kernel's (same convolution, same runs) times NCHW's prediction:
+re-fitting some layouts on a day the machine runs the unchanged NCHW kernels slower or faster than
+at their calibration. A recalibration after a schedule change of the blocked layouts:
+
+    for i in 1 2 3; do python benchmarks/layout_costs.py --only conv --repeat 15 > run$i.jsonl; done
+    python benchmarks/layout_costs.py --fit nChw16c,nChw8c --anchor --from run*.jsonl
+
+    python benchmarks/layout_costs.py [--repeat 20] [--only conv|convert] [--fit [LAYOUTS] [--anchor] [--from FILE...]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import sys
 
+import numpy as np
 import torch
 
 import vtmlir
@@ -152,13 +170,132 @@ def convert_cases(rep: Reporter, repeat: int) -> None:
                      conversion=kind, bytes=nbytes, model_ns=round(model))
 
 
+# The terms each layout's model has (`costs.conv_terms`: fixed, per_tap, per_mac, per_gather,
+# per_weight); the others are held at 0. Depthwise convolutions: fixed + per_mac.
+FIELDS = ("fixed", "per_tap", "per_mac", "per_gather", "per_weight")
+FIT_TERMS = {
+    ("conv", "nchw"): ("fixed", "per_mac", "per_gather"),
+    ("conv", "nChw16c"): ("fixed", "per_tap", "per_mac", "per_weight"),
+    ("conv", "nChw8c"): ("fixed", "per_tap", "per_mac", "per_weight"),
+    ("conv", "nhwc"): ("fixed", "per_tap", "per_mac", "per_gather", "per_weight"),
+}
+FIT_TERMS.update({("depthwise", layout): ("fixed", "per_mac") for _, layout in list(FIT_TERMS)})
+
+
+def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
+    """min |a x - b| subject to x >= 0 (Lawson-Hanson active set; scipy.optimize.nnls's algorithm)."""
+    n = a.shape[1]
+    x, passive = np.zeros(n), np.zeros(n, dtype=bool)
+    for _ in range(iterations):
+        w = a.T @ (b - a @ x)
+        if passive.all() or w[~passive].max(initial=0.0) <= 1e-12 * max(1.0, np.abs(w).max()):
+            break
+        passive[np.argmax(np.where(passive, -np.inf, w))] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            shrink = passive & (z <= 0)
+            alpha = np.min(x[shrink] / (x[shrink] - z[shrink]))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-15
+            x[~passive] = 0.0
+    return x
+
+
+def _records(paths) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += [r for r in map(json.loads, filter(str.strip, f)) if r.get("metric") == "conv_ns"]
+    return rows
+
+
+def _shape(r) -> costs.ConvShape:
+    k, s, h = r["kernel"], r["stride"], r["image"]
+    o = (h + 2 * (k // 2) - k) // s + 1
+    return costs.ConvShape(r["channels"], r["filters"], o, o, k * k, s, r["groups"])
+
+
+def fit(rep: Reporter, rows: list[dict], layouts, anchor: bool = False) -> None:
+    """Fit the coefficients of `layouts` (None: all) to the `conv_ns` records `rows` and report.
+
+    `anchor`: each kernel's time scaled by its NCHW kernel's predicted / measured time (same
+    convolution, same runs), i.e. fitted to its measured ratio to NCHW times NCHW's prediction: the
+    unchanged NCHW kernels measure the machine's state against the calibration's (refit a layout
+    on a machine slower or faster than the one the other layouts were fitted on, and the ILP
+    compares times from two machines)."""
+    times: dict = {}
+    for r in rows:
+        times.setdefault((r["case"], r["layout"]), (r, []))[1].append(r["value"])
+    groups: dict = {}
+    for (case, layout), (r, values) in times.items():
+        kind = "depthwise" if r["groups"] != 1 else "conv"
+        ns = statistics.median(values)
+        if anchor and layout != "nchw":
+            base = statistics.median(times[(case, "nchw")][1])
+            ns *= costs.conv_ns(_shape(r), "nchw") / base
+        groups.setdefault((kind, layout), []).append((_shape(r), ns))
+    ratios = []
+    for (kind, layout), kernels in sorted(groups.items()):
+        table = costs.DEPTHWISE if kind == "depthwise" else costs.CONV
+        kernels = [(shape, ns) for shape, ns in kernels if ns > 0]
+        if layouts is None or (layout if kind == "conv" else f"depthwise:{layout}") in layouts:
+            terms = FIT_TERMS[(kind, layout)]
+            cols = [FIELDS.index(t) for t in terms]
+            a = np.array([[costs.conv_terms(shape, layout)[i] / ns for i in cols] for shape, ns in kernels])
+            scale = np.abs(a).max(axis=0)
+            scale[scale == 0] = 1.0
+            x = nnls(a / scale, np.ones(len(kernels))) / scale
+            values = dict.fromkeys(FIELDS, 0.0) | {t: float(v) for t, v in zip(terms, x)}
+            coefficients = costs.KernelCoefficients(**values)
+            fitted = True
+        else:
+            coefficients, fitted = table[layout], False
+        pred = [float(np.dot(costs.conv_terms(shape, layout), [getattr(coefficients, f) for f in FIELDS]))
+                / ns for shape, ns in kernels]
+        ratios += pred
+        rep.emit(f"{kind} {layout}", "fit", round(statistics.median(pred), 3), "predicted/measured", None,
+                 fitted=fitted, n=len(kernels), min=round(min(pred), 3), max=round(max(pred), 3),
+                 p5_p95=[round(float(p), 3) for p in np.percentile(pred, [5, 95])],
+                 coefficients={f: float(f"{getattr(coefficients, f):.4g}") for f in FIELDS})
+    lo, hi = np.percentile(ratios, [5, 95])
+    rep.emit("all", "fit_error", [round(float(lo), 3), round(float(hi), 3)], "predicted/measured", None,
+             n=len(ratios), percentiles=[5, 95], median=round(statistics.median(ratios), 3))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--only", choices=("conv", "convert"))
+    ap.add_argument("--fit", nargs="?", const="all", metavar="LAYOUTS",
+                    help="fit the coefficients of these layouts' convolutions (comma-separated, e.g. nChw16c,nChw8c; "
+                         "depthwise:nChw16c for a depthwise one's; default all)")
+    ap.add_argument("--from", dest="inputs", nargs="+", metavar="FILE",
+                    help="with --fit: fit these runs' JSON lines (medians over them) instead of measuring")
+    ap.add_argument("--anchor", action="store_true",
+                    help="with --fit: fit each kernel's time relative to its NCHW kernel's, times NCHW's prediction")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rep = Reporter("layout_costs")
+    layouts = None if args.fit in (None, "all") else set(args.fit.split(","))
+    if args.inputs:
+        if not args.fit:
+            ap.error("--from needs --fit")
+        fit(rep, _records(args.inputs), layouts, args.anchor)
+        return
+    if args.fit:
+        import contextlib
+        import io
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):  # the run's own records, then the fit's
+            conv_cases(rep, args.repeat)
+        print(buffer.getvalue(), end="", flush=True)
+        rows = [r for r in map(json.loads, buffer.getvalue().splitlines()) if r["metric"] == "conv_ns"]
+        fit(rep, rows, layouts, args.anchor)
+        return
     if args.only != "convert":
         conv_cases(rep, args.repeat)
     if args.only != "conv":

@@ -136,14 +136,23 @@ def lanes(shape: ConvShape, layout: str) -> float:
     return _fill(shape.filters)
 
 
-def conv_ns(shape: ConvShape, layout: str) -> float:
-    """Predicted time of one convolution-like kernel in `layout` ("nchw", "nChw16c", "nChw8c", "nhwc")."""
-    k = (DEPTHWISE if shape.depthwise else CONV)[layout]
+def conv_terms(shape: ConvShape, layout: str) -> tuple[float, float, float, float, float]:
+    """What each of `KernelCoefficients`' fields multiplies for this kernel in `layout`: (1, taps,
+    MACs / lanes, gathered elements, filter elements); `conv_ns` is their sum weighted by the
+    coefficients (benchmarks/layout_costs.py --fit regresses on them)."""
     per_group = shape.channels // shape.groups if shape.groups > 0 else 1
     gathered = (shape.batch * per_group * shape.taps * shape.out_h * shape.out_w
                 if shape.taps > 1 or shape.stride > 1 else 0)
-    return (k.fixed + shape.taps * k.per_tap + shape.macs * k.per_mac / lanes(shape, layout)
-            + gathered * k.per_gather + shape.filters * per_group * shape.taps * k.per_weight)
+    return (1.0, float(shape.taps), shape.macs / lanes(shape, layout), float(gathered),
+            float(shape.filters * per_group * shape.taps))
+
+
+def conv_ns(shape: ConvShape, layout: str) -> float:
+    """Predicted time of one convolution-like kernel in `layout` ("nchw", "nChw16c", "nChw8c", "nhwc")."""
+    k = (DEPTHWISE if shape.depthwise else CONV)[layout]
+    one, taps, mac_vectors, gathered, weights = conv_terms(shape, layout)
+    return (k.fixed * one + taps * k.per_tap + mac_vectors * k.per_mac + gathered * k.per_gather
+            + weights * k.per_weight)
 
 
 def copy_ns(nbytes: int) -> float:
