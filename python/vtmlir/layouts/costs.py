@@ -82,10 +82,19 @@ class KernelCoefficients:
 # 36 convolutions (8-2048 channels, 1x1-64x64 images, 1x1 and 3x3, stride 1 and 2) and 6 depthwise
 # ones; conversions from the same builds' own conversion kernels (medians of ns per byte over
 # tensors of 16 KiB and more). docs/layouts.md "Cost model" gives the fit.
+# nChw16c and nChw8c re-fitted 2026-11-27 after the blocked convolutions' channel blocks moved
+# inside the register tile (8 rows x 2 output blocks, ee6a3ba; NCHW's and NHWC's code unchanged,
+# checked on the generated LLVM IR): `layout_costs.py --fit nChw16c,nChw8c --anchor` over the
+# medians of 3 runs (--repeat 15, load 3-5), each kernel's time taken relative to its own NCHW
+# kernel's in the same run times NCHW's prediction: the unchanged NCHW kernels took 1.16x their
+# predicted time at the median that day, and 1.7-2.4x on the filter-bound ones (1x1 images,
+# 512-2048 channels), so the raw times would have charged the blocked layouts the machine's state
+# (the raw fit kept 13 fewer nChw16c convolutions in ResNet-50: 1.06x its time). Predicted /
+# anchored time: nChw16c median 0.97, 90 % within 0.37-1.35; nChw8c 0.92, 0.51-1.31.
 CONV = {
     "nchw": KernelCoefficients(738.7, 0.0, 0.01412, per_gather=0.2067),
-    "nChw16c": KernelCoefficients(126.1, 26.15, 0.02526, per_weight=0.06073),
-    "nChw8c": KernelCoefficients(0.0, 72.0, 0.01657, per_weight=0.0636),
+    "nChw16c": KernelCoefficients(808.6, 106.7, 0.01421, per_weight=0.05834),
+    "nChw8c": KernelCoefficients(0.0, 146.9, 0.01266, per_weight=0.07098),
     "nhwc": KernelCoefficients(0.0, 95.54, 0.0198, per_gather=0.004239, per_weight=0.1168),
 }
 DEPTHWISE = {   # depthwise convolutions and pooling (taps unrolled)
