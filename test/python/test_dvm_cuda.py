@@ -161,23 +161,13 @@ def test_saved_executable_loads_without_the_ptx_tools_and_runs_the_same(compiled
         load_dynamic(tmp_path / "bad.vtdyn")
 
 
-def test_gpu_benchmark_prepares_the_dynamic_case(compiled, tmp_path):
+def test_gpu_benchmark_prepares_the_dynamic_case(compiled, tmp_path, load_benchmark):
     """benchmarks/gpu.py --only dynamic, up to the GPU machine's load (no GPU here)."""
-    import importlib.util
     import pickle
-    import sys
-    from pathlib import Path
 
     from vtmlir.dynamic import load_dynamic
 
-    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(benchmarks))
-    try:
-        spec = importlib.util.spec_from_file_location("gpu_bench_dynamic", benchmarks / "gpu.py")
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-    finally:
-        sys.path.remove(str(benchmarks))
+    bench = load_benchmark("gpu")
     bench.prepare(str(tmp_path), {"dynamic"}, [], [1], "sm_80")  # sm_80: the VM the fixture lowered
     meta = pickle.loads((tmp_path / f"{bench.DYNAMIC_CASE}.case").read_bytes())
     assert meta["kind"] == "dynamic" and bench.same_weights(bench.dynamic_model(), meta["fingerprint"])

@@ -5,27 +5,15 @@ equal the ones the kernel was built with, and their order matches the kernel's p
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import pickle
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
 @pytest.fixture(scope="module")
-def gpu_bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("gpu_bench", BENCHMARKS / "gpu.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def gpu_bench(load_benchmark):
+    module = load_benchmark("gpu")
     module.TILUS_SHAPES = ((128, 64, ("u4",)),)   # K, N: small, same code path as 4096 x 4096
     return module
 

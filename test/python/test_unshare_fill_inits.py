@@ -6,10 +6,6 @@ its own fill: Gemma-2's frame 2 (between the q/k/v projections and probs·V) kee
 kernel, results stay bitwise identical and no measured peak grows.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -19,20 +15,6 @@ from vtmlir.models import get
 from vtmlir.models.vtc_workloads import SMALL_SIZES
 
 PASS = "vt-eliminate-data-movement"
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "vtc.py"
-
-
-def _vtc_bench():
-    """benchmarks/vtc.py as a module (its frame-2 kernel classification; it imports its
-    neighbour jsonl.py)."""
-    sys.path.insert(0, str(BENCH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("vtc_bench", BENCH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH.parent))
-    return module
 
 
 def _compile(graph, pipeline, unshare: bool, monkeypatch):
@@ -50,7 +32,7 @@ def test_pipeline_runs_it_between_cse_and_empty_tensor_elimination():
 
 
 @pytest.mark.parametrize("name", ["vtc_gemma2_decode", "vtc_yolo_c3k2"])
-def test_frame2_copies_and_peaks(name, monkeypatch):
+def test_frame2_copies_and_peaks(name, monkeypatch, load_benchmark):
     model, inputs = get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
     graph = vtmlir.import_torch(model, *inputs)
     results, peaks, kernels = {}, {}, {}
@@ -63,7 +45,7 @@ def test_frame2_copies_and_peaks(name, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(results[False], results[True]))
     assert peaks[True] <= peaks[False]
     if name == "vtc_gemma2_decode":
-        bench = _vtc_bench()
+        bench = load_benchmark("vtc")  # its frame-2 kernel classification
         layers = bench.attention_layers(str(graph))
         assert len(bench.frame2_kernels(kernels[False], layers)) > 0  # the copies of the shared fill
         assert bench.frame2_kernels(kernels[True], layers) == []

@@ -103,23 +103,17 @@ def _row_kernel(op, per_row: bool = False, kernel: Kernel | None = None) -> _Row
         return None  # a reduction across rows
     if kernel.reduction_dims and not kernel.innermost_is_reduction:
         return None
-    row_loops = [d for d in range(inner) if ranges[d] > 1]
-    out_dims = [e.position for e in kernel.maps[-1].results if isinstance(e, ir.AffineDimExpr)]
-    if not row_loops or any(d not in out_dims for d in row_loops):
+    found = _rows_and_operands(op, kernel, inner)
+    if found is None:
         return None
+    row_loops, operands = found
     accesses, row_bytes = [], 0
-    for value, amap in zip(op.operands, kernel.maps):
-        results = list(amap.results)
-        dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
-        if any(e is None and not (isinstance(r, ir.AffineConstantExpr) and r.value == 0)
-               for e, r in zip(dims, results)):
-            return None
+    for value, dims in operands:
         if inner in dims:
             if [d for d in dims if d is not None][-1] != inner:
                 return None  # read across the row (a transposition)
             row_bytes = max(row_bytes, ranges[inner] * element_bits_of(value) // 8)
-        rows = tuple(row_loops.index(d) if d in row_loops else None for d in dims)
-        accesses.append((value, buffer_root(value), rows))
+        accesses.append(_access(value, dims, row_loops))
     return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), ranges[inner], row_bytes, accesses)
 
 
@@ -127,20 +121,43 @@ def _per_row_kernel(op, kernel: Kernel) -> _RowKernel | None:
     if kernel.reduction_dims or kernel.rank < 1:
         return None
     ranges = kernel.loop_ranges
-    row_loops = [d for d in range(kernel.rank) if ranges[d] > 1]
+    found = _rows_and_operands(op, kernel, kernel.rank)
+    if found is None:
+        return None
+    row_loops, operands = found
+    accesses = [_access(value, dims, row_loops) for value, dims in operands]
+    return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), 1, 0, accesses, per_row=True)
+
+
+def _rows_and_operands(op, kernel: Kernel, loops: int):
+    """(the row loops: those of the first `loops` loops with more than one trip, each an index of
+    the output; `_operand_dims`), or None where there is none or the output drops one."""
+    ranges = kernel.loop_ranges
+    row_loops = [d for d in range(loops) if ranges[d] > 1]
     out_dims = [e.position for e in kernel.maps[-1].results if isinstance(e, ir.AffineDimExpr)]
     if not row_loops or any(d not in out_dims for d in row_loops):
         return None
-    accesses = []
+    operands = _operand_dims(op, kernel)
+    return None if operands is None else (row_loops, operands)
+
+
+def _operand_dims(op, kernel: Kernel) -> list[tuple[ir.Value, list[int | None]]] | None:
+    """Each operand with the loop dimension of each of its indices (None: the constant 0), or None
+    where an index is anything else (an offset, a sum of loops: not a row access)."""
+    operands = []
     for value, amap in zip(op.operands, kernel.maps):
         results = list(amap.results)
         dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
         if any(e is None and not (isinstance(r, ir.AffineConstantExpr) and r.value == 0)
                for e, r in zip(dims, results)):
             return None
-        rows = tuple(row_loops.index(d) if d in row_loops else None for d in dims)
-        accesses.append((value, buffer_root(value), rows))
-    return _RowKernel(op, kernel, tuple(ranges[d] for d in row_loops), 1, 0, accesses, per_row=True)
+        operands.append((value, dims))
+    return operands
+
+
+def _access(value: ir.Value, dims: list[int | None], row_loops: list[int]) -> tuple:
+    """(operand, its buffer, the row loop each of its indices takes or None)."""
+    return value, buffer_root(value), tuple(row_loops.index(d) if d in row_loops else None for d in dims)
 
 
 class _Group:

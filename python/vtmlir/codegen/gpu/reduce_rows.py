@@ -393,7 +393,6 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
     n_in = len(op.opview.inputs)
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
-    body_ops = [o.operation for o in list(block.operations)[:-1]]
     ranges = classify(op).loop_ranges
     length = ranges[-1]
     unroll = _unroll(length, threads)
@@ -406,13 +405,8 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
             for i, arg in enumerate(args[n_in:]):
                 if list(arg.uses):
                     mapping[arg] = cache.load(op.operands[n_in + i], maps[n_in + i], dims)
-            for inner in body_ops:
-                if inner.name == "linalg.index":
-                    mapping[inner.results[0]] = dims[ir.IntegerAttr(inner.attributes["dim"]).value]
-            clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
-            yielded = list(block.operations)[-1].operation.operands
-            for i, value in enumerate(yielded):
-                cache.store(mapping.get(value, value), op.operands[n_in + i], maps[n_in + i], dims)
+            for i, value in enumerate(_clone_body(block, mapping, dims)):
+                cache.store(value, op.operands[n_in + i], maps[n_in + i], dims)
         scf.YieldOp([])
 
 
@@ -423,7 +417,6 @@ def _emit_per_row(op, row: list[ir.Value], tx: ir.Value) -> None:
     n_in = len(op.opview.inputs)
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
-    body_ops = [o.operation for o in list(block.operations)[:-1]]
     dims = _per_row_indices(classify(op).loop_ranges, row)
     first = _if(arith.CmpIOp(arith.CmpIPredicate.eq, tx, _index(0)).result)
     with ir.InsertionPoint(first.then_block):
@@ -434,14 +427,20 @@ def _emit_per_row(op, row: list[ir.Value], tx: ir.Value) -> None:
                 value = memref.LoadOp(value, _apply(maps[i], dims)).result
             if i < n_in or list(arg.uses):
                 mapping[arg] = value
-        for inner in body_ops:
-            if inner.name == "linalg.index":
-                mapping[inner.results[0]] = dims[ir.IntegerAttr(inner.attributes["dim"]).value]
-        clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
-        yielded = list(block.operations)[-1].operation.operands
-        for i, value in enumerate(yielded):
-            memref.StoreOp(mapping.get(value, value), op.operands[n_in + i], _apply(maps[n_in + i], dims))
+        for i, value in enumerate(_clone_body(block, mapping, dims)):
+            memref.StoreOp(value, op.operands[n_in + i], _apply(maps[n_in + i], dims))
         scf.YieldOp([])
+
+
+def _clone_body(block, mapping: dict, dims: list[ir.Value]) -> list[ir.Value]:
+    """The generic's body cloned for one element at loop indices `dims` (`linalg.index` is its
+    index), its block arguments bound in `mapping`; the values it yields."""
+    body_ops = [o.operation for o in list(block.operations)[:-1]]
+    for inner in body_ops:
+        if inner.name == "linalg.index":
+            mapping[inner.results[0]] = dims[ir.IntegerAttr(inner.attributes["dim"]).value]
+    clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
+    return [mapping.get(v, v) for v in list(block.operations)[-1].operation.operands]
 
 
 def _thread_accesses(op, per_row: bool) -> tuple[set, set]:
