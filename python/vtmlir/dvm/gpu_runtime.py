@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend.cuda.runtime import check_cuda, cuda_available, cuda_driver
+from ..backend.cuda.runtime import (check_cuda, cuda_available, cuda_driver, device_alloc, load_module,
+                                     parameter_array, retain_primary_context, upload)
 from ..errors import VtmlirError
 from .gpu import VmLaunch
 from .native import ARITH_OPS, launch_header, native_vm
@@ -191,18 +192,13 @@ class CudaPlanRunner(PlanRunner):
                               "device); the dynamic executable's PTX VM can be inspected (vm.ptx) and its "
                               "kernels run on the host (run_on_host) but not launched here")
         super().__init__(launch)
-        self._check, driver = check_cuda, cuda_driver()
-        self.driver = driver
-        check_cuda(driver.cuInit(0), "cuInit")
-        self.device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
-        self.context = check_cuda(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
-        check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        driver = self.driver = cuda_driver()
+        self.device, self.context = retain_primary_context()
         self.module = self.function = None
         errors = []
         for image in images:  # the cubin for the device, else the PTX (the driver JITs it)
-            data = image if image.startswith(b"\x7fELF") or image.endswith(b"\0") else image + b"\0"
             try:
-                self.module = check_cuda(driver.cuModuleLoadData(data), "loading the DVM VM kernel")
+                self.module = load_module(image, "loading the DVM VM kernel")
                 break
             except VtmlirError as err:
                 errors.append(str(err))
@@ -213,28 +209,21 @@ class CudaPlanRunner(PlanRunner):
         self.frames: dict = {}  # id(kernel) -> _DeviceFrame (the kernel is kept alive in `plans`)
         self.local = None  # (device address, bytes): grown, shared by every launch (one at a time)
 
-    def _alloc(self, nbytes: int):
-        return self._check(self.driver.cuMemAlloc(max(int(nbytes), 1)), f"cuMemAlloc({nbytes})")
-
-    def _upload(self, address, array: np.ndarray) -> None:
-        if array.nbytes:
-            self._check(self.driver.cuMemcpyHtoD(address, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
-
     def _frame(self, kernel, plan: LaunchPlan, flat: list) -> _DeviceFrame:
         frame = self.frames.get(id(kernel))
         if frame is None:
             nbytes = [a.nbytes for a in flat]
-            arguments = [self._alloc(n) for n in nbytes]
-            code = self._alloc(plan.code.nbytes)
-            self._upload(code, np.ascontiguousarray(plan.code))
+            arguments = [device_alloc(n) for n in nbytes]
+            code = device_alloc(plan.code.nbytes)
+            upload(code, plan.code)
             table_words = plan.table([int(a) for a in arguments], nbytes)
-            table = self._alloc(table_words.nbytes)
-            self._upload(table, table_words)
+            table = device_alloc(table_words.nbytes)
+            upload(table, table_words)
             frame = self.frames[id(kernel)] = _DeviceFrame({"code": code, "table": table}, arguments, nbytes)
         return frame
 
     def launch(self, kernel, plan: LaunchPlan, flat: list) -> None:
-        driver, check = self.driver, self._check
+        driver, check = self.driver, check_cuda
         check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         frame = self._frame(kernel, plan, flat)
         if [a.nbytes for a in flat] != frame.nbytes:
@@ -244,13 +233,13 @@ class CudaPlanRunner(PlanRunner):
             if self.local is not None:
                 driver.cuMemFree(self.local[0])
             size = max(plan.local_total, 2 * (self.local[1] if self.local else 0), 1 << 20)
-            self.local = (self._alloc(size), size)
+            self.local = (device_alloc(size), size)
         buffers = dict(frame.buffers, local=self.local[0])
         n_in = len(kernel.input_shapes)
         for address, a in zip(frame.arguments[:n_in], flat[:n_in]):
-            self._upload(address, a)
+            upload(address, a)
         storage = [ctypes.c_void_p(int(buffers[v])) if kind == "ptr" else ctypes.c_int64(v) for kind, v in plan.params]
-        pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
+        pointers = parameter_array(storage)
         check(driver.cuLaunchKernel(self.function, *plan.grid, *plan.block, 0, 0, ctypes.addressof(pointers), 0),
               f"launching the DVM VM for kernel {kernel.graph.name}")
         check(driver.cuCtxSynchronize(), f"running the DVM VM for kernel {kernel.graph.name} (cuCtxSynchronize)")

@@ -81,6 +81,40 @@ def check_cuda(result, what: str):
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 
+def retain_primary_context() -> tuple:
+    """(device 0, its primary context), the context made current: what every runtime here launches in."""
+    driver = cuda_driver()
+    check_cuda(driver.cuInit(0), "cuInit")
+    device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
+    context = check_cuda(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+    check_cuda(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    return device, context
+
+
+def load_module(image: bytes, what: str):
+    """`cuModuleLoadData` of a cubin, or of PTX text (NUL-terminated here: the driver JITs it)."""
+    data = image if image.startswith(b"\x7fELF") or image.endswith(b"\0") else image + b"\0"
+    return check_cuda(cuda_driver().cuModuleLoadData(data), what)
+
+
+def device_alloc(nbytes: int):
+    """A device buffer of `nbytes` (at least 1) bytes."""
+    return check_cuda(cuda_driver().cuMemAlloc(max(int(nbytes), 1)), f"cuMemAlloc({nbytes})")
+
+
+def upload(ptr, array: np.ndarray) -> None:
+    """Copy `array` (made contiguous) into the device buffer at `ptr`."""
+    array = np.ascontiguousarray(array)
+    if array.nbytes:
+        check_cuda(cuda_driver().cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+
+
+def parameter_array(storage: list):
+    """cuLaunchKernel's `void**`: one pointer per kernel parameter, each to its ctypes value in
+    `storage` (which the caller keeps alive while the array is used)."""
+    return (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
+
+
 class CudaRuntime:
     """Loaded kernels of one executable on device 0, with its buffers resident on the device.
 
@@ -98,27 +132,21 @@ class CudaRuntime:
                               "no device); the PTX and cubins can still be inspected")
         driver = cuda_driver()
         self.program = program
-        check_cuda(driver.cuInit(0), "cuInit")
-        self.device = check_cuda(driver.cuDeviceGet(0), "cuDeviceGet")
-        self.context = check_cuda(driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
-        check_cuda(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.device, self.context = retain_primary_context()
         self.modules = {}
         self.functions = {}
         self.buffers: dict[int, object] = {}
         try:
             for name, image in images.items():
-                data = image
-                if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
-                    data = image + b"\0"  # PTX text must be NUL-terminated for cuModuleLoadData
-                module = check_cuda(driver.cuModuleLoadData(data), f"loading kernel {name}")
+                module = load_module(image, f"loading kernel {name}")
                 self.modules[name] = module
                 self.functions[name] = check_cuda(driver.cuModuleGetFunction(module, functions[name].encode()),
                                                   f"looking up {functions[name]} in kernel {name}")
             for buffer_id, buf in program.buffers.items():
-                self.buffers[buffer_id] = self._alloc(buf.nbytes)
+                self.buffers[buffer_id] = device_alloc(buf.nbytes)
             for step in program.steps:
                 if isinstance(step, UploadConstant):
-                    self._upload(self.buffers[step.buffer.id], step.data)
+                    upload(self.buffers[step.buffer.id], step.data)
             self.launches = [self._prepare(step) for step in program.launches()]
         except Exception:
             self.close()
@@ -152,7 +180,7 @@ class CudaRuntime:
             if tuple(array.shape) != buf.shape:
                 raise VtmlirError(f"error: input {index} has shape {tuple(array.shape)}, "
                                   f"the compiled module expects {buf.shape}")
-            self._upload(self.buffers[buffer_id], array)
+            upload(self.buffers[buffer_id], array)
 
     def enqueue(self, events: list | None = None) -> None:
         """Launch every kernel, in order, on the default stream (asynchronously). With `events`
@@ -197,14 +225,6 @@ class CudaRuntime:
         return {"total_s": statistics.median(totals),
                 "kernels": [(launch[4], statistics.median(times)) for launch, times in zip(self.launches, per_kernel)]}
 
-    def _alloc(self, nbytes: int):
-        return check_cuda(cuda_driver().cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})")
-
-    def _upload(self, ptr, array: np.ndarray) -> None:
-        array = np.ascontiguousarray(array)
-        if array.nbytes:
-            check_cuda(cuda_driver().cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
-
     def _prepare(self, step: Launch) -> tuple:
         """The launch of `step`: cuLaunchKernel takes void**, one pointer per kernel parameter, each to
         that parameter's value; the values (device addresses, sizes) are fixed, so build them once."""
@@ -217,7 +237,7 @@ class CudaRuntime:
                     storage.append(scalar_parameter(ptype, param.value))
                 except VtmlirError as err:
                     raise VtmlirError(f"{err} (kernel {step.kernel})") from None
-        pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(v) for v in storage])
+        pointers = parameter_array(storage)
         return (self.functions[step.kernel], tuple(step.grid), tuple(step.block), pointers, step.kernel, storage)
 
     def close(self) -> None:
