@@ -22,7 +22,12 @@ Per case:
   fraction of the H100/H200 datasheet peak; models: kernel count and per schedule kind, and the three
   slowest kernels with their schedule;
 - `call_time`: wall time of `compiled(*tensors)` with torch CUDA tensors in and out (host copies
-  included: the runtime moves data through numpy) — what a user's call costs today.
+  included: the runtime moves data through numpy) — what a user's call costs today;
+- the CUDA graph (a call's launches replayed by one `cuGraphLaunch`, the default) against one
+  `cuLaunchKernel` per kernel: `device_time` of contender `vtmlir-launches` (the per-kernel sequence,
+  CUDA events around it) and `graph_speedup` (per-kernel time / graph time, with `call_speedup`
+  from `call_time` of both paths); vtmlir's `device_time` is the graph's (`cuda_graph` true) unless
+  the runtime could not make one (`graph_reason`).
 torch.compile is skipped (a line with value null and the reason) once `--deadline` seconds are half
 spent: on a lent machine the budget is minutes.
 
@@ -601,19 +606,17 @@ def run_case(case: str, meta: dict, exe, repeat: int, with_compile: bool, peaks:
                 emit(case, "device_time", None, "us", contender="inductor", reason=f"{type(err).__name__}: {str(err)[:200]}")
         else:
             emit(case, "device_time", None, "us", contender="inductor", reason="skipped: time budget")
-        w0 = time.perf_counter()
-        calls = 0
-        while calls < 3 or time.perf_counter() - w0 < 0.2:
-            exe(*inputs)
-            calls += 1
-        call = (time.perf_counter() - w0) / calls
+        calls = call_times(exe, inputs)
+        call = calls["graph"]
         # The buffers stay on the device between calls: after all those runs, the same inputs must
         # still give the same result, bit for bit.
         again = exe(*[t.clone() for t in inputs])
         pairs = zip(again if isinstance(again, tuple) else (again,), got if isinstance(got, tuple) else (got,))
         emit(case, "repeatable", all(torch.equal(a.cpu(), b.cpu()) for a, b in pairs), "")
     emit(case, "device_time", round(ours * 1e6, 2), "us", contender="vtmlir", kernels=len(exe.kernels),
-         schedules=summary(exe), call_time_us=round(call * 1e6, 1))
+         schedules=summary(exe), call_time_us=round(call * 1e6, 1), cuda_graph=profile["cuda_graph"],
+         **({} if profile["cuda_graph"] else {"graph_reason": profile["graph_reason"]}))
+    emit_graph_gain(case, profile, calls)
     for name, seconds in contenders.items():
         emit(case, "device_time", round(seconds * 1e6, 2), "us", contender=name)
         emit(case, "time_ratio", round(ours / seconds, 3), "", baseline=name)
@@ -627,6 +630,44 @@ def run_case(case: str, meta: dict, exe, repeat: int, with_compile: bool, peaks:
     emit(case, "slowest_kernels", [{"kernel": k.name, "schedule": k.schedule, "us": round(t * 1e6, 2),
                                     "h100_estimate_us": round(row.h100_estimate_s * 1e6, 2) if row else None}
                                    for (k, t), row in ((kt, report_row(exe, kt[0].name)) for kt in slowest)], "")
+
+
+def call_times(exe, inputs, seconds: float = 0.2) -> dict:
+    """Mean wall time of `exe(*inputs)` (host copies included) with the kernels launched
+    as the executable's CUDA graph ("graph": what a call does by default; per-kernel launches where
+    the runtime has no graph) and one `cuLaunchKernel` each ("launches": `runtime().use_graph =
+    False`), each run for at least 3 calls and `seconds`, interleaved in two halves."""
+    runtime = exe.runtime()
+    saved = runtime.use_graph
+    totals, counts = {"graph": 0.0, "launches": 0.0}, {"graph": 0, "launches": 0}
+    try:
+        for _ in range(2):
+            for path in ("graph", "launches"):
+                runtime.use_graph = path == "graph"
+                w0 = time.perf_counter()
+                calls = 0
+                while calls < 3 or time.perf_counter() - w0 < seconds / 2:
+                    exe(*inputs)
+                    calls += 1
+                totals[path] += time.perf_counter() - w0
+                counts[path] += calls
+    finally:
+        runtime.use_graph = saved
+    return {path: totals[path] / counts[path] for path in totals}
+
+
+def emit_graph_gain(case: str, profile: dict, calls: dict) -> None:
+    """The CUDA graph against per-kernel launches: device time of the sequence (CUDA events around
+    it: `profile`'s graph and per-kernel totals) and wall time of a call (`call_times`)."""
+    launches, graph = profile["launches_total_s"], profile.get("graph_total_s")
+    emit(case, "device_time", round(launches * 1e6, 2), "us", contender="vtmlir-launches",
+         call_time_us=round(calls["launches"] * 1e6, 1))
+    if graph is None:
+        emit(case, "graph_speedup", None, "", reason=f"no CUDA graph: {profile.get('graph_reason')}")
+        return
+    emit(case, "graph_speedup", round(launches / graph, 3), "", baseline="vtmlir-launches",
+         graph_us=round(graph * 1e6, 2), launches_us=round(launches * 1e6, 2),
+         call_speedup=round(calls["launches"] / calls["graph"], 3))
 
 
 def summary(exe) -> dict:

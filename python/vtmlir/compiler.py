@@ -52,6 +52,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     prebuild: bool | None = None,
     allow_tf32: bool = False,
     profile: bool = False,
+    cuda_graph: bool = True,
 ):
     """Compile `module` for `target`.
 
@@ -111,6 +112,12 @@ def compile(  # noqa: A001 - mirrors torch.compile
       exact f32 SIMT kernels. The same as `schedules={"contraction": {"allow_tf32": True}}` (an
       explicit `schedules=` setting of it wins). With target="cpu" it is an error: the CPU has no
       TF32, and a CPU run would silently give exact f32 numbers where TF32 ones were asked for.
+    - `cuda_graph` (CUDA, static shapes): a call replays the executable's kernel launches as one CUDA
+      graph (`cuGraphLaunch`; built on the first call, the buffers being fixed) instead of one
+      `cuLaunchKernel` per kernel from Python -- the same kernels in the same order on the same
+      stream, so the same results; where the driver cannot make the graph the executable launches
+      per kernel and `compiled.report()` says why. False: per-kernel launches. With target="cpu",
+      False is an error (no launches to change); DVM's dynamic-shape runtime never uses a graph.
     - `profile` (CPU): a profiling build; `compiled.profile(*args, repeat=N)` then gives each kernel's
       time (`backend.cpu.profile.CpuProfile`, docs/codegen.md "Profiling"). The same values, bitwise;
       the marks cost ~50 ns per kernel call. CUDA executables time their kernels without it.
@@ -128,6 +135,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     if allow_tf32 and target != "cuda":
         raise VtmlirError(f"error: allow_tf32=True applies to target='cuda' only (TF32 tensor cores); "
                           f"target='{target}' computes f32 contractions exactly")
+    if not isinstance(cuda_graph, bool):
+        raise VtmlirError(f"error: cuda_graph must be True or False, got {cuda_graph!r}")
+    if not cuda_graph and target != "cuda":
+        raise VtmlirError(f"error: cuda_graph=False applies to target='cuda' only (how the CUDA runtime "
+                          f"launches its kernels); target='{target}' has no kernel launches to change")
     if not isinstance(profile, bool):
         raise VtmlirError(f"error: profile must be True or False, got {profile!r}")
     if profile and target != "cpu":
@@ -187,7 +199,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise VtmlirError("error: track_memory is available on the CPU target only")
 
     executable = compile_cuda(graph, chip=chip, function=signature.name, donate=donated, schedules=schedules,
-                              signature=signature, allow_tf32=allow_tf32)
+                              signature=signature, allow_tf32=allow_tf32, cuda_graph=cuda_graph)
     executable.stages = {**stages, **executable.stages}
     executable.call_spec = call
     executable.optimization = optimization

@@ -11,6 +11,7 @@
     exe.report()           # per kernel: schedule, launch, ptxas -v resources, occupancy, roofline estimate
     exe(*tensors)          # runs on GPU 0 (cuda-python driver API; cubins assembled for that GPU's
                            # arch); VtmlirError("no CUDA device available ...") without one
+    exe.cuda_graph         # True: a call replays its launches as one CUDA graph (runtime.py)
 
 Pipeline (see `lower.py`, `ptx.py`, `host.py`, `runtime.py`): bufferize (a copy of the input module:
 the caller's module is never modified) → `lower_to_nvvm` (named stages) → per `gpu.module` LLVM IR and
@@ -36,7 +37,7 @@ from .host import HostProgram, Launch, build_host_program
 from .lower import DEFAULT_STAGES, GpuLowering, GpuStage, ScheduleFailure, lower_to_nvvm
 from .ptx import check_chip, kernel_sources, translate_kernels
 from .ptxas import assemble, find_ptxas
-from .report import gpu_report
+from .report import GpuReport, gpu_report
 from .runtime import CudaRuntime, cuda_available, device_arch
 
 __all__ = [
@@ -85,8 +86,11 @@ class CudaExecutable:
     target = "cuda"
 
     def __init__(self, kernels: list[CudaKernel], host_program: HostProgram, stages: dict[str, str],
-                 chip: str, signature: Signature):
+                 chip: str, signature: Signature, cuda_graph: bool = True):
         self.signature = signature
+        # Whether the runtime (made on the first call) replays the launches as one CUDA graph;
+        # set before that call to take effect (`runtime().use_graph` switches a made runtime).
+        self.cuda_graph = cuda_graph
         self.kernels = kernels
         self.host_program = host_program
         self.stages = stages
@@ -115,7 +119,21 @@ class CudaExecutable:
         flops and an H100 roofline estimate (`print(compiled.report())`)."""
         if self._report is None:
             self._report = gpu_report(self)
-        return CompileReport(self.optimization, self._report)
+        return CompileReport(self.optimization, GpuReport(self._report.chip, self._report.kernels,
+                                                          self.launch_mode()))
+
+    def launch_mode(self) -> str:
+        """How a call launches the kernels: one CUDA graph (`cuda_graph`, the default), or one
+        cuLaunchKernel each and why (turned off, or the graph call that failed on this driver)."""
+        runtime = self._runtime
+        if runtime is not None:
+            return runtime.launch_mode
+        if not self.host_program.launches():
+            return "no kernels to launch"
+        if getattr(self, "cuda_graph", True):
+            return (f"one CUDA graph of {len(self.host_program.launches())} kernel nodes per call, built when "
+                    "the executable first runs (per-kernel launches where the driver cannot make it)")
+        return f"{len(self.host_program.launches())} cuLaunchKernel per call (cuda_graph=False)"
 
     def __call__(self, *args, **kwargs):
         """Run on GPU 0 with torch tensors or numpy arrays. Compiled from an `nn.Module` (`call_spec`),
@@ -132,8 +150,10 @@ class CudaExecutable:
 
     def profile(self, *inputs, repeat: int = 20) -> dict:
         """Device time of the compiled kernels on these flat tensor arguments (CUDA events; the inputs
-        are uploaded once and not timed): `total_s` for the whole launch sequence, `kernels` as
-        (kernel name, seconds) per launch in order. See `runtime.CudaRuntime.profile`."""
+        are uploaded once and not timed): `total_s` for the whole launch sequence as a call runs it
+        (one CUDA graph where there is one), `graph_total_s` and `launches_total_s` for the graph and
+        the per-kernel launches, `kernels` as (kernel name, seconds) per launch in order. See
+        `runtime.CudaRuntime.profile`."""
         arrays = [to_numpy(x, i) for i, x in enumerate(inputs)]
         self.signature.check_inputs(arrays)
         return self.runtime().profile(arrays, repeat)
@@ -162,18 +182,19 @@ class CudaExecutable:
             # assemble for the device itself; if this ptxas does not know it, the driver JITs the PTX.
             functions = {k.name: k.function for k in self.kernels}
             ptx = {k.name: k.ptx.encode() for k in self.kernels}
+            cuda_graph = getattr(self, "cuda_graph", True)   # executables saved before the option: True
             try:
                 images = self.assemble(device_arch())
             except VtmlirError:
                 images = ptx
             try:
-                self._runtime = CudaRuntime(self.host_program, images, functions)
+                self._runtime = CudaRuntime(self.host_program, images, functions, cuda_graph)
             except VtmlirError:
                 if images is ptx:
                     raise
                 # A cubin from a newer ptxas than the driver knows (a saved executable on another
                 # machine): let the driver compile the PTX instead.
-                self._runtime = CudaRuntime(self.host_program, ptx, functions)
+                self._runtime = CudaRuntime(self.host_program, ptx, functions, cuda_graph)
         return self._runtime
 
     def __repr__(self):
@@ -196,7 +217,8 @@ def load(path) -> CudaExecutable:
 
 def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEFAULT_STAGES,
                  function: str = "main", donate: tuple[int, ...] = (), schedules=None,
-                 signature: Signature | None = None, allow_tf32: bool = False) -> CudaExecutable:
+                 signature: Signature | None = None, allow_tf32: bool = False,
+                 cuda_graph: bool = True) -> CudaExecutable:
     """Compile a graph-level (linalg-on-tensors) module, `.mlir` text or path for CUDA.
 
     The input is cloned before bufferization; the caller's module is left as it was. Static shapes only.
@@ -206,7 +228,8 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     (`vtmlir.codegen.gpu.DEFAULT_GPU_SCHEDULES`; None for a kind: the naive mapping). `signature`:
     the calling convention when the caller read it before (`vtmlir.compile`), else it is read from
     the module. `allow_tf32`: f32 contractions on TF32 tensor cores (the contraction schedule's
-    `allow_tf32`, set before the `schedules` overrides, which may set it otherwise).
+    `allow_tf32`, set before the `schedules` overrides, which may set it otherwise). `cuda_graph`:
+    a call replays its kernel launches as one CUDA graph (True) or launches each kernel (False).
     """
     check_chip(chip)
     items = override_items(schedules, resolve=resolve_gpu_schedules)
@@ -252,6 +275,6 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
     unused = set(sources) - {k.name for k in kernels}
     if unused:
         raise VtmlirError(f"error: kernel(s) {', '.join(sorted(unused))} are never launched by @{function}")
-    executable = CudaExecutable(kernels, program, recorded, chip, signature)
+    executable = CudaExecutable(kernels, program, recorded, chip, signature, cuda_graph)
     executable.plans = lowering.plans
     return executable

@@ -46,6 +46,7 @@ class GpuKernelRow:
 class GpuReport:
     chip: str
     kernels: tuple[GpuKernelRow, ...]
+    launch: str = ""   # how a call launches the kernels (`CudaExecutable.launch_mode`)
 
     @property
     def naive_contractions(self) -> list[GpuKernelRow]:
@@ -66,6 +67,8 @@ class GpuReport:
         schedules = ", ".join(f"{n} {s}" for s, n in sorted(self.summary().items()))
         lines = [f"{len(self.kernels)} CUDA kernels for {self.chip} ({schedules}); "
                  f"H100 roofline estimate {self.h100_estimate_s * 1e6:.2f} us (datasheet peaks, not measured)"]
+        if self.launch:
+            lines.append(f"launch: {self.launch}")
         for k in self.kernels:
             origin = f"kernel {k.kernel_id}: " if k.kernel_id is not None else ""
             lines.append(f"  {k.name}: {origin}{k.description} -> {k.schedule}"
