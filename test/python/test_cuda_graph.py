@@ -499,7 +499,7 @@ def compiled_mlp():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 16)
-    return vtmlir.compile(model, x, target="cuda"), x
+    return vtmlir.compile(model, x, target="cuda"), x, model
 
 
 def test_a_compiled_executable_replays_its_launches_as_one_graph(compiled_mlp, emulate, monkeypatch):
@@ -507,7 +507,7 @@ def test_a_compiled_executable_replays_its_launches_as_one_graph(compiled_mlp, e
     them): one node per launch, and the graph replays the very launches the per-kernel path makes."""
     from vtmlir import backend
 
-    exe, x = compiled_mlp
+    exe, x, _ = compiled_mlp
     program = exe.host_program
     driver = emulate(program, exe.assemble(exe.chip))
     monkeypatch.setattr(backend.cuda, "cuda_available", lambda: True)
@@ -544,7 +544,7 @@ def test_the_gpu_benchmark_times_calls_through_the_graph_and_per_kernel(compiled
                                                                         load_benchmark):
     from vtmlir import backend
 
-    exe, x = compiled_mlp
+    exe, x, _ = compiled_mlp
     emulate(exe.host_program, exe.assemble(exe.chip))
     monkeypatch.setattr(backend.cuda, "cuda_available", lambda: True)
     monkeypatch.setattr(backend.cuda, "device_arch", lambda: exe.chip)
@@ -568,7 +568,7 @@ def test_cuda_graph_option_is_checked():
 def test_the_option_travels_with_a_saved_executable(compiled_mlp, tmp_path):
     from vtmlir.backend.cuda import load
 
-    exe, _ = compiled_mlp
+    exe, _, _ = compiled_mlp
     exe.cuda_graph = False
     try:
         exe.save(tmp_path / "mlp.vtcuda")
@@ -578,3 +578,28 @@ def test_the_option_travels_with_a_saved_executable(compiled_mlp, tmp_path):
     assert loaded.cuda_graph is False and "cuda_graph=False" in loaded.launch_mode()
     del loaded.cuda_graph   # an executable saved before the option: the graph, the default
     assert loaded.launch_mode().startswith(f"one CUDA graph of {len(exe.kernels)} kernel nodes")
+
+
+@pytest.mark.skipif(LIBRARY_ABSENT is not None or not runtime.cuda_available(), reason="no CUDA device")
+def test_on_a_gpu_the_graph_is_made_and_gives_the_per_kernel_results(compiled_mlp):
+    """Where a GPU exists: the driver accepts the graph (no fallback), and its results are bitwise
+    those of the per-kernel launches, and torch's within f32 tolerance."""
+    exe, x, model = compiled_mlp
+    fresh = exe._runtime is None
+    try:
+        via_graph = exe(x)
+        rt = exe.runtime()
+        assert rt.graph is not None, rt.graph_reason
+        rt.use_graph = False
+        per_kernel = exe(x)
+        rt.use_graph = True
+        again = exe(x)
+        assert torch.equal(via_graph, per_kernel) and torch.equal(via_graph, again)
+        with torch.no_grad():
+            torch.testing.assert_close(via_graph, model(x), rtol=1e-4, atol=1e-4)
+        profile = exe.profile(x, repeat=3)
+        assert profile["cuda_graph"] and profile["graph_total_s"] > 0 and profile["launches_total_s"] > 0
+    finally:
+        if fresh and exe._runtime is not None:
+            exe._runtime.close()
+            exe._runtime = None
