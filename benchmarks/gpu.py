@@ -18,7 +18,8 @@ Per case:
 - `device_time` of vtmlir (`compiled.profile`: CUDA events around the launch sequence, inputs resident:
   no host copies timed), torch eager and torch.compile (CUDA events around the call), in µs, and
   `time_ratio` vtmlir / contender (below 1: vtmlir is faster);
-- kernels: TFLOP/s (matmul) or GB/s of bytes read + written (softmax, LayerNorm, RMSNorm), with the
+- kernels: TFLOP/s (matmul) or GB/s of bytes read + written (softmax, LayerNorm, RMSNorm; the
+  batch-1 Linears `gemv_*`: W's bytes, the gemv schedule against cuBLAS's GEMV), with the
   fraction of the H100/H200 datasheet peak; models: kernel count and per schedule kind, and the three
   slowest kernels with their schedule;
 - `call_time`: wall time of `compiled(*tensors)` with torch CUDA tensors in and out (host copies
@@ -86,13 +87,19 @@ def kernel_case(name: str):
     if kind == "bmm":   # attention-shaped batch matmul: 32 heads of [n, 64] x [64, n]
         return Fn(torch.bmm), [(32, n, 64), (32, 64, n)], dtype, 2 * 32 * n * n * 64, "TFLOP/s"
     itemsize = 2 if dtype == "f16" else 4
+    if kind == "gemv":  # a batch-1 Linear (decode): y = W x, W n x n read once; seeded (rebuilt on the GPU machine)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            linear = torch.nn.Linear(n, n, bias=False)
+        return linear.eval(), [(1, n)], dtype, itemsize * n * n, "GB/s"
     module = {"softmax": lambda: torch.nn.Softmax(-1), "layernorm": lambda: torch.nn.LayerNorm(n),
               "rmsnorm": lambda: torch.nn.RMSNorm(n, eps=1e-6)}[kind]()
     return module.eval(), [(n, n)], dtype, 2 * itemsize * n * n, "GB/s"
 
 
 KERNELS = ["matmul_f16_4096", "matmul_f16_2048", "matmul_f32_2048", "bmm_f16_1024",
-           "softmax_f32_4096", "layernorm_f32_4096", "rmsnorm_f32_4096", "softmax_f16_4096"]
+           "softmax_f32_4096", "layernorm_f32_4096", "rmsnorm_f32_4096", "softmax_f16_4096",
+           "gemv_f16_4096", "gemv_f32_4096"]
 
 
 def torch_dtype(dtype: str):
@@ -151,7 +158,8 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
                 module, shapes, dtype, _, _ = kernel_case(name)
                 gen = torch.Generator().manual_seed(0)
                 inputs = tuple(torch.randn(*s, generator=gen) for s in shapes)
-                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module, cast(inputs, dtype)))
+                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module.to(torch_dtype(dtype)),
+                             cast(inputs, dtype)))
     for case, name, batch, dtype in model_cases(groups, names, batches):
         from vtmlir import models
 

@@ -100,7 +100,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
              pipeline="codegen-gpu-im2col-convolutions, codegen-gpu-split-prologues, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
-                      "canonicalize, cse, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
+                      "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
              pipeline="transform-interpreter{{entry-point=__gpu_tile}}, codegen-gpu-drop-unit-dims"),

@@ -21,7 +21,7 @@ element) and named in the report with the reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from torch_mlir import ir
@@ -36,9 +36,10 @@ from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
 from ..schedules import schedule_key
 from .layouts import element_bytes
 from .fusion import Candidate, find_group, neighbour
-from .reduce_rows import ROW_GROUP_ATTR
-from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, RowReductionSchedule, VectorTiling,
-                        resolve_gpu_schedules)
+from ..bodies import VIEW_OPS, buffer_root
+from .reduce_rows import ROW_GROUP_ATTR, ROW_VECTOR_ATTR, row_member_problem
+from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, MatvecTiling, RowReductionSchedule, VectorTiling,
+                        gpu_schedule_key, resolve_gpu_schedules)
 from .target import GpuTarget, gpu_target
 from .transform_gpu import hoist_vector_transfers
 
@@ -89,7 +90,7 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
     for i, op in enumerate(top_level_kernels(module_op)):
         kernel = classify(op)
         op.attributes[KERNEL_ATTR] = t.kernel_id_attr(i)
-        key = schedule_key(kernel)
+        key = gpu_schedule_key(kernel, table, target)
         schedule = table.get(key)
         reason, tiling = kernel.reason, None
         if target is None:
@@ -110,6 +111,7 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
     if target is not None:
         fused_into.update(_fuse_row_groups(module_op, chosen_all, table.get("row-reduction"), target, set(fused_into),
                                            exclude))
+        fused_into.update(_fuse_matvec_neighbours(chosen_all, set(fused_into), exclude))
     plans, scheduled = [], []
     for i, op, kernel, key, schedule, tiling, reason in chosen_all:
         location = format_location(op.location, "-")
@@ -218,6 +220,154 @@ def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
                 for e in entries[:-1]:
                     fused_into[e[0]] = (leader[0], "row group")
     return fused_into
+
+
+# Ops that may stand between a matvec and its fill or epilogue: no memory access (frees move after
+# the group).
+_TRANSPARENT = frozenset({"memref.alloc", "memref.alloca", "memref.dealloc", "memref.get_global",
+                          "arith.constant"}) | VIEW_OPS
+
+
+def _roots(op) -> set:
+    return {buffer_root(v) for v in op.operands if isinstance(v.type, ir.MemRefType)}
+
+
+def _row_identity(amap: ir.AffineMap, ranges: tuple[int, ...], rows: list[int]) -> bool:
+    """Whether `amap` indexes a buffer by the row loops `rows` in order (loops and results of one
+    element aside): lane 0 of each row then touches its own row's element only."""
+    dims = []
+    for e in amap.results:
+        if isinstance(e, ir.AffineDimExpr):
+            if ranges[e.position] > 1:
+                dims.append(e.position)
+        elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
+            return False
+    return dims == rows
+
+
+def _neighbour(op, forward: bool, accepts, passable):
+    """The nearest kernel op before (after) `op` in its block that `accepts`, past ops without memory
+    accesses and past kernels that `passable(kernel)` allows the group to move across; the frees
+    passed on the way. (None, frees) where another op, or a kernel neither accepted nor passable,
+    stands first."""
+    frees = []
+    ops = [o.operation for o in op.block.operations]
+    index = next(i for i, o in enumerate(ops) if o == op)
+    for at in (ops[index + 1:] if forward else reversed(ops[:index])):
+        if at.name in _TRANSPARENT:
+            if at.name == "memref.dealloc":
+                frees.append(at)
+            continue
+        if not at.name.startswith("linalg."):
+            return None, frees
+        if accepts(at):
+            return at, frees
+        if not passable(at):
+            return None, frees
+    return None, frees
+
+
+def _fuse_matvec_neighbours(chosen_all, taken: set[int], exclude: set[int]) -> dict[int, tuple[int, str]]:
+    """Run a matvec (`gemv`) with its neighbours as one row group (`codegen-gpu-reduce-rows`): the
+    kernel before it that fills its output row by row (a Linear's zero or bias fill), and the one
+    after it that maps each output row to one element (a bias, an activation, a cast), reading the
+    output: per-row members, run by lane 0 of the row before (after) its sum, no barrier (that lane
+    wrote what it reads). A Linear at batch 1 is then one kernel instead of three. Between them may
+    stand views, allocations, frees (moved after the group: it runs at its last member's place) and
+    kernels the group may move across: the fill past kernels that touch none of its output, the
+    matvec (with its fill) past kernels that touch none of its buffers (a bufferization puts the next
+    layer's fill between a Linear and its bias); a group formed before counts with all its members'
+    buffers, a kernel fused elsewhere stops the scan. Values are the unfused kernels': the same
+    operations per element in the same order. Returns {member id: (leader id, role)}."""
+    # By kernel id (`KERNEL_ATTR`): the Python objects of the ops a block walk yields need not be
+    # the ones classified (nor hash alike).
+    entries = {e[0]: e for e in chosen_all}
+    fused: dict[int, tuple[int, str]] = {}
+    group_roots: dict[int, set] = {}   # leader id -> the buffers of its group's members
+
+    def entry_of(kernel_op):
+        return entries.get(ir.IntegerAttr(kernel_op.attributes[KERNEL_ATTR]).value) \
+            if KERNEL_ATTR in kernel_op.attributes else None
+
+    def roots_of(kernel_op) -> set:
+        found = entry_of(kernel_op)
+        return group_roots.get(found[0]) or _roots(kernel_op)
+
+    def standalone(kernel_op) -> bool:
+        found = entry_of(kernel_op)
+        return found is not None and found[0] not in taken and found[0] not in fused
+
+    for entry in chosen_all:
+        kid, op, kernel, _, schedule, tiling, _ = entry
+        if not isinstance(tiling, MatvecTiling) or tiling.members or kid in taken or kid in exclude \
+                or not schedule.fuse:
+            continue
+        extents = [n for n in kernel.loop_ranges[:-1] if n > 1]
+        out = op.operands[-1]
+        if not _row_identity(kernel.maps[-1], kernel.loop_ranges,
+                             [d for d, n in enumerate(kernel.loop_ranges[:-1]) if n > 1]):
+            continue
+        inputs = {buffer_root(v) for v in list(op.operands)[:-1] if isinstance(v.type, ir.MemRefType)}
+        mine = _roots(op)
+
+        def member(candidate):
+            found = entry_of(candidate)
+            if found is None or found[0] in taken or found[0] in exclude or found[0] in fused \
+                    or candidate.name != "linalg.generic" or row_member_problem(candidate):
+                return None
+            ranges = found[2].loop_ranges
+            if found[2].reduction_dims or [n for n in ranges if n > 1] != extents:
+                return None  # not one element per output row
+            if found[5] is None and found[2].kind is not KernelKind.SCALAR:
+                return None
+            rows = [d for d, n in enumerate(ranges) if n > 1]
+            for value, amap in zip(candidate.operands, found[2].maps):
+                # the output through this very view, row by row (no other lane's element)
+                if isinstance(value.type, ir.MemRefType) and buffer_root(value) == buffer_root(out) \
+                        and (value != out or not _row_identity(amap, ranges, rows)):
+                    return None
+            return found
+
+        def is_fill(candidate) -> bool:
+            found = member(candidate)
+            return found is not None and candidate.operands[-1] == out and not any(
+                isinstance(v.type, ir.MemRefType) for v in list(candidate.operands)[:-1])
+
+        def is_epilogue(candidate) -> bool:
+            found = member(candidate)
+            if found is None:
+                return False
+            reads = list(candidate.operands)[:len(candidate.opview.inputs)]
+            writes = {buffer_root(v) for v in list(candidate.operands)[len(reads):]}
+            # reads a result of this matvec and overwrites neither W nor x (other rows still read them)
+            return out in reads and not writes & inputs
+
+        before, _ = _neighbour(op, False, is_fill,
+                               lambda k: standalone(k) and buffer_root(out) not in roots_of(k))
+        after, frees = _neighbour(op, True, is_epilogue, lambda k: standalone(k) and not roots_of(k) & mine)
+        fill = entry_of(before) if before is not None else None
+        epilogue = entry_of(after) if after is not None else None
+        members = [m for m in (fill, entry, epilogue) if m is not None]
+        if len(members) < 2:
+            continue
+        rows = prod(extents)
+        rows_per_block = tiling.rows_per_block
+        if tiling.row_threads == 32:   # rows per block dividing the rows: every thread reaches the barriers
+            rows_per_block = max(d for d in range(1, rows_per_block + 1) if rows % d == 0)
+        leader = members[-1]
+        grouped = replace(tiling, rows_per_block=rows_per_block, grid=rows // rows_per_block,
+                          members=tuple(m[0] for m in members))
+        for m in members:
+            m[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
+        op.attributes[ROW_VECTOR_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), tiling.vector)
+        if leader is epilogue:
+            for free in frees:
+                free.move_after(epilogue[1])
+        leader[4], leader[5] = schedule, grouped
+        group_roots[leader[0]] = set().union(*(_roots(m[1]) for m in members))
+        for m in members[:-1]:
+            fused[m[0]] = (leader[0], "row group")
+    return fused
 
 
 def _work(kernel) -> tuple[int, int]:

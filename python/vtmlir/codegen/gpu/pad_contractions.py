@@ -24,7 +24,9 @@ from torch_mlir.dialects import arith, linalg, memref
 from ...passes.registry import Option, Pass, register_pass
 from ..kernels import KernelKind, classify
 from .attach_schedule import top_level_kernels
-from .schedules import ContractionSchedule, resolve_gpu_schedules
+from .matvec import MATVEC_KEY, matvec_problem
+from .schedules import ContractionSchedule, VectorSchedule, resolve_gpu_schedules
+from .split_reductions import chunks_for
 from .target import gpu_target
 
 MMA_MULTIPLE = 16
@@ -52,12 +54,37 @@ def _padded_copy(source: ir.Value, padded_shape: list[int], copy_in: bool) -> tu
     return buffer, corner
 
 
-def pad_contraction(op, schedule: ContractionSchedule, target) -> bool:
-    """Pad one contraction generic in place (operands replaced); False when it needs none."""
+def _split_instead(kernel, max_threads: int) -> bool:
+    """Whether `kernel` is a matrix-vector product `x @ W` (m or n of 1, W's rows along the outputs:
+    no gemv) with a sum long enough for `codegen-gpu-split-reductions` to make chunks of it: padded
+    to 16 rows for tensor cores it ran in a handful of blocks (decode's P V, 8 heads x 32 outputs
+    over 4096 positions: 16 blocks of 64 threads), while its chunk partials spread over the chip (the
+    f32 kernel's 64 chunks, 16384 threads)."""
+    ranges = kernel.loop_ranges
+    if not (prod(ranges[d] for d in kernel.m) == 1 or prod(ranges[d] for d in kernel.n) == 1):
+        return False
+    sums = [d for d in kernel.k if ranges[d] > 1]
+    if len(sums) != 1:
+        return False
+    outputs = kernel.iterations // ranges[sums[0]]
+    return chunks_for(outputs, ranges[sums[0]], max_threads) > 1
+
+
+def pad_contraction(op, schedule: ContractionSchedule, target, matvec=None, split=None) -> bool:
+    """Pad one contraction generic in place (operands replaced); False when it needs none, is a
+    matrix-vector product that `matvec` (the gemv schedule, None: none) takes, or one whose long sum
+    `codegen-gpu-split-reductions` splits (`split`: the threads it fills, None: no splitting)."""
     kernel = classify(op)
     if kernel.kind is not KernelKind.CONTRACTION or not schedule.uses_tensor_cores(kernel, target):
         return False
     if schedule.mma_aligned(kernel):
+        return False
+    if matvec is not None and not matvec_problem(kernel):
+        # A matrix-vector product (m or n of 1: a batch-1 Linear) is memory-bound: padded to 16 rows
+        # it ran on tensor cores in few blocks (a 4096x4096 one: 64 blocks of 16x64); the gemv
+        # schedule reads W coalesced with a warp per output row once the unit loop is folded.
+        return False
+    if split is not None and _split_instead(kernel, split):
         return False
     ranges = kernel.loop_ranges
     padded = {d: _round_up(ranges[d], MMA_MULTIPLE) for d in (kernel.m[-1], kernel.n[-1], kernel.k[-1])}
@@ -88,12 +115,17 @@ def pad_contraction(op, schedule: ContractionSchedule, target) -> bool:
 def pad_contractions(module_op, chip: str = "sm_80", overrides=None) -> int:
     """Pad every tensor-core contraction of the module's functions; returns how many."""
     target = gpu_target(chip)
-    schedule = resolve_gpu_schedules(overrides).get(KernelKind.CONTRACTION.value)
+    table = resolve_gpu_schedules(overrides)
+    schedule = table.get(KernelKind.CONTRACTION.value)
+    matvec = table.get(MATVEC_KEY)
+    unknown = table.get(KernelKind.UNKNOWN.value)
+    split = target.sms * target.max_threads_per_sm // 2 \
+        if target is not None and isinstance(unknown, VectorSchedule) and unknown.split_reductions else None
     if target is None or not isinstance(schedule, ContractionSchedule):
         return 0
     with module_op.context:
         return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
-                   and pad_contraction(op, schedule, target))
+                   and pad_contraction(op, schedule, target, matvec, split))
 
 
 @register_pass

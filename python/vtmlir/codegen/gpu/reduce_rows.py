@@ -18,6 +18,11 @@ output once, `g` the per-element work fused into it (`exp(x - max)`, `(x - mean)
   reduces them the same way;
 - lane 0 combines the result with the output's initial value and stores it.
 
+A matrix-vector product (`gemv` schedule, codegen/gpu/matvec.py) is such a reduction too, with two
+more annotations: `codegen.row_vector = V` (each lane reads `vector<V>` loads of the inputs along
+the row, elements `V*tx .. V*tx+V-1`, then `T*V` further, combined in order) and fewer than 32
+threads per row (several rows per warp: the butterfly only spans the row's lanes).
+
 The combination order differs from the naive mapping's (k order): a reassociation, as the CPU's
 row-reduction schedule (docs/codegen_gpu.md gives the tolerance; `schedules={"row-reduction": None}`
 keeps the exact order). Values narrower than 32 bits are shuffled widened (bit-exact), 64-bit ones
@@ -29,7 +34,7 @@ from __future__ import annotations
 import math
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine, arith, gpu, memref, scf
+from torch_mlir.dialects import affine, arith, gpu, memref, scf, vector
 
 from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
@@ -39,6 +44,8 @@ from .transform_gpu import workgroup_memory_space
 
 ROW_THREADS_ATTR = "codegen.row_threads"
 ROWS_PER_BLOCK_ATTR = "codegen.rows_per_block"
+#: Elements per load along the row (`MatvecSchedule`: a matvec's 128-bit loads); absent: 1.
+ROW_VECTOR_ATTR = "codegen.row_vector"
 #: On each member of a row group: the id of the kernel (its last member) that runs the group.
 ROW_GROUP_ATTR = "codegen.row_group"
 WARP = 32
@@ -498,20 +505,26 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
             shared.append(memref.AllocOp(ir.MemRefType.get([warps], c.results[0].type, memory_space=space),
                                          [], []).result)
     identities = [combiner_identity(c) for c in combiners]
-    unroll = _unroll(row_len, threads)
-    loop = scf.ForOp(tx, _index(row_len), _index(threads * unroll), identities)
-    with ir.InsertionPoint(loop.body):
-        accs = list(loop.inner_iter_args)
-        for element in _trip_elements(loop, unroll, threads):
-            dims = _loop_indices(ranges, row, element)
-            mapping = {}
-            _load_inputs(op, maps, dims, mapping, cache)
-            for out, acc in zip(out_args, accs):
-                mapping[out] = acc
-            clone_ops(body_ops, mapping)
-            accs = [mapping[c.results[0]] for c in combiners]
-        scf.YieldOp(accs)
-    values = _butterfly(combiners, out_args, list(loop.results), WARP)
+    width = ir.IntegerAttr(op.attributes[ROW_VECTOR_ATTR]).value if ROW_VECTOR_ATTR in op.attributes else 1
+    if width > 1:
+        loop = _vector_row_loop(op, maps, ranges, row, tx, threads, width, identities, combiners, cache)
+    else:
+        unroll = _unroll(row_len, threads)
+        loop = scf.ForOp(tx, _index(row_len), _index(threads * unroll), identities)
+        with ir.InsertionPoint(loop.body):
+            accs = list(loop.inner_iter_args)
+            for element in _trip_elements(loop, unroll, threads):
+                dims = _loop_indices(ranges, row, element)
+                mapping = {}
+                _load_inputs(op, maps, dims, mapping, cache)
+                for out, acc in zip(out_args, accs):
+                    mapping[out] = acc
+                clone_ops(body_ops, mapping)
+                accs = [mapping[c.results[0]] for c in combiners]
+            scf.YieldOp(accs)
+    # Fewer lanes than a warp per row (a matvec's short rows): the butterfly stays within the row's
+    # lanes (consecutive lanes of one warp: the offsets below their count).
+    values = _butterfly(combiners, out_args, list(loop.results), min(threads, WARP))
     if warps > 1:
         lane = arith.RemUIOp(tx, _index(WARP)).result
         warp = arith.DivUIOp(tx, _index(WARP)).result
@@ -540,6 +553,66 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
         scf.YieldOp([])
 
 
+def _vector_row_loop(op, maps, ranges, row, tx, threads: int, width: int, identities, combiners,
+                     cache: _RowCache) -> scf.ForOp:
+    """The row loop of a reduction read in vectors (`ROW_VECTOR_ATTR`, a matvec): thread `tx` takes
+    the vectors tx, tx + T, ... of `width` consecutive elements (one `vector.load` per input that
+    reads the row, aligned: `MatvecSchedule` proved it), combining their elements in order from the
+    identity; inputs that do not read the row are loaded per element as in the scalar loop."""
+    n_in = len(op.opview.inputs)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    out_args = args[n_in:]
+    body_ops = [o.operation for o in list(block.operations)[:-1]]
+    inner = len(ranges) - 1
+    row_len = ranges[-1]
+    if any(v in cache.entries for v in op.operands):
+        raise PassFailure("a row read in vectors is cached in shared memory")
+    if row_len % width:
+        raise PassFailure(f"a row of {row_len} elements read in vectors of {width}")
+    along = [i for i in range(n_in) if isinstance(op.operands[i].type, ir.MemRefType)
+             and any(isinstance(e, ir.AffineDimExpr) and e.position == inner for e in maps[i].results)]
+    for i in along:
+        last = list(maps[i].results)[-1]
+        if not (isinstance(last, ir.AffineDimExpr) and last.position == inner):
+            raise PassFailure(f"input #{i} reads the row along a non-contiguous dimension")
+    unroll = _unroll(row_len // width, threads)
+    step = threads * width
+    start = arith.MulIOp(tx, _index(width)).result
+    loop = scf.ForOp(start, _index(row_len), _index(step * unroll), identities)
+    with ir.InsertionPoint(loop.body):
+        accs = list(loop.inner_iter_args)
+        iv = loop.induction_variable
+        for u in range(unroll):
+            base = iv if u == 0 else arith.AddIOp(iv, _index(u * step)).result
+            base_dims = _loop_indices(ranges, row, base)
+            vectors = {}
+            for i in along:
+                t = ir.MemRefType(op.operands[i].type)
+                vtype = ir.VectorType.get([width], t.element_type)
+                vectors[i] = vector.LoadOp(vtype, op.operands[i], _apply(maps[i], base_dims)).result
+            for lane in range(width):
+                element = base if lane == 0 else arith.AddIOp(base, _index(lane)).result
+                dims = _loop_indices(ranges, row, element)
+                mapping = {}
+                for i in range(n_in):
+                    value = op.operands[i]
+                    if i in vectors:
+                        value = vector.ExtractOp(vectors[i], [], [lane]).result
+                    elif isinstance(value.type, ir.MemRefType):
+                        value = memref.LoadOp(value, _apply(maps[i], dims)).result
+                    mapping[args[i]] = value
+                for out, acc in zip(out_args, accs):
+                    mapping[out] = acc
+                for inner_op in body_ops:
+                    if inner_op.name == "linalg.index":
+                        mapping[inner_op.results[0]] = dims[ir.IntegerAttr(inner_op.attributes["dim"]).value]
+                clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
+                accs = [mapping[c.results[0]] for c in combiners]
+        scf.YieldOp(accs)
+    return loop
+
+
 def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
     """One `gpu.launch` at the leader's place: a row per `threads` threads, `rows_per_block` rows per
     block; each member in program order over the row (a per-row member, the fill of a row buffer,
@@ -558,6 +631,8 @@ def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
     warps = threads // WARP
     if warps > 1 and rows_per_block != 1:
         raise PassFailure("a block per row takes one row per block")
+    if threads < WARP and (rows % rows_per_block or threads * rows_per_block % WARP):
+        raise PassFailure("rows sharing a warp must fill whole warps and divide the rows (full-warp shuffles)")
     if len(members) > 1 and rows % rows_per_block:
         raise PassFailure("the rows per block of a row group must divide its rows (barriers)")
 

@@ -30,13 +30,13 @@ from typing import ClassVar
 from torch_mlir import ir
 
 from ..kernels import Kernel, KernelKind
-from ..schedules import Schedule, resolve_schedules
+from ..schedules import Schedule, resolve_schedules, schedule_key
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
 from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
 from .fusion import FusedNeighbour, block_tile_of_output
 from .sync_epilogues import EPILOGUE_ATTR
-from .reduce_rows import ROW_THREADS_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
+from .reduce_rows import ROW_THREADS_ATTR, ROW_VECTOR_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
 from .layouts import aligned_elements, element_bytes, vector_width
 from .target import GpuTarget
 
@@ -745,6 +745,96 @@ class RowReductionSchedule(GpuSchedule):
         tg.annotate(op, ROWS_PER_BLOCK_ATTR, tiling.rows_per_block)
 
 
+# --------------------------------------------------------------------------------------------------
+# Matrix-vector products (batch-1 Linears, decode)
+
+
+@dataclass(frozen=True)
+class MatvecTiling(RowReductionTiling):
+    """A matvec as a row reduction (`codegen-gpu-reduce-rows`): `row_threads` lanes per output row
+    (4-16: several rows per warp; 32: a warp; 64-256: a block), each reading `vector` consecutive
+    elements of the row per access."""
+    vector: int = 1
+
+    @property
+    def schedule(self) -> str:
+        return "gemv"
+
+    def describe(self) -> str:
+        if self.row_threads < WARP:
+            lanes = f"{self.row_threads} lanes per output row ({WARP // self.row_threads} rows per warp)"
+        elif self.row_threads == WARP:
+            lanes = "a warp per output row"
+        else:
+            lanes = f"{self.row_threads // WARP} warps per output row"
+        loads = f"vector loads of {self.vector} elements" if self.vector > 1 else "scalar loads"
+        group = f" + row group (kernels {', '.join(map(str, self.members[:-1]))})" if self.members else ""
+        return (f"gemv: {lanes}, {self.rows_per_block} row(s) per block, {loads}, shfl.sync butterfly, "
+                f"{self.grid} blocks{group}")
+
+
+@dataclass(frozen=True)
+class MatvecSchedule(RowReductionSchedule):
+    """Matrix-vector products (`codegen/gpu/matvec.py`: a batch-1 Linear's `y = W x`, decode's
+    `q K^T`): each output row reduced by a group of lanes reading consecutive elements of W's row
+    (coalesced), `vector` elements (up to 16 bytes) per load where the rows are aligned, partial
+    sums per lane, a `shfl.sync.bfly` butterfly, lane 0 adding the output's initial value. Lanes
+    per row: rows of fewer than 32 vectors share a warp (4-16 lanes each); longer ones a warp,
+    grown to up to `max_threads` lanes while the rows are too few to fill the chip and each lane
+    keeps at least `min_vectors` vectors. A reassociated sum (docs/codegen_gpu.md gives the
+    tolerance)."""
+    name: ClassVar[str] = "gemv"
+    max_threads: int = MAX_THREADS   # per row
+    block_threads: int = MAX_THREADS
+    min_vectors: int = 8            # per lane before a row takes more lanes
+    vectorize: bool = True          # 128-bit loads where alignment allows
+    fuse: bool = True               # the output's fill and a per-row epilogue run in the kernel (lane 0)
+
+    def choose(self, kernel: Kernel, target: GpuTarget):
+        from .matvec import matvec_problem, matvec_rows
+
+        if problem := matvec_problem(kernel):
+            return problem
+        if tuple(d for d in kernel.reduction_dims if kernel.loop_ranges[d] > 1) != (kernel.rank - 1,):
+            return "the sum is not the innermost loop"
+        rows, row = matvec_rows(kernel)
+        op = kernel.op
+        n_in = len(op.opview.inputs)
+        vec = 1 << 30
+        for value, amap in zip(list(op.operands)[:n_in], kernel.maps[:n_in]):
+            if _innermost(amap) == kernel.rank - 1 and isinstance(value.type, ir.MemRefType):
+                vec = min(vec, vector_width(ir.MemRefType(value.type), row) if self.vectorize else 1)
+        vec = 1 if vec == 1 << 30 else vec
+        vectors = row // vec
+        chip = target.sms * target.max_threads_per_sm
+        threads, rows_per_block = WARP, 1
+        if vectors < WARP:
+            # Several rows per warp: lanes per row a power of two (the butterfly's width), the rows
+            # of a block dividing the rows (a warp's rows all in range: its shuffles are full-warp).
+            lanes = 1 << (vectors.bit_length() - 1)
+            lanes = max(4, lanes)
+            per_block = [d for d in divisors(rows) if d * lanes <= self.block_threads and d * lanes % WARP == 0]
+            if per_block:
+                threads, rows_per_block = lanes, max(per_block)
+        if threads == WARP:
+            while (threads < self.max_threads and rows * threads < chip // 4
+                   and vectors >= 2 * threads * self.min_vectors):
+                threads *= 2
+            if threads == WARP:
+                rows_per_block = min(max(1, self.block_threads // WARP), 1 << max(0, (rows - 1).bit_length()))
+        grid = -(-rows // rows_per_block)
+        moved = sum(prod(ir.MemRefType(v.type).shape) * element_bytes(ir.MemRefType(v.type).element_type)
+                    for v in op.operands if isinstance(v.type, ir.MemRefType))
+        body_ops = len(list(op.regions[0].blocks[0].operations)) - 1
+        shared = threads // WARP * element_bytes(ir.MemRefType(op.operands[-1].type).element_type) \
+            if threads > WARP else 0
+        return MatvecTiling(threads, rows_per_block, grid, kernel.iterations * body_ops, moved, shared, (), vec)
+
+    def build_tile(self, kid: int, kernel: Kernel, tiling: MatvecTiling, op: ir.Value) -> None:
+        super().build_tile(kid, kernel, tiling, op)
+        tg.annotate(op, ROW_VECTOR_ATTR, tiling.vector)
+
+
 # The default GPU schedule per kernel kind (keys as codegen.schedules.schedule_key); None: the naive
 # mapping (one thread per element of the parallel loops), named in the report. Convolutions reach the
 # contraction schedule as im2col batch matmuls (`codegen-gpu-im2col-convolutions`); those it leaves
@@ -755,10 +845,23 @@ DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
     KernelKind.DATA_MOVEMENT.value: VectorSchedule(),
     "outer-reduction": VectorSchedule(),
     "row-reduction": RowReductionSchedule(),
+    # Matrix-vector products (a refinement of their kind, "unknown": `gpu_schedule_key`); None: that kind's.
+    "gemv": MatvecSchedule(),
     KernelKind.CONVOLUTION.value: VectorSchedule(vectorize=False),
     KernelKind.POOLING.value: VectorSchedule(vectorize=False),
     KernelKind.UNKNOWN.value: VectorSchedule(vectorize=False),
 }
+
+
+def gpu_schedule_key(kernel: Kernel, table: dict[str, GpuSchedule | None], target: GpuTarget | None) -> str:
+    """The key of `kernel`'s schedule in `table`: `schedule_key`'s, but "gemv" for a matrix-vector
+    product that the table's gemv schedule takes on `target` (`MatvecSchedule.choose`)."""
+    key = schedule_key(kernel)
+    schedule = table.get("gemv")
+    if (key == KernelKind.UNKNOWN.value and isinstance(schedule, MatvecSchedule) and target is not None
+            and not isinstance(schedule.choose(kernel, target), str)):
+        return "gemv"
+    return key
 
 
 def resolve_gpu_schedules(overrides) -> dict[str, GpuSchedule | None]:

@@ -21,6 +21,10 @@ the largest divisor of R that keeps a chunk C at least `MIN_CHUNK` long and no s
 the threads (outputs × J) within half of what the chip holds at once; no split where J would be
 under 4 or R is under 2048 (a shorter loop costs a thread less than two more launches).
 
+A matrix-vector product the `gemv` schedule takes (a warp or more per output row) is split only
+where its rows are so few that its lanes fill under a quarter of half the chip (8 outputs of a
+16384-long sum); its chunks are then gemv rows of their own (J chosen for a warp per partial row).
+
 Values: integer, min and max combiners are exact in any order. A float sum (or product) is
 reassociated: each output is the sum of J chunk sums of C terms each, in order, instead of one sum
 of R terms; the worst-case error bound of recursive summation shrinks from (R-1)u to (C+J-2)u.
@@ -43,8 +47,10 @@ from ..schedules import schedule_key
 from .attach_schedule import top_level_kernels
 from .layouts import strides_and_offset
 from .reduce_rows import combine_like, combiner_identity, row_combiners
-from .schedules import VectorSchedule, resolve_gpu_schedules
+from .schedules import VectorSchedule, gpu_schedule_key, resolve_gpu_schedules
 from .target import gpu_target
+
+WARP = 32
 
 #: A chunk shorter than this leaves the combine kernel (J terms per output) as long as the partial one.
 MIN_CHUNK = 32
@@ -88,7 +94,7 @@ def chunks_for(outputs: int, extent: int, max_threads: int) -> int:
     return best
 
 
-def split_reduction(kernel: Kernel, max_threads: int) -> bool:
+def split_reduction(kernel: Kernel, max_threads: int, lanes_per_output: int = 1) -> bool:
     """Rewrite one generic (kernel level, `kernel` its classification) into partial reductions and
     their combine, in place; False where it does not qualify (see the module docstring)."""
     op = kernel.op
@@ -98,7 +104,7 @@ def split_reduction(kernel: Kernel, max_threads: int) -> bool:
     (r,) = kernel.reduction_dims
     ranges = kernel.loop_ranges
     outputs = prod(ranges) // ranges[r]
-    chunks = chunks_for(outputs, ranges[r], max_threads)
+    chunks = chunks_for(outputs * lanes_per_output, ranges[r], max_threads)
     if chunks == 1:
         return False
     combiners = row_combiners(op)
@@ -176,6 +182,13 @@ def split_reductions(module_op, chip: str = "sm_80", overrides=None) -> int:
             kernel = classify(op)
             if kernel.kind not in (KernelKind.UNKNOWN, KernelKind.REDUCTION) or kernel.reason not in (
                     "", "a contraction without m, n and k dimensions"):
+                continue
+            if gpu_schedule_key(kernel, table, target) == "gemv":
+                # A matvec: its lanes per output row (a warp or more) fill the chip unless the rows
+                # are very few; then chunks of the row become rows of their own (a warp each).
+                tiling = table["gemv"].choose(kernel, target)
+                if tiling.grid * tiling.threads < max_threads // 4:
+                    count += split_reduction(kernel, max_threads, lanes_per_output=WARP)
                 continue
             schedule = table.get(schedule_key(kernel))
             if not isinstance(schedule, VectorSchedule) or not schedule.split_reductions \
