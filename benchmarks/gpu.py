@@ -9,12 +9,14 @@ and run the saved executables (`CudaExecutable.save` / `vtmlir.backend.cuda.load
     python benchmarks/gpu.py                                  # compile and run here
     python benchmarks/gpu.py --prepare DIR [--chip sm_90]     # compile, save to DIR (no GPU needed)
     python benchmarks/gpu.py --run DIR [--deadline 420]       # run what DIR holds (GPU machine)
-    options: [--only kernels,zoo,vtc,temco,tilus,dynamic] [--models a,b] [--batches 1,8] [--repeat 20] [--no-torch-compile]
+    options: [--only kernels,zoo,vtc,temco,tilus,dynamic] [--models a,b] [--dtypes f32,f16,bf16] [--batches 1,8]
+             [--repeat 20] [--no-torch-compile]
 
 Per case:
 - `max_abs_err` / `max_rel_err`: vtmlir's result (`compiled(*cuda tensors)`, the whole call path)
   against torch eager on the GPU with the same weights and inputs, and `ok` within the tolerance of
-  the case's dtype (f32 1e-3 relative to the output's largest magnitude, f16 2e-2);
+  the case's dtype (f32 1e-3 relative to the output's largest magnitude, f16 2e-2, bf16 5e-2: three
+  fewer mantissa bits than f16, both sides rounding every layer's output to bf16);
 - `device_time` of vtmlir (`compiled.profile`: CUDA events around the launch sequence, inputs resident:
   no host copies timed), torch eager and torch.compile (CUDA events around the call), in µs, and
   `time_ratio` vtmlir / contender (below 1: vtmlir is faster);
@@ -72,7 +74,10 @@ from jsonl import Fn, Reporter
 
 SUITE = "gpu"
 emit = Reporter(SUITE).emit
-TOLERANCE = {"f32": 1e-3, "f16": 2e-2}
+TOLERANCE = {"f32": 1e-3, "f16": 2e-2, "bf16": 5e-2}
+#: The element types of the kernels and the zoo (`--dtypes` picks some); bf16 contractions run on
+#: bf16 mma.sync, whose dense peak on an H100/H200 is f16's.
+DTYPES = ("f32", "f16", "bf16")
 #: Datasheet peaks (dense): H100 SXM / H200 have the same SMs and clocks, H200 more bandwidth.
 PEAKS = {"H100": {"f16_tflops": 989.0, "f32_tflops": 67.0, "hbm_gbs": 3350.0},
          "H200": {"f16_tflops": 989.0, "f32_tflops": 67.0, "hbm_gbs": 4800.0}}
@@ -86,7 +91,7 @@ def kernel_case(name: str):
         return Fn(torch.matmul), [(n, n), (n, n)], dtype, 2 * n ** 3, "TFLOP/s"
     if kind == "bmm":   # attention-shaped batch matmul: 32 heads of [n, 64] x [64, n]
         return Fn(torch.bmm), [(32, n, 64), (32, 64, n)], dtype, 2 * 32 * n * n * 64, "TFLOP/s"
-    itemsize = 2 if dtype == "f16" else 4
+    itemsize = 2 if dtype in ("f16", "bf16") else 4
     if kind == "gemv":  # a batch-1 Linear (decode): y = W x, W n x n read once; seeded (rebuilt on the GPU machine)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
@@ -99,11 +104,11 @@ def kernel_case(name: str):
 
 KERNELS = ["matmul_f16_4096", "matmul_f16_2048", "matmul_f32_2048", "bmm_f16_1024",
            "softmax_f32_4096", "layernorm_f32_4096", "rmsnorm_f32_4096", "softmax_f16_4096",
-           "gemv_f16_4096", "gemv_f32_4096"]
+           "matmul_bf16_4096", "bmm_bf16_1024", "gemv_f16_4096", "gemv_f32_4096", "gemv_bf16_4096"]
 
 
 def torch_dtype(dtype: str):
-    return {"f32": torch.float32, "f16": torch.float16}[dtype]
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
 def cast(tensors, dtype: str):
@@ -112,13 +117,13 @@ def cast(tensors, dtype: str):
 
 # -- prepare (any machine with the compiler) ---------------------------------------------------------
 
-def model_cases(groups: set[str], names: list[str] | None, batches: list[int]):
-    """(case, model name, batch, dtype) of the model benchmarks."""
+def model_cases(groups: set[str], names: list[str] | None, batches: list[int], dtypes=DTYPES):
+    """(case, model name, batch, dtype) of the model benchmarks (the zoo in `dtypes`)."""
     from vtmlir import models
 
     chosen = []
     if "zoo" in groups:
-        chosen += [(n, d) for n in models.ZOO for d in ("f32", "f16")]
+        chosen += [(n, d) for n in models.ZOO for d in DTYPES if d in dtypes]
     if "vtc" in groups:
         chosen += [(n, "f32") for n in models.VTC_ZOO]
     if "temco" in groups:
@@ -143,7 +148,7 @@ def same_weights(model, saved: dict) -> bool:
         for k in saved)
 
 
-def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None:
+def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=DTYPES) -> None:
     import vtmlir
 
     os.makedirs(directory, exist_ok=True)
@@ -154,13 +159,13 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str) -> None
     jobs = []
     if "kernels" in groups:
         for name in KERNELS:
-            if not names or name in names:
+            if (not names or name in names) and name.split("_")[1] in dtypes:
                 module, shapes, dtype, _, _ = kernel_case(name)
                 gen = torch.Generator().manual_seed(0)
                 inputs = tuple(torch.randn(*s, generator=gen) for s in shapes)
                 jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module.to(torch_dtype(dtype)),
                              cast(inputs, dtype)))
-    for case, name, batch, dtype in model_cases(groups, names, batches):
+    for case, name, batch, dtype in model_cases(groups, names, batches, dtypes):
         from vtmlir import models
 
         model, inputs = models.get(name).build(batch=batch, seed=0)
@@ -630,7 +635,8 @@ def run_case(case: str, meta: dict, exe, repeat: int, with_compile: bool, peaks:
         emit(case, "time_ratio", round(ours / seconds, 3), "", baseline=name)
     if work is not None:
         scale = 1e12 if unit == "TFLOP/s" else 1e9
-        peak = (peaks["f16_tflops"] if dtype == "f16" else peaks["f32_tflops"]) if unit == "TFLOP/s" else peaks["hbm_gbs"]
+        peak = (peaks["f16_tflops"] if dtype in ("f16", "bf16") else peaks["f32_tflops"]) if unit == "TFLOP/s" \
+            else peaks["hbm_gbs"]
         for name, seconds in [("vtmlir", ours)] + list(contenders.items()):
             rate = work / seconds / scale
             emit(case, "throughput", round(rate, 2), unit, contender=name, fraction_of_peak=round(rate / peak, 3))
@@ -779,6 +785,8 @@ def main() -> None:
     parser.add_argument("--run", metavar="DIR", help="run the executables saved in DIR (needs a GPU)")
     parser.add_argument("--only", default="kernels,zoo,vtc,temco")
     parser.add_argument("--models", default="", help="comma-separated case or model names")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="element types of the kernels and the zoo "
+                        "(comma-separated: f32, f16, bf16; VTC and TeMCO models are f32)")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--chip", default="sm_90")
     parser.add_argument("--repeat", type=int, default=20)
@@ -788,15 +796,19 @@ def main() -> None:
     groups = set(args.only.split(","))
     names = [n for n in args.models.split(",") if n]
     batches = [int(b) for b in args.batches.split(",")]
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    unknown = set(dtypes) - set(DTYPES)
+    if unknown:
+        sys.exit(f"error: --dtypes takes {', '.join(DTYPES)}, not {', '.join(sorted(unknown))}")
     if args.prepare:
-        prepare(args.prepare, groups, names, batches, args.chip)
+        prepare(args.prepare, groups, names, batches, args.chip, dtypes)
     if args.run:
         run(args.run, args.repeat, not args.no_torch_compile, args.deadline, names)
     if not args.prepare and not args.run:
         if not torch.cuda.is_available():
             sys.exit("error: no CUDA device here; use --prepare DIR here and --run DIR on a GPU machine")
         with tempfile.TemporaryDirectory() as directory:
-            prepare(directory, groups, names, batches, args.chip)
+            prepare(directory, groups, names, batches, args.chip, dtypes)
             run(directory, args.repeat, not args.no_torch_compile, args.deadline, names)
 
 

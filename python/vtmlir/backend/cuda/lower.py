@@ -108,7 +108,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="transform-interpreter{{entry-point=__gpu_promote}}, memref-copy-to-linalg"),
     # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
     # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
-    GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 contractions to nvgpu.mma.sync",
+    GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 and bf16 contractions to nvgpu.mma.sync",
              pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
                       "codegen-gpu-convert-mma"),

@@ -10,6 +10,13 @@ A fused epilogue (`fusion.py`) brings its body's scalar ops along: those left af
 compute on constants only, and the one canonicalisation keeps is a narrowing `arith.truncf` of a
 constant (inexact: GELU's f64 1/sqrt(2) to f32). It is folded here to the constant the device's
 `cvt.rn` would compute at run time (round to nearest even, numpy's conversion): bitwise the same.
+
+bf16 contractions (bf16 x bf16 into f32, `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`):
+the conversion has no bf16 fragments, though bf16's are f16's (PTX ISA, the m16n8k16 fragment
+layouts) and everything after it takes bf16. So the module's bf16 payload is renamed f16 for the
+conversion alone and back afterwards (`retype_payload.py`): the `ldmatrix` loads and `mma.sync`s it
+builds are then bf16 ones; the ops computing with bf16 (an epilogue's casts) keep their types
+behind bit-preserving casts, and the clean-ups run on the real types again.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ from torch_mlir.passmanager import PassManager
 from ...errors import format_diagnostic
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import KERNEL_ATTR
+from .retype_payload import RetypeRefused, retype_payload
 
-PIPELINE = "gpu.module(convert-vector-to-gpu{use-nvgpu=true}, fold-memref-alias-ops, canonicalize, cse)"
+CONVERSION = "gpu.module(convert-vector-to-gpu{use-nvgpu=true})"
+CLEANUP = "gpu.module(fold-memref-alias-ops, canonicalize, cse)"
 
 
 def _has_contraction(op) -> bool:
@@ -31,6 +40,21 @@ def _has_contraction(op) -> bool:
 
     def visit(inner):
         if inner.name == "vector.contract":
+            found.append(inner)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return bool(found)
+
+
+def _has_bf16_contraction(op) -> bool:
+    """A `vector.contract` with bf16 operands: the tensor-core schedule's bf16 x bf16 -> f32."""
+    found = []
+
+    def visit(inner):
+        if inner.name == "vector.contract" and isinstance(ir.VectorType(inner.operands[0].type).element_type,
+                                                          ir.BF16Type):
             found.append(inner)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
@@ -55,9 +79,21 @@ def convert_mma(module_op) -> int:
             if op.name != "gpu.module" or not _has_contraction(op):
                 continue
             _fold_constant_truncations(op)
-            pm = PassManager.parse(PIPELINE)
+            bf16 = _has_bf16_contraction(op)
             try:
-                pm.run(op)
+                if bf16:
+                    retype_payload(op, ir.BF16Type.get(), ir.F16Type.get(), frozenset({"vector.contract"}),
+                                   require_absent=True)
+                PassManager.parse(CONVERSION).run(op)
+                if bf16:
+                    # The contractions it replaced are left dead (canonicalisation erases them; one
+                    # still used fails the check below).
+                    retype_payload(op, ir.F16Type.get(), ir.BF16Type.get(),
+                                   frozenset({"nvgpu.mma.sync", "vector.contract"}), require_absent=False)
+                PassManager.parse(CLEANUP).run(op)
+            except RetypeRefused as err:
+                raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: bf16 as f16 payload: {err}",
+                                  op.location) from None
             except ir.MLIRError as err:
                 detail = "\n".join(format_diagnostic(d) for d in err.error_diagnostics) or err.message
                 raise PassFailure(f"kernel {_kernel_id(op)}: codegen-gpu-convert-mma: {detail}", op.location) from None

@@ -15,14 +15,14 @@ for the whole batch at once, into
 2. a contraction `out[n, f, (oh, ow)] += W[f, (c, kh, kw)] * P[n, (c, kh, kw), (oh, ow)]` over
    `memref.collapse_shape` views: a batch matmul (batch n, M = F, N = OH·OW, K = C·KH·KW) with the
    convolution's own body (an f16 model's `extf`s included), which the contraction schedule puts on
-   tensor cores (f16) or the SIMT kernel (f32); `codegen-gpu-pad-contractions` pads an f16 one whose
-   N or K is not a multiple of 16.
+   tensor cores (f16, bf16) or the SIMT kernel (f32); `codegen-gpu-pad-contractions` pads an f16 or
+   bf16 one whose N or K is not a multiple of 16.
 
 P holds C·KH·KW·OH·OW elements per image (9x a stride-1 3x3 convolution's input): the price of
 running the convolution as a GEMM; it is freed after the product.
 
 Values: the copy is exact; the product sums each output's C·KH·KW products in k order (c outer,
-then kh, kw), the order of the convolution's own loops, on the SIMT kernel (f32); tensor cores (f16)
+then kh, kw), the order of the convolution's own loops, on the SIMT kernel (f32); tensor cores (f16, bf16)
 sum 16-wide k slices in the hardware. The rewritten kernel level run on the CPU is within rtol 1e-4
 of PyTorch in f32 (`test_cuda_schedules.py`).
 

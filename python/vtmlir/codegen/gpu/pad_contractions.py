@@ -3,7 +3,7 @@
 `mma.sync.m16n8k16` multiplies 16x16 by 16x8 tiles, and the tensor-core schedule tiles m, n and k
 exactly (no partial tiles: the accumulators are loaded and stored without bounds checks). A
 contraction the schedule would put on tensor cores (`ContractionSchedule.uses_tensor_cores`: f16
-operands) whose m, n or k is not a multiple of 16 -- a decode step's single row, a 172-wide MLP, a
+or bf16 operands) whose m, n or k is not a multiple of 16 -- a decode step's single row, a 172-wide MLP, a
 3-channel stem -- computes on zero-padded copies instead: each operand indexed by a padded
 dimension is copied into a zeroed buffer of the padded shape (`linalg.fill` + `linalg.copy` into a
 subview: data-movement kernels, vectorised like any other), the contraction runs on the copies, and

@@ -8,7 +8,8 @@ promotion), "map" (copies and compute spread over threads or warps, vectorisatio
 `convert-vector-to-gpu`: `cp.async` copies, multi-buffered shared memory, software pipelining).
 
 - `ContractionSchedule`: matmul, batch matmul, Linear, attention's products, convolutions as
-  im2col batch matmuls (`codegen-gpu-im2col-convolutions`). f16 operands on tensor cores (`mma.sync.m16n8k16`, f32 or f16 accumulators): block
+  im2col batch matmuls (`codegen-gpu-im2col-convolutions`). f16 and bf16 operands on tensor cores
+  (`mma.sync.m16n8k16`, f32 accumulators, or f16 ones for f16 operands): block
   tiles from a table chosen by shape (`mma_tiling`), 2x2 or 1xN warps, A and B tiles staged in
   shared memory by `cp.async` in 2-3 stages, fragments loaded with `ldmatrix`. Everything else
   (f32, mixed types, shapes that do not tile by 16) as a SIMT kernel: block tiles staged in shared
@@ -215,7 +216,7 @@ def _tile_cost(target: GpuTarget, bm: int, bn: int, k: int, blocks: int, warps: 
 @dataclass(frozen=True)
 class ContractionSchedule(GpuSchedule):
     name: ClassVar[str] = "contraction"
-    tensor_cores: bool = True   # f16 operands on mma.sync (else SIMT)
+    tensor_cores: bool = True   # f16 / bf16 operands on mma.sync (else SIMT)
     block_m: int = 0            # 0: from the tile table by shape
     block_n: int = 0
     block_k: int = 0
@@ -230,7 +231,8 @@ class ContractionSchedule(GpuSchedule):
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
         are aligned for the accumulators' 2-element accesses (`codegen-gpu-pad-contractions` makes
-        them so): f16 operands, an f32 or f16 accumulator, A and B contiguous along m/k and n/k."""
+        them so): f16 operands with an f32 or f16 accumulator or bf16 ones with an f32 accumulator (`_mma_types`),
+        A and B contiguous along m/k and n/k."""
         if kernel.kind is not KernelKind.CONTRACTION or not (self.tensor_cores and target.tensor_cores):
             return False
         a_idx = 1 - kernel.b_operand
@@ -476,11 +478,14 @@ def _innermost(amap: ir.AffineMap) -> int | None:
 
 
 def _mma_types(a_t, b_t, c_t) -> bool:
-    """f16 x f16 with an f32 or f16 accumulator: what `mma.sync.m16n8k16` computes and the vector
-    route to `nvgpu.mma.sync` converts (its bf16 fragments are not supported upstream yet)."""
-    f16 = ir.F16Type
-    return (isinstance(a_t.element_type, f16) and isinstance(b_t.element_type, f16)
-            and isinstance(c_t.element_type, (ir.F32Type, f16)))
+    """What `mma.sync.m16n8k16` computes: f16 x f16 into an f32 or f16 accumulator, bf16 x bf16 into
+    an f32 one (PTX has no bf16 accumulators). Upstream's vector route to `nvgpu.mma.sync` has f16
+    fragments only; bf16 ones are the same (`codegen-gpu-convert-mma` takes bf16 through it as
+    16-bit payload: retype_payload.py)."""
+    a, b, c = a_t.element_type, b_t.element_type, c_t.element_type
+    if isinstance(a, ir.F16Type) and isinstance(b, ir.F16Type):
+        return isinstance(c, (ir.F32Type, ir.F16Type))
+    return isinstance(a, ir.BF16Type) and isinstance(b, ir.BF16Type) and isinstance(c, ir.F32Type)
 
 
 def _copy_plan(shape: tuple[int, ...], global_type: ir.MemRefType, threads: int) -> CopyPlan | None:

@@ -9,7 +9,7 @@ than one input read through at most a widening cast, this pass computes that sid
 buffer indexed by the side's loop dimensions (an elementwise kernel placed before the contraction)
 and makes the contraction read the buffer. A side ending in `extf` stores the narrow value and keeps
 the cast in the contraction (an f16 model's `truncf -> extf` pair stores f16), so the contraction
-reads f16 tiles: tensor-core operands.
+reads f16 (bf16) tiles: tensor-core operands.
 
 Values are unchanged: each element of the side is computed by the same ops from the same inputs,
 once instead of once per use; the buffer holds the exact value the product read.
