@@ -210,3 +210,25 @@ def test_gemv_matches_pytorch_on_a_gpu(dtype):
         magnitude = (x.float().abs() @ model.weight.float().abs().t()).max().item()
     tolerance = 1e-5 if dtype == "f32" else 2e-3
     torch.testing.assert_close(got, want, rtol=0, atol=tolerance * magnitude)
+
+
+@pytest.mark.parametrize("name", ["vtc_llama3_decode", "vtc_gemma2_decode"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_vtc_decode_layers_run_their_linears_as_gemv(name, dtype):
+    """The VTC decode layers (structure kept at test size; `benchmarks/gpu.py` compiles them at
+    full size): every projection a gemv kernel (the o-projection's two sums collapsed into one),
+    none left to `threads` but attention's `P V`; every kernel assembles for sm_80 and sm_90
+    without spills. (Gemma's soft-capped scores put a scalar kernel after a gemv: no row group.)"""
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
+    model = model.eval().to(DTYPES[dtype])
+    inputs = tuple(x.to(DTYPES[dtype]) if x.is_floating_point() else x for x in inputs)
+    exe = vtmlir.compile(model, *inputs, target="cuda")
+    gemv = [p for p in exe.plans if p.kind == "gemv"]
+    projections = {"vtc_llama3_decode": 5, "vtc_gemma2_decode": 14}[name]   # qkv (fused / 3), o, gate, up, down
+    assert len(gemv) >= projections, [(p.description, p.schedule, p.reason) for p in exe.plans]
+    for kernel in exe.kernels:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)

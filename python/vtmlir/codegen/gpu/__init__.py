@@ -5,12 +5,12 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 
 - `contraction`: analysis of contraction bodies (the two operand sides and their prologues).
 - `target`: the chips' limits and datasheet peaks (`GpuTarget`, `gpu_target`).
+- `matvec`: which kernels are matrix-vector products (the `gemv` schedule).
 - `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
   the choice per kernel (`GpuKernelPlan`) and the appended script; `fusion`: which prologue and
   epilogue kernels run in a contraction's block tiles.
 - passes (one per file, in pipeline order): `codegen-gpu-im2col-convolutions`, `codegen-gpu-split-prologues`,
-  `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums` (`matvec`: which kernels are
-  matrix-vector products), `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
+  `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums`, `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
   `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
   `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
 """

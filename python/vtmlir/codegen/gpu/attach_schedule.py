@@ -33,7 +33,6 @@ from .. import transform_ir as t
 from ..attach_schedule import KernelPlan
 from ..fuse_rows import row_groups
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
-from ..schedules import schedule_key
 from .layouts import element_bytes
 from .fusion import Candidate, find_group, neighbour
 from ..bodies import VIEW_OPS, buffer_root
@@ -304,7 +303,7 @@ def _fuse_matvec_neighbours(chosen_all, taken: set[int], exclude: set[int]) -> d
             continue
         extents = [n for n in kernel.loop_ranges[:-1] if n > 1]
         out = op.operands[-1]
-        if not _row_identity(kernel.maps[-1], kernel.loop_ranges,
+        if not extents or not _row_identity(kernel.maps[-1], kernel.loop_ranges,
                              [d for d, n in enumerate(kernel.loop_ranges[:-1]) if n > 1]):
             continue
         inputs = {buffer_root(v) for v in list(op.operands)[:-1] if isinstance(v.type, ir.MemRefType)}
@@ -313,7 +312,8 @@ def _fuse_matvec_neighbours(chosen_all, taken: set[int], exclude: set[int]) -> d
         def member(candidate):
             found = entry_of(candidate)
             if found is None or found[0] in taken or found[0] in exclude or found[0] in fused \
-                    or candidate.name != "linalg.generic" or row_member_problem(candidate):
+                    or candidate.name != "linalg.generic" or not found[2].loop_ranges \
+                    or row_member_problem(candidate):
                 return None
             ranges = found[2].loop_ranges
             if found[2].reduction_dims or [n for n in ranges if n > 1] != extents:

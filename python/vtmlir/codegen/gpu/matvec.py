@@ -24,9 +24,7 @@ from math import prod
 
 from torch_mlir import ir
 
-from ...passes.registry import Pass, register_pass
-from ..decompose_convolutions import collapse, generic_like
-from ..kernels import Kernel, KernelKind, classify
+from ..kernels import Kernel, KernelKind
 from .reduce_rows import row_combiners
 
 #: The schedule key (`schedules={"gemv": None}`: matvecs keep their kind's schedule, `threads`).
@@ -37,7 +35,8 @@ NO_MNK = "a contraction without m, n and k dimensions"
 MIN_ROW = 16
 
 
-def _dim(e) -> int | None:
+def dim_position(e) -> int | None:
+    """The loop an affine result reads when it is a plain dimension, else None."""
     return e.position if isinstance(e, ir.AffineDimExpr) else None
 
 
@@ -52,7 +51,7 @@ def sum_loops(kernel: Kernel) -> list[int] | str:
     if not loops or real[-len(loops):] != loops:
         return "its sums are not its innermost loops"
     for value, amap in zip(kernel.op.operands, kernel.maps):
-        dims = [_dim(e) for e in amap.results]
+        dims = [dim_position(e) for e in amap.results]
         found = [i for i, d in enumerate(dims) if d in loops]
         if not found:
             continue
@@ -99,7 +98,7 @@ def matvec_problem(kernel: Kernel) -> str:
     n_in = len(op.opview.inputs)
     matrix = False
     for value, amap in zip(list(op.operands)[:n_in], kernel.maps[:n_in]):
-        dims = [_dim(e) for e in amap.results]
+        dims = [dim_position(e) for e in amap.results]
         if r not in dims:
             continue
         if not isinstance(value.type, ir.MemRefType) or dims[-1] != r:
@@ -118,55 +117,3 @@ def matvec_rows(kernel: Kernel) -> tuple[int, int]:
     """(rows, row length) of a matvec: the outputs and the sum's extent."""
     length = prod(kernel.loop_ranges[d] for d in kernel.reduction_dims)
     return kernel.iterations // length, length
-
-
-def collapse_sum(kernel: Kernel) -> bool:
-    """Rewrite a matvec whose sum runs over several loops (`sum_loops`) into one over a single loop:
-    the operands that read them viewed through `memref.collapse_shape` (contiguous: no copy), the
-    loops' row-major order kept -- the same terms summed in the same order, bitwise. False where
-    there is nothing to collapse."""
-    loops = sum_loops(kernel)
-    if isinstance(loops, str) or len(loops) < 2 or loops != list(range(loops[0], kernel.rank)) \
-            or matvec_problem(kernel):
-        return False
-    op = kernel.op
-    first = loops[0]
-    rank = first + 1
-    operands, maps = [], []
-    with op.location, ir.InsertionPoint(op):
-        for value, amap in zip(op.operands, kernel.maps):
-            dims = [_dim(e) for e in amap.results]
-            results = [ir.AffineDimExpr.get(d) if d is not None and d < first else e
-                       for d, e in zip(dims, amap.results) if d is None or d not in loops[1:]]
-            if first in dims:
-                at = dims.index(first)
-                groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \
-                    [[i] for i in range(at + len(loops), len(dims))]
-                value = collapse(value, groups)
-            operands.append(value)
-            maps.append(ir.AffineMap.get(rank, 0, results))
-        iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))[:rank]
-        generic_like(op, operands, maps, iterators)
-    op.erase()
-    return True
-
-
-def collapse_sums(module_op) -> int:
-    """`collapse_sum` on every kernel of the module's functions; returns how many it rewrote."""
-    from .attach_schedule import top_level_kernels
-
-    with module_op.context:
-        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
-                   and collapse_sum(classify(op)))
-
-
-@register_pass
-class CollapseSums(Pass):
-    name = "codegen-gpu-collapse-sums"
-    summary = "A matrix-vector product summed over several contiguous loops -> one sum loop (collapse_shape views)"
-    description = ("Kernel level (memrefs, unit loops folded). An o-projection reading the heads unflattened "
-                   "(out[n] += W[n, h, d] x[h, d]) becomes out[n] += W'[n, r] x'[r] over collapse_shape views: "
-                   "a matvec the gemv schedule takes; the same sum in the same order.")
-
-    def run(self, module):
-        collapse_sums(module)

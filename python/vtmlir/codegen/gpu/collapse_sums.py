@@ -1,0 +1,72 @@
+"""`codegen-gpu-collapse-sums`: a matrix-vector product summed over several loops becomes one sum.
+
+A decode step's o-projection reads the attention heads unflattened: `out[n] += W[n, h, d] x[h, d]`,
+a sum over two loops (heads x head dimension), which the `gemv` schedule (one sum over the innermost
+loop: `codegen/gpu/matvec.py`) does not take -- it fell to `threads`, one output per thread, in one
+block of 256 threads for a 256-wide layer (and in f16 to a tensor-core kernel on 16 padded rows).
+Where every operand reads those loops as consecutive dimensions, contiguous together
+(`matvec.sum_loops`), `collapse_shape` views make them one dimension and the generic one loop over
+their row-major product: the same terms, summed in the same order (bitwise the naive mapping); the
+gemv schedule then takes it. Runs on the kernel level after the unit loops are folded, before
+`codegen-gpu-split-reductions`.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from ...passes.registry import Pass, register_pass
+from ..decompose_convolutions import collapse, generic_like
+from ..kernels import Kernel, classify
+from .attach_schedule import top_level_kernels
+from .matvec import dim_position, matvec_problem, sum_loops
+
+
+def collapse_sum(kernel: Kernel) -> bool:
+    """Rewrite a matvec whose sum runs over several loops (`sum_loops`) into one over a single loop:
+    the operands that read them viewed through `memref.collapse_shape` (contiguous: no copy), the
+    loops' row-major order kept -- the same terms summed in the same order, bitwise. False where
+    there is nothing to collapse."""
+    loops = sum_loops(kernel)
+    if isinstance(loops, str) or len(loops) < 2 or loops != list(range(loops[0], kernel.rank)) \
+            or matvec_problem(kernel):
+        return False
+    op = kernel.op
+    first = loops[0]
+    rank = first + 1
+    operands, maps = [], []
+    with op.location, ir.InsertionPoint(op):
+        for value, amap in zip(op.operands, kernel.maps):
+            dims = [dim_position(e) for e in amap.results]
+            results = [ir.AffineDimExpr.get(d) if d is not None and d < first else e
+                       for d, e in zip(dims, amap.results) if d is None or d not in loops[1:]]
+            if first in dims:
+                at = dims.index(first)
+                groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \
+                    [[i] for i in range(at + len(loops), len(dims))]
+                value = collapse(value, groups)
+            operands.append(value)
+            maps.append(ir.AffineMap.get(rank, 0, results))
+        iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))[:rank]
+        generic_like(op, operands, maps, iterators)
+    op.erase()
+    return True
+
+
+def collapse_sums(module_op) -> int:
+    """`collapse_sum` on every kernel of the module's functions; returns how many it rewrote."""
+    with module_op.context:
+        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
+                   and collapse_sum(classify(op)))
+
+
+@register_pass
+class CollapseSums(Pass):
+    name = "codegen-gpu-collapse-sums"
+    summary = "A matrix-vector product summed over several contiguous loops -> one sum loop (collapse_shape views)"
+    description = ("Kernel level (memrefs, unit loops folded). An o-projection reading the heads unflattened "
+                   "(out[n] += W[n, h, d] x[h, d]) becomes out[n] += W'[n, r] x'[r] over collapse_shape views: "
+                   "a matvec the gemv schedule takes; the same sum in the same order.")
+
+    def run(self, module):
+        collapse_sums(module)
