@@ -93,6 +93,20 @@ def test_batch1_mlp_is_a_kernel_per_layer(dtype):
             _check_resources(kernel, arch)
 
 
+def test_few_long_rows_take_several_warps_per_row():
+    """1024 outputs of a 4096-long f32 sum (a decode k-projection): a warp per row would fill under
+    a quarter of an A100, so 2 warps per row (64 lanes, 32 vectors each), their partial sums
+    meeting in shared memory after a barrier (a second butterfly of one step)."""
+    model, x = _linear(4096, 1024, torch.float32, bias=False)
+    exe = vtmlir.compile(model, x, target="cuda", chip="sm_80")
+    (kernel,) = exe.kernels
+    assert kernel.schedule == "gemv" and "2 warps per output row" in kernel.plan.detail
+    assert kernel.block == (64, 1, 1) and kernel.grid == (1024, 1, 1)
+    assert kernel.ptx.count("shfl.sync.bfly") == 6 and "bar.sync" in kernel.ptx
+    for arch in ARCHS:
+        assert _check_resources(kernel, arch).shared_bytes > 0
+
+
 def test_the_gemv_schedule_can_be_turned_off():
     """`schedules={"gemv": None}`: the matvec keeps its kind's schedule (`threads`, split into chunks
     where the sum is long), as before."""
