@@ -92,11 +92,8 @@ def kernel_case(name: str):
     if kind == "bmm":   # attention-shaped batch matmul: 32 heads of [n, 64] x [64, n]
         return Fn(torch.bmm), [(32, n, 64), (32, 64, n)], dtype, 2 * 32 * n * n * 64, "TFLOP/s"
     itemsize = 2 if dtype in ("f16", "bf16") else 4
-    if kind == "gemv":  # a batch-1 Linear (decode): y = W x, W n x n read once; seeded (rebuilt on the GPU machine)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            linear = torch.nn.Linear(n, n, bias=False)
-        return linear.eval(), [(1, n)], dtype, itemsize * n * n, "GB/s"
+    if kind == "gemv":  # a batch-1 Linear (decode): y = x W^T, W n x n read once (an input: no weights saved)
+        return Fn(torch.nn.functional.linear), [(1, n), (n, n)], dtype, itemsize * n * n, "GB/s"
     module = {"softmax": lambda: torch.nn.Softmax(-1), "layernorm": lambda: torch.nn.LayerNorm(n),
               "rmsnorm": lambda: torch.nn.RMSNorm(n, eps=1e-6)}[kind]()
     return module.eval(), [(n, n)], dtype, 2 * itemsize * n * n, "GB/s"
@@ -163,8 +160,7 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=
                 module, shapes, dtype, _, _ = kernel_case(name)
                 gen = torch.Generator().manual_seed(0)
                 inputs = tuple(torch.randn(*s, generator=gen) for s in shapes)
-                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module.to(torch_dtype(dtype)),
-                             cast(inputs, dtype)))
+                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module, cast(inputs, dtype)))
     for case, name, batch, dtype in model_cases(groups, names, batches, dtypes):
         from vtmlir import models
 
