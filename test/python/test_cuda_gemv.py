@@ -243,6 +243,11 @@ def test_vtc_decode_layers_run_their_linears_as_gemv(name, dtype):
     gemv = [p for p in exe.plans if p.kind == "gemv"]
     projections = {"vtc_llama3_decode": 5, "vtc_gemma2_decode": 14}[name]   # qkv (fused / 3), o, gate, up, down
     assert len(gemv) >= projections, [(p.description, p.schedule, p.reason) for p in exe.plans]
+    # Gemma's grouped-query q K^T (batch x kv heads, query heads per kv head x queries: more loops
+    # than the grid holds next to m and n) is a batch matmul once codegen-gpu-collapse-contraction-loops
+    # merges them: no contraction keeps the naive mapping.
+    naive = [(p.id, p.description, p.reason) for p in exe.plans if p.kind == "contraction" and p.schedule is None]
+    assert not naive and not exe.report().naive_contractions, naive
     for kernel in exe.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)

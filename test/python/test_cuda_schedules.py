@@ -336,14 +336,15 @@ class RowSum(torch.nn.Module):
         return x.sum(-1)
 
 
-def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
+def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool, without: tuple[str, ...] = ()):
     """`model` imported and bufferized as for CUDA, the CUDA `schedule` stage run up to its
     `codegen-gpu-attach-schedule`, then (`row_groups_like_gpu`) every row group the GPU forms
     (`codegen-gpu-attach-schedule` run on a copy says which: `row_groups(per_row_members=True,
     independent_groups=True)` less the contractions' prologues and epilogues, fills included)
     moved into a loop over rows, one row a trip, its members in order, at its last member's place
     (`codegen.fuse_rows`); the kernel level run by the CPU backend with the exact schedules.
-    Returns the results and, per group, which members are per-row."""
+    `without`: passes left out of the `schedule` stage. Returns the results and, per group, which
+    members are per-row."""
     from vtmlir.backend.bufferize import bufferize
     from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
     from vtmlir.backend.cpu.lower import lower_to_llvm
@@ -364,6 +365,9 @@ def _run_kernel_level_on_cpu(model, x: tuple, row_groups_like_gpu: bool):
     for stage in DEFAULT_STAGES:
         if stage.name == "schedule":
             head, _, _ = stage.text("sm_80").rpartition(", codegen-gpu-attach-schedule")
+            for name in without:
+                assert f"{name}, " in head, name
+                head = head.replace(f"{name}, ", "")
             run_pipeline(module, head + ")")
             break
         stage.run(module, "sm_80")
@@ -477,6 +481,55 @@ def test_contractions_do_not_fall_back_to_the_naive_mapping(case):
         if kernel.scheduled:
             for arch in ARCHS:
                 _check_resources(kernel, arch)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_grouped_query_scores_collapsed_match_the_kernels_on_the_cpu(dtype):
+    """Gemma 2's decode q K^T (grouped-query attention: batch x kv heads, query heads per kv head x
+    queries) has more batch and outer loops than the block grid holds next to m and n;
+    codegen-gpu-collapse-contraction-loops makes it a batch matmul over collapse_shape views. Only
+    parallel loops merge: the kernel level with the pass, run on the CPU, is bitwise the one
+    without it (every sum in the same order)."""
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get("vtc_gemma2_decode").builder(batch=1, seed=0, **SMALL_SIZES["vtc_gemma2_decode"])
+    half = HALF.get(dtype, torch.float32)
+    model = model.eval().to(half)
+    inputs = tuple(x.to(half) if x.is_floating_point() else x for x in inputs)
+    collapsed, _ = _run_kernel_level_on_cpu(model, inputs, False)
+    apart, _ = _run_kernel_level_on_cpu(model, inputs, False, without=("codegen-gpu-collapse-contraction-loops",))
+    for c, a in zip(collapsed, apart):
+        assert torch.equal(c, a)
+
+
+@pytest.mark.slow  # about 60 s: every VTC_ZOO model at test size, f16 and f32
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_no_vtc_zoo_contraction_keeps_the_naive_mapping(dtype):
+    """Issue 22's static target for VTC_ZOO (structure kept at test size): no contraction of any
+    model keeps the naive mapping -- tensor cores or, where the types or an f32 prologue rule them
+    out, the shared-memory-tiled SIMT kernel -- and each assembles for sm_80 and sm_90 without
+    spills."""
+    from vtmlir.models import VTC_ZOO, get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    half = HALF.get(dtype, torch.float32)
+    for name in VTC_ZOO:
+        model, inputs = get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
+        model = model.eval().to(half)
+        inputs = tuple(x.to(half) if x.is_floating_point() else x for x in inputs)
+        exe = vtmlir.compile(model, *inputs, target="cuda")
+        plans = [p for p in exe.plans if p.kind == "contraction"]
+        assert all(p.schedule in ("mma-sync", "simt") for p in plans), \
+            (name, [(p.id, p.description, p.schedule, p.reason) for p in plans if p.schedule not in ("mma-sync", "simt")])
+        assert not exe.report().naive_contractions, name
+        scheduled = {p.id for p in plans}
+        for kernel in exe.kernels:
+            if kernel.plan is not None and kernel.plan.id in scheduled:
+                if kernel.schedule == "mma-sync":
+                    assert "mma.sync.aligned" in kernel.ptx, (name, kernel.name)
+                for arch in ARCHS:
+                    _check_resources(kernel, arch)
 
 
 @pytest.mark.slow  # about 32 s: the suite is over its 15 minutes (16 min 47 s at e9d42f9)
