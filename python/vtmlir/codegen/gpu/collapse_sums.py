@@ -9,6 +9,14 @@ Where every operand reads those loops as consecutive dimensions, contiguous toge
 their row-major product: the same terms, summed in the same order (bitwise the naive mapping); the
 gemv schedule then takes it. Runs on the kernel level after the unit loops are folded, before
 `codegen-gpu-split-reductions`.
+
+`codegen-gpu-collapse-contraction-loops` (below) does the same for the parallel loops of a
+contraction the block grid cannot hold: more batch and outer m/n loops than fit next to m and n in
+its three dimensions (grouped-query attention's `q K^T`: batch x kv heads, query heads per kv head x
+queries). Each run of consecutive batch, m or n loops read contiguously by every operand becomes one
+loop; the sums are untouched (bitwise the same). It runs in the `schedule` stage after
+`codegen-gpu-split-prologues` and before `codegen-gpu-pad-contractions`, so a collapsed m is padded
+once (the query heads of a group share one 16-row tile).
 """
 
 from __future__ import annotations
@@ -94,7 +102,7 @@ def _loop_groups(kernel: Kernel) -> list[list[int]] | None:
         if run:
             runs.append(run)
         for run in runs:
-            # The longest prefix-free shrink: drop loops from the outside until the operands agree.
+            # Loops dropped from the outside of the run until every operand reads the rest together.
             while len(run) > 1 and not _collapsible(kernel, run):
                 run = run[1:]
             if len(run) > 1:
@@ -123,12 +131,11 @@ def _collapsible(kernel: Kernel, loops: list[int]) -> bool:
 
 def _positions(expr) -> list[int]:
     """The loop dimensions an affine expression reads."""
-    found = []
     if isinstance(expr, ir.AffineDimExpr):
         return [expr.position]
     if isinstance(expr, ir.AffineBinaryExpr):
         return _positions(expr.lhs) + _positions(expr.rhs)
-    return found
+    return []
 
 
 def collapse_contraction_loops(kernel: Kernel) -> bool:
