@@ -5,6 +5,9 @@
 // CHECK-DAG: #[[A:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG: #[[B:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
 // CHECK-DAG: #[[C:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// (the delinearisation maps of @four_block_dims, at the end)
+// CHECK-DAG: #[[HI:.*]] = affine_map<(d0) -> ((d0 floordiv 4) mod 2)>
+// CHECK-DAG: #[[LO:.*]] = affine_map<(d0) -> (d0 mod 4)>
 // CHECK-LABEL: func.func @batch_tile
 // CHECK:         %[[VA:.*]] = memref.subview %arg0[0, 0, 0] [1, 16, 32] [1, 1, 1] : memref<1x16x32xf16, strided<[2048, 32, 1], offset: ?>> to memref<16x32xf16, strided<[32, 1], offset: ?>>
 // CHECK:         %[[VB:.*]] = memref.subview %arg1[0, 0, 0] [1, 32, 16] [1, 1, 1] : memref<1x32x16xf16, strided<[1536, 48, 1], offset: ?>> to memref<32x16xf16, strided<[48, 1], offset: ?>>
@@ -40,5 +43,25 @@ func.func @not_annotated(%a: memref<1x8xf32>, %c: memref<1x8xf32>) {
   ^bb0(%in: f32, %out: f32):
     linalg.yield %in : f32
   }
+  return
+}
+
+// A block forall of four dimensions (two batch tiles of 1 next to the m and n tiles: more than the
+// grid's three): the two batch dimensions become one over their 2 x 4 product, delinearised at the
+// top of the body; the mapping keeps the inner three entries, the attributes stay.
+// CHECK-LABEL: func.func @four_block_dims
+// CHECK:         scf.forall (%[[L:.*]], %[[M:.*]], %[[N:.*]]) = (0, 0, 0) to (8, 128, 128) step (1, 64, 32)
+// CHECK-NEXT:      %[[I:.*]] = affine.apply #[[HI]](%[[L]])
+// CHECK-NEXT:      %[[J:.*]] = affine.apply #[[LO]](%[[L]])
+// CHECK-NEXT:      memref.subview %arg0[%[[I]], %[[J]], %[[M]], 0]
+// CHECK:           memref.load {{.*}}%[[N]]]
+// CHECK:         } {codegen.kernel = 3 : i64, mapping = [#gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
+func.func @four_block_dims(%a: memref<2x4x128x32xf16>) {
+  scf.forall (%i, %j, %m, %n) = (0, 0, 0, 0) to (2, 4, 128, 128) step (1, 1, 64, 32) {
+    %v = memref.subview %a[%i, %j, %m, 0] [1, 1, 64, 32] [1, 1, 1, 1] : memref<2x4x128x32xf16> to memref<1x1x64x32xf16, strided<[16384, 4096, 32, 1], offset: ?>>
+    %c0 = arith.constant 0 : index
+    %x = memref.load %v[%c0, %c0, %c0, %n] : memref<1x1x64x32xf16, strided<[16384, 4096, 32, 1], offset: ?>>
+    memref.store %x, %v[%c0, %c0, %c0, %c0] : memref<1x1x64x32xf16, strided<[16384, 4096, 32, 1], offset: ?>>
+  } {codegen.kernel = 3 : i64, mapping = [#gpu.block<linear_dim_3>, #gpu.block<linear_dim_2>, #gpu.block<linear_dim_1>, #gpu.block<linear_dim_0>]}
   return
 }

@@ -483,6 +483,32 @@ def test_contractions_do_not_fall_back_to_the_naive_mapping(case):
                 _check_resources(kernel, arch)
 
 
+class GappedBatchScores(torch.nn.Module):
+    """q K^T over (batch, head) with K a slice of a cache holding twice the heads: the heads of K
+    are not contiguous across the batch, so the two batch loops cannot be collapsed into one."""
+
+    def forward(self, q, cache):
+        return q @ cache[:, :4].transpose(-1, -2)
+
+
+def test_batch_dimensions_beyond_the_grid_share_one_grid_dimension():
+    """Two batch loops that no view collapses, and m and n both over blocks: four block dimensions,
+    the grid has three. The block forall's two batch dimensions run on one (grid z = 2 x 4, the block
+    id delinearised in the kernel: codegen-gpu-drop-unit-dims); the kernel stays on tensor cores
+    (it kept the naive mapping before) and assembles for sm_80 and sm_90 without spills."""
+    q, cache = torch.randn(2, 4, 128, 32).half(), torch.randn(2, 8, 128, 32).half()
+    exe = _compile(GappedBatchScores(), q, cache)
+    report = exe.report()
+    assert not report.naive_contractions, [(k.name, k.description, k.detail) for k in report.naive_contractions]
+    (kernel,) = [k for k in exe.kernels if k.plan is not None and k.plan.kind == "contraction"]
+    assert kernel.schedule == "mma-sync" and "2 outer dimensions on one grid dimension" in kernel.plan.detail, kernel.plan.detail
+    bm, bn, _ = (int(v) for v in kernel.plan.detail.split("block ")[1].split(",")[0].split("x"))
+    assert kernel.grid == (128 // bn, 128 // bm, 2 * 4)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in kernel.ptx
+    for arch in ARCHS:
+        _check_resources(kernel, arch)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_grouped_query_scores_collapsed_match_the_kernels_on_the_cpu(dtype):
     """Gemma 2's decode q K^T (grouped-query attention: batch x kv heads, query heads per kv head x

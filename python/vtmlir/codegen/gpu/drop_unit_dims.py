@@ -11,6 +11,12 @@ phases): every loop of extent 1 leaves the indexing maps and the iterator types,
 is replaced by a rank-reducing `memref.subview` without the unit dimensions those loops index
 (strides and offset kept: the same elements). Only projected-permutation maps are handled (what a
 contraction has); anything else is an error naming the op.
+
+Then every block `scf.forall` of more than three dimensions (a contraction with more batch and
+outer tiles of 1 than the grid holds next to its m and n tiles: `ContractionTiling.linearized`) is
+rewritten into one of three: its leading dimensions become one over their row-major product, the
+old indices recovered by `affine.apply` floordiv/mod at the top of the body (upstream's
+`map_forall_to_blocks` launches linear dimensions 0-2 only).
 """
 
 from __future__ import annotations
@@ -95,3 +101,80 @@ class DropUnitDims(Pass):
 
     def run(self, module):
         drop_unit_dims(module)
+        linearize_block_foralls(module)
+
+
+# --------------------------------------------------------------------------------------------------
+# Block foralls with more dimensions than the grid: the leading (batch, outer) ones linearised.
+
+def linearize_forall(forall: ir.Operation, count: int) -> ir.Operation:
+    """Replace `forall` by one whose first dimension runs over the row-major product of its first
+    `count` dimensions (tiles of 1 from 0), delinearised at the top of the body (`arith.divui` /
+    `remui` by constants); the mapping keeps the last of the merged dimensions' entry. Returns the new
+    forall (attributes copied)."""
+    from torch_mlir.dialects import affine, scf
+
+    view = forall.opview
+    lbs = list(ir.DenseI64ArrayAttr(forall.attributes["staticLowerBound"]))
+    ubs = list(ir.DenseI64ArrayAttr(forall.attributes["staticUpperBound"]))
+    steps = list(ir.DenseI64ArrayAttr(forall.attributes["staticStep"]))
+    if len(list(view.results)) or any(x < 0 for x in lbs + ubs + steps) or \
+            any(lbs[i] != 0 or steps[i] != 1 for i in range(count)):
+        raise PassFailure("codegen-gpu-drop-unit-dims: a block forall to linearise with dynamic bounds, "
+                          "results or non-unit leading steps", forall.location)
+    sizes = ubs[:count]
+    mapping = list(ir.ArrayAttr(forall.attributes["mapping"]))
+    with ir.InsertionPoint(forall), forall.location:
+        new = scf.ForallOp([0] + lbs[count:], [prod_of(sizes)] + ubs[count:], [1] + steps[count:],
+                           mapping=ir.ArrayAttr.get(mapping[count - 1:]))
+    for i in range(len(forall.attributes)):
+        attr = forall.attributes[i]
+        if attr.name not in ("staticLowerBound", "staticUpperBound", "staticStep", "mapping",
+                             "operandSegmentSizes", "operand_segment_sizes"):
+            new.operation.attributes[attr.name] = attr.attr
+    old_body = forall.regions[0].blocks[0]
+    body = new.body
+    with ir.InsertionPoint(body), forall.location:
+        linear = body.arguments[0]
+        ivs = []
+        stride = prod_of(sizes)
+        d0 = ir.AffineDimExpr.get(0)
+        for size in sizes:
+            stride //= size
+            expr = ir.AffineModExpr.get(ir.AffineFloorDivExpr.get(d0, ir.AffineConstantExpr.get(stride)),
+                                        ir.AffineConstantExpr.get(size))
+            ivs.append(affine.AffineApplyOp(ir.AffineMap.get(1, 0, [expr]), [linear]).result)
+    for old_iv, value in zip(list(old_body.arguments)[:count], ivs):
+        old_iv.replace_all_uses_with(value)
+    for old_iv, new_iv in zip(list(old_body.arguments)[count:], list(body.arguments)[1:]):
+        old_iv.replace_all_uses_with(new_iv)
+    for op in list(old_body.operations):
+        op.detach_from_parent()
+        body.append(op)
+    forall.erase()
+    return new.operation
+
+
+def prod_of(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _block_mapped(op) -> bool:
+    if "mapping" not in op.attributes:
+        return False
+    return all(str(a).startswith("#gpu.block<") for a in ir.ArrayAttr(op.attributes["mapping"]))
+
+
+def linearize_block_foralls(module_op) -> int:
+    """Every block forall of more than three dimensions (a contraction's batch and outer tiles of 1
+    next to its m and n tiles: `ContractionTiling.linearized`) with its leading dimensions merged
+    into one, three left (`linearize_forall`); returns how many."""
+    with module_op.context, ir.Location.unknown():
+        found = [op for op in walk_ops(module_op) if op.name == "scf.forall" and _block_mapped(op)
+                 and len(ir.ArrayAttr(op.attributes["mapping"])) > 3]
+        for op in found:
+            linearize_forall(op, len(ir.ArrayAttr(op.attributes["mapping"])) - 2)
+    return len(found)

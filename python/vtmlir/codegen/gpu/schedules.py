@@ -123,6 +123,7 @@ class ContractionTiling:
     bytes: int
     prologue: tuple[FusedNeighbour, ...] = ()   # kernels run in the block tiles first (fusion.py)
     epilogue: tuple[FusedNeighbour, ...] = ()   # and last
+    linearized: bool = False        # the outer tiles on one grid dimension (more than the grid's three)
 
     @property
     def schedule(self) -> str:
@@ -134,8 +135,9 @@ class ContractionTiling:
         elem = "tf32" if self.mma and self.element_type == "f32" else self.element_type
         fused = "".join(f" + {role} (kernel{'s' if len(found) > 1 else ''} {', '.join(str(n.id) for n in found)})"
                         for role, found in (("prologue", self.prologue), ("epilogue", self.epilogue)) if found)
+        linear = f", {self.outer} outer dimensions on one grid dimension" if self.linearized else ""
         return (f"{self.schedule} {elem}: block {bm}x{bn}x{bk}, {what} tile "
-                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s){fused}")
+                f"{self.sub[0]}x{self.sub[1]}, {self.threads} threads, {self.stages} stage(s){linear}{fused}")
 
     def output_block_sizes(self, kernel: Kernel) -> tuple[int, ...] | None:
         """The block tile per dimension of C (`fusion.block_tile_of_output`)."""
@@ -283,8 +285,9 @@ class ContractionSchedule(GpuSchedule):
         for i, (extent, size) in enumerate(((big_m, bm), (big_n, bn))):
             if len(outer_dims) + sum(split) > 3 and extent == size:
                 split[i] = False
-        if len(outer_dims) + sum(split) > 3:
-            return f"{len(outer_dims)} batch or outer dimensions and m and n over blocks (the grid has three)"
+        # Beyond three, the outer tiles share one grid dimension: the block forall's leading
+        # dimensions linearised after tiling (codegen-gpu-drop-unit-dims), m and n split as they were.
+        linearized = len(outer_dims) + sum(split) > 3
         tile_of = {mi: bm, ni: bn, ki: bk}
         copies = []
         for idx in (0, 1):
@@ -315,7 +318,8 @@ class ContractionSchedule(GpuSchedule):
         moved = sum(prod(t.shape) * element_bytes(t.element_type) for t in types) + \
             prod(types[2].shape) * element_bytes(types[2].element_type)
         return ContractionTiling(bool(mma), order, len(outer_dims), len(k_outer), (bm, bn, bk), sub, threads, stages,
-                                 tuple(copies), tuple(split), grid, shared, elem, flops, moved)
+                                 tuple(copies), tuple(split), grid, shared, elem, flops, moved,
+                                 linearized=linearized)
 
     def _mma_tiles(self, target, big_m, big_n, big_k, outer_tiles):
         bk = self.block_k or (32 if big_k % 32 == 0 else 16)
