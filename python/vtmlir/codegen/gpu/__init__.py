@@ -10,7 +10,7 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
   the choice per kernel (`GpuKernelPlan`) and the appended script; `fusion`: which prologue and
   epilogue kernels run in a contraction's block tiles.
 - passes (one per file, in pipeline order): `codegen-gpu-im2col-convolutions`, `codegen-gpu-split-prologues`,
-  `codegen-gpu-collapse-contraction-loops` (in collapse_sums.py), `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums`, `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
+  `codegen-gpu-collapse-contraction-loops`, `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums`, `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
   `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
   `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
 """
