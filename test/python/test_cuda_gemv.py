@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_torch_ops import Fn  # a function as a module
 
 import vtmlir
 from vtmlir.backend.cuda import cuda_available
@@ -141,17 +142,6 @@ def test_x_at_w_is_not_a_gemv():
     exe = vtmlir.compile(Fn(torch.matmul), torch.randn(1, 512), torch.randn(512, 256),
                          target="cuda", chip="sm_80")
     assert not [k for k in exe.kernels if k.schedule == "gemv"]
-
-
-class Fn(torch.nn.Module):
-    """A function as a module."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def _schedule_stage_on_cpu(model, inputs, chip="sm_80"):

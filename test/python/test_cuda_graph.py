@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 from cuda.bindings import driver as real_driver
+from cuda_stand_in import HostMemory
 
 import vtmlir
 from vtmlir.backend.cuda import runtime
@@ -48,13 +49,14 @@ def _library_absent_error():
 LIBRARY_ABSENT = _library_absent_error()
 
 
-class _HostDriver:
+class _HostDriver(HostMemory):
     """The CUDA driver calls of `CudaRuntime`, in host memory (the module docstring). `semantics`:
     kernel function name -> fn(values) run on a launch (values: per parameter a memref view or a
     scalar), or absent: the launch is only recorded. `fail`: call name -> the CUresult it returns;
     `missing`: call names the "binding" lacks (AttributeError, as an old cuda-python)."""
 
     CUresult = CUresult
+    SUCCESS = OK
     CUDA_KERNEL_NODE_PARAMS = real_driver.CUDA_KERNEL_NODE_PARAMS
 
     def __init__(self, program: HostProgram, images: dict, semantics: dict | None = None,
@@ -64,7 +66,7 @@ class _HostDriver:
         self.image_kernels = {bytes(image).rstrip(b"\0"): kernel for kernel, image in images.items()}
         self.semantics = semantics or {}
         self.fail, self.missing = dict(fail or {}), set(missing or ())
-        self.memory: dict[int, np.ndarray] = {}
+        super().__init__()
         self.calls: list[str] = []          # every driver call, by name, in order
         self.executed: list[tuple] = []     # (via, function, grid, block, parameter values) per kernel run
         self.modules: dict[str, str] = {}    # module handle -> kernel
@@ -93,7 +95,7 @@ class _HostDriver:
                 getattr(real_driver, name)(*real_args[0])
         return self.fail.get(name)
 
-    # -- context, modules, memory -------------------------------------------------------------------
+    # -- context and modules (memory: HostMemory) -------------------------------------------------------------------
 
     def cuInit(self, flags):
         return (OK,)
@@ -132,29 +134,6 @@ class _HostDriver:
         handle = self._new_id()
         self.functions[handle] = (self.modules[module], name.decode())
         return (OK, real_driver.CUfunction(handle))
-
-    def cuMemAlloc(self, nbytes):
-        buffer = np.zeros(nbytes, np.uint8)
-        self.memory[buffer.ctypes.data] = buffer
-        return (OK, buffer.ctypes.data)
-
-    def cuMemFree(self, address):
-        del self.memory[int(address)]
-        return (OK,)
-
-    def _within(self, address, nbytes):
-        base = max((a for a in self.memory if a <= address), default=None)
-        assert base is not None and address + nbytes <= base + self.memory[base].size, "outside any allocation"
-
-    def cuMemcpyHtoD(self, device, host, nbytes):
-        self._within(int(device), nbytes)
-        ctypes.memmove(int(device), host, nbytes)
-        return (OK,)
-
-    def cuMemcpyDtoH(self, host, device, nbytes):
-        self._within(int(device), nbytes)
-        ctypes.memmove(host, int(device), nbytes)
-        return (OK,)
 
     # -- kernels ------------------------------------------------------------------------------------
 

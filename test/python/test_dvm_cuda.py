@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from torch.export import Dim
+from cuda_stand_in import HostMemory
 
 import vtmlir
 from vtmlir.backend.cuda import cuda_available
@@ -177,7 +178,7 @@ def test_gpu_benchmark_prepares_the_dynamic_case(compiled, tmp_path, load_benchm
         torch.testing.assert_close(loaded.run_on_host(x)[0], bench.dynamic_model()(x), rtol=1e-5, atol=1e-6)
 
 
-class _HostDriver:
+class _HostDriver(HostMemory):
     """The CUDA driver calls `gpu_runtime.CudaPlanRunner` makes, emulated in host memory for a test
     of the runner's own work (allocations, uploads, the argument table, the parameter array, the
     read-back), never a GPU's: "device" addresses are host buffers, and `cuLaunchKernel` checks
@@ -188,7 +189,8 @@ class _HostDriver:
         CUDA_SUCCESS = 0
 
     def __init__(self, launch):
-        self.launch, self.memory, self.launched = launch, {}, []
+        super().__init__()
+        self.launch, self.launched = launch, []
 
     def cuInit(self, flags):
         return (0,)
@@ -217,29 +219,6 @@ class _HostDriver:
 
     def cuModuleGetFunction(self, module, name):
         return (0, name.decode())
-
-    def cuMemAlloc(self, nbytes):
-        buffer = np.zeros(nbytes, np.uint8)
-        self.memory[buffer.ctypes.data] = buffer
-        return (0, buffer.ctypes.data)
-
-    def cuMemFree(self, address):
-        del self.memory[int(address)]
-        return (0,)
-
-    def _within(self, address, nbytes):
-        base = max((a for a in self.memory if a <= address), default=None)
-        assert base is not None and address + nbytes <= base + self.memory[base].size, "outside any allocation"
-
-    def cuMemcpyHtoD(self, device, host, nbytes):
-        self._within(int(device), nbytes)
-        ctypes.memmove(int(device), host, nbytes)
-        return (0,)
-
-    def cuMemcpyDtoH(self, host, device, nbytes):
-        self._within(int(device), nbytes)
-        ctypes.memmove(host, int(device), nbytes)
-        return (0,)
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         from vtmlir.dvm.native import launch_header, native_vm

@@ -16,7 +16,7 @@ from math import prod
 from torch_mlir import ir
 
 from ...passes.registry import Pass, register_pass
-from ..decompose_convolutions import collapse, generic_like
+from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, KernelKind, classify
 from .attach_schedule import top_level_kernels
 from .matvec import dim_position
@@ -95,26 +95,8 @@ def collapse_contraction_loops(kernel: Kernel) -> bool:
     if groups is None:
         return False
     op = kernel.op
-    merged = {d: g[0] for g in groups for d in g[1:]}   # loop -> the group's first loop
-    kept = [d for d in range(kernel.rank) if d not in merged]
-    new_of = {d: i for i, d in enumerate(kept)}
-    rank = len(kept)
-    operands, maps = [], []
     with op.location, ir.InsertionPoint(op):
-        for value, amap in zip(op.operands, kernel.maps):
-            dims = [dim_position(e) for e in amap.results]
-            results = [ir.AffineDimExpr.get(new_of[d]) for d in dims if d not in merged]
-            positions = [i for i, d in enumerate(dims) if d not in merged]
-            if len(positions) < len(dims):
-                reassociation = []
-                for i in positions:
-                    group = next((g for g in groups if g[0] == dims[i]), None)
-                    reassociation.append(list(range(i, i + len(group))) if group else [i])
-                value = collapse(value, reassociation)
-            operands.append(value)
-            maps.append(ir.AffineMap.get(rank, 0, results))
-        iterators = [list(ir.ArrayAttr(op.attributes["iterator_types"]))[d] for d in kept]
-        generic_like(op, operands, maps, iterators)
+        merge_loops(op, kernel.maps, groups)
     op.erase()
     return True
 

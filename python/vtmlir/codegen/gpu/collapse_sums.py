@@ -16,10 +16,10 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...passes.registry import Pass, register_pass
-from ..decompose_convolutions import collapse, generic_like
+from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, classify
 from .attach_schedule import top_level_kernels
-from .matvec import dim_position, matvec_problem, sum_loops
+from .matvec import matvec_problem, sum_loops
 
 
 def collapse_sum(kernel: Kernel) -> bool:
@@ -32,23 +32,8 @@ def collapse_sum(kernel: Kernel) -> bool:
             or matvec_problem(kernel):
         return False
     op = kernel.op
-    first = loops[0]
-    rank = first + 1
-    operands, maps = [], []
     with op.location, ir.InsertionPoint(op):
-        for value, amap in zip(op.operands, kernel.maps):
-            dims = [dim_position(e) for e in amap.results]
-            results = [ir.AffineDimExpr.get(d) if d is not None and d < first else e
-                       for d, e in zip(dims, amap.results) if d is None or d not in loops[1:]]
-            if first in dims:
-                at = dims.index(first)
-                groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \
-                    [[i] for i in range(at + len(loops), len(dims))]
-                value = collapse(value, groups)
-            operands.append(value)
-            maps.append(ir.AffineMap.get(rank, 0, results))
-        iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))[:rank]
-        generic_like(op, operands, maps, iterators)
+        merge_loops(op, kernel.maps, [loops])
     op.erase()
     return True
 

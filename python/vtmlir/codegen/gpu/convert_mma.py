@@ -27,6 +27,7 @@ from torch_mlir.dialects import arith
 from torch_mlir.passmanager import PassManager
 
 from ...errors import format_diagnostic
+from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import KERNEL_ATTR
 from .retype_payload import RetypeRefused, retype_payload
@@ -35,32 +36,18 @@ CONVERSION = "gpu.module(convert-vector-to-gpu{use-nvgpu=true})"
 CLEANUP = "gpu.module(fold-memref-alias-ops, canonicalize, cse)"
 
 
+def _operand_element(op, type_class) -> bool:
+    """Whether `op`'s first operand is a vector of `type_class` elements."""
+    return isinstance(ir.VectorType(op.operands[0].type).element_type, type_class)
+
+
 def _has_contraction(op) -> bool:
-    found = []
-
-    def visit(inner):
-        if inner.name == "vector.contract":
-            found.append(inner)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return bool(found)
+    return bool(walk_ops(op, "vector.contract"))
 
 
 def _has_bf16_contraction(op) -> bool:
     """A `vector.contract` with bf16 operands: the tensor-core schedule's bf16 x bf16 -> f32."""
-    found = []
-
-    def visit(inner):
-        if inner.name == "vector.contract" and isinstance(ir.VectorType(inner.operands[0].type).element_type,
-                                                          ir.BF16Type):
-            found.append(inner)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return bool(found)
+    return any(_operand_element(contract, ir.BF16Type) for contract in walk_ops(op, "vector.contract"))
 
 
 def _kernel_id(gpu_module) -> int | None:
@@ -112,17 +99,11 @@ _NUMPY_FLOATS = {ir.F32Type: np.float32, ir.F16Type: np.float16}
 
 def _fold_constant_truncations(gpu_module) -> None:
     """`arith.truncf` (round to nearest even, the default) of a float constant → the constant."""
-    found = []
-
-    def visit(inner):
-        if inner.name == "arith.truncf" and "roundingmode" not in inner.attributes:
-            source = inner.operands[0].owner
-            if not isinstance(source, ir.Block) and source.operation.name == "arith.constant":
-                found.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    gpu_module.walk(visit)
-    for truncf in found:
+    for truncf in walk_ops(gpu_module, "arith.truncf"):
+        source = truncf.operands[0].owner
+        if "roundingmode" in truncf.attributes or isinstance(source, ir.Block) \
+                or source.operation.name != "arith.constant":
+            continue
         target = truncf.results[0].type
         convert = next((f for t, f in _NUMPY_FLOATS.items() if isinstance(target, t)), None)
         value = truncf.operands[0].owner.operation.attributes["value"]
@@ -139,17 +120,9 @@ def _enable_tf32(gpu_module) -> None:
     `tf32Enabled` attribute; the conversion does not set it (NVVM lowering refuses f32 without it).
     An f32 contraction reaches this pass only when the schedule allowed TF32 (`allow_tf32`): SIMT
     contractions are FMAs by now."""
-    found = []
-
-    def visit(inner):
-        if inner.name == "nvgpu.mma.sync" and isinstance(ir.VectorType(inner.operands[0].type).element_type,
-                                                         ir.F32Type):
-            found.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    gpu_module.walk(visit)
-    for mma in found:
-        mma.attributes["tf32Enabled"] = ir.UnitAttr.get()
+    for mma in walk_ops(gpu_module, "nvgpu.mma.sync"):
+        if _operand_element(mma, ir.F32Type):
+            mma.attributes["tf32Enabled"] = ir.UnitAttr.get()
 
 
 @register_pass
