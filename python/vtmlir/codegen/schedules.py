@@ -129,6 +129,9 @@ class ContractionSchedule(Schedule):
                                  # each N tile packs every A block again: 128 -> 256 columns, 1 thread,
                                  # 1024^3 142 -> 154 GF/s, 2048^3 138 -> 153; 512 and more slower
     cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
+    a_block_bytes: int = 2 << 20  # a thread with several N tiles packs the A block (rows x k-chunk, at
+                                 # most this large: rows in blocks of a divisor of M) once per K chunk for
+                                 # all its N tiles (GotoBLAS order); 0: per N tile and register tile
     promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
     fma: bool = True             # multiply-add in one rounding (`codegen-fuse-multiply-add`); False: the
                                  # loops' separate multiply and add, bitwise (EXACT_SCHEDULES)
@@ -217,16 +220,32 @@ class ContractionSchedule(Schedule):
         tiles = outer_tiles * (n_extent // nc)
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
+        # GotoBLAS order where a thread has several N tiles: the A block (mc rows x k-chunk) packed
+        # once per K chunk, then read by every N tile of the thread, instead of each register tile's
+        # A block again per N tile (`_a_block_rows`).
+        group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop   # (a panel's stack: below)
+                 else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts))
+        mc = _a_block_rows(m_extent, mr, k_chunk * kernel.element_bits // 8, self.a_block_bytes) if group > 1 else 0
+        if mc:
+            forall_sizes[ni] = nc * group
         forall = _tile_outer(kernel, op, forall_sizes)
         if kernel.k[:-1] and not blocks_inside:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
+        if mc and mc < m_extent:
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mc}))
         if self.cache_k and k_extent > self.cache_k:
             # K in panels, in order (the sums stay in order: C is read back between panels).
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
+        if mc:
+            # The A block of this K chunk (mc x k-chunk), packed once for the thread's N tiles; then
+            # the N tiles, each packing its B panel below as before.
+            t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nc}))
         if self.promote_b and not blocks_inside and not _rows_packed_already(kernel, nc):
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
@@ -241,7 +260,7 @@ class ContractionSchedule(Schedule):
             # convolutions in nChw16c as above, 12 x 1 tiles: 0.84 / 0.78 / 0.69 -> 0.93 / 0.91 / 0.82
             # eager's speed, bitwise.
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
-        if self.promote_a and not a_in_place:  # (B's copies are vector code by now: the copies left are A's)
+        if self.promote_a and not a_in_place and not mc:  # (B's copies are vector code by now: the copies left are A's)
             t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
         _, n_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nr}))
@@ -258,6 +277,35 @@ class ContractionSchedule(Schedule):
         if self.fma:
             # The register tile's products, marked for `codegen-fuse-multiply-add`.
             t.annotate(t.match_names(forall, ["arith.mulf"]), FMA_ATTR)
+
+
+def _n_tiles_per_thread(tiles: int, outer_tiles: int, parts: int) -> int:
+    """How many of a kernel's `tiles` N tiles one parallel iteration takes (1: one each, the plain
+    split): the most that still leave every thread the same number of iterations (the iterations,
+    `outer_tiles` x tiles / group, a multiple of the threads that need N tiles: 8 tiles on 2 threads
+    are 2 iterations of 4; 8 on 3 stay 8 iterations, 3 + 3 + 2 tiles, where groups of 2 would give
+    4 + 2 + 2)."""
+    need = -(-parts // outer_tiles)
+    for group in range(tiles, 1, -1):
+        if tiles % group == 0 and (tiles // group) % need == 0:
+            return group
+    return 1
+
+
+def _a_block_rows(m_extent: int, mr: int, row_bytes: int, budget: int) -> int:
+    """Rows of the A block packed once per K chunk (its rows `row_bytes` long, at most `budget`
+    bytes: it is a stack buffer, on a thread's stack beside the B panel): all of M where it fits,
+    else the largest divisor of M that is a multiple of `mr` (the block's tiles static) and fits;
+    0 where no block of at least 4 register tiles fits (the A blocks are then packed per register
+    tile, as without a group of N tiles)."""
+    if budget <= 0 or row_bytes <= 0:
+        return 0
+    rows = budget // row_bytes
+    if m_extent <= rows:
+        return m_extent
+    fitting = [d for d in _divisors(m_extent) if d % mr == 0 and d <= rows]
+    best = max(fitting, default=0)
+    return best if best >= 4 * mr else 0
 
 
 def _whole_vectors(remainder: int) -> bool:
