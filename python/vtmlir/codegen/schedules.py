@@ -225,7 +225,15 @@ class ContractionSchedule(Schedule):
         # GotoBLAS order where a thread has several N tiles: the A block (mc rows x k-chunk) packed
         # once per K chunk, then read by every N tile of the thread, instead of each register tile's
         # A block again per N tile (`_a_block_rows`).
-        group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop   # (a panel's stack: below)
+        # Not where C is visited several times in short steps (K chunks shallower than `cache_k`, over
+        # outer reduction dimensions: a channel-shuffled 1x1 convolution's 2 x 29 channels): each N
+        # tile's C block stayed in L1 from one step to the next; after all the N tiles it comes from
+        # L2 (vtc_shufflenet_unit's, 1 thread: 107 -> 125 us).
+        visits = -(-k_extent // k_chunk)
+        for d in kernel.k[:-1]:
+            visits *= ranges[d]
+        short_steps = visits > 1 and k_chunk < (self.cache_k or k_extent)
+        group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop or short_steps  # (a panel's stack: below)
                  else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts))
         mc = _a_block_rows(m_extent, mr, k_chunk * kernel.element_bits // 8, self.a_block_bytes) if group > 1 else 0
         if mc:
