@@ -189,6 +189,37 @@ def test_a_blocks_are_packed_once_per_k_chunk_for_all_n_tiles(shape, threads, a_
     torch.testing.assert_close(blocked(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
+_TWO_REDUCTIONS = """
+#a = affine_map<(m, n, g, c) -> (m, g, c)>
+#b = affine_map<(m, n, g, c) -> (g, c, n)>
+#c = affine_map<(m, n, g, c) -> (m, n)>
+func.func @shuffled(%A: memref<58x{g}x29xf32>, %B: memref<{g}x29x784xf32>, %C: memref<58x784xf32>) {{
+  linalg.generic {{indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}}
+      ins(%A, %B : memref<58x{g}x29xf32>, memref<{g}x29x784xf32>) outs(%C : memref<58x784xf32>) {{
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }}
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize("groups, grouped", [(1, True), (2, False)])
+def test_n_tiles_visiting_c_in_short_steps_keep_their_own_a_blocks(groups, grouped):
+    # A channel-shuffled 1x1 convolution (vtc_shufflenet_unit: 2 groups of 29 channels, 784 pixels
+    # in 4 N tiles): over 2 short K steps each N tile's C block stays in L1 from one to the next, so
+    # the N tiles keep their order and their per-register-tile A blocks; over one step, one A block.
+    from vtmlir.passes import run_pipeline
+    module = ir.Module.parse(_TWO_REDUCTIONS.format(g=groups), context=make_context())
+    run_pipeline(module, "builtin.module(codegen-attach-schedule{threads=1 vector-bits=512 strict=true}, "
+                         "transform-interpreter)")
+    views = _packed_views(str(module))
+    assert ((58, 1, 29) in views) == grouped
+    assert any(v[0] < 58 and v[1:] == (1, 29) for v in views) == (not grouped)
+
+
 def test_n_tiles_are_grouped_only_where_the_threads_stay_balanced():
     from vtmlir.codegen.schedules import _a_block_rows, _n_tiles_per_thread
     assert _n_tiles_per_thread(8, 1, 1) == 8 and _n_tiles_per_thread(8, 1, 2) == 4

@@ -127,13 +127,14 @@ class ContractionSchedule(Schedule):
     name: ClassVar[str] = "contraction"
     register_m: int = 0          # rows of the register tile (0: by target, see `register_tile`)
     register_n_vectors: int = 0  # vector registers per row of the register tile (nr = this x lanes; 0: by target)
-    cache_n: int = 256           # columns of C per parallel tile (the B panels of one tile stay in L2);
-                                 # each N tile packs every A block again: 128 -> 256 columns, 1 thread,
-                                 # 1024^3 142 -> 154 GF/s, 2048^3 138 -> 153; 512 and more slower
+    cache_n: int = 256           # columns of C per N tile (the B panel of one tile stays in L2); with the
+                                 # A blocks packed per N tile: 128 -> 256 columns, 1 thread, 1024^3
+                                 # 142 -> 154 GF/s, 2048^3 138 -> 153; 512 and more slower
     cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
     a_block_bytes: int = 2 << 20  # a thread with several N tiles packs the A block (rows x k-chunk, at
                                  # most this large: rows in blocks of a divisor of M) once per K chunk for
-                                 # all its N tiles (GotoBLAS order); 0: per N tile and register tile
+                                 # all its N tiles (GotoBLAS order; `_a_block_rows`); 0: per N tile and
+                                 # register tile. A 4 MiB block with 512-deep K chunks was no faster
     promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
     fma: bool = True             # multiply-add in one rounding (`codegen-fuse-multiply-add`); False: the
                                  # loops' separate multiply and add, bitwise (EXACT_SCHEDULES)
