@@ -236,7 +236,10 @@ class ContractionSchedule(Schedule):
         short_steps = visits > 1 and k_chunk < (self.cache_k or k_extent)
         group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop or short_steps  # (a panel's stack: below)
                  else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts))
-        mc = _a_block_rows(m_extent, mr, k_chunk * kernel.element_bits // 8, self.a_block_bytes) if group > 1 else 0
+        # (A peeled K chunk has an A block of its own, on the same stack: both count.)
+        a_row = (k_chunk + (k_extent % k_chunk if k_extent > k_chunk else 0)) * element_bits_of(
+            kernel.op.operands[1 - kernel.b_operand]) // 8
+        mc = _a_block_rows(m_extent, mr, a_row, self.a_block_bytes) if group > 1 else 0
         if mc:
             forall_sizes[ni] = nc * group
         forall = _tile_outer(kernel, op, forall_sizes)
