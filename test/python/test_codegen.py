@@ -145,6 +145,94 @@ def test_matmul_schedule_is_bitwise_the_scalar_loops_without_fma(shape):
     torch.testing.assert_close(got, a @ b, rtol=1e-5, atol=1e-5)
 
 
+def _packed_views(stage: str) -> set[tuple[int, ...]]:
+    """Shapes of the packed stack buffers of a "vectors" stage (the `memref.view`s of promote's allocas)."""
+    module = ir.Module.parse(stage, context=make_context())
+    shapes = set()
+
+    def visit(op):
+        if op.name == "memref.view":
+            shapes.add(tuple(ir.MemRefType(op.results[0].type).shape))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return shapes
+
+
+@pytest.mark.parametrize("shape, threads, a_block_bytes, a_block", [
+    ((37, 520, 300), 1, None, (37, 256)),     # 4 N tiles of 130 on one thread; K = 256 + 44
+    ((37, 520, 300), 2, None, (37, 256)),     # 2 tiles per thread
+    ((200, 768, 513), 1, None, (200, 256)),   # K = 2 x 256 + 1
+    ((200, 768, 513), 1, 65536, (40, 256)),   # rows in blocks of 40 (the largest divisor of 200 that fits)
+])
+def test_a_blocks_are_packed_once_per_k_chunk_for_all_n_tiles(shape, threads, a_block_bytes, a_block):
+    # GotoBLAS order (ContractionSchedule.a_block_bytes): a thread with several N tiles packs the A
+    # block (rows x k-chunk) once per K chunk and every N tile reads it; before, each register
+    # tile's A block (register_m x k-chunk) was packed again for every N tile. Same sum per element,
+    # in the same order: bitwise the old schedule, with and without FMA.
+    m, n, k = shape
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    new = {} if a_block_bytes is None else {"a_block_bytes": a_block_bytes}
+    blocked = _compile(_MatMul(), a, b, threads=threads, schedules={"contraction": new})
+    per_tile = _compile(_MatMul(), a, b, threads=threads, schedules={"contraction": {"a_block_bytes": 0}})
+    views = _packed_views(blocked.stages["vectors"])
+    assert a_block in views and (256, n // 4 if n == 520 else 256) in views   # the A block and B's panels
+    from vtmlir.codegen import ContractionSchedule, host_target
+    register_m = ContractionSchedule().register_tile(host_target(), m, n)[0]
+    assert (register_m, 256) in _packed_views(per_tile.stages["vectors"])   # an A block per register tile
+    assert (register_m, 256) not in views
+    assert torch.equal(blocked(a, b), per_tile(a, b))
+    exact = {"fma": False}
+    loops = _compile(_MatMul(), a, b, threads=threads, schedules={"contraction": None})
+    assert torch.equal(_compile(_MatMul(), a, b, threads=threads, schedules={"contraction": {**new, **exact}})(a, b),
+                       loops(a, b))
+    torch.testing.assert_close(blocked(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+_TWO_REDUCTIONS = """
+#a = affine_map<(m, n, g, c) -> (m, g, c)>
+#b = affine_map<(m, n, g, c) -> (g, c, n)>
+#c = affine_map<(m, n, g, c) -> (m, n)>
+func.func @shuffled(%A: memref<58x{g}x29xf32>, %B: memref<{g}x29x784xf32>, %C: memref<58x784xf32>) {{
+  linalg.generic {{indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}}
+      ins(%A, %B : memref<58x{g}x29xf32>, memref<{g}x29x784xf32>) outs(%C : memref<58x784xf32>) {{
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }}
+  return
+}}
+"""
+
+
+@pytest.mark.parametrize("groups, grouped", [(1, True), (2, False)])
+def test_n_tiles_visiting_c_in_short_steps_keep_their_own_a_blocks(groups, grouped):
+    # A channel-shuffled 1x1 convolution (vtc_shufflenet_unit: 2 groups of 29 channels, 784 pixels
+    # in 4 N tiles): over 2 short K steps each N tile's C block stays in L1 from one to the next, so
+    # the N tiles keep their order and their per-register-tile A blocks; over one step, one A block.
+    from vtmlir.passes import run_pipeline
+    module = ir.Module.parse(_TWO_REDUCTIONS.format(g=groups), context=make_context())
+    run_pipeline(module, "builtin.module(codegen-attach-schedule{threads=1 vector-bits=512 strict=true}, "
+                         "transform-interpreter)")
+    views = _packed_views(str(module))
+    assert ((58, 1, 29) in views) == grouped
+    assert any(v[0] < 58 and v[1:] == (1, 29) for v in views) == (not grouped)
+
+
+def test_n_tiles_are_grouped_only_where_the_threads_stay_balanced():
+    from vtmlir.codegen.schedules import _a_block_rows, _n_tiles_per_thread
+    assert _n_tiles_per_thread(8, 1, 1) == 8 and _n_tiles_per_thread(8, 1, 2) == 4
+    assert _n_tiles_per_thread(8, 1, 3) == 1    # 4 groups of 2 on 3 threads: 4 + 2 + 2 tiles, not 3 + 3 + 2
+    assert _n_tiles_per_thread(6, 1, 3) == 2 and _n_tiles_per_thread(1, 1, 1) == 1
+    assert _n_tiles_per_thread(8, 4, 2) == 8    # 4 batch tiles give the 2 threads work already
+    assert _a_block_rows(2048, 8, 1024, 2 << 20) == 2048
+    assert _a_block_rows(4096, 8, 1024, 2 << 20) == 2048
+    assert _a_block_rows(200, 8, 1024, 65536) == 40
+    assert _a_block_rows(2 * 1009, 8, 1024, 65536) == 0   # no multiple of 8 divides it: per register tile
+    assert _a_block_rows(2048, 8, 1024, 0) == 0
+
+
 def _fused_multiply_adds(stage: str) -> tuple[int, int]:
     """(llvm.intr.fma ops, llvm.fmul ops) of an LLVM stage."""
     module = ir.Module.parse(stage, context=make_context())

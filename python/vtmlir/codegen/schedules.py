@@ -7,7 +7,9 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
   outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
   B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
   stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel,
-  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; M tiled to `mr` rows and peeled; K tiled to 1;
+  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; where a
+  thread has several N tiles, the A block (rows x k-chunk) is packed once per K chunk for all of them
+  (GotoBLAS's loop order), else per register tile; M tiled to `mr` rows and peeled; K tiled to 1;
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
   keeps in registers and which lowers to outer products (an FMA per vector register). Each output
   element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
@@ -125,10 +127,14 @@ class ContractionSchedule(Schedule):
     name: ClassVar[str] = "contraction"
     register_m: int = 0          # rows of the register tile (0: by target, see `register_tile`)
     register_n_vectors: int = 0  # vector registers per row of the register tile (nr = this x lanes; 0: by target)
-    cache_n: int = 256           # columns of C per parallel tile (the B panels of one tile stay in L2);
-                                 # each N tile packs every A block again: 128 -> 256 columns, 1 thread,
-                                 # 1024^3 142 -> 154 GF/s, 2048^3 138 -> 153; 512 and more slower
+    cache_n: int = 256           # columns of C per N tile (the B panel of one tile stays in L2); with the
+                                 # A blocks packed per N tile: 128 -> 256 columns, 1 thread, 1024^3
+                                 # 142 -> 154 GF/s, 2048^3 138 -> 153; 512 and more slower
     cache_k: int = 256           # depth of a packed B panel (k x nr floats stay in L1); 0: all of K
+    a_block_bytes: int = 2 << 20  # a thread with several N tiles packs the A block (rows x k-chunk, at
+                                 # most this large: rows in blocks of a divisor of M) once per K chunk for
+                                 # all its N tiles (GotoBLAS order; `_a_block_rows`); 0: per N tile and
+                                 # register tile. A 4 MiB block with 512-deep K chunks was no faster
     promote_b: bool = True       # pack each B panel (k-chunk x nc) contiguously
     fma: bool = True             # multiply-add in one rounding (`codegen-fuse-multiply-add`); False: the
                                  # loops' separate multiply and add, bitwise (EXACT_SCHEDULES)
@@ -217,16 +223,43 @@ class ContractionSchedule(Schedule):
         tiles = outer_tiles * (n_extent // nc)
         if tiles < parts and m_extent >= 2 * mr * parts:
             forall_sizes[mi] = chunk(m_extent, -(-parts // tiles), multiple=mr)
+        # GotoBLAS order where a thread has several N tiles: the A block (mc rows x k-chunk) packed
+        # once per K chunk, then read by every N tile of the thread, instead of each register tile's
+        # A block again per N tile (`_a_block_rows`).
+        # Not where C is visited several times in short steps (K chunks shallower than `cache_k`, over
+        # outer reduction dimensions: a channel-shuffled 1x1 convolution's 2 x 29 channels): each N
+        # tile's C block stayed in L1 from one step to the next; after all the N tiles it comes from
+        # L2 (vtc_shufflenet_unit's, 1 thread: 107 -> 125 us).
+        visits = -(-k_extent // k_chunk)
+        for d in kernel.k[:-1]:
+            visits *= ranges[d]
+        short_steps = visits > 1 and k_chunk < (self.cache_k or k_extent)
+        group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop or short_steps  # (a panel's stack: below)
+                 else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts))
+        # (A peeled K chunk has an A block of its own, on the same stack: both count.)
+        a_row = (k_chunk + (k_extent % k_chunk if k_extent > k_chunk else 0)) * element_bits_of(
+            kernel.op.operands[1 - kernel.b_operand]) // 8
+        mc = _a_block_rows(m_extent, mr, a_row, self.a_block_bytes) if group > 1 else 0
+        if mc:
+            forall_sizes[ni] = nc * group
         forall = _tile_outer(kernel, op, forall_sizes)
         if kernel.k[:-1] and not blocks_inside:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
+        if mc and mc < m_extent:
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {mi: mc}))
         if self.cache_k and k_extent > self.cache_k:
             # K in panels, in order (the sums stay in order: C is read back between panels).
             _, k_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ki: self.cache_k}))
             if k_extent % self.cache_k:
                 t.peel(k_loops[0])
+        if mc:
+            # The A block of this K chunk (mc x k-chunk), packed once for the thread's N tiles; then
+            # the N tiles, each packing its B panel below as before.
+            t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
+            _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
+            t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nc}))
         if self.promote_b and not blocks_inside and not _rows_packed_already(kernel, nc):
             # The B panel of this tile (k-chunk x nc) packed once, then read by every row tile.
             t.promote(t.match_kernel(forall, kernel_id), [kernel.b_operand])
@@ -241,7 +274,7 @@ class ContractionSchedule(Schedule):
             # convolutions in nChw16c as above, 12 x 1 tiles: 0.84 / 0.78 / 0.69 -> 0.93 / 0.91 / 0.82
             # eager's speed, bitwise.
             t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {d: 1 for d in kernel.k[:-1]}))
-        if self.promote_a and not a_in_place:  # (B's copies are vector code by now: the copies left are A's)
+        if self.promote_a and not a_in_place and not mc:  # (B's copies are vector code by now: the copies left are A's)
             t.promote(t.match_kernel(forall, kernel_id), [1 - kernel.b_operand])
             _vectorize_copies(forall, len(kernel.maps[1 - kernel.b_operand].results))
         _, n_loops = t.tile(t.match_kernel(forall, kernel_id), _sizes(rank, {ni: nr}))
@@ -258,6 +291,35 @@ class ContractionSchedule(Schedule):
         if self.fma:
             # The register tile's products, marked for `codegen-fuse-multiply-add`.
             t.annotate(t.match_names(forall, ["arith.mulf"]), FMA_ATTR)
+
+
+def _n_tiles_per_thread(tiles: int, outer_tiles: int, parts: int) -> int:
+    """How many of a kernel's `tiles` N tiles one parallel iteration takes (1: one each, the plain
+    split): the most that still leave every thread the same number of iterations (the iterations,
+    `outer_tiles` x tiles / group, a multiple of the threads that need N tiles: 8 tiles on 2 threads
+    are 2 iterations of 4; 8 on 3 stay 8 iterations, 3 + 3 + 2 tiles, where groups of 2 would give
+    4 + 2 + 2)."""
+    need = -(-parts // outer_tiles)
+    for group in range(tiles, 1, -1):
+        if tiles % group == 0 and (tiles // group) % need == 0:
+            return group
+    return 1
+
+
+def _a_block_rows(m_extent: int, mr: int, row_bytes: int, budget: int) -> int:
+    """Rows of the A block packed once per K chunk (its rows `row_bytes` long, at most `budget`
+    bytes: it is a stack buffer, on a thread's stack beside the B panel): all of M where it fits,
+    else the largest divisor of M that is a multiple of `mr` (the block's tiles static) and fits;
+    0 where no block of at least 4 register tiles fits (the A blocks are then packed per register
+    tile, as without a group of N tiles)."""
+    if budget <= 0 or row_bytes <= 0:
+        return 0
+    rows = budget // row_bytes
+    if m_extent <= rows:
+        return m_extent
+    fitting = [d for d in _divisors(m_extent) if d % mr == 0 and d <= rows]
+    best = max(fitting, default=0)
+    return best if best >= 4 * mr else 0
 
 
 def _whole_vectors(remainder: int) -> bool:
