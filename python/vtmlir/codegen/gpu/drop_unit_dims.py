@@ -22,7 +22,7 @@ old indices recovered by `affine.apply` floordiv/mod at the top of the body (ups
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import memref
+from torch_mlir.dialects import affine, memref, scf
 
 from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
@@ -112,8 +112,6 @@ def linearize_forall(forall: ir.Operation, count: int) -> ir.Operation:
     `count` dimensions (tiles of 1 from 0), delinearised at the top of the body (`arith.divui` /
     `remui` by constants); the mapping keeps the last of the merged dimensions' entry. Returns the new
     forall (attributes copied)."""
-    from torch_mlir.dialects import affine, scf
-
     view = forall.opview
     lbs = list(ir.DenseI64ArrayAttr(forall.attributes["staticLowerBound"]))
     ubs = list(ir.DenseI64ArrayAttr(forall.attributes["staticUpperBound"]))

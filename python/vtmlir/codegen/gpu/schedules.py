@@ -39,6 +39,7 @@ from .fusion import FusedNeighbour, block_tile_of_output
 from .sync_epilogues import EPILOGUE_ATTR
 from .reduce_rows import ROW_THREADS_ATTR, ROW_VECTOR_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
 from .layouts import aligned_elements, element_bytes, vector_width
+from .matvec import matvec_problem, matvec_rows
 from .target import GpuTarget
 
 MAX_THREADS = 256
@@ -800,8 +801,6 @@ class MatvecSchedule(RowReductionSchedule):
     fuse: bool = True               # the output's fill and a per-row epilogue run in the kernel (lane 0)
 
     def choose(self, kernel: Kernel, target: GpuTarget):
-        from .matvec import matvec_problem, matvec_rows
-
         if problem := matvec_problem(kernel):
             return problem
         if tuple(d for d in kernel.reduction_dims if kernel.loop_ranges[d] > 1) != (kernel.rank - 1,):
