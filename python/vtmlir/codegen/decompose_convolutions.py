@@ -676,33 +676,37 @@ def collapse(value, groups: list[list[int]]):
 
 
 def merge_loops(op, maps, groups: list[list[int]]):
-    """A generic like `op` (indexing `maps`) with each group of `groups` -- consecutive loop
-    numbers that every operand reads as consecutive dimensions, contiguous together, or not at
-    all -- merged into one loop over the group's row-major product: the operands reading a group
+    """Replace the generic `op` (indexing `maps`) by one with each group of `groups` -- consecutive
+    loop numbers that every operand reads as consecutive dimensions, contiguous together, or not
+    at all -- merged into one loop over the group's row-major product: the operands reading a group
     seen through `collapse` views (no copy), the loops' order and so every sum's order unchanged.
-    Built before `op`, which the caller erases."""
+    `op` is erased; returns the new generic."""
     rank = maps[0].n_dims
     merged = {d: g[0] for g in groups for d in g[1:]}
     kept = [d for d in range(rank) if d not in merged]
     new_of = {d: i for i, d in enumerate(kept)}
     renumber = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(new_of[merged.get(d, d)]) for d in range(rank)])
     firsts = {g[0]: g for g in groups}
-    operands, new_maps = [], []
-    for value, amap in zip(op.operands, maps):
-        results, reassociation = [], []
-        for at, e in enumerate(amap.results):
-            d = e.position if isinstance(e, ir.AffineDimExpr) else None
-            if d in merged:
-                continue        # read as part of its group's first loop's dimension
-            group = firsts.get(d)
-            reassociation.append(list(range(at, at + len(group))) if group else [at])
-            results.append(e.compose(renumber))
-        if len(results) < len(amap.results):
-            value = collapse(value, reassociation)
-        operands.append(value)
-        new_maps.append(ir.AffineMap.get(len(kept), 0, results))
     iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
-    return generic_like(op, operands, new_maps, [iterators[d] for d in kept])
+    operands, new_maps = [], []
+    with op.location, ir.InsertionPoint(op):
+        for value, amap in zip(op.operands, maps):
+            results, reassociation = [], []
+            for at, e in enumerate(amap.results):
+                d = e.position if isinstance(e, ir.AffineDimExpr) else None
+                if d in merged:
+                    continue        # read as part of its group's first loop's dimension
+                group = firsts.get(d)
+                reassociation.append(list(range(at, at + len(group))) if group else [at])
+                results.append(e.compose(renumber))
+            if len(results) < len(amap.results):
+                value = collapse(value, reassociation)
+            operands.append(value)
+            new_maps.append(ir.AffineMap.get(len(kept), 0, results))
+        product = generic_like(op, operands, new_maps, [iterators[d] for d in kept])
+    op.erase()
+    return product
+
 
 _POOLING_OPS = ("arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.addf",
                  "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.addi")

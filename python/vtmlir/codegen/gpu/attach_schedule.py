@@ -32,14 +32,14 @@ from ...passes.registry import Option, Pass, register_pass
 from .. import transform_ir as t
 from ..attach_schedule import KernelPlan
 from ..fuse_rows import row_groups
-from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify
+from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, KernelKind, classify
 from .layouts import element_bytes
 from .fusion import Candidate, find_group, neighbour
 from ..bodies import VIEW_OPS, buffer_root
 from .reduce_rows import ROW_GROUP_ATTR, ROW_VECTOR_ATTR, row_member_problem
 from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, MatvecTiling, RowReductionSchedule, VectorTiling,
                         gpu_schedule_key, resolve_gpu_schedules)
-from .target import GpuTarget, gpu_target
+from .target import gpu_target
 from .transform_gpu import hoist_vector_transfers
 
 PHASES = ("tile", "promote", "map", "finish", "pipeline")
@@ -72,6 +72,12 @@ def top_level_kernels(module_op) -> list[ir.Operation]:
             if inner.name in _STRUCTURED or (inner.name.startswith("linalg.") and "indexing_maps" in inner.attributes):
                 found.append(inner)
     return found
+
+
+def rewrite_top_level_generics(module_op, rewrite) -> int:
+    """Apply `rewrite(op) -> bool` to every `linalg.generic` of `top_level_kernels`; how many it rewrote."""
+    with module_op.context:
+        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic" and rewrite(op))
 
 
 def attach_gpu_schedules(module_op, chip: str = "sm_80", overrides=None, exclude=(), unfused=()) -> list[GpuKernelPlan]:

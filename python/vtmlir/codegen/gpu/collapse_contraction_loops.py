@@ -18,7 +18,7 @@ from torch_mlir import ir
 from ...passes.registry import Pass, register_pass
 from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, KernelKind, classify
-from .attach_schedule import top_level_kernels
+from .attach_schedule import rewrite_top_level_generics
 from .matvec import dim_position
 
 
@@ -94,18 +94,13 @@ def collapse_contraction_loops(kernel: Kernel) -> bool:
     groups = _loop_groups(kernel)
     if groups is None:
         return False
-    op = kernel.op
-    with op.location, ir.InsertionPoint(op):
-        merge_loops(op, kernel.maps, groups)
-    op.erase()
+    merge_loops(kernel.op, kernel.maps, groups)
     return True
 
 
 def collapse_contractions(module_op) -> int:
     """`collapse_contraction_loops` on every kernel of the module's functions; how many it rewrote."""
-    with module_op.context:
-        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
-                   and collapse_contraction_loops(classify(op)))
+    return rewrite_top_level_generics(module_op, lambda op: collapse_contraction_loops(classify(op)))
 
 
 @register_pass

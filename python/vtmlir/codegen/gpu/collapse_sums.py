@@ -13,12 +13,10 @@ gemv schedule then takes it. Runs on the kernel level after the unit loops are f
 
 from __future__ import annotations
 
-from torch_mlir import ir
-
 from ...passes.registry import Pass, register_pass
 from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, classify
-from .attach_schedule import top_level_kernels
+from .attach_schedule import rewrite_top_level_generics
 from .matvec import matvec_problem, sum_loops
 
 
@@ -31,18 +29,13 @@ def collapse_sum(kernel: Kernel) -> bool:
     if isinstance(loops, str) or len(loops) < 2 or loops != list(range(loops[0], kernel.rank)) \
             or matvec_problem(kernel):
         return False
-    op = kernel.op
-    with op.location, ir.InsertionPoint(op):
-        merge_loops(op, kernel.maps, [loops])
-    op.erase()
+    merge_loops(kernel.op, kernel.maps, [loops])
     return True
 
 
 def collapse_sums(module_op) -> int:
     """`collapse_sum` on every kernel of the module's functions; returns how many it rewrote."""
-    with module_op.context:
-        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
-                   and collapse_sum(classify(op)))
+    return rewrite_top_level_generics(module_op, lambda op: collapse_sum(classify(op)))
 
 
 @register_pass

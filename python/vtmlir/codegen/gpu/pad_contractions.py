@@ -23,7 +23,7 @@ from torch_mlir.dialects import arith, linalg, memref
 
 from ...passes.registry import Option, Pass, register_pass
 from ..kernels import KernelKind, classify
-from .attach_schedule import top_level_kernels
+from .attach_schedule import rewrite_top_level_generics
 from .matvec import MATVEC_KEY, matvec_problem
 from .schedules import ContractionSchedule, VectorSchedule, resolve_gpu_schedules
 from .split_reductions import chunks_for
@@ -123,9 +123,7 @@ def pad_contractions(module_op, chip: str = "sm_80", overrides=None) -> int:
         if target is not None and isinstance(unknown, VectorSchedule) and unknown.split_reductions else None
     if target is None or not isinstance(schedule, ContractionSchedule):
         return 0
-    with module_op.context:
-        return sum(1 for op in top_level_kernels(module_op) if op.name == "linalg.generic"
-                   and pad_contraction(op, schedule, target, matvec, split))
+    return rewrite_top_level_generics(module_op, lambda op: pad_contraction(op, schedule, target, matvec, split))
 
 
 @register_pass
