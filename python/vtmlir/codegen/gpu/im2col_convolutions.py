@@ -4,8 +4,7 @@ The GPU schedules take contractions and copies (projected-permutation maps); a c
 its input at `s*oh + d*kh + c`, which no schedule tiles, so it kept the naive mapping (one thread
 per output element walking C·KH·KW products). At the kernel level (memrefs, padding already an
 explicit zero-filled buffer, `linalg.map` + `linalg.copy` of the importer's pad) each 2-d
-convolution generic with a plain channel reduction (groups = 1: no depth dimension) is rewritten,
-for the whole batch at once, into
+convolution generic with a plain channel reduction is rewritten, for the whole batch at once, into
 
 1. a data-movement kernel `P[n, k..., oh, ow] = In[n, c, s*oh + d*kh + ph, s*ow + d*kw + pw]` (the
    k dimensions are the filter's after its features, in its order: c, kh, kw): the windows are a
@@ -16,22 +15,35 @@ for the whole batch at once, into
    `memref.collapse_shape` views: a batch matmul (batch n, M = F, N = OH·OW, K = C·KH·KW) with the
    convolution's own body (an f16 model's `extf`s included), which the contraction schedule puts on
    tensor cores (f16, bf16) or the SIMT kernel (f32); `codegen-gpu-pad-contractions` pads an f16 or
-   bf16 one whose N or K is not a multiple of 16.
+   bf16 one whose M, N or K is not a multiple of 16.
+
+Grouped convolutions (groups > 1 with several channels per group) are the same rewrite per group.
+The importer makes them `linalg.conv_2d_ngchw_gfchw` -- the input viewed `[N, G, C/G, H, W]`, the
+filter `[G, F/G, C/G, KH, KW]`, the output `[N, G, F/G, OH, OW]` -- whose generic reads the group
+g (linalg's `depth` dimension) in all three operands. g is then one more batch dimension of the
+product, read by the filter too: P is `P[n, g, c, kh, kw, oh, ow]` and the contraction
+`out[n, g, f, (oh, ow)] += W[g, f, (c, kh, kw)] * P[n, g, (c, kh, kw), (oh, ow)]`, a batch of G
+GEMMs of M = F/G, N = OH·OW, K = C/G·KH·KW (a grouped 1x1 convolution: a batch matmul over the
+groups reading the input as it is). Groups of one channel (depthwise, with or without a channel
+multiplier) are not rewritten: K would be KH·KW alone, a product per tap, and the `threads`
+schedule's window loops are the better kernel.
 
 P holds C·KH·KW·OH·OW elements per image (9x a stride-1 3x3 convolution's input): the price of
 running the convolution as a GEMM; it is freed after the product.
 
-Values: the copy is exact; the product sums each output's C·KH·KW products in k order (c outer,
-then kh, kw), the order of the convolution's own loops, on the SIMT kernel (f32); tensor cores (f16, bf16)
-sum 16-wide k slices in the hardware. The rewritten kernel level run on the CPU is within rtol 1e-4
-of PyTorch in f32 (`test_cuda_schedules.py`).
+Values: the copy is exact; the product sums each output's C·KH·KW (per group C/G·KH·KW) products
+in k order (c outer, then kh, kw), the order of the convolution's own loops, on the SIMT kernel
+(f32): each output's sum is the naive mapping's; tensor cores (f16, bf16) sum 16-wide k slices in
+the hardware. The rewritten kernel level run on the CPU is within rtol 1e-4 of PyTorch in f32, and
+for grouped convolutions under the exact CPU schedules bitwise the convolution summed in k order
+(`test_cuda_schedules.py`).
 
-Convolutions that do not fit (depthwise and grouped, a filter whose features do not lead, a
+Convolutions that do not fit (depthwise, a filter whose groups and features do not lead, a
 non-contiguous output row or filter, a dynamic layout, a kernel inside a loop) keep the naive
-mapping and are named in the report. A 1x1 stride-1 convolution over whole image rows needs no copy:
-its input is the matrix P (collapsed), and it becomes the same batch matmul, the filter first (the
-unit-dimension folding alone left it a contraction reading the input first, which the tensor-core
-conversion refused: f16 1x1 convolutions kept the naive mapping).
+mapping or the `threads` schedule and are named in the report. A 1x1 stride-1 convolution over
+whole image rows needs no copy: its input is the matrix P (collapsed), and it becomes the same
+batch matmul, the filter first (the unit-dimension folding alone left it a contraction reading the
+input first, which the tensor-core conversion refused: f16 1x1 convolutions kept the naive mapping).
 """
 
 from __future__ import annotations
@@ -42,9 +54,60 @@ from torch_mlir.dialects import linalg, memref
 from ...passes.registry import Pass, register_pass
 from ..bodies import iterator_attr
 from ..decompose_convolutions import Im2col, collapse, generic_like, linear_terms
+from ..kernels import indexing_maps_of, loop_ranges_of
 from .attach_schedule import top_level_kernels
 from .contraction import contraction_sides
 from .layouts import strides_and_offset
+
+
+class GroupedIm2col(Im2col):
+    """`Im2col`'s facts for a convolution with or without groups: linalg's `depth` dimensions (read
+    by the input, the filter and the output alike: `conv_2d_ngchw_gfchw`'s g), `groups`, empty for
+    groups = 1. The CPU's `Im2col` takes groups = 1 only (its panels' filter is one matrix; grouped
+    convolutions go per tap there), so the analysis is repeated here with the groups allowed.
+    `batch` holds the groups too: the input and the output read them as they read the batch, and
+    `input_plan` names them "batch"; only the filter tells them apart (it leads with them).
+    Refused: a convolution without a channel reduction (depthwise) or with one channel per group
+    (a depthwise one with a channel multiplier): its implicit GEMM would have K = KH·KW at most, the
+    `threads` schedule's window loops are the better kernel."""
+
+    def __init__(self, op):
+        self.ok = False
+        maps = indexing_maps_of(op)
+        ranges = loop_ranges_of(op, maps) if maps else None
+        if ranges is None or len(op.opview.outputs) != 1 or len(op.opview.inputs) != 2:
+            return
+        dims = linalg.infer_convolution_dimensions(op)
+        if dims is None or not list(dims.input_channel) or len(dims.output_image) != 2:
+            return
+        self.ranges, self.maps = ranges, maps
+        self.window, self.channels = sorted(dims.filter_loop), sorted(dims.input_channel)
+        self.groups = sorted(dims.depth)
+        if self.groups and all(ranges[d] == 1 for d in self.channels):
+            return
+        self.batch, self.features = list(dims.batch) + self.groups, list(dims.output_channel)
+        out = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[2].results]
+        if None in out or set(out[-2:]) != set(dims.output_image) or not self.features:
+            return
+        if set(out[:-2]) != set(self.batch) | set(self.features):
+            return
+        self.oh, self.ow = out[-2], out[-1]
+        out_type = ir.MemRefType(op.operands[2].type)
+        strides, _ = out_type.get_strides_and_offset()
+        if strides[-1] != 1 or strides[-2] != out_type.shape[-1]:
+            return  # the output rows must be contiguous to be one matrix dimension
+        # The filter reads the taps as plain dimensions, the input through the image's.
+        plain = [{e.position for e in m.results if isinstance(e, ir.AffineDimExpr)} for m in maps[:2]]
+        self.filter = next((i for i in (0, 1) if set(self.window) <= plain[i]), None)
+        if self.filter is None:
+            return
+        self.input = 1 - self.filter
+        filt = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[self.filter].results]
+        if None in filt or set(filt) != set(self.groups) | set(self.features) | set(self.window) | set(self.channels):
+            return
+        self.filter_dims = filt
+        self.input_plan = self._plan_input(maps[self.input])
+        self.ok = self.input_plan is not None
 
 
 def _contiguous(t: ir.MemRefType, dims: list[int]) -> bool:
@@ -108,18 +171,20 @@ def im2col_convolution(op) -> bool:
         return False
     if not linalg.isa_convolution_op(op):
         return False
-    conv = Im2col(op)
+    conv = GroupedIm2col(op)
     if not conv.ok:
         return False
     pointwise = all(conv.ranges[d] == 1 for d in conv.window) and \
         all(item[2] == 1 for item in conv.input_plan if item[0] == "image")
-    n_feat = len(conv.features)
+    # The filter's leading dimensions: its groups and features (any order; groups = 1: the features).
+    n_lead = len(conv.groups) + len(conv.features)
     filt_type, out_type = ir.MemRefType(op.operands[conv.filter].type), ir.MemRefType(op.operands[2].type)
-    # The filter as the matrix [F, K]: its features lead, the rest (K, in the filter's order) collapse.
-    if set(conv.filter_dims[:n_feat]) != set(conv.features):
+    # The filter as the matrix [F, K] per group: its groups and features lead, the rest (K, in the
+    # filter's order) collapse.
+    if set(conv.filter_dims[:n_lead]) != set(conv.groups) | set(conv.features):
         return False
-    k_dims = conv.filter_dims[n_feat:]
-    if not _contiguous(filt_type, list(range(n_feat, filt_type.rank))):
+    k_dims = conv.filter_dims[n_lead:]
+    if not _contiguous(filt_type, list(range(n_lead, filt_type.rank))):
         return False
     out_dims = [e.position for e in conv.maps[2].results]
     outer = out_dims[:-2]
@@ -146,7 +211,7 @@ def im2col_convolution(op) -> bool:
                                    alignment=64).result
             linalg.copy(windows, outs=[panel])
             matrix = collapse(panel, [[i] for i in range(nb)] + [list(range(nb, nb + nk)), [nb + nk, nb + nk + 1]])
-        weight = collapse(op.operands[conv.filter], [[i] for i in range(n_feat)] + [list(range(n_feat, filt_type.rank))])
+        weight = collapse(op.operands[conv.filter], [[i] for i in range(n_lead)] + [list(range(n_lead, filt_type.rank))])
         n_out = len(out_dims)
         out = collapse(op.operands[2], [[i] for i in range(n_out - 2)] + [[n_out - 2, n_out - 1]])
         # Loops: the output's outer dimensions (batch, features, its order), the pixels p, then k.
@@ -156,7 +221,7 @@ def im2col_convolution(op) -> bool:
         position = {d: i for i, d in enumerate(outer)}
         p, k = ir.AffineDimExpr.get(len(outer)), ir.AffineDimExpr.get(len(outer) + 1)
         rank = len(outer) + 2
-        maps = [ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in conv.filter_dims[:n_feat]] + [k]),
+        maps = [ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in conv.filter_dims[:n_lead]] + [k]),
                 ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in batch] + [k, p]),
                 ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(position[d]) for d in outer] + [p])]
         iterators = [iterator_attr(op.context, "parallel")] * (len(outer) + 1) + [iterator_attr(op.context, "reduction")]
@@ -181,10 +246,12 @@ def im2col_convolutions(module_op) -> int:
 class Im2colConvolutions(Pass):
     name = "codegen-gpu-im2col-convolutions"
     summary = "Rewrite each convolution (memrefs) as an im2col copy of the batch's windows and a batch matmul"
-    description = ("Kernel level (memrefs). A 2-d convolution generic with a channel reduction (groups = 1) "
+    description = ("Kernel level (memrefs). A 2-d convolution generic with a channel reduction "
                    "becomes a linalg.copy of its input windows (a reinterpret_cast view) into a buffer "
                    "P[n, c, kh, kw, oh, ow] and a contraction out[n, f, (oh, ow)] += W[f, (c, kh, kw)] * "
-                   "P[n, (c, kh, kw), (oh, ow)] that the GPU contraction schedule takes.")
+                   "P[n, (c, kh, kw), (oh, ow)] that the GPU contraction schedule takes; a grouped one "
+                   "(several channels per group) the same with the groups g as a batch dimension of "
+                   "all three: out[n, g, f, (oh, ow)] += W[g, f, (c, kh, kw)] * P[n, g, (c, kh, kw), (oh, ow)].")
 
     def run(self, module):
         im2col_convolutions(module)
