@@ -13,6 +13,7 @@ import torch
 
 import vtmlir
 from torch_mlir import ir
+from torch_mlir.dialects import linalg
 from vtmlir.backend.cuda import cuda_available
 from vtmlir.backend.cuda.ptxas import resource_usage
 from vtmlir.codegen.gpu.target import TARGETS
@@ -529,6 +530,18 @@ def test_grouped_query_scores_collapsed_match_the_kernels_on_the_cpu(dtype):
         assert torch.equal(c, a)
 
 
+def _scheduled_kernels(exe):
+    """The `schedule` stage's IR of `exe`, parsed, and its kernel-level ops by kernel id (the module
+    returned too: the ops live as long as it does)."""
+    from vtmlir.codegen.gpu.attach_schedule import top_level_kernels
+    from vtmlir.codegen.kernels import KERNEL_ATTR
+    from vtmlir.context import make_context
+
+    module = ir.Module.parse(exe.stages["schedule"], context=make_context())
+    return module, {ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value: op
+                    for op in top_level_kernels(module.operation) if KERNEL_ATTR in op.attributes}
+
+
 @pytest.mark.slow  # about 60 s: every VTC_ZOO model at test size, f16 and f32
 @pytest.mark.parametrize("dtype", ["f16", "f32"])
 def test_no_vtc_zoo_contraction_keeps_the_naive_mapping(dtype):
@@ -549,6 +562,16 @@ def test_no_vtc_zoo_contraction_keeps_the_naive_mapping(dtype):
         assert all(p.schedule in ("mma-sync", "simt") for p in plans), \
             (name, [(p.id, p.description, p.schedule, p.reason) for p in plans if p.schedule not in ("mma-sync", "simt")])
         assert not exe.report().naive_contractions, name
+        # Convolutions: the only ones left as convolutions (the `threads` schedule) are depthwise
+        # (no channel reduction); grouped ones are batch matmuls over their groups (issue 22).
+        left = [p for p in exe.plans if p.kind == "convolution"]
+        assert all(p.schedule == "threads" for p in left), (name, [(p.id, p.description, p.schedule) for p in left])
+        stage_ir, ops = _scheduled_kernels(exe)  # stage_ir keeps the ops alive
+        grouped = [p for p in left if list(linalg.infer_convolution_dimensions(ops[p.id]).input_channel)]
+        assert not grouped, (name, [(p.id, p.description) for p in grouped])
+        if name == "vtc_efficientvit_block" and dtype == "f16":
+            # qkv, the grouped aggregation, LiteMLA's two products, proj and MBConv's two 1x1s
+            assert [p.schedule for p in plans].count("mma-sync") == 7, [(p.id, p.description, p.schedule) for p in plans]
         scheduled = {p.id for p in plans}
         for kernel in exe.kernels:
             if kernel.plan is not None and kernel.plan.id in scheduled:
@@ -747,10 +770,10 @@ class ConvRelu(torch.nn.Module):
         return torch.relu(self.conv(x))
 
 
-def _run_with_gpu_im2col_on_cpu(model, x):
+def _run_with_gpu_im2col_on_cpu(model, x, schedules=None):
     """`model` imported and bufferized as for CUDA, `codegen-gpu-im2col-convolutions` applied, the
-    rewritten kernel level run by the CPU backend (the GPU path's kernels cannot run here): returns
-    the result and how many convolutions were rewritten."""
+    rewritten kernel level run by the CPU backend (the GPU path's kernels cannot run here; with
+    `schedules`, e.g. EXACT_SCHEDULES): returns the result and how many convolutions were rewritten."""
     from vtmlir.backend.bufferize import bufferize
     from vtmlir.backend.cpu.executable import CpuExecutable, create_engine
     from vtmlir.backend.cpu.lower import lower_to_llvm
@@ -763,7 +786,7 @@ def _run_with_gpu_im2col_on_cpu(model, x):
     box_scalars(find_entry(module, None))
     result_arguments = bufferize(module, function=signature.name)
     rewritten = im2col_convolutions(module.operation)
-    lower_to_llvm(module, threads=1)
+    lower_to_llvm(module, threads=1, schedules=schedules)
     exe = CpuExecutable(create_engine(module, 2), signature, {}, result_arguments=result_arguments, threads=1)
     (y,) = exe.run(x)
     return y, rewritten
@@ -810,6 +833,93 @@ def test_convolutions_run_as_implicit_gemm(dtype, kernel, stride):
                and k.plan.description.startswith(f"data-movement 4x32x{kernel}x{kernel}")]
     assert len(windows) == (0 if (kernel, stride) == (1, 1) else 1)
     assert all(k.schedule == "vector" for k in windows)
+    for kernel in exe.kernels:
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+
+
+class GroupedConvRelu(torch.nn.Module):
+    """A grouped NCHW convolution (several channels per group, bias) and a ReLU."""
+
+    def __init__(self, cin, cout, groups, kernel, stride=1):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, groups=groups)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def _grouped_sums_in_k_order(conv, x):
+    """conv(x) (f32) summed as the naive mapping sums it: per output, the bias, then the products
+    over k = (c, kh, kw) of the output's group in that order, each product and sum rounded to f32
+    (F.unfold lists a window's elements c-major, then kh, kw: k's order)."""
+    n, groups = x.shape[0], conv.groups
+    kh, kw = conv.kernel_size
+    cols = torch.nn.functional.unfold(x, (kh, kw), padding=conv.padding, stride=conv.stride)   # [N, C*KH*KW, L]
+    k_extent = cols.shape[1] // groups
+    cols = cols.view(n, groups, k_extent, 1, -1)                                                # [N, G, K, 1, L]
+    weight = conv.weight.detach().reshape(groups, -1, k_extent)                                 # [G, F, K]
+    acc = conv.bias.detach().view(1, groups, -1, 1).expand(n, groups, weight.shape[1], cols.shape[-1]).clone()
+    for k in range(k_extent):
+        acc = acc + weight[None, :, :, k, None] * cols[:, :, k]
+    h = (x.shape[2] + 2 * conv.padding[0] - kh) // conv.stride[0] + 1
+    return torch.relu(acc.reshape(n, -1, h, acc.shape[-1] // h))
+
+
+@pytest.mark.parametrize("kernel, stride", [(1, 1), (3, 1), (3, 2), (1, 2)])
+def test_grouped_im2col_convolutions_sum_as_the_naive_mapping_on_the_cpu(kernel, stride):
+    """A grouped convolution (4 groups of 4 channels -> 6 features) becomes the im2col copy (none
+    for 1x1 stride 1: the input read as the matrices) and a batch matmul over the groups; run on
+    the CPU with the exact schedules (each product and sum rounded separately, the loops' order) it
+    is bitwise the convolution summed per output over k = (c, kh, kw) in order -- the naive
+    mapping's sum, which the GPU's SIMT kernel keeps -- and within rtol 1e-4 of PyTorch."""
+    from vtmlir.codegen import EXACT_SCHEDULES
+
+    torch.manual_seed(0)
+    model = GroupedConvRelu(16, 24, 4, kernel, stride).eval()
+    x = torch.randn(2, 16, 18, 14)
+    y, rewritten = _run_with_gpu_im2col_on_cpu(model, x, schedules=EXACT_SCHEDULES)
+    assert rewritten == 1
+    y = torch.as_tensor(y)
+    with torch.no_grad():
+        assert torch.equal(y, _grouped_sums_in_k_order(model.conv, x))
+        want = model(x)
+    torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype, case", [
+    ("f32", "3x3"), ("f16", "1x1"), ("f16", "3x3"), ("f16", "1x1-ragged"), ("bf16", "1x1"), ("bf16", "3x3"),
+])
+def test_grouped_convolutions_run_as_batch_matmuls_over_the_groups(dtype, case):
+    """A grouped convolution (4 groups of 16 channels -> 32 features, 16x16 images; the ragged case
+    vtc_efficientvit_block's aggregation at test size: 6 groups of 8 -> 8, 6x6, padded to 16x48x16
+    by codegen-gpu-pad-contractions) is an im2col copy (3x3) and a batch matmul over the groups:
+    mma.sync with ldmatrix fragments in f16 and bf16, the SIMT kernel in f32; no naive or threads
+    kernel; PTX for sm_80 and sm_90 with no spills."""
+    half = HALF.get(dtype, torch.float32)
+    torch.manual_seed(0)
+    if case == "1x1-ragged":
+        model, x = GroupedConvRelu(48, 48, 6, 1), torch.randn(1, 48, 6, 6)
+        groups, m, n, k = 6, 8, 36, 8
+    else:
+        kernel = int(case[0])
+        model, x = GroupedConvRelu(64, 128, 4, kernel), torch.randn(2, 64, 16, 16)
+        groups, m, n, k = 4, 32, 256, 16 * kernel * kernel
+    exe = _compile(model.to(half), x.to(half))
+    report = exe.report()
+    assert not report.naive_contractions, [(r.name, r.description, r.detail) for r in report.naive_contractions]
+    assert all(r.schedule not in ("naive", "threads") for r in report.kernels), \
+        [(r.name, r.description, r.schedule) for r in report.kernels]
+    assert not [p for p in exe.plans if p.kind == "convolution"]
+    expected = "simt" if dtype == "f32" else "mma-sync"
+    assert [r.schedule for r in report.kernels if r.kind == "contraction"] == [expected]
+    (gemm,) = [kk for kk in exe.kernels if kk.plan is not None and kk.plan.kind == "contraction"]
+    if dtype != "f32":
+        m, n, k = (-(-v // 16) * 16 for v in (m, n, k))
+    images = "" if x.shape[0] == 1 else f"{x.shape[0]}x"
+    assert gemm.plan.description.startswith(f"contraction {images}{groups}x{m}x{n}x{k}"), gemm.plan.description
+    if dtype != "f32":
+        assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in gemm.ptx and "ldmatrix" in gemm.ptx
     for kernel in exe.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)
