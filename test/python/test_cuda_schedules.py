@@ -891,6 +891,26 @@ def test_grouped_im2col_convolutions_sum_as_the_naive_mapping_on_the_cpu(kernel,
     torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_efficientvit_grouped_aggregation_matches_the_kernels_on_the_cpu(dtype):
+    """vtc_efficientvit_block (test size): its kernel level with the CUDA `schedule` stage -- the
+    grouped 1x1 aggregation a batch matmul over the groups, in f16 its cast split off and the
+    product padded to 16x48x16 -- run on the CPU is bitwise the one without
+    codegen-gpu-im2col-convolutions (each output summed over its group's channels in order; the
+    padding adds exact zeros)."""
+    from vtmlir.models import get
+    from vtmlir.models.vtc_workloads import SMALL_SIZES
+
+    model, inputs = get("vtc_efficientvit_block").builder(batch=1, seed=0, **SMALL_SIZES["vtc_efficientvit_block"])
+    half = HALF.get(dtype, torch.float32)
+    model = model.eval().to(half)
+    inputs = tuple(x.to(half) for x in inputs)
+    batched, _ = _run_kernel_level_on_cpu(model, inputs, False)
+    convolved, _ = _run_kernel_level_on_cpu(model, inputs, False, without=("codegen-gpu-im2col-convolutions",))
+    for b, c in zip(batched, convolved):
+        assert torch.equal(b, c)
+
+
 @pytest.mark.parametrize("dtype, case", [
     ("f32", "3x3"), ("f16", "1x1"), ("f16", "3x3"), ("f16", "1x1-ragged"), ("bf16", "1x1"), ("bf16", "3x3"),
 ])
