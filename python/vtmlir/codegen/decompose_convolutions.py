@@ -293,20 +293,32 @@ class Im2col:
     `channels`, `window`, the output image's `oh` and `ow`, which end the output and are contiguous
     there), which input is the `filter` (reading features, channels and taps as plain dimensions, in
     the order `filter_dims`) and which the `input`, and how the input reads each dimension
-    (`input_plan`)."""
+    (`input_plan`).
 
-    def __init__(self, op):
+    With `groups` a grouped convolution is taken too (`codegen-gpu-im2col-convolutions`: a batch of
+    GEMMs over the groups; the CPU's panels take one filter matrix, groups = 1 only): linalg's
+    `depth` dimensions, read by the input, the filter and the output alike (`conv_2d_ngchw_gfchw`'s
+    g), are `self.groups` and also part of `batch` (the input and output read them as they read the
+    batch; only the filter, which leads with them, tells them apart). A convolution without a
+    channel reduction or with one channel per group (depthwise, with or without a channel
+    multiplier) is refused: its implicit GEMM would have K = KH·KW at most."""
+
+    def __init__(self, op, groups: bool = False):
         self.ok = False
         maps = indexing_maps_of(op)
         ranges = loop_ranges_of(op, maps) if maps else None
         if ranges is None or len(op.opview.outputs) != 1 or len(op.opview.inputs) != 2:
             return
         dims = linalg.infer_convolution_dimensions(op)
-        if dims is None or list(dims.depth) or not list(dims.input_channel) or len(dims.output_image) != 2:
+        if (dims is None or (list(dims.depth) and not groups) or not list(dims.input_channel)
+                or len(dims.output_image) != 2):
             return
         self.ranges, self.maps = ranges, maps
         self.window, self.channels = sorted(dims.filter_loop), sorted(dims.input_channel)
-        self.batch, self.features = list(dims.batch), list(dims.output_channel)
+        self.groups = sorted(dims.depth)
+        if self.groups and all(ranges[d] == 1 for d in self.channels):
+            return
+        self.batch, self.features = list(dims.batch) + self.groups, list(dims.output_channel)
         out = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[2].results]
         if None in out or set(out[-2:]) != set(dims.output_image) or not self.features:
             return
@@ -324,7 +336,7 @@ class Im2col:
             return
         self.input = 1 - self.filter
         filt = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[self.filter].results]
-        if None in filt or set(filt) != set(self.features) | set(self.window) | set(self.channels):
+        if None in filt or set(filt) != set(self.groups) | set(self.features) | set(self.window) | set(self.channels):
             return
         self.filter_dims = filt
         self.input_plan = self._plan_input(maps[self.input])

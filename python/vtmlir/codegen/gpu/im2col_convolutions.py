@@ -54,60 +54,9 @@ from torch_mlir.dialects import linalg, memref
 from ...passes.registry import Pass, register_pass
 from ..bodies import iterator_attr
 from ..decompose_convolutions import Im2col, collapse, generic_like, linear_terms
-from ..kernels import indexing_maps_of, loop_ranges_of
 from .attach_schedule import top_level_kernels
 from .contraction import contraction_sides
 from .layouts import strides_and_offset
-
-
-class GroupedIm2col(Im2col):
-    """`Im2col`'s facts for a convolution with or without groups: linalg's `depth` dimensions (read
-    by the input, the filter and the output alike: `conv_2d_ngchw_gfchw`'s g), `groups`, empty for
-    groups = 1. The CPU's `Im2col` takes groups = 1 only (its panels' filter is one matrix; grouped
-    convolutions go per tap there), so the analysis is repeated here with the groups allowed.
-    `batch` holds the groups too: the input and the output read them as they read the batch, and
-    `input_plan` names them "batch"; only the filter tells them apart (it leads with them).
-    Refused: a convolution without a channel reduction (depthwise) or with one channel per group
-    (a depthwise one with a channel multiplier): its implicit GEMM would have K = KH·KW at most, the
-    `threads` schedule's window loops are the better kernel."""
-
-    def __init__(self, op):
-        self.ok = False
-        maps = indexing_maps_of(op)
-        ranges = loop_ranges_of(op, maps) if maps else None
-        if ranges is None or len(op.opview.outputs) != 1 or len(op.opview.inputs) != 2:
-            return
-        dims = linalg.infer_convolution_dimensions(op)
-        if dims is None or not list(dims.input_channel) or len(dims.output_image) != 2:
-            return
-        self.ranges, self.maps = ranges, maps
-        self.window, self.channels = sorted(dims.filter_loop), sorted(dims.input_channel)
-        self.groups = sorted(dims.depth)
-        if self.groups and all(ranges[d] == 1 for d in self.channels):
-            return
-        self.batch, self.features = list(dims.batch) + self.groups, list(dims.output_channel)
-        out = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[2].results]
-        if None in out or set(out[-2:]) != set(dims.output_image) or not self.features:
-            return
-        if set(out[:-2]) != set(self.batch) | set(self.features):
-            return
-        self.oh, self.ow = out[-2], out[-1]
-        out_type = ir.MemRefType(op.operands[2].type)
-        strides, _ = out_type.get_strides_and_offset()
-        if strides[-1] != 1 or strides[-2] != out_type.shape[-1]:
-            return  # the output rows must be contiguous to be one matrix dimension
-        # The filter reads the taps as plain dimensions, the input through the image's.
-        plain = [{e.position for e in m.results if isinstance(e, ir.AffineDimExpr)} for m in maps[:2]]
-        self.filter = next((i for i in (0, 1) if set(self.window) <= plain[i]), None)
-        if self.filter is None:
-            return
-        self.input = 1 - self.filter
-        filt = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[self.filter].results]
-        if None in filt or set(filt) != set(self.groups) | set(self.features) | set(self.window) | set(self.channels):
-            return
-        self.filter_dims = filt
-        self.input_plan = self._plan_input(maps[self.input])
-        self.ok = self.input_plan is not None
 
 
 def _contiguous(t: ir.MemRefType, dims: list[int]) -> bool:
@@ -171,7 +120,7 @@ def im2col_convolution(op) -> bool:
         return False
     if not linalg.isa_convolution_op(op):
         return False
-    conv = GroupedIm2col(op)
+    conv = Im2col(op, groups=True)
     if not conv.ok:
         return False
     pointwise = all(conv.ranges[d] == 1 for d in conv.window) and \
