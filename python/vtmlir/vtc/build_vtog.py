@@ -89,6 +89,10 @@ class VTOG:
     # pure functions of these, shared by every run of Alg. 2 on this VTOG (the memory check reruns
     # it once per virtual node and round; greedy.GreedyState.composed, AnalyticCostModel.weight).
     compositions: dict = field(default_factory=dict, repr=False, compare=False)
+    # Per edge, the edges it conflicts with (from `conflicts`, which `build_vtog` fills once): Alg. 2
+    # asks `compatible` for every subset MAXEDGES weighs, in every rerun of the memory check; a scan
+    # of all the function's pairs per question made DenseNet-169's compile minutes long.
+    _conflicting: dict[int, frozenset[int]] | None = field(default=None, repr=False, compare=False)
 
     def node(self, value) -> Node | None:
         for n in self.nodes:
@@ -111,10 +115,20 @@ class VTOG:
     def conflict_pairs(self) -> list[tuple[int, int]]:
         return [p for pairs in self.conflicts.values() for p in pairs]
 
+    def conflicting_edges(self, edge: int) -> frozenset[int]:
+        """The edges in a conflict set with `edge` (an id)."""
+        if self._conflicting is None:
+            partners: dict[int, set[int]] = {}
+            for a, b in self.conflict_pairs():
+                partners.setdefault(a, set()).add(b)
+                partners.setdefault(b, set()).add(a)
+            self._conflicting = {e: frozenset(others) for e, others in partners.items()}
+        return self._conflicting.get(edge, frozenset())
+
     def compatible(self, edges) -> bool:
         """No two of `edges` (Edge or id) are in a conflict set: they may be chosen together."""
         ids = {e.id if isinstance(e, Edge) else e for e in edges}
-        return not any(a in ids and b in ids for a, b in self.conflict_pairs())
+        return not any(self.conflicting_edges(e) & ids for e in ids)
 
     # -- dumps ---------------------------------------------------------------------------------------
 
@@ -156,7 +170,7 @@ class VTOG:
             c = e.candidate
             typ = f"\\ntype {e.profit.type}" if e.profit else ""
             style = "" if c.full else ", style=dashed"
-            color = ', color="red"' if any(e.id in p for p in self.conflict_pairs()) else ""
+            color = ', color="red"' if self.conflicting_edges(e.id) else ""
             out.append(f'  n{e.src} -> n{e.dst} [label="{e.label} {c.kind}\\n{c.direction}{typ}"'
                        f"{style}{color}];")
         out.append("}")
@@ -261,8 +275,11 @@ def _build_vtog(func, unit) -> VTOG:
             graph.edges.append(Edge(len(graph.edges), u.id, v.id, c, profit))
 
     # Alg. 1 lines 12-13: conflict sets.
+    out_of: dict[int, list[Edge]] = {}
+    for e in graph.edges:
+        out_of.setdefault(e.src, []).append(e)
     for n in graph.nodes:
-        out = graph.out_edges(n.id)
+        out = out_of.get(n.id, [])
         shape = list(ir.RankedTensorType(n.value.type).shape)
         pairs = [(a.id, b.id) for a, b in itertools.combinations(out, 2)
                  if _regions_overlap(a.candidate.mapping, b.candidate.mapping, shape)]

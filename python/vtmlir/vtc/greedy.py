@@ -305,8 +305,9 @@ def max_edges(state: GreedyState, node: int, weights: dict[int, Weight],
         if total > best[1]:
             best = (s, total)
     chosen_ids = {e.id for e in best[0]}
-    conflicting = sorted({b for a in chosen_ids for p in g.conflict_pairs() if a in p
-                          for b in p if b != a and b not in chosen_ids and any(u.id == b for u in usable)})
+    usable_ids = {e.id for e in usable}
+    conflicting = sorted({b for a in chosen_ids for b in g.conflicting_edges(a)
+                          if b not in chosen_ids and b in usable_ids})
     return best[0], best[1], conflicting
 
 
