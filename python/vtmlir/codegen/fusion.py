@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
-from .bodies import buffer_root
+from .bodies import buffer_root, expr_dims
+from .decompose_convolutions import collapse, merge_loops
 from .kernels import Kernel, KernelKind
 
 PROLOGUE, EPILOGUE = "prologue", "epilogue"
@@ -298,3 +299,65 @@ def _identity(amap: ir.AffineMap, rank: int) -> bool:
     return len(results) == rank and all(isinstance(e, ir.AffineDimExpr) and e.position == i
                                         for i, e in enumerate(results))
 
+
+def collapsed_output(contraction: Kernel) -> tuple[ir.Value, list[list[int]]] | None:
+    """(Y, groups) where the contraction writes C through `memref.collapse_shape` of the buffer Y
+    with `groups` of Y's dimensions merged, one at least of several (a 1x1 convolution read as a
+    matrix, its pixels one dimension: `codegen-decompose-convolutions`); else None."""
+    c = contraction.op.operands[2]
+    if isinstance(c, ir.BlockArgument) or c.owner.operation.name != "memref.collapse_shape":
+        return None
+    view = c.owner.operation
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+    if all(len(g) == 1 for g in groups):
+        return None
+    return view.operands[0], groups
+
+
+def merge_to_output(kernel: Kernel, y: ir.Value, groups: list[list[int]]) -> ir.Operation | None:
+    """An elementwise kernel over Y's shape that accesses Y element by element (a 1x1 convolution's
+    zero fill, its BatchNorm + ReLU) rewritten over C's loops: each group of loops merged into one
+    (`merge_loops`, every operand read through `collapse_shape` views, no copy), so that it can be a
+    member of the contraction's group. The same operations per element: bitwise the same. Returns
+    the new op (the old one erased), or None (nothing changed) where the kernel is not such a kernel
+    or an operand does not read a group's loops as consecutive dimensions, contiguous together (a
+    per-channel vector reads none of them)."""
+    op = kernel.op
+    rank = ir.MemRefType(y.type).rank
+    if (kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT) or kernel.rank != rank
+            or kernel.reduction_dims or op.name not in ("linalg.generic", "linalg.fill")
+            or len(op.opview.outputs) != 1 or not _identity(kernel.maps[-1], rank)):
+        return None
+    if not any(v == y and _identity(amap, rank) for v, amap in zip(op.operands, kernel.maps)):
+        return None
+    merged = [g for g in groups if len(g) > 1]
+    for value, amap in zip(op.operands, kernel.maps):
+        if not isinstance(value.type, ir.MemRefType):
+            continue
+        if not all(_reads_contiguously(value, amap, g) for g in merged):
+            return None
+    if op.name == "linalg.fill":
+        with op.location, ir.InsertionPoint(op):
+            op.operands[1] = collapse(op.operands[1], groups)  # (a fill has no loops to merge)
+        return op
+    return merge_loops(op, kernel.maps, merged).operation
+
+
+def _reads_contiguously(value: ir.Value, amap: ir.AffineMap, loops: list[int]) -> bool:
+    """Whether the access of `value` by `amap` reads the consecutive `loops` as consecutive
+    dimensions in order, contiguous together (static strides), or reads none of them."""
+    positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+    for e, d in zip(amap.results, positions):
+        if d is None and expr_dims(e) & set(loops):
+            return False  # read inside an expression
+    found = [i for i, d in enumerate(positions) if d in loops]
+    if not found:
+        return True
+    if [positions[i] for i in found] != loops or found != list(range(found[0], found[0] + len(loops))):
+        return False
+    t = ir.MemRefType(value.type)
+    layout = static_strides_and_offset(t)
+    if layout is None:
+        return False
+    strides = layout[0]
+    return all(strides[i] == t.shape[i + 1] * strides[i + 1] for i in found[:-1])

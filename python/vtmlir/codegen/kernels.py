@@ -28,6 +28,10 @@ SCHEDULED_ATTR = "codegen.scheduled"
 # A unit attribute on the loop over row blocks `codegen-fuse-rows` makes (the parallel loop of the
 # kernels inside it: their schedules split no loop of their own); removed by `codegen-erase-schedule`.
 ROW_LOOP_ATTR = "codegen.row_loop"
+# `codegen.fused_into = <id> : i64` on a kernel that runs in contraction <id>'s outer tiles (its fill,
+# its epilogue: `codegen.fusion`); `codegen-insert-profile-marks` times the group in that contraction's
+# slot. Removed by `codegen-erase-schedule`.
+FUSED_ATTR = "codegen.fused_into"
 # A unit attribute on a loop whose vector stores should bypass the caches (a large transposing copy's
 # tile loop, `schedules._tile_vectors`); `codegen-streaming-stores` acts on it and removes it.
 STREAMING_STORES_ATTR = "codegen.streaming_stores"

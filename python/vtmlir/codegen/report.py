@@ -33,6 +33,12 @@ class KernelReport:
         quiet = (KernelKind.SCALAR.value, KernelKind.CHECK.value)
         return [k for k in self.kernels if k.id not in self.vectorized and k.kind not in quiet]
 
+    @property
+    def fused(self) -> dict[int, tuple[int, str]]:
+        """{kernel id: (contraction id, role)} for the kernels run in a contraction's outer tiles
+        (its fill: "prologue"; its bias, activation, BatchNorm, residual add: "epilogue")."""
+        return {k.id: (k.fused_into, k.fused_role) for k in self.kernels if k.fused_into is not None}
+
     def summary(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for k in self.kernels:
@@ -44,9 +50,14 @@ class KernelReport:
     def __str__(self) -> str:
         lines = [f"{len(self.kernels)} kernels, {len(self.vectorized)} vectorised, "
                  f"{len(self.fallbacks)} kept as loops"]
+        if self.fused:
+            lines[0] += f", {len(self.fused)} fused into {len({c for c, _ in self.fused.values()})} contractions"
         for k in self.kernels:
             if k.id in self.vectorized:
-                lines.append(f"  kernel {k.id}: {k.description} -> {k.schedule}")
+                fused = f", fused into kernel {k.fused_into} ({k.fused_role})" if k.fused_into is not None else ""
+                with_ = (" + " + ", ".join(f"{self.kernels[n].fused_role} {n}" for n in k.neighbours)
+                         if k.neighbours else "")
+                lines.append(f"  kernel {k.id}: {k.description} -> {k.schedule}{with_}{fused}")
             else:
                 why = k.reason or "its schedule did not apply"
                 lines.append(f"  kernel {k.id}: {k.description} -> loops ({why}) at {k.location}")
