@@ -13,6 +13,7 @@ import vtmlir
 from vtmlir.codegen import attach_schedules
 from vtmlir.codegen.kernels import FMA_ATTR
 from vtmlir.context import make_context
+from vtmlir.passes import run_pipeline
 
 UNFUSED = {"contraction": {"fuse_neighbours": False}}
 
@@ -254,3 +255,71 @@ def test_fusion_is_reported_and_profiled_with_its_contraction():
     (cid,) = host
     assert calls[cid] == 1 and all(calls[m] == 0 for m in report.fused)
     assert torch.equal(compiled(*inputs), _compile(model, *inputs, threads=1)(*inputs))
+
+
+_IN_PARALLEL_LOOP = """
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @panels(%A: memref<4x24x64xf32>, %B: memref<64x512xf32>, %O: memref<4x24x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  scf.forall (%i) in (4) {
+    %a = memref.subview %A[%i, 0, 0] [1, 24, 64] [1, 1, 1]
+        : memref<4x24x64xf32> to memref<24x64xf32, strided<[64, 1], offset: ?>>
+    %o = memref.subview %O[%i, 0, 0] [1, 24, 512] [1, 1, 1]
+        : memref<4x24x512xf32> to memref<24x512xf32, strided<[512, 1], offset: ?>>
+    %C = memref.alloca() : memref<24x512xf32>
+    linalg.fill ins(%zero : f32) outs(%C : memref<24x512xf32>)
+    linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%a, %B : memref<24x64xf32, strided<[64, 1], offset: ?>>, memref<64x512xf32>)
+        outs(%C : memref<24x512xf32>) {
+    ^bb0(%x: f32, %y: f32, %acc: f32):
+      %m = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %m : f32
+      linalg.yield %s : f32
+    }
+    linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%C : memref<24x512xf32>) {
+    ^bb0(%x: f32):
+      %r = arith.maximumf %x, %zero : f32
+      linalg.yield %r : f32
+    }
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%C : memref<24x512xf32>) outs(%o : memref<24x512xf32, strided<[512, 1], offset: ?>>) {
+    ^bb0(%x: f32, %y: f32):
+      linalg.yield %x : f32
+    }
+  }
+  return
+}
+"""
+
+
+def test_neighbours_of_a_contraction_inside_a_parallel_loop_fuse_with_its_for_tiles():
+    # Inside a parallel loop (an im2col convolution's loop over panels) a contraction's tiles are
+    # `scf.for`s, which fuse only with the same SSA bounds (the block is CSE'd first). The copy out
+    # through a view at a dynamic offset is no member.
+    module = ir.Module.parse(_IN_PARALLEL_LOOP, context=make_context())
+    plans = attach_schedules(module.operation, threads=2)
+    assert [(p.kind, p.fused_role) for p in plans] == [
+        ("data-movement", "prologue"), ("contraction", ""), ("elementwise", "epilogue"), ("data-movement", "")]
+    run_pipeline(module, "builtin.module(transform-interpreter)")
+    holding = {}
+
+    def visit(op):
+        if op.name == "scf.for" and op.parent.name == "scf.forall":
+            found = []
+
+            def inner(o):
+                found.append(o)
+                return ir.WalkResult.ADVANCE
+
+            op.walk(inner)
+            holding[len(holding)] = found
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    fused = [ops for ops in holding.values() if any(_is_product(o) for o in ops)]
+    assert len(fused) == 1
+    assert any(o.name == "arith.maximumf" and isinstance(o.results[0].type, ir.VectorType) for o in fused[0])
+    assert any(_is_zero_store(o) for o in fused[0])

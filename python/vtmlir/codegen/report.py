@@ -52,10 +52,11 @@ class KernelReport:
                  f"{len(self.fallbacks)} kept as loops"]
         if self.fused:
             lines[0] += f", {len(self.fused)} fused into {len({c for c, _ in self.fused.values()})} contractions"
+        roles = {k.id: k.fused_role for k in self.kernels}
         for k in self.kernels:
             if k.id in self.vectorized:
                 fused = f", fused into kernel {k.fused_into} ({k.fused_role})" if k.fused_into is not None else ""
-                with_ = (" + " + ", ".join(f"{self.kernels[n].fused_role} {n}" for n in k.neighbours)
+                with_ = (" + " + ", ".join(f"{roles.get(n, 'neighbour')} {n}" for n in k.neighbours)
                          if k.neighbours else "")
                 lines.append(f"  kernel {k.id}: {k.description} -> {k.schedule}{with_}{fused}")
             else:

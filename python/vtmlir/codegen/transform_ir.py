@@ -209,9 +209,9 @@ def include(name: str, operand: ir.Value, suppress_failures: bool = True) -> Non
 def include_each(name: str, operand: ir.Value, suppress_failures: bool = True) -> None:
     """`include` the named sequence once per payload op of `operand`, none when it has none (an
     include needs exactly one op where the sequence's ops do)."""
-    loop = transform.ForeachOp([], [operand])
-    with ir.InsertionPoint(loop.body):
-        include(name, loop.bodyTargets[0], suppress_failures)
+    each = transform.ForeachOp([], [operand])
+    with ir.InsertionPoint(each.body):
+        include(name, each.bodyTargets[0], suppress_failures)
         yield_()
 
 
