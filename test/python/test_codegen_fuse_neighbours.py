@@ -43,10 +43,10 @@ class _BmmResidualRelu(torch.nn.Module):
 
 
 class _ConvBnRelu(torch.nn.Module):
-    def __init__(self, kernel: int):
+    def __init__(self, kernel: int, channels: int = 32, features: int = 64):
         super().__init__()
-        self.conv = torch.nn.Conv2d(32, 64, kernel, padding=kernel // 2, bias=False)
-        self.bn = torch.nn.BatchNorm2d(64)
+        self.conv = torch.nn.Conv2d(channels, features, kernel, padding=kernel // 2, bias=False)
+        self.bn = torch.nn.BatchNorm2d(features)
 
     def forward(self, x):
         return torch.relu(self.bn(self.conv(x)))
@@ -62,13 +62,17 @@ class _ReadBetween(torch.nn.Module):
 def _cases():
     torch.manual_seed(0)
     conv = []
-    for kernel in (1, 3):
-        model = _ConvBnRelu(kernel)
+    # (The last: one K chunk and 3.2 MB of C, whose outer tiles on one thread are cut to
+    # `fused_c_bytes`: several per image.)
+    for name, kernel, channels, features, shape in (("conv1x1_bn_relu", 1, 32, 64, (2, 32, 16, 16)),
+                                                    ("conv3x3_bn_relu", 3, 32, 64, (2, 32, 16, 16)),
+                                                    ("conv1x1_bn_relu_large", 1, 64, 256, (1, 64, 56, 56))):
+        model = _ConvBnRelu(kernel, channels, features)
         for p in model.bn.parameters():
             p.data.copy_(torch.rand_like(p) + 0.5)
-        model.bn.running_mean.copy_(torch.randn(64))
-        model.bn.running_var.copy_(torch.rand(64) + 0.5)
-        conv.append((f"conv{kernel}x{kernel}_bn_relu", model.eval(), (torch.randn(2, 32, 16, 16),)))
+        model.bn.running_mean.copy_(torch.randn(features))
+        model.bn.running_var.copy_(torch.rand(features) + 0.5)
+        conv.append((name, model.eval(), (torch.randn(*shape),)))
     return [
         ("linear_bias_relu", _LinearBiasRelu().eval(), (torch.randn(8, 96),)),
         ("matmul_residual", _MatmulResidual(), (torch.randn(24, 80), torch.randn(80, 512), torch.randn(24, 512))),
@@ -104,7 +108,7 @@ def test_fused_neighbours_are_bitwise_the_unfused_kernels(name, model, inputs):
     for g, e in zip(reference, expected if isinstance(expected, tuple) else (expected,)):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
     roles = sorted(role for _, role in fused_report.fused.values())
-    if name in ("linear_bias_relu", "matmul_residual", "bmm_residual_relu", "conv1x1_bn_relu"):
+    if name in ("linear_bias_relu", "matmul_residual", "bmm_residual_relu", "conv1x1_bn_relu", "conv1x1_bn_relu_large"):
         assert roles == ["epilogue", "prologue"], str(fused_report)
         host = next(iter(fused_report.fused.values()))[0]
         assert fused_report.kernels[host].kind == "contraction"
