@@ -13,7 +13,9 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
   keeps in registers and which lowers to outer products (an FMA per vector register). Each output
   element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
-  scalar loops: the results are bitwise those of the loops.
+  scalar loops: the results are bitwise those of the loops. Its fused neighbours (`FusedMember`:
+  the accumulator's fill, the elementwise epilogue; `codegen.fusion`) are tiled with its outer
+  tiles, their loops fused with its own, and vectorised inside the tile (`_fuse_members`).
 - `VectorSchedule` (elementwise, data movement, reductions over an outer dimension): the innermost
   dimension of the output in vectors of `vectors` registers (peeled), every other dimension by 1
   (reduction dimensions in order: exact), the outer dimension split for the threads.
