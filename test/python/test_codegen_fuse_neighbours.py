@@ -327,3 +327,24 @@ def test_neighbours_of_a_contraction_inside_a_parallel_loop_fuse_with_its_for_ti
     assert len(fused) == 1
     assert any(o.name == "arith.maximumf" and isinstance(o.results[0].type, ir.VectorType) for o in fused[0])
     assert any(_is_zero_store(o) for o in fused[0])
+
+
+def test_a_fusion_that_fails_leaves_its_kernels_scheduled_alone(monkeypatch):
+    # The contraction's schedule fails where it would fuse (the epilogue tiled otherwise: loops of
+    # other bounds, a silenceable failure, suppressed): each neighbour's own vector schedule runs
+    # after it on what is left of it instead, the report says so, and the values are the unfused ones.
+    from vtmlir.codegen import schedules, transform_ir
+
+    def failing(kernel, target, loop, scope, members):
+        last = members[-1]
+        _, other = transform_ir.tile_forall(transform_ir.match_kernel(scope, last.id), [1] * last.kernel.rank)
+        transform_ir.fuse_sibling(loop, other)
+
+    _, model, inputs = next(c for c in CASES if c[0] == "linear_bias_relu")
+    expected = _compile(model, *inputs, threads=1, schedules=UNFUSED)(*inputs)
+    monkeypatch.setattr(schedules, "_fuse_members", failing)
+    compiled = _compile(model, *inputs, threads=1)
+    report = compiled.report()
+    assert not report.fallbacks and not report.fused, str(report)
+    assert "fused into" not in str(report)
+    assert torch.equal(compiled(*inputs), expected)

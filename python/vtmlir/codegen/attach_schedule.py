@@ -32,8 +32,8 @@ from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
 from .fusion import Candidate, collapsed_output, find_group, merge_to_output
-from .kernels import (FUSED_ATTR, KERNEL_ATTR, SCHEDULED_ATTR, Kernel, KernelKind, classify, element_bits_of,
-                      in_row_loop, structured_ops)
+from .kernels import (FUSED_ATTR, KERNEL_ATTR, SCHEDULED_ATTR, UNFUSED_PREFIX, Kernel, KernelKind, classify,
+                      element_bits_of, in_row_loop, structured_ops)
 from .schedules import (DEFAULT_SCHEDULES, ContractionSchedule, FusedMember, ParallelLoops, Schedule, VectorSchedule,
                         body_divides, fusable_member, resolve_schedules, schedule_key)
 from .target import HostTarget, host_target
@@ -217,7 +217,8 @@ def _append_script(module_op, scheduled, fallbacks, members, target: HostTarget,
             for kid, _, schedule in fallbacks:
                 # A fused kernel's own schedule on what is left of it: nothing where its contraction's
                 # schedule fused it, the kernel where that failed first.
-                t.include_each(_sequence_name(kid, schedule), t.match_kernel(root, kid), suppress_failures=not strict)
+                t.include_each(_sequence_name(kid, schedule), t.match_kernel(root, kid), suppress_failures=not strict,
+                               mark=f"{UNFUSED_PREFIX}{kid}")
             if scheduled or fallbacks:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ..passes.registry import Pass, register_pass
-from .kernels import FUSED_ATTR, KERNEL_ATTR, ROW_LOOP_ATTR, SCHEDULED_ATTR, tagged_ops
+from .kernels import FUSED_ATTR, KERNEL_ATTR, ROW_LOOP_ATTR, SCHEDULED_ATTR, UNFUSED_PREFIX, tagged_ops
 
 
 def erase_schedule(module_op) -> None:
@@ -21,6 +21,8 @@ def erase_schedule(module_op) -> None:
             op.operation.erase()
     if "transform.with_named_sequence" in module_op.attributes:
         del module_op.attributes["transform.with_named_sequence"]
+    for name in [n for n in module_op.attributes if n.startswith(UNFUSED_PREFIX)]:
+        del module_op.attributes[name]
 
     def unmark(op):
         if ROW_LOOP_ATTR in op.attributes:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from torch_mlir import ir
 
 from .attach_schedule import KernelPlan
-from .kernels import KERNEL_ATTR, KernelKind, tagged_ops
+from .kernels import KERNEL_ATTR, UNFUSED_PREFIX, KernelKind, tagged_ops
 
 
 def remaining_kernel_ids(module_op) -> set[int]:
@@ -66,7 +66,13 @@ class KernelReport:
 
 
 def kernel_report(plans: list[KernelPlan], module_op) -> KernelReport:
-    """The report after the interpreter ran on `module_op`."""
+    """The report after the interpreter ran on `module_op`. A kernel planned into a contraction's
+    tiles whose own schedule ran after all (`UNFUSED_PREFIX`: the contraction's failed before
+    fusing it) is reported as scheduled alone."""
+    unfused = {int(name[len(UNFUSED_PREFIX):]) for name in module_op.attributes if name.startswith(UNFUSED_PREFIX)}
+    if unfused:
+        plans = [replace(p, fused_into=None, fused_role="") if p.id in unfused else
+                 replace(p, neighbours=tuple(n for n in p.neighbours if n not in unfused)) for p in plans]
     left = remaining_kernel_ids(module_op)
     done = frozenset(p.id for p in plans if p.schedule is not None and p.id not in left)
     fixed = tuple(p if p.id in done or p.schedule is None or p.reason

@@ -206,11 +206,14 @@ def include(name: str, operand: ir.Value, suppress_failures: bool = True) -> Non
     transform.IncludeOp([], ir.FlatSymbolRefAttr.get(name), mode, [operand])
 
 
-def include_each(name: str, operand: ir.Value, suppress_failures: bool = True) -> None:
+def include_each(name: str, operand: ir.Value, suppress_failures: bool = True, mark: str = "") -> None:
     """`include` the named sequence once per payload op of `operand`, none when it has none (an
-    include needs exactly one op where the sequence's ops do)."""
+    include needs exactly one op where the sequence's ops do); with `mark`, that unit attribute is
+    set on the module first where it runs at all (what a report reads back)."""
     each = transform.ForeachOp([], [operand])
     with ir.InsertionPoint(each.body):
+        if mark:
+            annotate(transform.GetParentOp(any_op(), each.bodyTargets[0], op_name="builtin.module").result, mark)
         include(name, each.bodyTargets[0], suppress_failures)
         yield_()
 
