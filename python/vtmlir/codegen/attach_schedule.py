@@ -244,7 +244,8 @@ class AttachSchedule(Pass):
         "Kernel level (memrefs). Tags every linalg op `codegen.kernel = <id>` and appends "
         "`@__transform_main` with one named sequence per scheduled kernel; run `transform-interpreter` "
         "next. Kinds: contraction, elementwise, data-movement, row-reduction, outer-reduction "
-        "(scheduled), convolution, pooling (loops for now)."
+        "(scheduled), convolution, pooling (loops for now). A contraction's accumulator fill and "
+        "elementwise epilogue run in its outer tiles (schedules=contraction.fuse_neighbours:false: apart)."
     )
     options = (
         Option("threads", int, 0, "parallel tiles per kernel: the thread count (0: the host's cores)"),
