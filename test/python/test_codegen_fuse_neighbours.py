@@ -76,6 +76,9 @@ def _cases():
     return [
         ("linear_bias_relu", _LinearBiasRelu().eval(), (torch.randn(8, 96),)),
         ("matmul_residual", _MatmulResidual(), (torch.randn(24, 80), torch.randn(80, 512), torch.randn(24, 512))),
+        # K in three chunks (256, 256, 88 peeled), one N tile of 32: on two threads the tiles split M.
+        ("matmul_k_chunks_residual", _MatmulResidual(),
+         (torch.randn(64, 600), torch.randn(600, 32), torch.randn(64, 32))),
         ("bmm_residual_relu", _BmmResidualRelu(),
          (torch.randn(4, 32, 64), torch.randn(4, 64, 256), torch.randn(4, 32, 256))),
         *conv,
@@ -108,7 +111,8 @@ def test_fused_neighbours_are_bitwise_the_unfused_kernels(name, model, inputs):
     for g, e in zip(reference, expected if isinstance(expected, tuple) else (expected,)):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
     roles = sorted(role for _, role in fused_report.fused.values())
-    if name in ("linear_bias_relu", "matmul_residual", "bmm_residual_relu", "conv1x1_bn_relu", "conv1x1_bn_relu_large"):
+    if name in ("linear_bias_relu", "matmul_residual", "matmul_k_chunks_residual", "bmm_residual_relu", "conv1x1_bn_relu",
+                "conv1x1_bn_relu_large"):
         assert roles == ["epilogue", "prologue"], str(fused_report)
         host = next(iter(fused_report.fused.values()))[0]
         assert fused_report.kernels[host].kind == "contraction"
