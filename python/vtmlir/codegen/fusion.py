@@ -45,8 +45,8 @@ from .decompose_convolutions import collapse, merge_loops
 from .kernels import Kernel, KernelKind
 
 PROLOGUE, EPILOGUE = "prologue", "epilogue"
-# The ops a member may be: the GPU pipeline generalises every named op first; on the CPU an
-# accumulator's zero fill stays a `linalg.fill`.
+# The ops a member may be: the GPU pipeline generalises every named op first; on the CPU a
+# fill made after bufferization may stay a `linalg.fill`.
 GENERIC_MEMBERS = ("linalg.generic",)
 
 
