@@ -16,22 +16,29 @@
 #row = affine_map<(d0, d1) -> (d0)>
 
 // Every linalg op is tagged with its kernel id; the module gets one named sequence per scheduled
-// kernel and @__transform_main applying them.
+// kernel and @__transform_main applying them. The exp, an epilogue of the matmul, runs in its tiles
+// (`codegen.fused_into`): the contraction's sequence tiles it and fuses the loops; its own vector
+// schedule is applied afterwards to whatever is left of it (nothing, where the fusion applied).
 // CHECK:       module attributes {transform.with_named_sequence}
 // CHECK-LABEL: func.func @kernels
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64, codegen.scheduled}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.scheduled}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.fused_into = 0 : i64, codegen.kernel = 1 : i64}
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64, codegen.scheduled}
 // CHECK:       transform.named_sequence @kernel_0_contraction(%{{.*}}: !transform.any_op {transform.consumed})
 // CHECK:         transform.structured.tile_using_forall
 // CHECK:         transform.structured.promote {{.*}}operands_to_promote = [1]{{.*}}use_alloca
 // CHECK:         transform.structured.vectorize {{.*}}create_named_contraction
-// CHECK:       transform.named_sequence @kernel_1_vector(
+// CHECK:         transform.structured.match attributes {codegen.kernel = 1 : i64}
+// CHECK:         transform.structured.tile_using_forall
+// CHECK:         transform.loop.fuse_sibling
 // CHECK:       transform.named_sequence @kernel_2_row_reduction(
+// CHECK:       transform.named_sequence @kernel_1_vector(
 // CHECK:       transform.named_sequence @__transform_main(%[[ROOT:.*]]: !transform.any_op {transform.readonly})
 // CHECK:         %[[ALL:.*]] = transform.structured.match attributes {codegen.scheduled} in %[[ROOT]]
-// CHECK:         %[[K:.*]]:3 = transform.split_handle %[[ALL]]
+// CHECK:         %[[K:.*]]:2 = transform.split_handle %[[ALL]]
 // CHECK:         transform.include @kernel_0_contraction failures(suppress) (%[[K]]#0)
+// CHECK:         transform.foreach
+// CHECK:           transform.include @kernel_1_vector failures(suppress)
 // CHECK:         transform.structured.hoist_redundant_vector_transfers
 
 // The contraction: the B panel (k-chunk 64 x all 256 columns: one N tile of `cache_n` columns) packed on

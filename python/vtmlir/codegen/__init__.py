@@ -6,6 +6,8 @@ before the lowering to LLVM (`backend.cpu.lower`). It imports only the IR layer 
 - `kernels`: classification (contraction, convolution, pooling, reduction, elementwise, data movement).
 - `schedules`: per-kind schedule parameters and the transform IR each builds; `DEFAULT_SCHEDULES`.
 - `transform_ir`: thin builders over the upstream transform ops.
+- `fusion`: which neighbours (the accumulator's fill, the elementwise epilogue) a contraction runs in
+  its outer tiles; the CPU contraction schedule and the GPU's (`gpu/`) both take its groups.
 - passes (one per file): `codegen-transpose-b-operands` (`transpose_b_operands`),
   `codegen-attach-schedule` (`attach_schedule`), `codegen-erase-schedule` (`erase_schedule`),
   `codegen-fuse-rows` (`fuse_rows`: row kernels in one loop over row blocks), `codegen-split-row-reductions`

@@ -1,8 +1,8 @@
 """`codegen-erase-schedule`: remove the transform script and the kernel tags once it has run.
 
 After `transform-interpreter` the module still holds the named sequences (the interpreter does not
-erase its own script), the `codegen.kernel` tags on whatever linalg ops are left (kernels that kept
-their loops, read by `codegen.report` before this pass) and the `codegen.row_loop` marks of
+erase its own script), the `codegen.kernel` (and `codegen.fused_into`) tags on whatever linalg ops
+are left (kernels that kept their loops, read by `codegen.report` before this pass) and the `codegen.row_loop` marks of
 `codegen-fuse-rows`' loops. Lowering to LLVM needs none of them.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR, ROW_LOOP_ATTR, SCHEDULED_ATTR, tagged_ops
+from .kernels import FUSED_ATTR, KERNEL_ATTR, ROW_LOOP_ATTR, SCHEDULED_ATTR, UNFUSED_PREFIX, tagged_ops
 
 
 def erase_schedule(module_op) -> None:
@@ -21,6 +21,8 @@ def erase_schedule(module_op) -> None:
             op.operation.erase()
     if "transform.with_named_sequence" in module_op.attributes:
         del module_op.attributes["transform.with_named_sequence"]
+    for name in [n for n in module_op.attributes if n.startswith(UNFUSED_PREFIX)]:
+        del module_op.attributes[name]
 
     def unmark(op):
         if ROW_LOOP_ATTR in op.attributes:
@@ -29,7 +31,7 @@ def erase_schedule(module_op) -> None:
 
     module_op.walk(unmark)
     for op in tagged_ops(module_op):
-        for name in (KERNEL_ATTR, SCHEDULED_ATTR):
+        for name in (KERNEL_ATTR, SCHEDULED_ATTR, FUSED_ATTR):
             if name in op.attributes:
                 del op.attributes[name]
 

@@ -20,7 +20,8 @@ address so that the caller can set the clock, read and reset the slots (`backend
 call (a clock read is a vDSO call of ~20-50 ns on x86 Linux, a thread CPU time one a system call). A
 kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
 calls counted; the kernels of a loop over row blocks (`codegen-fuse-rows`) are timed together, the
-whole loop in its first reduction's slot (the others show no calls).
+whole loop in its first reduction's slot (the others show no calls), and so are a contraction and the
+kernels fused into its tiles (`codegen.fused_into`: its fill and epilogue), in the contraction's slot.
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
 is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. Kernels
@@ -39,7 +40,7 @@ from torch_mlir.dialects import arith, func, llvm, memref, scf
 
 from ..ir_utils import walk_ops
 from ..passes.registry import Pass, register_pass
-from .kernels import KERNEL_ATTR, KernelKind, classify, row_loop_of, tagged_ops
+from .kernels import FUSED_ATTR, KERNEL_ATTR, KernelKind, classify, row_loop_of, tagged_ops
 
 GLOBAL = "__vtmlir_profile"
 BEGIN = "__vtmlir_profile_begin"
@@ -65,10 +66,22 @@ def insert_profile_marks(module_op) -> int:
                    and "sym_visibility" not in op.attributes]
         _add_functions(module_op, slots + 1)
         loops: list = []  # [loop, the kernels inside it], in program order
+        neighbours: dict[int, list] = {}  # contraction id -> the kernels fused into its tiles
+        for op in kernels:
+            if FUSED_ATTR in op.attributes:
+                neighbours.setdefault(ir.IntegerAttr(op.attributes[FUSED_ATTR]).value, []).append(op)
         for op in kernels:
             loop = row_loop_of(op) or _outermost_forall(op)
             if loop is None:
-                _bracket(op, ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
+                if FUSED_ATTR in op.attributes:
+                    continue  # timed with its contraction, below
+                kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
+                group = [op] + neighbours.get(kid, [])
+                # A contraction and its fused fill and epilogue are one loop at the group's last
+                # member's place (`codegen.fusion`): bracketed from the first member to the last.
+                first = next(o for o in group if not any(p.is_before_in_block(o) for p in group if p != o))
+                last = next(o for o in group if not any(o.is_before_in_block(p) for p in group if p != o))
+                _bracket(first, kid, last)
             elif loops and loops[-1][0] == loop:
                 loops[-1][1].append(op)
             else:
@@ -81,7 +94,8 @@ def insert_profile_marks(module_op) -> int:
             else:
                 # A parallel loop over images and panels: in the slot of its last kernel (the contraction).
                 owner = members[-1]
-            _bracket(loop, ir.IntegerAttr(owner.attributes[KERNEL_ATTR]).value)
+            slot = owner.attributes[FUSED_ATTR] if FUSED_ATTR in owner.attributes else owner.attributes[KERNEL_ATTR]
+            _bracket(loop, ir.IntegerAttr(slot).value)
         for fn in entries:
             _bracket_body(fn, slots)
         return slots
@@ -105,10 +119,11 @@ def _call(name: str, slot: int) -> None:
     func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index(slot)])
 
 
-def _bracket(op, slot: int) -> None:
+def _bracket(op, slot: int, last=None) -> None:
+    """Marks before `op` and after `last` (default: `op`)."""
     with ir.InsertionPoint(op):
         _call(BEGIN, slot)
-    with ir.InsertionPoint.after(op):
+    with ir.InsertionPoint.after(last or op):
         _call(END, slot)
 
 

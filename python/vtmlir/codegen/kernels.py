@@ -28,6 +28,14 @@ SCHEDULED_ATTR = "codegen.scheduled"
 # A unit attribute on the loop over row blocks `codegen-fuse-rows` makes (the parallel loop of the
 # kernels inside it: their schedules split no loop of their own); removed by `codegen-erase-schedule`.
 ROW_LOOP_ATTR = "codegen.row_loop"
+# `codegen.fused_into = <id> : i64` on a kernel that runs in contraction <id>'s outer tiles (its fill,
+# its epilogue: `codegen.fusion`); `codegen-insert-profile-marks` times the group in that contraction's
+# slot. Removed by `codegen-erase-schedule`.
+FUSED_ATTR = "codegen.fused_into"
+# `codegen.unfused.<id>`: a unit attribute the script sets on the module where kernel <id>'s own
+# schedule ran after all, its contraction's having failed before fusing it (`codegen.report`
+# reads it; `codegen-erase-schedule` removes it).
+UNFUSED_PREFIX = "codegen.unfused."
 # A unit attribute on a loop whose vector stores should bypass the caches (a large transposing copy's
 # tile loop, `schedules._tile_vectors`); `codegen-streaming-stores` acts on it and removes it.
 STREAMING_STORES_ATTR = "codegen.streaming_stores"

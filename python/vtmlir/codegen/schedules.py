@@ -13,7 +13,9 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
   keeps in registers and which lowers to outer products (an FMA per vector register). Each output
   element is still the sum over k in order 0..K-1 with one multiply and one add per step, as in the
-  scalar loops: the results are bitwise those of the loops.
+  scalar loops: the results are bitwise those of the loops. Its fused neighbours (`FusedMember`:
+  the accumulator's fill, the elementwise epilogue; `codegen.fusion`) are tiled with its outer
+  tiles, their loops fused with its own, and vectorised inside the tile (`_fuse_members`).
 - `VectorSchedule` (elementwise, data movement, reductions over an outer dimension): the innermost
   dimension of the output in vectors of `vectors` registers (peeled), every other dimension by 1
   (reduction dimensions in order: exact), the outer dimension split for the threads.
@@ -147,6 +149,12 @@ class ContractionSchedule(Schedule):
                                  # N dimension (a blocked convolution's output channel blocks) side by
                                  # side in the register tile, one register per row each; 0: by target
                                  # (AVX-512 with FMA: `AVX512_FMA_TILE`, 8 rows x 2 blocks; else 1)
+    fuse_neighbours: bool = True  # the accumulator's fill and the elementwise epilogue (bias, activation,
+                                 # BatchNorm, residual add, casts) run in the outer tiles, each tile of C
+                                 # still in cache (`codegen.fusion`, `_fuse_members`); bitwise the same
+    fuse_tile_bytes: int = 0     # fuse only where an outer tile of C is at most this large (0: any)
+    fused_c_bytes: int = 512 << 10  # with fused neighbours, a thread's group of N tiles (GotoBLAS order) is cut
+                                 # to at most this much of C per outer tile (0: not cut)
 
     def register_tile(self, target: HostTarget, m_extent: int = 0, n_extent: int = 0) -> tuple[int, int]:
         """(rows, vector registers per row) of the accumulator tile. With AVX2's 16 registers 6 x 2
@@ -174,7 +182,13 @@ class ContractionSchedule(Schedule):
                 else default[0])
         return self.register_m or rows, self.register_n_vectors or default[1]
 
-    def build(self, kernel_id, kernel, target, parts, op):
+    def outer_tile_sizes(self, kernel: Kernel, target: HostTarget, parts: int) -> list[int]:
+        """The tile size per loop of the kernel's outer loop (the `scf.forall`, or `scf.for`s inside
+        a parallel loop; 0: not tiled there) as `build` makes it with fused neighbours: what they
+        are tiled with (`codegen.fusion`)."""
+        return list(self._tiles(kernel, target, parts, fused=True).forall_sizes)
+
+    def _tiles(self, kernel: Kernel, target: HostTarget, parts: int, fused: bool = False) -> _ContractionTiles:
         rank, ranges = kernel.rank, kernel.loop_ranges
         ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
         lanes = target.lanes(kernel.element_bits)
@@ -234,15 +248,34 @@ class ContractionSchedule(Schedule):
         for d in kernel.k[:-1]:
             visits *= ranges[d]
         short_steps = visits > 1 and k_chunk < (self.cache_k or k_extent)
+        # With fused neighbours and one K chunk, at most `fused_c_bytes` of C per outer tile: the
+        # epilogue then reads its tile from L2, not all of the thread's C from memory; the A block is
+        # packed once per tile instead of once. (Over several K chunks C's tile is read back per
+        # chunk either way, and the A block packed per tile of the group costs more than the
+        # epilogue saves: Linear + GELU 256x1024x4096, 1 thread, 1.05x the time with the cut.)
+        c_bytes = (forall_sizes[mi] or m_extent) * nc * blocks * kernel.element_bits // 8
+        most = (max(1, self.fused_c_bytes // c_bytes) if fused and self.fused_c_bytes and visits == 1
+                else n_extent // nc)
         group = (1 if a_in_place or not self.promote_a or kernel.in_parallel_loop or short_steps  # (a panel's stack: below)
-                 else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts))
+                 else _n_tiles_per_thread(n_extent // nc, outer_tiles, parts, most))
         # (A peeled K chunk has an A block of its own, on the same stack: both count.)
         a_row = (k_chunk + (k_extent % k_chunk if k_extent > k_chunk else 0)) * element_bits_of(
             kernel.op.operands[1 - kernel.b_operand]) // 8
         mc = _a_block_rows(m_extent, mr, a_row, self.a_block_bytes) if group > 1 else 0
         if mc:
             forall_sizes[ni] = nc * group
-        forall = _tile_outer(kernel, op, forall_sizes)
+        return _ContractionTiles(mr, nr, nc, k_chunk, tuple(forall_sizes), a_in_place, blocks_inside, blocks, nb, mc)
+
+    def build(self, kernel_id, kernel, target, parts, op, members: tuple[FusedMember, ...] = ()):
+        rank = kernel.rank
+        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
+        m_extent, k_extent = kernel.loop_ranges[mi], kernel.loop_ranges[ki]
+        tiles = self._tiles(kernel, target, parts, fused=bool(members))
+        mr, nr, nc, mc = tiles.mr, tiles.nr, tiles.nc, tiles.mc
+        a_in_place, blocks_inside, blocks, nb = tiles.a_in_place, tiles.blocks_inside, tiles.blocks, tiles.nb
+        # The neighbours are matched in the contraction's block, which tiling it leaves in place.
+        scope = t.parent_op(op) if members else None
+        forall = _tile_outer(kernel, op, list(tiles.forall_sizes))
         if kernel.k[:-1] and not blocks_inside:
             # Several reduction dimensions (a blocked channel c = (c_outer, c_inner), merged heads):
             # all but the innermost one by one, outermost first -- the loops' order of the sum.
@@ -291,16 +324,98 @@ class ContractionSchedule(Schedule):
         if self.fma:
             # The register tile's products, marked for `codegen-fuse-multiply-add`.
             t.annotate(t.match_names(forall, ["arith.mulf"]), FMA_ATTR)
+        if members:
+            # Last: the marks and clean-ups above see only the contraction's own ops (a fused
+            # BatchNorm's multiply-add must not become an FMA).
+            _fuse_members(kernel, target, forall, scope, members)
 
 
-def _n_tiles_per_thread(tiles: int, outer_tiles: int, parts: int) -> int:
+@dataclass(frozen=True)
+class _ContractionTiles:
+    """What `ContractionSchedule` decided for one kernel before building its transform IR."""
+
+    mr: int                               # register tile rows
+    nr: int                               # register tile columns
+    nc: int                               # columns of an N tile
+    k_chunk: int                          # depth of a packed B panel
+    forall_sizes: tuple[int, ...]         # the outer (parallel) tile per loop, 0: not tiled there
+    a_in_place: bool                      # A blocks read where they are
+    blocks_inside: bool                   # reduction blocks looped inside the register tile
+    blocks: int                           # output channel blocks side by side in the register tile
+    nb: int | None                        # their loop
+    mc: int                               # rows of the A block packed per K chunk (0: per register tile)
+
+
+@dataclass(frozen=True)
+class FusedMember:
+    """A kernel run in a contraction's outer tiles (`codegen.fusion`, `codegen-attach-schedule`):
+    its id, `role` (prologue: before the contraction's tile, epilogue: after it), its kernel, its
+    outer tile per loop (the contraction's tile of the C dimension the loop walks; 0: the whole
+    extent) and the vector schedule that vectorises it inside that tile, as it would alone."""
+
+    id: int
+    role: str
+    kernel: Kernel
+    sizes: tuple[int, ...]
+    schedule: VectorSchedule
+
+
+def _fuse_members(kernel: Kernel, target: HostTarget, loop, scope, members: tuple[FusedMember, ...]) -> None:
+    """Tile each member with the contraction's outer tiles (`loop`, its forall or outermost
+    `scf.for`), fuse the members' loops with it (prologues' bodies before the contraction's tile,
+    epilogues' after it; the loop takes the last epilogue's place) and vectorise each member inside
+    the tile as `VectorSchedule` would: its innermost loop in vectors of `vectors` registers
+    (peeled), the others by 1. Each element is computed by the operations of the member's own
+    kernel, in the same order: bitwise the unfused kernels. The members' outer tiles are the
+    contraction's loops (same bounds and steps: `codegen.fusion.find_group`'s rules)."""
+    loops = [_tile_outer(m.kernel, t.match_kernel(scope, m.id), list(m.sizes)) for m in members]
+    if kernel.in_parallel_loop:
+        # `scf.for` tiles fuse only with the same SSA bounds: each tiling made its own constants.
+        t.cse(scope)
+    # Prologues nearest first, so that the fused body keeps program order (`codegen.fusion.PROLOGUE`).
+    for member_loop in reversed([ml for m, ml in zip(members, loops) if m.role == "prologue"]):
+        loop = t.fuse_sibling(member_loop, loop)
+    for member_loop in [ml for m, ml in zip(members, loops) if m.role != "prologue"]:
+        loop = t.fuse_sibling(loop, member_loop)
+    for member in members:
+        rank, extents = member.kernel.rank, [s or r for s, r in zip(member.sizes, member.kernel.loop_ranges)]
+        width = member.schedule.vectors * target.lanes(member.kernel.element_bits)
+        inner = {d: 1 for d in range(rank - 1) if extents[d] > 1}  # (an identity output: vectors along the last loop)
+        if extents[-1] > width:
+            inner[rank - 1] = width
+        if inner:
+            _, tile_loops = t.tile(t.match_kernel(loop, member.id), _sizes(rank, inner))
+            if rank - 1 in inner and extents[-1] % width:
+                t.peel(tile_loops[-1])
+        t.canonicalize(loop)
+        t.vectorize(t.match_kernel(loop, member.id))
+    if any(m.schedule.reciprocal and body_divides(m.kernel) for m in members):
+        # (`codegen-attach-schedule` fuses no members that disagree on it.)
+        t.annotate(t.match_names(loop, ["arith.divf"]), RECIPROCAL_ATTR)
+
+
+def body_divides(kernel: Kernel) -> bool:
+    """Whether the kernel's body divides (what `VectorSchedule.reciprocal` acts on)."""
+    if not kernel.op.regions or not kernel.op.regions[0].blocks:
+        return False
+    return any(op.operation.name == "arith.divf" for op in kernel.op.regions[0].blocks[0].operations)
+
+
+def fusable_member(kernel: Kernel) -> bool:
+    """Whether `VectorSchedule` tiles `kernel` as `_fuse_members` tiles a fused member: vectors along
+    its innermost loop, no transposed input (which takes square tiles of one register)."""
+    return (kernel.op.name in ("linalg.generic", "linalg.fill") and kernel.rank > 0
+            and _vector_dim(kernel) == kernel.rank - 1 and _transposed_dim(kernel, kernel.rank - 1) is None)
+
+
+def _n_tiles_per_thread(tiles: int, outer_tiles: int, parts: int, most: int = 0) -> int:
     """How many of a kernel's `tiles` N tiles one parallel iteration takes (1: one each, the plain
     split): the most that still leave every thread the same number of iterations (the iterations,
     `outer_tiles` x tiles / group, a multiple of the threads that need N tiles: 8 tiles on 2 threads
     are 2 iterations of 4; 8 on 3 stay 8 iterations, 3 + 3 + 2 tiles, where groups of 2 would give
-    4 + 2 + 2)."""
+    4 + 2 + 2); at most `most` (0: any)."""
     need = -(-parts // outer_tiles)
-    for group in range(tiles, 1, -1):
+    for group in range(min(tiles, most or tiles), 1, -1):
         if tiles % group == 0 and (tiles // group) % need == 0:
             return group
     return 1

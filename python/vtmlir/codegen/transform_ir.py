@@ -60,6 +60,18 @@ def tile(target: ir.Value, sizes: Sequence[int], interchange: Sequence[int] | No
     return op.tiled_linalg_op, list(op.loops)
 
 
+def parent_op(target: ir.Value) -> ir.Value:
+    """The op whose block holds the payload ops of `target` (a function, a loop body's loop)."""
+    return transform.GetParentOp(any_op(), target).result
+
+
+def fuse_sibling(first: ir.Value, second: ir.Value) -> ir.Value:
+    """One loop running the body of the `first` loop, then the body of the `second`, at the
+    `second`'s place (`transform.loop.fuse_sibling`: two `scf.forall`s with the same bounds and
+    steps, or two `scf.for`s with the same bound values); returns the fused loop."""
+    return loop.LoopFuseSiblingOp(any_op(), first, second).result
+
+
 def annotate(target: ir.Value, name: str) -> None:
     """Set the unit attribute `name` on the payload ops of the handle."""
     transform.AnnotateOp(target, name)
@@ -192,6 +204,18 @@ def include(name: str, operand: ir.Value, suppress_failures: bool = True) -> Non
     it is (correct loops, named in the report) instead of failing the compilation."""
     mode = transform.FailurePropagationMode.Suppress if suppress_failures else transform.FailurePropagationMode.Propagate
     transform.IncludeOp([], ir.FlatSymbolRefAttr.get(name), mode, [operand])
+
+
+def include_each(name: str, operand: ir.Value, suppress_failures: bool = True, mark: str = "") -> None:
+    """`include` the named sequence once per payload op of `operand`, none when it has none (an
+    include needs exactly one op where the sequence's ops do); with `mark`, that unit attribute is
+    set on the module first where it runs at all (what a report reads back)."""
+    each = transform.ForeachOp([], [operand])
+    with ir.InsertionPoint(each.body):
+        if mark:
+            annotate(transform.GetParentOp(any_op(), each.bodyTargets[0], op_name="builtin.module").result, mark)
+        include(name, each.bodyTargets[0], suppress_failures)
+        yield_()
 
 
 def yield_() -> None:

@@ -34,7 +34,8 @@ from ..attach_schedule import KernelPlan
 from ..fuse_rows import row_groups
 from ..kernels import KERNEL_ATTR, SCHEDULED_ATTR, KernelKind, classify
 from .layouts import element_bytes
-from .fusion import Candidate, find_group, neighbour
+from ..fusion import Candidate, find_group
+from .fusion import neighbour
 from ..bodies import VIEW_OPS, buffer_root
 from .reduce_rows import ROW_GROUP_ATTR, ROW_VECTOR_ATTR, row_member_problem
 from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, MatvecTiling, RowReductionSchedule, VectorTiling,

@@ -35,7 +35,8 @@ from ..schedules import Schedule, resolve_schedules, schedule_key
 from ..transform_ir import cse, match_names, tile
 from . import transform_gpu as tg
 from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
-from .fusion import FusedNeighbour, block_tile_of_output
+from ..fusion import block_tile_of_output
+from .fusion import FusedNeighbour
 from .sync_epilogues import EPILOGUE_ATTR
 from .reduce_rows import ROW_THREADS_ATTR, ROW_VECTOR_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
 from .layouts import aligned_elements, element_bytes, vector_width
