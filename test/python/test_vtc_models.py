@@ -93,3 +93,23 @@ def test_shufflenet_views_do_not_raise_the_measured_peak():
     assert peaks["aware"] <= peaks["plain"] < peaks["unaware"], peaks
     for label in ("aware", "unaware"):
         assert all(torch.equal(a, b) for a, b in zip(outputs["plain"], outputs[label]))
+
+
+def test_a_memory_check_past_its_budget_keeps_no_view(monkeypatch):
+    """Where a round of the memory check would pass `MAX_NODE_EVALUATIONS`, the function keeps no
+    view (its peak is the unoptimised one) and the decision says why; outputs stay bitwise."""
+    from vtmlir.vtc import memory_check
+    from vtmlir.vtc.eliminate_data_movement import eliminate
+
+    name = "vtc_shufflenet_unit"
+    model, inputs = get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
+    graph = vtmlir.import_torch(model, *inputs)
+    plain = vtmlir.compile(graph, track_memory=True, opt_level=0, llvm_opt_level=OPT)
+    expected, plain_peak = _as_list(plain(*inputs)), plain.memory_stats().peak_internal_bytes
+    monkeypatch.setattr(memory_check, "MAX_NODE_EVALUATIONS", 1)
+    (ptg,) = eliminate(vtmlir.import_torch(model, *inputs).operation)
+    assert ptg.memory.over_budget and not ptg.virtual_nodes()
+    assert ptg.memory.peak == ptg.memory.limit
+    exe = vtmlir.compile(graph, pipeline=PASS, track_memory=True, opt_level=0, llvm_opt_level=OPT)
+    assert all(torch.equal(a, b) for a, b in zip(expected, _as_list(exe(*inputs))))
+    assert exe.memory_stats().peak_internal_bytes <= plain_peak
