@@ -35,15 +35,6 @@ _CLONED = ("arith.constant", "ub.poison", "memref.get_global", "memref.view", "m
            "memref.expand_shape", "memref.collapse_shape", "memref.reinterpret_cast", "memref.cast")
 
 
-def _count_ops(op) -> int:
-    count = 0
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                count += 1 + _count_ops(inner.operation)
-    return count
-
-
 def _top_level(op, body_owner):
     """The op directly in `body_owner`'s body (an ir.Operation) that is or holds `op` (None:
     outside it)."""
@@ -62,8 +53,7 @@ def _used_from_outside(kernel, body_owner) -> list[ir.Value]:
     """The values `kernel`'s ops use that are defined outside it, in first-use order."""
     seen: set = set()
     used: list[ir.Value] = []
-
-    def visit(op):
+    for op in walk_ops(kernel):
         for value in op.operands:
             if value in seen:
                 continue
@@ -74,12 +64,6 @@ def _used_from_outside(kernel, body_owner) -> list[ir.Value]:
             if top is None or top != kernel:
                 seen.add(value)
                 used.append(value)
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
-
-    visit(kernel)
     return used
 
 
@@ -131,18 +115,11 @@ def _outline(kernel, owner, name: str, module_body) -> None:
     with ir.InsertionPoint(kernel), kernel.location:
         func.CallOp([], ir.FlatSymbolRefAttr.get(name), passed)
     kernel.move_before(ret.operation)
-
-    def remap(op):
+    for op in walk_ops(kernel):
         for i, operand in enumerate(op.operands):
             new = mapping.get(operand)
             if new is not None:
                 op.operands[i] = new
-        for region in op.regions:
-            for blk in region.blocks:
-                for inner in blk.operations:
-                    remap(inner.operation)
-
-    remap(kernel)
 
 
 def outline_kernels(module_op, min_ops: int = -1) -> int:
@@ -153,7 +130,7 @@ def outline_kernels(module_op, min_ops: int = -1) -> int:
     module_body = module_op.regions[0].blocks[0]
     outlined = 0
     for fn in list(walk_ops(module_op, "func.func")):
-        if not len(fn.regions[0].blocks) or _count_ops(fn) <= min_ops:
+        if not len(fn.regions[0].blocks) or len(walk_ops(fn)) - 1 <= min_ops:
             continue
         base = ir.StringAttr(fn.attributes["sym_name"]).value
         kernels = [op.operation for op in fn.regions[0].blocks[0].operations
