@@ -161,8 +161,8 @@ class Evaluator:
 #: The check's bound, in evaluations times VTOG nodes (an evaluation bufferizes and replays the
 #: whole function: its cost grows with the graph). A round evaluates every view of the current
 #: choice; one that would pass the bound keeps no view instead (the peak is then the limit). The
-#: dequantised MLPs' ~200 evaluations stay far below it; DenseNet-169 at batch 8 (7340 nodes, an
-#: evaluation 10-20 s) ran for more than 10 minutes before it.
+#: test models stay within it; DenseNet-169 at batch 8 (7340 nodes, an evaluation 10-20 s) ran for
+#: more than 10 minutes before it.
 MAX_NODE_EVALUATIONS = 200_000
 
 
