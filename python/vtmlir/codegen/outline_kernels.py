@@ -23,7 +23,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
-from ..ir_utils import walk_ops
+from ..ir_utils import walk_ops, within
 from ..passes.registry import Option, Pass, register_pass
 
 #: Outline where a function holds more operations than this when the pass runs: ResNet-50's holds
@@ -35,21 +35,7 @@ _CLONED = ("arith.constant", "ub.poison", "memref.get_global", "memref.view", "m
            "memref.expand_shape", "memref.collapse_shape", "memref.reinterpret_cast", "memref.cast")
 
 
-def _top_level(op, body_owner):
-    """The op directly in `body_owner`'s body (an ir.Operation) that is or holds `op` (None:
-    outside it)."""
-    op = op.operation
-    while True:
-        parent = op.parent
-        if parent is None:
-            return None
-        parent = parent.operation
-        if parent == body_owner:
-            return op
-        op = parent
-
-
-def _used_from_outside(kernel, body_owner) -> list[ir.Value]:
+def _used_from_outside(kernel) -> list[ir.Value]:
     """The values `kernel`'s ops use that are defined outside it, in first-use order."""
     seen: set = set()
     used: list[ir.Value] = []
@@ -60,8 +46,7 @@ def _used_from_outside(kernel, body_owner) -> list[ir.Value]:
             owner = value.owner
             if isinstance(owner, ir.Block):
                 owner = owner.owner  # (a block argument: the op holding the block)
-            top = _top_level(owner, body_owner) if owner is not None else None
-            if top is None or top != kernel:
+            if not within(owner, kernel):
                 seen.add(value)
                 used.append(value)
     return used
@@ -96,7 +81,7 @@ def _plan(values: list[ir.Value]) -> tuple[list[ir.Operation], list[ir.Value]]:
 
 
 def _outline(kernel, owner, name: str, module_body) -> None:
-    used = _used_from_outside(kernel, owner)
+    used = _used_from_outside(kernel)
     cloned, passed = _plan(used)
     with ir.InsertionPoint(module_body), kernel.location:
         fn = func.FuncOp(name, ([v.type for v in passed], []), visibility="private")
