@@ -125,3 +125,67 @@ func.func @arguments(%x: memref<4x8xf32>, %y: memref<8xf32>) {
   }
   return
 }
+
+// -----
+
+// A 1x1 convolution's output (N x F x 1 x 1, sliced after the loop): canonicalisation reads the
+// register tile as vector<8x32> through (d0, d1) and writes it back with its unit dimensions added
+// by a shape_cast. The same 8x32 elements in the same order: carried in registers, the shape_cast
+// moved after the loop to the write.
+// CHECK-DAG:   #[[NF:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+// CHECK-LABEL: func.func @unit_dims_cast
+// CHECK:         %[[C:.*]] = memref.alloc()
+// CHECK:         %[[INIT:.*]] = vector.transfer_read %[[C]][%c0, %c0, %c0, %c0], {{.*}}permutation_map = #[[NF]]
+// CHECK:         %[[SUM:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[INIT]]) -> (vector<8x32xf32>)
+// CHECK-NOT:       %[[C]]
+// CHECK:           %[[NEW:.*]] = arith.addf %[[ACC]]
+// CHECK:           scf.yield %[[NEW]]
+// CHECK:         %[[CAST:.*]] = vector.shape_cast %[[SUM]] : vector<8x32xf32> to vector<8x32x1x1xf32>
+// CHECK:         vector.transfer_write %[[CAST]], %[[C]][%c0, %c0, %c0, %c0]
+func.func @unit_dims_cast(%a: memref<8x144x1x1xf32>, %b: memref<144x32xf32>, %out: memref<8x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c144 = arith.constant 144 : index
+  %f0 = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<8x32x1x1xf32>
+  scf.for %k = %c0 to %c144 step %c1 {
+    %av = vector.transfer_read %a[%c0, %k, %c0, %c0], %f0 {in_bounds = [true, true, true], permutation_map = affine_map<(d0, d1, d2, d3) -> (d0, 0, d3)>} : memref<8x144x1x1xf32>, vector<8x32x1xf32>
+    %bv = vector.transfer_read %b[%k, %c0], %f0 {in_bounds = [true]} : memref<144x32xf32>, vector<32xf32>
+    %acc = vector.transfer_read %c[%c0, %c0, %c0, %c0], %f0 {in_bounds = [true, true], permutation_map = affine_map<(d0, d1, d2, d3) -> (d0, d1)>} : memref<8x32x1x1xf32>, vector<8x32xf32>
+    %as = vector.shape_cast %av : vector<8x32x1xf32> to vector<8x32xf32>
+    %bb = vector.broadcast %bv : vector<32xf32> to vector<8x32xf32>
+    %p = arith.mulf %as, %bb : vector<8x32xf32>
+    %s = arith.addf %acc, %p : vector<8x32xf32>
+    %s4 = vector.shape_cast %s : vector<8x32xf32> to vector<8x32x1x1xf32>
+    vector.transfer_write %s4, %c[%c0, %c0, %c0, %c0] {in_bounds = [true, true, true, true]} : vector<8x32x1x1xf32>, memref<8x32x1x1xf32>
+  }
+  %flat = memref.collapse_shape %c [[0], [1, 2, 3]] : memref<8x32x1x1xf32> into memref<8x32xf32>
+  memref.copy %flat, %out : memref<8x32xf32> to memref<8x32xf32>
+  memref.dealloc %c : memref<8x32x1x1xf32>
+  return
+}
+
+// -----
+
+// The write's shape_cast puts the read's elements elsewhere (8x32 written as 32x8 along other
+// buffer dimensions): not the same transfer, not hoisted.
+// CHECK-LABEL: func.func @other_elements_cast
+// CHECK-NOT:     iter_args
+// CHECK:         return
+func.func @other_elements_cast(%b: memref<32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %f0 = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<32x32x1x1xf32>
+  scf.for %k = %c0 to %c4 step %c1 {
+    %bv = vector.transfer_read %b[%c0], %f0 {in_bounds = [true]} : memref<32xf32>, vector<32xf32>
+    %acc = vector.transfer_read %c[%c0, %c0, %c0, %c0], %f0 {in_bounds = [true, true], permutation_map = affine_map<(d0, d1, d2, d3) -> (d0, d1)>} : memref<32x32x1x1xf32>, vector<8x32xf32>
+    %bb = vector.broadcast %bv : vector<32xf32> to vector<8x32xf32>
+    %s = arith.addf %acc, %bb : vector<8x32xf32>
+    %s4 = vector.shape_cast %s : vector<8x32xf32> to vector<32x8x1x1xf32>
+    vector.transfer_write %s4, %c[%c0, %c0, %c0, %c0] {in_bounds = [true, true, true, true]} : vector<32x8x1x1xf32>, memref<32x32x1x1xf32>
+  }
+  memref.dealloc %c : memref<32x32x1x1xf32>
+  return
+}

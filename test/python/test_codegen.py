@@ -750,6 +750,44 @@ def test_accumulators_of_a_sliced_output_stay_in_registers(monkeypatch):
         torch.testing.assert_close(hoisted(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+def _scalar_memory_ops(stage: str) -> int:
+    """Scalar (not vector) llvm.load and llvm.store ops of an LLVM stage."""
+    module = ir.Module.parse(stage, context=make_context())
+    count = 0
+
+    def visit(op):
+        nonlocal count
+        if op.name == "llvm.load" and not isinstance(op.results[0].type, ir.VectorType):
+            count += 1
+        elif op.name == "llvm.store" and not isinstance(op.operands[0].type, ir.VectorType):
+            count += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return count
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_pixel_1x1_convolution_is_the_linear_kernel(threads):
+    # A 1x1 convolution over one pixel (DenseNet's last block) works on N x C x 1 x 1 buffers, whose
+    # transfers the alias folding left with maps that are no minor identity: element by element, 12x
+    # the Linear's time (DenseNet-169 b8). Through views without the unit dimensions
+    # (`codegen-drop-transfer-unit-dims`) and with its accumulators carried in registers
+    # (`codegen-hoist-accumulators`), it is the Linear's kernel: the same memory ops, the same values.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(752, 64, 1, bias=False).eval()
+    linear = torch.nn.Linear(752, 64, bias=False).eval()
+    with torch.no_grad():
+        linear.weight.copy_(conv.weight.flatten(1))
+    x = torch.randn(8, 752, 1, 1)
+    as_conv, as_linear = _compile(conv, x, threads=threads), _compile(linear, x.flatten(1), threads=threads)
+    assert torch.equal(as_conv(x).flatten(1), as_linear(x.flatten(1)))
+    assert _scalar_memory_ops(as_conv.stages["llvm"]) == _scalar_memory_ops(as_linear.stages["llvm"])
+    assert _k_loops_without_carried_vectors(as_conv.stages["loops"])[1] == 0
+    with torch.no_grad():
+        torch.testing.assert_close(as_conv(x), conv(x), rtol=1e-4, atol=1e-4)
+
+
 def _register_tile_columns(stage: str) -> tuple[int, int]:
     """(multiplies or multiply-adds of a 2-D register tile by a vector.broadcast of an Mx1 column,
     vector.shuffle ops)."""

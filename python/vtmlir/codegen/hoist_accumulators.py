@@ -11,8 +11,10 @@ can for packed stack copies and cannot for a weight read in place (a transformer
 
 This pass does the hoisting with an alias check local to the loop, on the buffers behind the views:
 a `vector.transfer_read` / `vector.transfer_write` pair directly in an `scf.for` body, on the same
-memref at the same loop-invariant indices, with the same vector type and map, in bounds and unmasked,
-becomes an `iter_args` vector: read once before the loop, written once after it. It applies only if
+memref at the same loop-invariant indices, with the same vector type and map (or a write of the read's
+vector with unit dimensions added by a `vector.shape_cast`, transferring the same elements: a 1x1
+convolution's N x F x 1 x 1 output after canonicalisation), in bounds and unmasked, becomes an
+`iter_args` vector: read once before the loop, written once after it. It applies only if
 no other op in the loop (nested ones included) can touch the pair's buffer:
 
 - every other memref operand of an op in the loop has another root buffer (`bodies.buffer_root`,
@@ -79,13 +81,49 @@ def _hoistable_pairs(loop) -> list:
         if write is None or not _plain_transfer(write.opview, loop):
             continue
         w = write.opview
-        if (list(w.indices) != list(r.indices) or w.valueToStore.type != r.result.type
-                or w.permutation_map != r.permutation_map or w.in_bounds != r.in_bounds):
+        if list(w.indices) != list(r.indices):
             continue
+        if w.valueToStore.type == r.result.type and w.permutation_map == r.permutation_map:
+            cast = None
+        else:
+            cast = _unit_dims_cast(r, w, loop)
+            if cast is None:
+                continue
         if _buffer_touched_elsewhere(loop, buffer_root(r.base), (read, write)):
             continue
-        pairs.append((read, write))
+        pairs.append((read, write, cast))
     return pairs
+
+
+def _unit_dims_cast(read, write, loop):
+    """The `vector.shape_cast` that gives `write` the `read`'s vector with unit dimensions added,
+    where both transfer the same elements of the buffer in the same order; else None.
+
+    Canonicalisation writes a register tile of a rank-4 output (a 1x1 convolution's C, N x F x 1 x 1)
+    as `shape_cast` to vector<8x32x1x1> and an identity write, where the read stays a vector<8x32>
+    through the map (d0, d1, d2, d3) -> (d0, d1): the same 8x32 elements, in the same order."""
+    stored = write.valueToStore
+    if isinstance(stored, ir.BlockArgument) or stored.owner.name != "vector.shape_cast":
+        return None
+    cast = stored.owner
+    if cast.operands[0].type != read.result.type or len(list(stored.uses)) != 1 or not within(cast, loop):
+        return None
+    spans = [_span(read.permutation_map, ir.VectorType(read.result.type).shape),
+             _span(write.permutation_map, ir.VectorType(stored.type).shape)]
+    return cast if spans[0] is not None and spans[0] == spans[1] else None
+
+
+def _span(permutation_map, shape) -> list | None:
+    """The (buffer dimension, extent) of each vector dimension of a transfer larger than one, in
+    order; None where such a dimension is broadcast (no buffer dimension)."""
+    span = []
+    for expr, size in zip(ir.AffineMapAttr(permutation_map).value.results, shape):
+        if size == 1:
+            continue
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        span.append((expr.position, size))
+    return span
 
 
 def _plain_transfer(op, loop) -> bool:
@@ -145,20 +183,21 @@ def _may_alias(a, b) -> bool:
 
 def _carry(loop, pairs) -> None:
     """Rebuild `loop` with one more iter_arg per (read, write) pair: the read before it, the write after."""
-    for read, _ in pairs:
+    for read, _, _ in pairs:
         read.move_before(loop)
-    inits = list(loop.operands[3:]) + [read.results[0] for read, _ in pairs]
+    inits = list(loop.operands[3:]) + [read.results[0] for read, _, _ in pairs]
     old_body = loop.regions[0].blocks[0]
     old_yield = old_body.operations[len(old_body.operations) - 1].operation
     with loop.location, ir.InsertionPoint(loop):
         new = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2], inits)
     new_body = new.body
     with loop.location, ir.InsertionPoint(new_body):
-        new_yield = scf.YieldOp(list(old_yield.operands) + [write.opview.valueToStore for _, write in pairs])
+        new_yield = scf.YieldOp(list(old_yield.operands) + [cast.operands[0] if cast is not None else write.opview.valueToStore
+                                                             for _, write, cast in pairs])
     for old_arg, new_arg in zip(old_body.arguments, new_body.arguments):
         old_arg.replace_all_uses_with(new_arg)
     carried = list(new_body.arguments)[len(old_body.arguments):]
-    for (read, _), arg in zip(pairs, carried):
+    for (read, _, _), arg in zip(pairs, carried):
         for use in list(read.results[0].uses):
             if use.owner != new.operation:
                 use.owner.operands[use.operand_number] = arg
@@ -167,9 +206,13 @@ def _carry(loop, pairs) -> None:
     count = len(loop.results)
     for old_result, new_result in zip(loop.results, list(new.results)[:count]):
         old_result.replace_all_uses_with(new_result)
-    for (_, write), result in zip(pairs, list(new.results)[count:]):
+    for (_, write, cast), result in zip(pairs, list(new.results)[count:]):
         write.move_after(new.operation)
-        write.operands[0] = result
+        if cast is None:
+            write.operands[0] = result
+        else:  # the carried vector gets its unit dimensions after the loop, for the write
+            cast.move_before(write)
+            cast.operands[0] = result
     loop.erase()
 
 

@@ -80,6 +80,9 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores,
 # `fold-memref-alias-ops`: a transfer through a unit subview reads its source directly; a 0-d read
 # of a strided subview (a scalar broadcast across a vector, e.g. a stride-2 convolution's input with
 # its ReLU fused, in NHWC) has no LLVM lowering, one of a unit-stride memref has (seed 2611 case 5002).
+# `codegen-drop-transfer-unit-dims` after it: a transfer on an N x C x 1 x 1 buffer (a 1x1 convolution over
+# one pixel), which the folding left with a map that is no minor identity, through a view without the
+# unit dimensions (else one scalar load or store per element).
 # `finalize-memref-to-llvm` before `convert-scf-to-cf`: OpenMP's loop bodies are `memref.alloca_scope`s.
 # math ops are lowered before `convert-openmp-to-llvm`, which refuses a math op inside a parallel region.
 # math ops with an LLVM intrinsic become intrinsics; the rest (erf, tanh, ...) libm calls, which the JIT
@@ -91,7 +94,7 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores,
 # math.absi then failed `convert-math-to-libm`). `reassociate-fp-reductions`: a row reduction's
 # vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
-    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), codegen-outline-kernels, fold-memref-alias-ops, %s, convert-vector-to-scf{full-unroll=true}, "
+    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), codegen-outline-kernels, fold-memref-alias-ops, codegen-drop-transfer-unit-dims, %s, convert-vector-to-scf{full-unroll=true}, "
     "expand-strided-metadata, lower-affine, "
     "codegen-emulate-bf16, func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
