@@ -55,3 +55,17 @@ func.func @unchanged(%a: memref<4x1xf32>, %b: memref<1x4x8xf32>, %i: index) -> (
   %y = vector.transfer_read %b[%c0, %c0, %c0], %f0 {in_bounds = [true, true]} : memref<1x4x8xf32>, vector<4x8xf32>
   return %x, %y : vector<4xf32>, vector<4x8xf32>
 }
+
+// -----
+
+// One element along a unit dimension (an NCHW kernel's last, 1-wide loop): a 0-d transfer would be
+// left, which has no LLVM lowering; it stays as it is.
+// CHECK-LABEL: func.func @one_element
+// CHECK-NOT:     memref.subview
+// CHECK:         vector.transfer_read %arg0[%c0, %arg1, %c0, %c0]
+func.func @one_element(%a: memref<1x512x1x1xf32>, %c: index) -> vector<1xf32> {
+  %c0 = arith.constant 0 : index
+  %f0 = arith.constant 0.0 : f32
+  %x = vector.transfer_read %a[%c0, %c, %c0, %c0], %f0 {in_bounds = [true]} : memref<1x512x1x1xf32>, vector<1xf32>
+  return %x : vector<1xf32>
+}

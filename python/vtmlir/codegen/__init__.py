@@ -16,7 +16,9 @@ before the lowering to LLVM (`backend.cpu.lower`). It imports only the IR layer 
   `codegen-fuse-multiply-add` (`fuse_multiply_add`), `codegen-streaming-stores` (`streaming_stores`),
   `codegen-emulate-bf16` (`emulate_bf16`),
   `codegen-hoist-accumulators` (`hoist_accumulators`), `codegen-hoist-static-allocas` (`hoist_static_allocas`),
-  `codegen-outline-kernels` (`outline_kernels`: a very large function's kernels as functions), `codegen-insert-profile-marks`
+  `codegen-outline-kernels` (`outline_kernels`: a very large function's kernels as functions),
+  `codegen-drop-transfer-unit-dims` (`drop_transfer_unit_dims`: transfers on N x C x 1 x 1 buffers as rank-2 ones),
+  `codegen-insert-profile-marks`
   (`insert_profile_marks`, a profiling build's timing marks); the upstream `transform-interpreter` runs the script.
 - `report`: which kernels were vectorised and which kept loops, and why.
 - `target`: the host's vector width and cores; `openmp`: the OpenMP runtime for threads.

@@ -74,6 +74,8 @@ def _plan(op):
     kept_dims = [d for d in range(len(shape)) if d not in dropped]
     kept_vector = [v for v in range(len(vshape)) if not (isinstance(results[v], ir.AffineDimExpr)
                                                          and results[v].position in dropped)]
+    if not kept_vector:
+        return None  # a 0-d transfer (of one element) has no LLVM lowering
     new_map = _reduced_map(results, kept_dims, kept_vector)
     old_map = ir.AffineMapAttr(op.permutation_map).value
     # Worth it only where the transfer then lowers better: a map that becomes a minor identity (with
