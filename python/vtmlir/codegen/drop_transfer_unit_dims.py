@@ -54,7 +54,8 @@ def _constant_zero(value) -> bool:
 
 
 def _plan(op):
-    """(buffer dimensions kept, vector dimensions kept) for `op`, or None when nothing can go."""
+    """(buffer dimensions kept, vector dimensions kept, the map over the kept buffer dimensions) for
+    `op`, or None when nothing can go or dropping would not help."""
     if op.mask is not None or not isinstance(op.base.type, ir.MemRefType):
         return None
     shape = static_shape(op.base)
