@@ -10,36 +10,26 @@ from __future__ import annotations
 import pytest
 import torch
 
-import vtmlir
 from vtmlir.backend.bufferize import bufferize
 from vtmlir.backend.cpu import compile_cpu
-from vtmlir.backend.cpu.lower import KERNEL_PREPARATION
+from vtmlir.backend.cpu.lower import cpu_stages
 from vtmlir.context import make_context
 from vtmlir.errors import VtmlirError
 from vtmlir.frontend import as_module
-from vtmlir.models import get
 from vtmlir.passes import run_pipeline
 from vtmlir.signature import find_entry, signature_of
-from vtmlir.temco import analyze_peak_memory, decompose_convs
+from vtmlir.temco import analyze_peak_memory
 from vtmlir.passes.memref_alloc_at_first_use import sink_allocations
 from vtmlir.backend.cpu.peak_memory import kernel_allocation_timeline, measure_peak_memory
+from zoo_graphs import zoo_graph
 
 MODELS = ["resnet_basic_block", "conv_bn_relu_residual", "mlp"]
-
-
-def _graph(name, decomposed):
-    torch.manual_seed(0)
-    model, inputs = get(name).build(batch=1)
-    module = vtmlir.import_torch(model, *inputs)
-    if decomposed:
-        decompose_convs(module, 0.1, True)
-    return model, inputs, module
 
 
 @pytest.mark.parametrize("decomposed", [False, True], ids=["original", "decomposed"])
 @pytest.mark.parametrize("name", MODELS)
 def test_measured_peak_equals_the_kernel_ir_replay(name, decomposed):
-    model, inputs, module = _graph(name, decomposed)
+    model, inputs, module = zoo_graph(name, decomposed)
     text = str(module)
     expected = compile_cpu(*_fresh(text))(*inputs)
     got, stats = measure_peak_memory(text, *inputs)
@@ -51,8 +41,9 @@ def test_measured_peak_equals_the_kernel_ir_replay(name, decomposed):
     kernels = as_module(text, context=make_context())
     bufferize(kernels)
     # The CPU lowering's kernel-level steps (memref-alloc-at-first-use, then code generation's
-    # rewrites, which add buffers of their own: a prologue split from its contraction).
-    run_pipeline(kernels, f"builtin.module({KERNEL_PREPARATION})")
+    # rewrites, which add buffers of their own: a prologue split from its contraction; and the
+    # schedule's, which frees a fused group's buffers after the group).
+    run_pipeline(kernels, dict(cpu_stages())["schedule"])
     replay = kernel_allocation_timeline(kernels, "main")
     assert stats.live_internal_bytes == 0
     assert stats.allocations == stats.frees == replay.allocations
@@ -71,7 +62,7 @@ def test_measured_peak_against_the_analysis(name):
     the analysis' peak without the caller's arrays and the sum of the analysis' internal buffers plus
     one copy of each shared fill (bufferization) and 64 bytes alignment per allocation."""
     for decomposed in (False, True):
-        _, inputs, module = _graph(name, decomposed)
+        _, inputs, module = zoo_graph(name, decomposed)
         timeline = analyze_peak_memory(module).function("main")
         _, stats = measure_peak_memory(str(module), *inputs)
         internal = [b for b in timeline.buffers if b.kind != "input"]
@@ -81,8 +72,8 @@ def test_measured_peak_against_the_analysis(name):
 
 
 def test_decomposition_lowers_the_measured_peak():
-    _, inputs, original = _graph("resnet_basic_block", False)
-    _, _, decomposed = _graph("resnet_basic_block", True)
+    _, inputs, original = zoo_graph("resnet_basic_block", False)
+    _, _, decomposed = zoo_graph("resnet_basic_block", True)
     _, before = measure_peak_memory(str(original), *inputs)
     _, after = measure_peak_memory(str(decomposed), *inputs)
     assert after.peak_internal_bytes < before.peak_internal_bytes
@@ -90,7 +81,7 @@ def test_decomposition_lowers_the_measured_peak():
 
 
 def test_untracked_executable_refuses_memory_stats():
-    _, inputs, module = _graph("mlp", False)
+    _, inputs, module = zoo_graph("mlp", False)
     exe = compile_cpu(*_fresh(str(module)))
     with pytest.raises(VtmlirError, match="track_memory"):
         exe.memory_stats()

@@ -31,7 +31,7 @@ from torch_mlir import ir
 from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from .fusion import Candidate, collapsed_output, find_group, merge_to_output
+from .fusion import Candidate, collapsed_output, find_group, frees_keep_peak, merge_to_output
 from .kernels import (FUSED_ATTR, KERNEL_ATTR, SCHEDULED_ATTR, UNFUSED_PREFIX, Kernel, KernelKind, classify,
                       element_bits_of, in_row_loop, structured_ops)
 from .schedules import (DEFAULT_SCHEDULES, ContractionSchedule, FusedMember, ParallelLoops, Schedule, VectorSchedule,
@@ -115,9 +115,9 @@ def _fuse_neighbours(kernels: list[Kernel], table: dict, target: HostTarget,
     kernels of its block), {contraction id: members in program order}. A contraction takes them
     where its schedule has `fuse_neighbours`, its outer tiles are C's dimensions in C's order (the
     members' tile loops are then its loop's), a tile of C is at most `fuse_tile_bytes`, and every
-    member that divides agrees on `reciprocal` (one mark for the fused loop), and no buffer is freed
-    between the group's members (the fused loop runs at the last member's place: such a buffer
-    would live longer, raising the peak)."""
+    member that divides agrees on `reciprocal` (one mark for the fused loop), and the buffers freed
+    between the group's members do not raise the block's peak (the fused loop runs at the last
+    member's place: such a buffer lives longer; `fusion.frees_keep_peak`)."""
     _merge_to_outputs(kernels, table)
     blocks: list[tuple[object, list[Candidate]]] = []
     for i, kernel in enumerate(kernels):
@@ -156,12 +156,15 @@ def _fuse_neighbours(kernels: list[Kernel], table: dict, target: HostTarget,
                           for role, part in (("prologue", group.prologue), ("epilogue", group.epilogue)) for c in part)
             if len({m.schedule.reciprocal for m in found if body_divides(m.kernel)}) > 1:
                 continue
-            if group.frees:
+            if not frees_keep_peak(group, kernel.op):
                 # The group runs at its last member's place: a buffer freed between its members (the
-                # contraction's input, read last there) would live on beside the epilogue's output, a
-                # peak the allocation replay and TeMCO's analysis do not see (decomposed
-                # conv_bn_relu_residual: 18688 -> 20800 B measured). Not fused.
+                # contraction's input, read last there) lives on beside the epilogue's output. Where
+                # that raises the block's peak, which the allocation replay and TeMCO's analysis
+                # compute (decomposed conv_bn_relu_residual: 18688 -> 20800 B measured), not fused.
                 continue
+            # The group runs at its last member's place: buffers its members use are freed after it.
+            for dealloc in group.frees:
+                dealloc.move_after(group.place or kernel.op)
             members[candidate.id] = found
             taken.update(m.id for m in found)
     return members

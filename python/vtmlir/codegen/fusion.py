@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from torch_mlir import ir
 
+from ..ir_types import shaped_bytes
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from .bodies import buffer_root, expr_dims
 from .decompose_convolutions import collapse, merge_loops
@@ -277,6 +278,92 @@ def find_group(candidates: list[Candidate], pos: int, c_whole: set[int], taken: 
         return None
     group.frees = frees
     return group
+
+
+def frees_keep_peak(group: Group, contraction: ir.Operation) -> bool:
+    """Whether moving `group.frees` after the group's place leaves its block's allocation peak as it is.
+
+    The group runs at its last member's place (the contraction's where it has no epilogue), so a
+    buffer freed between its members (the contraction's input, read last there) lives until then,
+    beside what is allocated in between (the epilogue's output). The allocations of the block are
+    replayed in order, as `backend.cpu.peak_memory` replays the function (each `memref.alloc` its
+    bytes plus its alignment; an op with regions adds its own allocations' transient peak): the move
+    is harmless where the most bytes live over the group's span, plus the freed buffers, stay within
+    the block's peak. (The span's bytes before the frees already count the freed buffers: an
+    overestimate, never an underestimate.)"""
+    if not group.frees:
+        return True
+    block = contraction.block
+    members = [c.op for c in group.prologue + group.epilogue] + [contraction]
+    place = group.place or contraction
+    sizes: dict = {}
+    live = peak = span_peak = 0
+    in_span = False
+    for op in block.operations:
+        op = op.operation
+        in_span = in_span or any(op == m for m in members)
+        here = live
+        if op.name == "memref.alloc":
+            size = _allocation_bytes(op)
+            if size is None:
+                return False
+            sizes[op.results[0]] = size
+            live = here = live + size
+        elif op.name == "memref.dealloc":
+            live = here = live - sizes.pop(op.operands[0], 0)
+        else:
+            nested = _transient_bytes(op)
+            if nested is None:
+                return False
+            here = live + nested
+        peak = max(peak, here)
+        if in_span:
+            span_peak = max(span_peak, here)
+        if op == place:
+            in_span = False
+    freed = 0
+    for dealloc in group.frees:
+        size = _allocation_bytes(dealloc.operands[0].owner) if not isinstance(dealloc.operands[0], ir.BlockArgument) else None
+        if size is None:
+            return False
+        freed += size
+    return span_peak + freed <= peak
+
+
+def _allocation_bytes(op) -> int | None:
+    """Bytes a `memref.alloc` takes from the allocator (its size plus its alignment), None otherwise."""
+    op = op.operation
+    if op.name != "memref.alloc":
+        return None
+    size = shaped_bytes(op.results[0].type)
+    if size is None:
+        return None
+    return size + (ir.IntegerAttr(op.attributes["alignment"]).value if "alignment" in op.attributes else 0)
+
+
+def _transient_bytes(op) -> int | None:
+    """The most bytes `op`'s regions hold allocated at once (freed inside them), None if unknown."""
+    most = 0
+    for region in op.regions:
+        for block in region.blocks:
+            live, sizes = 0, {}
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name == "memref.alloc":
+                    size = _allocation_bytes(inner)
+                    if size is None:
+                        return None
+                    sizes[inner.results[0]] = size
+                    live += size
+                elif inner.name == "memref.dealloc":
+                    live -= sizes.pop(inner.operands[0], 0)
+                else:
+                    nested = _transient_bytes(inner)
+                    if nested is None:
+                        return None
+                    most = max(most, live + nested)
+                most = max(most, live)
+    return most
 
 
 def block_tile_of_output(kernel: Kernel, loop_sizes: dict[int, int]) -> tuple[int, ...] | None:
