@@ -572,10 +572,13 @@ def test_no_vtc_zoo_contraction_keeps_the_naive_mapping(dtype):
         if name == "vtc_efficientvit_block" and dtype == "f16":
             # Every contraction on tensor cores: qkv, the grouped aggregation (6 groups of 8 -> 8
             # channels over 36 pixels, padded to 16x48x16: it was a SIMT kernel), LiteMLA's two
-            # products, proj and MBConv's expanding 1x1.
+            # products, proj, MBConv's expanding 1x1 and its projection (BatchNorm and Hardswish
+            # split off: it was a row reduction over the channels).
             assert all(p.schedule == "mma-sync" for p in plans), [(p.id, p.description, p.schedule) for p in plans]
             assert any(p.description.startswith("contraction 6x16x48x16") for p in plans), \
                 [(p.id, p.description) for p in plans]
+            assert len(plans) == 7 and not [p for p in exe.plans if p.kind == "row-reduction"], \
+                [(p.id, p.description, p.schedule) for p in exe.plans]
         scheduled = {p.id for p in plans}
         for kernel in exe.kernels:
             if kernel.plan is not None and kernel.plan.id in scheduled:
@@ -907,6 +910,57 @@ def test_efficientvit_grouped_aggregation_matches_the_kernels_on_the_cpu(dtype):
     inputs = tuple(x.to(half) for x in inputs)
     batched, _ = _run_kernel_level_on_cpu(model, inputs, False)
     convolved, _ = _run_kernel_level_on_cpu(model, inputs, False, without=("codegen-gpu-im2col-convolutions",))
+    for b, c in zip(batched, convolved):
+        assert torch.equal(b, c)
+
+
+class DepthwiseBnHardswishProjection(torch.nn.Module):
+    """MBConv's end (vtc_efficientvit_block at test size): a depthwise 3x3 convolution, BatchNorm
+    and Hardswish, then the 1x1 projection 32 -> 16, which the graph-level fusion reads through the
+    BatchNorm and Hardswish (six inputs, the image at `oh + kh`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.depthwise = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32, bias=False)
+        self.norm = torch.nn.BatchNorm2d(32)
+        self.project = torch.nn.Conv2d(32, 16, 1, bias=False)
+        with torch.no_grad():  # a trained model's statistics, not the identity
+            self.norm.running_mean.uniform_(-0.5, 0.5)
+            self.norm.running_var.uniform_(0.5, 2.0)
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.project(torch.nn.functional.hardswish(self.norm(self.depthwise(x))))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_a_convolution_reading_its_input_through_a_prologue_is_a_batch_matmul(dtype):
+    """The projection's BatchNorm and Hardswish are computed once over the depthwise output's
+    indices (codegen-gpu-split-prologues before the im2col rewrite), so the 1x1 convolution is a
+    batch matmul on tensor cores in f16 (the SIMT kernel in f32) where it was a row reduction over
+    the channels recomputing them per output channel; PTX for sm_80 and sm_90 without spills. Run
+    on the CPU, the kernel level is bitwise the one with neither pass (the same ops per element,
+    each output summed over its channels in order)."""
+    from vtmlir.codegen import EXACT_SCHEDULES
+
+    torch.manual_seed(0)
+    half = HALF.get(dtype, torch.float32)
+    model, x = DepthwiseBnHardswishProjection().eval().to(half), torch.randn(1, 32, 6, 6).to(half)
+    exe = _compile(model, x)
+    expected = "simt" if dtype == "f32" else "mma-sync"
+    contractions = [p for p in exe.plans if p.kind == "contraction"]
+    assert [p.schedule for p in contractions] == [expected], [(p.description, p.schedule) for p in exe.plans]
+    assert not [p for p in exe.plans if p.kind == "row-reduction"], [(p.description, p.schedule) for p in exe.plans]
+    assert not exe.report().naive_contractions
+    for kernel in exe.kernels:
+        if kernel.plan is not None and kernel.plan.kind == "contraction" and dtype != "f32":
+            assert "mma.sync.aligned" in kernel.ptx, kernel.name
+        for arch in ARCHS:
+            _check_resources(kernel, arch)
+    batched, _ = _run_kernel_level_on_cpu(model, (x,), False)
+    convolved, _ = _run_kernel_level_on_cpu(model, (x,), False, without=(
+        "codegen-gpu-split-prologues", "codegen-gpu-im2col-convolutions"))
     for b, c in zip(batched, convolved):
         assert torch.equal(b, c)
 

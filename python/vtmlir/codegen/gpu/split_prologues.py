@@ -11,43 +11,117 @@ and makes the contraction read the buffer. A side ending in `extf` stores the na
 the cast in the contraction (an f16 model's `truncf -> extf` pair stores f16), so the contraction
 reads f16 (bf16) tiles: tensor-core operands.
 
+A convolution's side is read through compound indices (`oh + kh`): there the buffer is indexed like
+its widest input (the image; a BatchNorm's per-channel parameters read a subset of its indices) and
+the convolution reads it through the same indices, so it is still a convolution, which
+`codegen-gpu-im2col-convolutions` (after this pass) turns into a batch matmul: a 1x1 convolution
+reading its input through BatchNorm and Hardswish was a row reduction over the channels.
+
 Values are unchanged: each element of the side is computed by the same ops from the same inputs,
 once instead of once per use; the buffer holds the exact value the product read.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
 from ...passes.registry import Pass, register_pass
 from ..bodies import clone_ops, iterator_attr
+from ..decompose_convolutions import linear_terms
 from ..kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 from .contraction import Side, contraction_sides
 
 
-def _restricted(amap: ir.AffineMap, renumber: dict[int, int], n_dims: int) -> ir.AffineMap:
-    exprs = [ir.AffineDimExpr.get(renumber[e.position]) if isinstance(e, ir.AffineDimExpr) else e
-             for e in amap.results]
-    return ir.AffineMap.get(n_dims, 0, exprs)
+@dataclass
+class _Space:
+    """Where a split-off side is computed: the buffer's `shape`, each side input's map into the
+    buffer's indices (`arg_maps`, by block argument number) and the map by which the contraction
+    then reads the buffer (`read_map`, over its loops)."""
+
+    shape: list[int]
+    arg_maps: dict[int, ir.AffineMap]
+    read_map: ir.AffineMap
 
 
-def _materialize(op, side: Side, maps, ranges) -> ir.Value:
-    """An elementwise kernel computing `side.root` for every index of the side's dimensions into a
-    new buffer (allocated before `op`); returns the buffer."""
+def _loop_space(side: Side, maps, ranges) -> _Space:
+    """The side computed over its loop dimensions (every input read through loop dimensions and
+    constants): the buffer is indexed by `side.dims`, in loop order."""
+    renumber = {d: i for i, d in enumerate(side.dims)}
+    arg_maps = {}
+    for a in side.args:
+        exprs = [ir.AffineDimExpr.get(renumber[e.position]) if isinstance(e, ir.AffineDimExpr) else e
+                 for e in maps[a].results]
+        arg_maps[a] = ir.AffineMap.get(len(side.dims), 0, exprs)
+    read_map = ir.AffineMap.get(len(ranges), 0, [ir.AffineDimExpr.get(d) for d in side.dims])
+    return _Space([ranges[d] for d in side.dims], arg_maps, read_map)
+
+
+def _index_of(exprs: list, expr) -> int | None:
+    for i, e in enumerate(exprs):
+        if e == expr:
+            return i
+    return None
+
+
+def _input_space(side: Side, maps, ranges) -> _Space | None:
+    """The side computed over the indices of its widest input (a convolution's input read at
+    `oh + kh`): the buffer has one dimension per non-constant index of that input, and the
+    contraction reads it through the same indices, so it stays a convolution for
+    `codegen-gpu-im2col-convolutions`. Every other input must read a subset of those indices (a
+    BatchNorm's per-channel parameters: `c`); each index must be linear in the loops with
+    non-negative coefficients (its extent is its largest value + 1, read by the contraction, so in
+    bounds). None where the side does not fit."""
+    def varying(a):
+        return [e for e in maps[a].results if not isinstance(e, ir.AffineConstantExpr)]
+
+    widest = max(side.args, key=lambda a: len(varying(a)))
+    indices = varying(widest)
+    if any(_index_of(indices[:i], e) is not None for i, e in enumerate(indices)):
+        return None  # an input read twice along one index: no single buffer index for it
+    shape = []
+    for e in indices:
+        found = linear_terms(e)
+        if found is None or found[1] < 0 or any(c < 0 for c in found[0].values()):
+            return None
+        terms, const = found
+        shape.append(const + sum(c * (ranges[d] - 1) for d, c in terms.items()) + 1)
+    arg_maps = {}
+    for a in side.args:
+        exprs = []
+        for e in maps[a].results:
+            if isinstance(e, ir.AffineConstantExpr):
+                exprs.append(e)
+                continue
+            i = _index_of(indices, e)
+            if i is None:
+                return None
+            exprs.append(ir.AffineDimExpr.get(i))
+        arg_maps[a] = ir.AffineMap.get(len(indices), 0, exprs)
+    return _Space(shape, arg_maps, ir.AffineMap.get(len(ranges), 0, indices))
+
+
+def _space(side: Side, maps, ranges) -> _Space | None:
+    plain = all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for a in side.args for e in maps[a].results)
+    return _loop_space(side, maps, ranges) if plain else _input_space(side, maps, ranges)
+
+
+def _materialize(op, side: Side, space: _Space) -> ir.Value:
+    """An elementwise kernel computing `side.root` at every index of `space` into a new buffer
+    (allocated before `op`); returns the buffer."""
     block = op.regions[0].blocks[0]
-    dims = side.dims
-    renumber = {d: i for i, d in enumerate(dims)}
-    shape = [ranges[d] for d in dims]
     ops = [o for o in side.ops if side.cast is None or o != side.cast]
+    rank = len(space.shape)
     with op.location, ir.InsertionPoint(op):
-        buffer_type = ir.MemRefType.get(shape, side.root.type)
+        buffer_type = ir.MemRefType.get(space.shape, side.root.type)
         buffer = memref.AllocOp(buffer_type, [], [], alignment=64).result
-        in_maps = [_restricted(maps[a], renumber, len(dims)) for a in side.args]
-        out_map = ir.AffineMap.get_identity(len(dims))
+        in_maps = [space.arg_maps[a] for a in side.args]
+        out_map = ir.AffineMap.get_identity(rank)
         producer = linalg.GenericOp([], [op.operands[a] for a in side.args], [buffer],
                                     ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in in_maps + [out_map]]),
-                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * len(dims)))
+                                    ir.ArrayAttr.get([iterator_attr(op.context, "parallel")] * rank))
         body = producer.regions[0].blocks.append(*[block.arguments[a].type for a in side.args],
                                                  side.root.type)
         mapping = {block.arguments[a]: body.arguments[i] for i, a in enumerate(side.args)}
@@ -67,13 +141,12 @@ def split_prologues(op) -> bool:
     ranges = loop_ranges_of(op, maps)
     if ranges is None:
         return False
+    spaces = {}
     for side in (sides.lhs, sides.rhs):
-        # A side read through compound indices (a convolution's `h + kh`) has no buffer indexed by
-        # loop dimensions alone: the contraction keeps it (and, not being plain, the naive mapping).
-        if not side.is_plain and not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr))
-                                         for a in side.args for e in maps[a].results):
-            return False
-    n_loops = len(ranges)
+        if not side.is_plain:
+            spaces[id(side)] = _space(side, maps, ranges)
+            if spaces[id(side)] is None:  # the contraction keeps it (and, not being plain, the naive mapping)
+                return False
     block = op.regions[0].blocks[0]
     n_in = len(op.opview.inputs)
     inputs, in_maps, arg_types, plans = [], [], [], []
@@ -86,9 +159,10 @@ def split_prologues(op) -> bool:
                 arg_types.append(block.arguments[a].type)
             plans.append((side, first, None))
         else:
-            buffer = _materialize(op, side, maps, ranges)
+            space = spaces[id(side)]
+            buffer = _materialize(op, side, space)
             inputs.append(buffer)
-            in_maps.append(ir.AffineMap.get(n_loops, 0, [ir.AffineDimExpr.get(d) for d in side.dims]))
+            in_maps.append(space.read_map)
             arg_types.append(side.root.type)
             plans.append((side, len(inputs) - 1, buffer))
     out = op.operands[n_in]
