@@ -115,6 +115,41 @@ def test_half_matmul_runs_on_tensor_cores(half_matmul):
         assert usage.shared_bytes >= kernel.plan.shared_bytes
 
 
+def _pipelined_k_loop(ptx: str) -> list[str]:
+    """The lines of the PTX loop (a label and the branch back to it) that issues cp.async copies."""
+    lines = [" ".join(line.split()) for line in ptx.splitlines()]
+    for end, line in enumerate(lines):
+        if " bra " in f" {line} " or line.startswith("bra"):
+            label = line.split()[-1].rstrip(";")
+            if f"{label}:" in lines[:end]:
+                body = lines[lines.index(f"{label}:"):end + 1]
+                if any(b.startswith("cp.async.commit_group") for b in body):
+                    return body
+    raise AssertionError("no pipelined loop in the PTX")
+
+
+def _stages(kernel) -> int:
+    return int(kernel.plan.detail.split(" stage(s)")[0].split()[-1])
+
+
+def test_a_pipelined_k_step_is_one_cp_async_group_waited_for_as_one_stage(half_matmul):
+    """Each k step copies the A and B tiles as ONE cp.async group (codegen-gpu-eliminate-barriers
+    removes the barrier between the two copies, which split them into two groups), so the
+    pipeliner's `cp.async.wait_group stages - 1` leaves the next stages' copies in flight while
+    the product runs; two barriers a step: after the wait (the tile is complete) and after the
+    product (its buffer may be overwritten)."""
+    chip, dtype, exe = half_matmul
+    (kernel,) = _kernels(exe, "mma-sync")
+    stages = _stages(kernel)
+    assert stages >= 2, kernel.plan.detail
+    body = _pipelined_k_loop(kernel.ptx)
+    commits = [line for line in body if line.startswith("cp.async.commit_group")]
+    waits = [line for line in body if line.startswith("cp.async.wait_group")]
+    barriers = [line for line in body if line.startswith("bar.sync")]
+    assert len(commits) == 1 and waits == [f"cp.async.wait_group {stages - 1};"] and len(barriers) == 2, \
+        (commits, waits, barriers)
+
+
 @pytest.mark.parametrize("chip", ARCHS)
 @pytest.mark.parametrize("case", ["matmul", "bmm"])
 def test_bf16_tensor_core_kernels_are_the_f16_ones_but_for_the_types(case, chip):

@@ -116,6 +116,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-gpu-workgroup-globals": "vtmlir.codegen.gpu.workgroup_globals",
     "codegen-gpu-sink-constants": "vtmlir.codegen.gpu.sink_constants",
     "codegen-gpu-sync-epilogues": "vtmlir.codegen.gpu.sync_epilogues",
+    "codegen-gpu-eliminate-barriers": "vtmlir.codegen.gpu.eliminate_barriers",
     "codegen-gpu-outline-kernels": "vtmlir.codegen.gpu.outline_kernels",
     "codegen-gpu-convert-mma": "vtmlir.codegen.gpu.convert_mma",
     "codegen-gpu-reduce-rows": "vtmlir.codegen.gpu.reduce_rows",

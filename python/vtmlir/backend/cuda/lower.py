@@ -111,11 +111,11 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 and bf16 contractions to nvgpu.mma.sync",
              pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
-                      "codegen-gpu-convert-mma"),
+                      "codegen-gpu-convert-mma, codegen-gpu-eliminate-barriers"),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
              "shared memory as globals",
              pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, "
-                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-workgroup-globals"),
+                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-eliminate-barriers, codegen-gpu-workgroup-globals"),
     GpuStage("parallel-loops", "the kernels left: linalg ops → scf.parallel loop nests (naive mapping)",
              pipeline="codegen-erase-schedule, func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",

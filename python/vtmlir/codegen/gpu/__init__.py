@@ -9,10 +9,11 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 - `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
   the choice per kernel (`GpuKernelPlan`) and the appended script; `fusion`: which prologue and
   epilogue kernels run in a contraction's block tiles.
-- passes (one per file, in pipeline order): `codegen-gpu-im2col-convolutions`, `codegen-gpu-split-prologues`,
+- passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-im2col-convolutions`,
   `codegen-gpu-collapse-contraction-loops`, `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums`, `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
   `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
-  `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-workgroup-globals`.
+  `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-eliminate-barriers`,
+  `codegen-gpu-workgroup-globals`.
 """
 
 from __future__ import annotations
