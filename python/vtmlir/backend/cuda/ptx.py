@@ -66,6 +66,19 @@ def find_libdevice() -> str | None:
     return None
 
 
+def _standalone_text(gpu_module) -> str:
+    """The ops of `gpu_module` cloned into a new NVPTX-triple module, printed (for the translation
+    subprocess). Printed alone, each kernel's module costs its own size: printing a nested op prints
+    it in the scope of its whole top-level module (quadratic over a model's hundreds of kernels)."""
+    with gpu_module.context, ir.Location.unknown():
+        standalone = ir.Module.create()
+        standalone.operation.attributes["llvm.target_triple"] = ir.StringAttr.get(NVPTX_TRIPLE)
+        with ir.InsertionPoint(standalone.body):
+            for inner in gpu_module.regions[0].blocks[0].operations:
+                inner.operation.clone()
+        return str(standalone)
+
+
 def kernel_sources(module: ir.Module) -> list[KernelSource]:
     """Every `gpu.module` of a lowered module as a standalone NVPTX-triple MLIR module.
 
@@ -77,8 +90,6 @@ def kernel_sources(module: ir.Module) -> list[KernelSource]:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
         body = op.regions[0].blocks[0]
-        inner = "\n".join(str(inner_op) for inner_op in body.operations)
-        text = f'module attributes {{llvm.target_triple = "{NVPTX_TRIPLE}"}} {{\n{inner}\n}}\n'
         entries = [ir.StringAttr(f.attributes["sym_name"]).value for f in body.operations
                    if f.operation.name in ("llvm.func", "gpu.func") and "gpu.kernel" in f.attributes]
         if len(entries) != 1:
@@ -87,7 +98,7 @@ def kernel_sources(module: ir.Module) -> list[KernelSource]:
         if bad:
             raise VtmlirError(f"error: kernel {name}: op {bad} is not in the LLVM or NVVM dialect; "
                               "the GPU lowering left it behind, so it cannot be translated to LLVM IR")
-        sources.append(KernelSource(name, entries[0], text))
+        sources.append(KernelSource(name, entries[0], _standalone_text(op)))
     return sources
 
 
