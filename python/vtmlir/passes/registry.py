@@ -102,6 +102,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-insert-profile-marks": "vtmlir.codegen.insert_profile_marks",
     "codegen-erase-schedule": "vtmlir.codegen.erase_schedule",
     "codegen-hoist-static-allocas": "vtmlir.codegen.hoist_static_allocas",
+    "codegen-plan-workspace": "vtmlir.codegen.plan_workspace",
     "codegen-outline-kernels": "vtmlir.codegen.outline_kernels",
     "codegen-drop-transfer-unit-dims": "vtmlir.codegen.drop_transfer_unit_dims",
     # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
