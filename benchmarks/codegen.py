@@ -84,6 +84,8 @@ def _kernel_call(compiled, inputs):
         return None
     # Results as the call path makes them (cache-line aligned: a large transpose's streaming stores need it).
     arrays = [x.numpy() for x in inputs] + [aligned_empty(r.shape, r.numpy_dtype) for r in compiled.signature.results]
+    if compiled.workspace_bytes:  # the intermediate buffers' workspace, the last argument (codegen-plan-workspace)
+        arrays.append(aligned_empty((compiled.workspace_bytes,), np.uint8, compiled.report().workspace.alignment))
     if any(a.ndim == 0 for a in arrays):
         return None
     pointers = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]

@@ -53,6 +53,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
     allow_tf32: bool = False,
     profile: bool = False,
     cuda_graph: bool = True,
+    workspace: bool = True,
 ):
     """Compile `module` for `target`.
 
@@ -121,6 +122,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
     - `profile` (CPU): a profiling build; `compiled.profile(*args, repeat=N)` then gives each kernel's
       time (`backend.cpu.profile.CpuProfile`, docs/codegen.md "Profiling"). The same values, bitwise;
       the marks cost ~50 ns per kernel call. CUDA executables time their kernels without it.
+    - `workspace` (CPU, static shapes): the intermediate buffers of the function's body live at static
+      offsets of one workspace (`codegen-plan-workspace`) that each calling thread gets at its first
+      call and keeps (`compiled.workspace_bytes` bytes), so no call mallocs them or faults their pages
+      in again. False: each is malloc'd and freed per call (as with `track_memory`, whose counting
+      allocator sees every buffer). The same results either way, bitwise.
     """
     if target not in TARGETS:
         raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
@@ -142,6 +148,11 @@ def compile(  # noqa: A001 - mirrors torch.compile
                           f"launches its kernels); target='{target}' has no kernel launches to change")
     if not isinstance(profile, bool):
         raise VtmlirError(f"error: profile must be True or False, got {profile!r}")
+    if not isinstance(workspace, bool):
+        raise VtmlirError(f"error: workspace must be True or False, got {workspace!r}")
+    if not workspace and target != "cpu":
+        raise VtmlirError(f"error: workspace=False applies to target='cpu' only (where the CPU function keeps "
+                          f"its intermediate buffers); target='{target}' has no CPU workspace")
     if profile and target != "cpu":
         raise VtmlirError("error: profile=True applies to target='cpu'; a CUDA executable's kernels are timed "
                           "with CUDA events without a profiling build (its `profile(inputs)`)")
@@ -191,7 +202,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
 
     if target == "cpu":
         executable = compile_cpu(graph, signature, stages, opt_level=llvm_opt_level, track_memory=track_memory,
-                                 donate=donated, threads=threads, schedules=schedules, profile=profile)
+                                 donate=donated, threads=threads, schedules=schedules, profile=profile,
+                                 workspace=workspace)
         executable.call_spec = call
         executable.optimization = optimization
         return executable

@@ -148,7 +148,7 @@ def _buffer_bytes(memref_type: ir.MemRefType) -> int | None:
     return size
 
 
-def _escapes(value: ir.Value, block, deallocs: list) -> bool:
+def _escapes(value: ir.Value, deallocs: list) -> bool:
     """Whether `value` (an allocation) or a view of it leaves the function's control: used by a
     terminator (return, yield), a call, an op with regions taking it as an operand, or anything
     that is not an ordinary reader or writer; its deallocs are collected in `deallocs`."""
@@ -166,17 +166,12 @@ def _escapes(value: ir.Value, block, deallocs: list) -> bool:
                 pending.extend(r for r in user.results if isinstance(r.type, ir.MemRefType))
                 continue
             if (name.startswith(("func.", "llvm.", "builtin.")) or "call" in name.rsplit(".", 1)[-1]
-                    or (len(user.regions) and not name.startswith("linalg.")) or _is_terminator(user)):
+                    or (len(user.regions) and not name.startswith("linalg."))
+                    or user.has_trait(ir.IsTerminatorTrait)):
                 return True   # (a linalg op's regions take elements, not the buffer)
             if any(isinstance(r.type, (ir.MemRefType, ir.UnrankedMemRefType)) for r in user.results):
                 return True   # an op that returns a memref we do not know to be a view
     return False
-
-
-def _is_terminator(op) -> bool:
-    block = op.block
-    ops = block.operations
-    return len(ops) > 0 and ops[len(ops) - 1] == op and op.parent.name != "builtin.module"
 
 
 def _entry_functions(module_op, function: str):
@@ -212,7 +207,7 @@ def plan_workspace(fn) -> WorkspacePlan:
         result = op.results[0]
         size = _buffer_bytes(result.type)
         deallocs: list = []
-        if (size is None or size == 0 or len(op.operands) or _escapes(result, block, deallocs)
+        if (size is None or size == 0 or len(op.operands) or _escapes(result, deallocs)
                 or len(deallocs) != 1 or deallocs[0] not in position):
             left += 1
             continue

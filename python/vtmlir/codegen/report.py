@@ -21,10 +21,12 @@ def remaining_kernel_ids(module_op) -> set[int]:
 
 @dataclass(frozen=True)
 class KernelReport:
-    """Per kernel: the plan, and whether it ended up vectorised (`vectorized`)."""
+    """Per kernel: the plan, and whether it ended up vectorised (`vectorized`); and the entry
+    function's workspace (`codegen-plan-workspace`'s `WorkspacePlan`, None where none was planned)."""
 
     kernels: tuple[KernelPlan, ...]
     vectorized: frozenset[int]
+    workspace: object = None
 
     @property
     def fallbacks(self) -> list[KernelPlan]:
@@ -62,6 +64,8 @@ class KernelReport:
             else:
                 why = k.reason or "its schedule did not apply"
                 lines.append(f"  kernel {k.id}: {k.description} -> loops ({why}) at {k.location}")
+        if self.workspace is not None:
+            lines.append(str(self.workspace))
         return "\n".join(lines)
 
 

@@ -10,7 +10,12 @@ argument array. A call then writes two words per buffer (its data pointer) and c
 through a ctypes function built once -- no ctypes class, structure or pointer object per call
 (torch_mlir's `get_ranked_memref_descriptor` builds a Structure class per array, ~100 µs a call).
 The threads that call one executable concurrently each get their own table (ctypes releases the
-GIL during the call). A parameter may also be a 64-bit integer passed by value (`SCALAR`: one word,
+GIL during the call). A function planned by `codegen-plan-workspace` takes one more memref, last: its
+workspace (`memref<N x i8>`, every intermediate buffer at a static offset). The table allocates it
+with the thread's descriptors, aligned as the plan asks, and writes its pointer once: each thread
+keeps its own workspace for every later call, so its pages stay mapped (malloc and free per call
+gave them back to the kernel, and each call faulted them in again), and concurrent calls never
+share one. A parameter may also be a 64-bit integer passed by value (`SCALAR`: one word,
 ``args[i]`` points at it), as DVM's native VM takes its tile range (`dvm/native.py`).
 
 Results come from `ResultBuffers`: a large result's memory is taken back from an earlier call once
@@ -79,10 +84,18 @@ class DescriptorTable:
     `offsets[i] + 1` (allocated and aligned), a scalar parameter's value to word `offsets[i]`;
     `set_shape` writes sizes and dense strides of a buffer whose shape is known only at the call
     (the sizes known now and the strides of the dimensions whose inner sizes are all known are
-    written once). `call()` runs the function on them."""
+    written once). `call()` runs the function on them.
 
-    def __init__(self, address: int, shapes: list):
+    `workspace` (bytes, alignment): the function's last parameter is a workspace of that many bytes
+    (`codegen-plan-workspace`), not in `shapes`; each set of words (each thread's, each `fresh()`
+    one) gets its own uninitialised buffer, allocated with the words and kept with them, its pointer
+    written once."""
+
+    def __init__(self, address: int, shapes: list, workspace: tuple[int, int] | None = None):
         self.function = _PACKED(address)  # takes the packed argument array's address
+        self.workspace = workspace if workspace and workspace[0] > 0 else None
+        if self.workspace is not None:
+            shapes = list(shapes) + [(self.workspace[0],)]
         self.offsets: list[int] = []
         self._static: list[tuple[int, int]] = []  # (word, value) known now
         self._scalars = [s is SCALAR for s in shapes]
@@ -132,7 +145,14 @@ class DescriptorTable:
         packed = (ctypes.c_void_p * max(len(self.offsets), 1))(
             *[base + _WORD * o if scalar else ctypes.addressof(pointers) + _WORD * i
               for i, (o, scalar) in enumerate(zip(self.offsets, self._scalars))])
-        return words, ctypes.addressof(packed), (pointers, packed)
+        keep = (pointers, packed)
+        if self.workspace is not None:
+            size, alignment = self.workspace
+            buffer = aligned_empty((size,), np.uint8, alignment)
+            o = self.offsets[-1]
+            words[o] = words[o + 1] = buffer.__array_interface__["data"][0]
+            keep += (buffer,)
+        return words, ctypes.addressof(packed), keep
 
     def _build(self):
         words, address, keep = self.fresh()

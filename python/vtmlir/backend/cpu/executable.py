@@ -26,6 +26,11 @@ class CpuExecutable:
     `stages` maps stage name → IR text (graph, kernels, loops, llvm); `signature` is the calling
     convention. Calling it returns what the module returns (`Signature.deliver`): a torch tensor or
     a Python number (one result), or a tuple of them.
+
+    `workspace_bytes`: the size of the workspace that holds the intermediate buffers planned at compile
+    time (`codegen-plan-workspace`; 0: none planned, every buffer malloc'd per call). Each thread that
+    calls the executable gets its own at its first call and keeps it until the thread ends or the
+    executable is freed; the JIT'd function takes it as its last argument.
     """
 
     target = "cpu"
@@ -35,6 +40,9 @@ class CpuExecutable:
                  kernel_report=None, threads: int = 0, profile_slots: int | None = None):
         self._engine = engine
         self._kernel_report = kernel_report
+        plan = getattr(kernel_report, "workspace", None)
+        self._workspace = (plan.bytes, plan.alignment) if plan is not None and plan.bytes else None
+        self.workspace_bytes = self._workspace[0] if self._workspace else 0
         self.threads = threads
         self.signature = signature
         self.stages = stages
@@ -114,7 +122,7 @@ class CpuExecutable:
             # the packed wrapper; `compile_cpu` looked it up once already (the JIT materialised it)
             address = self._engine.raw_lookup("_mlir_ciface_" + sig.name)
             self._out_buffers = ResultBuffers([(s.shape, s.numpy_dtype) for s in outs])
-            self._descriptors = DescriptorTable(address, shapes)
+            self._descriptors = DescriptorTable(address, shapes, workspace=self._workspace)
         return self._descriptors
 
     def report(self):
@@ -160,7 +168,7 @@ class CpuExecutable:
 
 def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str], opt_level: int = 2,
                 track_memory: bool = False, donate: tuple[int, ...] = (), threads: int = 0,
-                schedules=None, profile: bool = False) -> CpuExecutable:
+                schedules=None, profile: bool = False, workspace: bool = True) -> CpuExecutable:
     """Bufferize, lower and JIT `module` (graph level, modified in place).
 
     `track_memory` (opt-in, slower allocations): count the bytes the function allocates per call;
@@ -169,6 +177,9 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     (`passes/argument_updates.py`). `threads`: 0 (all cores), 1 (no OpenMP) or N; `schedules`: overrides
     of the code generation schedules per kernel kind (`vtmlir.codegen.resolve_schedules`). `profile`:
     time every kernel (`CpuExecutable.profile`; the same code between the marks, see docs/codegen.md).
+    `workspace`: the intermediate buffers of the function's body at static offsets of a per-thread
+    workspace (`codegen-plan-workspace`, `CpuExecutable.workspace_bytes`); False: each malloc'd and
+    freed per call. Never with `track_memory`, whose counting allocator sees every buffer.
     """
     for i, spec in enumerate(signature.results):
         if not spec.is_static:
@@ -186,7 +197,7 @@ def compile_cpu(module: ir.Module, signature: Signature, stages: dict[str, str],
     if track_memory:
         weight_bytes = weight_bytes_of(module)
     report = lower_to_llvm(module, record, track_memory=track_memory, threads=threads, schedules=schedules,
-                           profile=profile)
+                           profile=profile, workspace=signature.name if workspace else None)
     engine = create_engine(module, opt_level)
     if track_memory:
         allocator = CountingAllocator()

@@ -7,12 +7,15 @@ inspection; they are mirrored in `passes/cpu.pipeline` (with the default, all-co
    transform IR (`vtmlir.codegen`); replay the stage with `vt-opt --transform-interpreter`.
 2. "vectors": the upstream `transform-interpreter` applies it (tiles, packed panels, vectors; the
    parallel tiles are `scf.forall`s). `codegen.report` reads which kernels kept their loops here.
-3. "loops": the script is erased, stack buffers hoisted out of loops, and every linalg op no schedule
-   vectorised becomes loops (`convert-linalg-to-loops`).
+3. "loops": the script is erased, stack buffers hoisted out of loops, every linalg op no schedule
+   vectorised becomes loops (`convert-linalg-to-loops`), and the entry function's intermediate
+   buffers get static offsets in a workspace argument (`codegen-plan-workspace`).
 4. "llvm": `scf.forall` → OpenMP (`threads` ≠ 1) or sequential loops, vectors and the rest → LLVM.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from torch_mlir import ir
 
@@ -66,12 +69,17 @@ VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # vectoriser's broadcast + transpose became (LLVM's time, not the code: it simplified the shuffle back).
 # `codegen-hoist-accumulators`: the register tiles' accumulators that upstream hoisting refused (a buffer with
 # views). `codegen-hoist-static-allocas` after the canonicalisation, which would dissolve its alloca scopes.
+# `codegen-plan-workspace`: the entry function's intermediate buffers at static offsets of one workspace argument
+# the executable keeps per calling thread (malloc'd and freed per call, they faulted pages in again on every
+# call); last of the buffer work, after every pass that adds, moves or frees a buffer, and before the kernels
+# are outlined (`codegen-outline-kernels` passes the workspace to them). Not with `track_memory` (the counting
+# allocator measures every buffer) nor for DVM's VM functions (their own calling convention).
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
 # `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
 LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores, codegen-fold-row-broadcasts, codegen-fuse-multiply-add, codegen-reciprocal-divisions, func.func(convert-linalg-to-loops), "
-               "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s, "
+               "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s%s, "
                "func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
 # `llvm-request-c-wrappers`: the JIT exposes `_mlir_ciface_<name>` taking memref descriptors.
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
@@ -109,14 +117,20 @@ def _threads_passes(threads: int) -> str:
     return f"func.func(scf-forall-to-parallel), convert-scf-to-openmp{options}, convert-openmp-to-llvm"
 
 
-def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tuple[tuple[str, str], ...]:
+def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False,
+               workspace: str | None = "") -> tuple[tuple[str, str], ...]:
     """(stage name, pipeline) for `threads` (0: OpenMP's default, all cores; 1: no OpenMP) and schedule
-    overrides (`codegen-attach-schedule`'s `schedules` items)."""
+    overrides (`codegen-attach-schedule`'s `schedules` items). `workspace`: the function whose
+    intermediate buffers `codegen-plan-workspace` places in a workspace argument ("": every public
+    function no call refers to; None: no workspace, every buffer malloc'd, as with `track_memory`)."""
     overrides = f" schedules={','.join(schedules)}" if schedules else ""
     finalize = FINALIZE_MEMREF
     if track_memory:
         finalize = GENERIC_ALLOCATION_PASS
     threads_text = _threads_passes(threads)
+    plan = ""
+    if workspace is not None and not track_memory:
+        plan = ", codegen-plan-workspace" + (f"{{function={workspace}}}" if workspace else "")
     finalize = f"{finalize}, convert-scf-to-cf"
     if threads != 1:  # after the memref and scf lowerings (else it lowers cf.assert inside scf.for bodies)
         threads_text = threads_text.replace(", convert-openmp-to-llvm", "")
@@ -125,7 +139,7 @@ def cpu_stages(threads: int = 0, schedules=(), track_memory: bool = False) -> tu
         ("schedule", SCHEDULE_STAGE % (kernel_preparation(threads), f"{{{overrides.strip()}}}" if overrides else "",
                                        max(threads, 0), overrides)),
         ("vectors", VECTORS_STAGE),
-        ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "")),
+        ("loops", LOOPS_STAGE % ("{sequential=true}" if threads == 1 else "", plan)),
         ("llvm", LLVM_STAGE % (threads_text, finalize)),
     )
 
@@ -134,7 +148,7 @@ CPU_STAGES = cpu_stages()
 
 
 def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, threads: int = 0,
-                  schedules=None, profile: bool = False):
+                  schedules=None, profile: bool = False, workspace: str | None = None):
     """Lower a bufferized module to the LLVM dialect in place; `record(stage, module)` after each stage.
     Returns the `codegen.KernelReport` (which kernels were vectorised, which kept loops and why).
 
@@ -143,11 +157,14 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
     `threads`: 0 (all cores), 1 (single-threaded code, no OpenMP), or N. `schedules`: overrides of the
     per-kind schedules (`codegen.schedules.resolve_schedules`). `profile`: a profiling build, every
     kernel bracketed with timing marks once it is tagged (`codegen-insert-profile-marks`; recorded in
-    stage "schedule").
+    stage "schedule"). `workspace`: the entry function whose intermediate buffers go to a workspace
+    argument (`codegen-plan-workspace`; the report's `workspace` is its plan); None (default): none,
+    the signature stays the bufferized one. Ignored with `track_memory`.
     """
     items = override_items(schedules)
     plans = None
-    for stage, pipeline in cpu_stages(threads, items, track_memory):
+    workspace_plan = None
+    for stage, pipeline in cpu_stages(threads, items, track_memory, workspace):
         if stage == "schedule":
             # The attach pass as a function: its plan (a return value) feeds the report.
             run_pipeline(module, f"builtin.module({kernel_preparation(threads)})",
@@ -158,9 +175,13 @@ def lower_to_llvm(module: ir.Module, record=None, track_memory: bool = False, th
             if profile:
                 insert_profile_marks(module.operation)
         else:
-            run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
+            results = run_pipeline(module, pipeline, what=f"lowering for the CPU (stage '{stage}')")
+            for planned in results.reports("codegen-plan-workspace"):
+                workspace_plan = planned.get(workspace, workspace_plan)
         if stage == "vectors":
             report = kernel_report(plans, module.operation)
         if record is not None:
             record(stage, module)
+    if workspace_plan is not None and workspace_plan.buffers:
+        report = replace(report, workspace=workspace_plan)
     return report
