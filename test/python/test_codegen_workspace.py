@@ -19,7 +19,7 @@ from torch_mlir import ir
 
 import vtmlir
 from vtmlir.backend.cpu.peak_memory import kernel_allocation_timeline
-from vtmlir.codegen.plan_workspace import greedy_by_size, live_peak
+from vtmlir.codegen.plan_workspace import greedy_by_size, live_peak, plan_offsets
 from vtmlir.context import make_context
 from vtmlir.ir_types import shaped_bytes
 from vtmlir.ir_utils import symbol_name, walk_ops
@@ -70,7 +70,9 @@ def _top_level_frees(block) -> list[tuple[int, int, int]]:
                           st.integers(0, 12)), min_size=1, max_size=30))
 def test_greedy_plan_keeps_live_buffers_apart(requests):
     requests = [(size, alignment, start, start + length) for size, alignment, start, length in requests]
-    offsets, total = greedy_by_size(requests)
+    size_total = greedy_by_size(requests)[1]
+    offsets, total = plan_offsets(requests)
+    assert total <= size_total
     for (size, alignment, s, e), offset in zip(requests, offsets):
         assert offset % alignment == 0 and offset + size <= total
     for i, (size_i, _, s_i, e_i) in enumerate(requests):
@@ -83,6 +85,15 @@ def test_greedy_plan_keeps_live_buffers_apart(requests):
 def test_disjoint_lifetimes_share_and_overlapping_ones_do_not():
     offsets, total = greedy_by_size([(1000, 64, 0, 2), (1000, 64, 3, 5), (100, 64, 1, 4)])
     assert offsets[0] == offsets[1] == 0 and offsets[2] == 1024 and total == 1124
+
+
+def test_breadth_order_where_the_size_order_leaves_a_hole():
+    # By size, the 320-byte buffer at 0 pushes the first 256 up, the second 256 goes below it, and
+    # the 192 live with both lands above them: 768 bytes. The widest point (704 bytes: 192 + 2 x 256)
+    # placed first packs them; the 320 fits below at its own time.
+    requests = [(320, 64, 0, 0), (192, 64, 3, 5), (256, 64, 0, 4), (256, 64, 4, 6)]
+    assert greedy_by_size(requests)[1] == 768
+    assert plan_offsets(requests)[1] == live_peak([(size, s, e) for size, _, s, e in requests]) == 704
 
 
 @pytest.mark.parametrize("threads", [1, 2])

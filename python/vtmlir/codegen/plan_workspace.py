@@ -18,8 +18,9 @@ shapes and strided layouts stay malloc/free.
 
 Offsets come from the greedy-by-size plan (TFLite's and TVM's): buffers in decreasing size, each at the
 lowest offset, a multiple of its alignment (its `alignment` attribute, at least 64 bytes), that
-overlaps no buffer already placed whose lifetime intersects its own. The workspace is then the
-block's peak of live planned bytes plus what fragmentation the order leaves.
+overlaps no buffer already placed whose lifetime intersects its own. Where that spans more than the
+block's peak of live planned bytes, the same placement in TFLite's breadth order (the buffers live at
+the block's widest points first) is tried too, and the smaller plan kept (`plan_offsets`).
 
 The rewrite: the function gets one more argument, `memref<N x i8>` (N the workspace's bytes), last;
 each planned alloc becomes a `memref.view` of it (after a `memref.assume_alignment` of the workspace's
@@ -34,6 +35,7 @@ changed).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from torch_mlir import ir
@@ -100,12 +102,13 @@ def _align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-def greedy_by_size(requests) -> tuple[list[int], int]:
+def greedy_by_size(requests, order=None) -> tuple[list[int], int]:
     """Offsets for `(size, alignment, start, end)` requests (lifetimes inclusive) and the bytes they span.
 
-    Largest first (ties: earliest first), each at the lowest offset that is a multiple of its alignment
-    and overlaps no placed buffer whose lifetime intersects its own."""
-    order = sorted(range(len(requests)), key=lambda i: (-requests[i][0], requests[i][2], i))
+    In `order` (default: largest first, ties earliest first), each at the lowest offset that is a
+    multiple of its alignment and overlaps no placed buffer whose lifetime intersects its own."""
+    if order is None:
+        order = sorted(range(len(requests)), key=lambda i: (-requests[i][0], requests[i][2], i))
     offsets = [0] * len(requests)
     placed: list[tuple[int, int, int, int]] = []   # (offset, end offset, start, end)
     total = 0
@@ -122,6 +125,36 @@ def greedy_by_size(requests) -> tuple[list[int], int]:
         offsets[i] = offset
         placed.append((offset, offset + size, start, end))
         total = max(total, offset + size)
+    return offsets, total
+
+
+def breadth_order(requests) -> list[int]:
+    """The requests by the most bytes live at any point of their lifetime, largest first (then by
+    size): the buffers of the block's widest points are placed first, together (TFLite's greedy by
+    breadth)."""
+    starts = sorted({s for _, _, s, _ in requests})
+    live = {p: 0 for p in starts}
+    for size, _, s, e in requests:   # bytes live at each allocation point
+        lo, hi = bisect.bisect_left(starts, s), bisect.bisect_right(starts, e)
+        for p in starts[lo:hi]:
+            live[p] += size
+    widest = []
+    for size, _, s, e in requests:
+        lo, hi = bisect.bisect_left(starts, s), bisect.bisect_right(starts, e)
+        widest.append(max(live[p] for p in starts[lo:hi]))
+    return sorted(range(len(requests)), key=lambda i: (-widest[i], -requests[i][0], requests[i][2], i))
+
+
+def plan_offsets(requests) -> tuple[list[int], int]:
+    """The offsets of `greedy_by_size`; where they span more than the live peak (the order left holes
+    that later buffers could not fill), also those of the breadth order (`breadth_order`), and the
+    plan that spans fewer bytes. ResNet-50 b8's 125 buffers: 1.32x the peak by size, the peak
+    exactly by breadth."""
+    offsets, total = greedy_by_size(requests)
+    if total > live_peak([(size, s, e) for size, _, s, e in requests]):
+        other, other_total = greedy_by_size(requests, breadth_order(requests))
+        if other_total < total:
+            return other, other_total
     return offsets, total
 
 
@@ -218,7 +251,7 @@ def plan_workspace(fn) -> WorkspacePlan:
     name = symbol_name(fn)
     if not candidates:
         return WorkspacePlan(name, 0, MIN_ALIGNMENT, (), left)
-    offsets, total = greedy_by_size([(size, a, s, e) for _, _, size, a, s, e in candidates])
+    offsets, total = plan_offsets([(size, a, s, e) for _, _, size, a, s, e in candidates])
     alignment = max(c[3] for c in candidates)
     total = _align_up(total, MIN_ALIGNMENT)
 
