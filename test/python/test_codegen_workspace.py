@@ -114,9 +114,12 @@ def test_planned_outputs_are_bitwise_the_malloced_ones(name, threads):
     assert f"workspace of @main: {planned.workspace_bytes} bytes" in str(planned.report())
 
 
-@pytest.mark.parametrize("name", MODELS)
+# temco_unet_small: greedy by size alone takes 1.19x the peak (the plan's other orders reach it)
+@pytest.mark.parametrize("name", MODELS + ["temco_unet_small"])
 def test_workspace_is_close_to_the_live_peak_of_its_buffers(name):
     planned, malloced = _compiled(name, 1, True), _compiled(name, 1, False)
+    _, inputs = _model(name)
+    assert all(torch.equal(g, w) for g, w in zip(_tuple(planned(*inputs)), _tuple(malloced(*inputs))))
     module, block = _main_block(malloced.stages["loops"])
     buffers = _top_level_frees(block)
     peak = live_peak(buffers)

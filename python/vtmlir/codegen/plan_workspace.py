@@ -20,7 +20,8 @@ Offsets come from the greedy-by-size plan (TFLite's and TVM's): buffers in decre
 lowest offset, a multiple of its alignment (its `alignment` attribute, at least 64 bytes), that
 overlaps no buffer already placed whose lifetime intersects its own. Where that spans more than the
 block's peak of live planned bytes, the same placement in TFLite's breadth order (the buffers live at
-the block's widest points first) is tried too, and the smaller plan kept (`plan_offsets`).
+the block's widest points first), then by size times lifetime, is tried too, and the smallest plan
+kept (`plan_offsets`).
 
 The rewrite: the function gets one more argument, `memref<N x i8>` (N the workspace's bytes), last;
 each planned alloc becomes a `memref.view` of it (after a `memref.assume_alignment` of the workspace's
@@ -145,17 +146,28 @@ def breadth_order(requests) -> list[int]:
     return sorted(range(len(requests)), key=lambda i: (-widest[i], -requests[i][0], requests[i][2], i))
 
 
+def area_order(requests) -> list[int]:
+    """The requests by size times lifetime (in ops), largest first: long-lived buffers low in the
+    workspace, the short ones fitted around them."""
+    return sorted(range(len(requests)),
+                  key=lambda i: (-requests[i][0] * (requests[i][3] - requests[i][2] + 1), requests[i][2], i))
+
+
 def plan_offsets(requests) -> tuple[list[int], int]:
     """The offsets of `greedy_by_size`; where they span more than the live peak (the order left holes
-    that later buffers could not fill), also those of the breadth order (`breadth_order`), and the
-    plan that spans fewer bytes. ResNet-50 b8's 125 buffers: 1.32x the peak by size, the peak
-    exactly by breadth."""
-    offsets, total = greedy_by_size(requests)
-    if total > live_peak([(size, s, e) for size, _, s, e in requests]):
-        other, other_total = greedy_by_size(requests, breadth_order(requests))
-        if other_total < total:
-            return other, other_total
-    return offsets, total
+    that later buffers could not fill), the same placement in the breadth order (`breadth_order`),
+    then in the area order (`area_order`), until one reaches the peak; the plan that spans the fewest
+    bytes. By size / breadth / area, over their buffers' live peak: ResNet-50 b8 (125 buffers)
+    1.32 / 1.00x, temco_unet_small b8 (54) 1.19 / 1.19 / 1.00x."""
+    best = greedy_by_size(requests)
+    peak = live_peak([(size, s, e) for size, _, s, e in requests])
+    for order in (breadth_order, area_order):
+        if best[1] <= peak:
+            break
+        other = greedy_by_size(requests, order(requests))
+        if other[1] < best[1]:
+            best = other
+    return best
 
 
 def _buffer_bytes(memref_type: ir.MemRefType) -> int | None:
