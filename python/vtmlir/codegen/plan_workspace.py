@@ -4,16 +4,16 @@ Bufferized, every intermediate buffer of a model is a `memref.alloc` freed by a 
 malloc and free on every call. Where a call frees more than glibc's trim threshold at the top of its
 heap, or a buffer is above the mmap threshold, that memory goes back to the system and the next call
 faults every page in again (vtc_efficientvit_block b16, one thread: 13968 page faults per call, a
-quarter of its time). As IREE's and TVM's static memory plans do, this pass gives those buffers byte
+third of its time). As IREE's and TVM's static memory plans do, this pass gives those buffers byte
 offsets in one workspace that the caller passes in and keeps between calls (the CPU executable keeps
 one per calling thread, `backend/cpu/calling.py`).
 
 Planned: the `memref.alloc`s directly in the function's entry block with a static shape, the identity
 layout, the default memory space and a byte-sized int or float element, freed by one `memref.dealloc`
-in the same block and never escaping (no use, through views, by a return, a call, a yield or any other
-terminator, or an op with regions other than linalg's that takes it as an operand). A buffer's lifetime is the positions
-of its alloc and its dealloc in the block; an op between them that uses it inside its regions is
-inside it. Allocations in loops and other regions (OpenMP's parallel bodies keep theirs), dynamic
+in the same block and never escaping (no use, through views, by a return, a call, a yield or any
+other terminator, or an op with regions other than linalg's that takes it as an operand). A buffer's
+lifetime is the positions of its alloc and its dealloc in the block; an op between them that uses it
+inside its regions is inside it. Allocations in loops and other regions (OpenMP's parallel bodies keep theirs), dynamic
 shapes and strided layouts stay malloc/free.
 
 Offsets come from the greedy-by-size plan (TFLite's and TVM's): buffers in decreasing size, each at the
@@ -224,8 +224,9 @@ def _entry_functions(module_op, function: str):
     a call refers to."""
     called = set()
     for op in walk_ops(module_op):
-        if "callee" in op.attributes:
-            called.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        callee = op.attributes["callee"] if "callee" in op.attributes else None
+        if isinstance(callee, ir.FlatSymbolRefAttr):   # (a nested reference names another table's symbol)
+            called.add(callee.value)
     found = []
     for op in walk_ops(module_op, "func.func"):
         name = symbol_name(op)
