@@ -51,12 +51,26 @@ class GpuStage:
     name: str
     summary: str
     pipeline: str
+    carries_script: bool = False  # the transform script is in the module (verified once: `run`)
 
     def text(self, chip: str, options: str = "") -> str:
         return f"builtin.module({self.pipeline.format(chip=chip, options=options)})"
 
     def run(self, module: ir.Module, chip: str, options: str = "") -> None:
-        run_pipeline(module, self.text(chip, options), what=f"GPU lowering stage '{self.name}'")
+        what = f"GPU lowering stage '{self.name}'"
+        if not self.carries_script:
+            run_pipeline(module, self.text(chip, options), what=what)
+            return
+        # The module carries the schedules' transform script (five sequences per kernel and the entry
+        # points' `transform.include`s): verifying an include looks its callee up by a scan of the
+        # module's symbols, so a verification costs includes x symbols (quadratic in the kernels;
+        # DenseNet-169's CUDA compile spent most of its time there, verifying after every pass).
+        # These stages verify once, at their end.
+        run_pipeline(module, self.text(chip, options), what=what, verify_each=False)
+        try:
+            module.operation.verify()
+        except ir.MLIRError as err:
+            raise VtmlirError(f"error: the IR after {what} does not verify: {err}") from None
 
 
 def _constant_index(value) -> int | None:
@@ -103,19 +117,19 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
-             pipeline="transform-interpreter{{entry-point=__gpu_tile}}, codegen-gpu-drop-unit-dims"),
+             pipeline="transform-interpreter{{entry-point=__gpu_tile disable-expensive-checks=true}}, codegen-gpu-drop-unit-dims", carries_script=True),
     GpuStage("gpu-promote", "contraction tiles promoted to shared memory",
-             pipeline="transform-interpreter{{entry-point=__gpu_promote}}, memref-copy-to-linalg"),
+             pipeline="transform-interpreter{{entry-point=__gpu_promote disable-expensive-checks=true}}, memref-copy-to-linalg", carries_script=True),
     # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
     # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
     GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 and bf16 contractions to nvgpu.mma.sync",
-             pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
+             pipeline="transform-interpreter{{entry-point=__gpu_map disable-expensive-checks=true}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
-                      "codegen-gpu-convert-mma, codegen-gpu-eliminate-barriers"),
+                      "codegen-gpu-convert-mma, codegen-gpu-eliminate-barriers", carries_script=True),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
              "shared memory as globals",
-             pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, "
-                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-eliminate-barriers, codegen-gpu-workgroup-globals"),
+             pipeline="transform-interpreter{{entry-point=__gpu_pipeline disable-expensive-checks=true}}, "
+                      "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-eliminate-barriers, codegen-gpu-workgroup-globals", carries_script=True),
     GpuStage("parallel-loops", "the kernels left: linalg ops → scf.parallel loop nests (naive mapping)",
              pipeline="codegen-erase-schedule, func.func(convert-linalg-to-parallel-loops, canonicalize)"),
     GpuStage("wrap-serial-code", "loops with no parallel dimension → 1-iteration scf.parallel",

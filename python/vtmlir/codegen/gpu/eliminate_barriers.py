@@ -32,18 +32,14 @@ from ...ir_utils import walk_ops
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS
 from ...passes.registry import Pass, register_pass
 from ..bodies import buffer_root
-from .sync_epilogues import _WRITES
-
-
-def _is_workgroup(value: ir.Value) -> bool:
-    space = ir.MemRefType(value.type).memory_space
-    return space is not None and "workgroup" in str(space)
+from .sink_workgroup_buffers import is_workgroup
+from .sync_epilogues import WRITTEN_OPERAND
 
 
 def _may_alias(a: ir.Value, b: ir.Value) -> bool:
     if a == b:
         return True
-    return not _is_workgroup(a) and not _is_workgroup(b)
+    return not is_workgroup(a.type) and not is_workgroup(b.type)
 
 
 #: ops without memref operands that touch no memory (or only this thread's registers): anything else
@@ -68,7 +64,7 @@ def _span_accesses(ops) -> tuple[list[ir.Value], list[ir.Value]] | None:
             if not op.name.startswith(_NO_MEMORY):
                 return None
             continue
-        written_at = _WRITES.get(op.name)
+        written_at = WRITTEN_OPERAND.get(op.name)
         for number, value in memrefs:
             (writes if number == written_at else reads).append(buffer_root(value))
     return reads, writes

@@ -25,7 +25,7 @@ from ..bodies import buffer_root
 EPILOGUE_ATTR = "codegen.epilogue"
 
 # Ops that write their memref operand at this position (every other memref use reads).
-_WRITES = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1, "memref.copy": 1,
+WRITTEN_OPERAND = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1, "memref.copy": 1,
            "linalg.copy": 1, "nvgpu.device_async_copy": 0}
 
 
@@ -33,7 +33,7 @@ def _accesses(op) -> tuple[list[ir.Value], list[ir.Value]]:
     """(buffers read, buffers written) by `op` and the ops nested in it, as the buffers behind views."""
     reads, writes = [], []
     for inner in walk_ops(op):
-        written_at = _WRITES.get(inner.name)
+        written_at = WRITTEN_OPERAND.get(inner.name)
         for number, value in enumerate(inner.operands):
             if isinstance(value.type, ir.MemRefType) and inner.name not in VIEW_OPS:
                 (writes if number == written_at else reads).append(buffer_root(value))
