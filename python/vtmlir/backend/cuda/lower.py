@@ -117,18 +117,18 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
-             pipeline="transform-interpreter{{entry-point=__gpu_tile disable-expensive-checks=true}}, codegen-gpu-drop-unit-dims", carries_script=True),
+             pipeline="transform-interpreter{{entry-point=__gpu_tile}}, codegen-gpu-drop-unit-dims", carries_script=True),
     GpuStage("gpu-promote", "contraction tiles promoted to shared memory",
-             pipeline="transform-interpreter{{entry-point=__gpu_promote disable-expensive-checks=true}}, memref-copy-to-linalg", carries_script=True),
+             pipeline="transform-interpreter{{entry-point=__gpu_promote}}, memref-copy-to-linalg", carries_script=True),
     # The scheduled kernels are outlined here, before the naive mapping makes the other launches;
     # convert-vector-to-gpu then runs on the tensor-core kernels' gpu.modules only (codegen/gpu/convert_mma.py).
     GpuStage("gpu-map", "threads and warps, vectors, gpu.launch, outlined; f16 and bf16 contractions to nvgpu.mma.sync",
-             pipeline="transform-interpreter{{entry-point=__gpu_map disable-expensive-checks=true}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
+             pipeline="transform-interpreter{{entry-point=__gpu_map}}, codegen-gpu-sync-epilogues, codegen-gpu-reduce-rows, fold-memref-alias-ops, canonicalize, cse, "
                       "codegen-gpu-sink-workgroup-buffers, codegen-gpu-sink-constants, codegen-gpu-outline-kernels, "
                       "codegen-gpu-convert-mma, codegen-gpu-eliminate-barriers", carries_script=True),
     GpuStage("gpu-pipeline", "cp.async copies, multi-buffered shared memory, software pipelining; "
              "shared memory as globals",
-             pipeline="transform-interpreter{{entry-point=__gpu_pipeline disable-expensive-checks=true}}, "
+             pipeline="transform-interpreter{{entry-point=__gpu_pipeline}}, "
                       "gpu.module(fold-memref-alias-ops, canonicalize, cse), codegen-gpu-eliminate-barriers, codegen-gpu-workgroup-globals", carries_script=True),
     GpuStage("parallel-loops", "the kernels left: linalg ops → scf.parallel loop nests (naive mapping)",
              pipeline="codegen-erase-schedule, func.func(convert-linalg-to-parallel-loops, canonicalize)"),
