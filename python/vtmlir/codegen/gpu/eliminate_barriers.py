@@ -29,11 +29,9 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...ir_utils import walk_ops
-from ...passes.memref_dealloc_at_last_use import VIEW_OPS
 from ...passes.registry import Pass, register_pass
-from ..bodies import buffer_root
 from .sink_workgroup_buffers import is_workgroup
-from .sync_epilogues import WRITTEN_OPERAND
+from .sync_epilogues import accesses
 
 
 def _may_alias(a: ir.Value, b: ir.Value) -> bool:
@@ -57,16 +55,13 @@ def _span_accesses(ops) -> tuple[list[ir.Value], list[ir.Value]] | None:
     for op in ops:
         if op.regions:
             return None
-        if op.name in VIEW_OPS:
-            continue
-        memrefs = [(n, v) for n, v in enumerate(op.operands) if isinstance(v.type, ir.MemRefType)]
-        if not memrefs:
+        if not any(isinstance(v.type, ir.MemRefType) for v in op.operands):
             if not op.name.startswith(_NO_MEMORY):
                 return None
             continue
-        written_at = WRITTEN_OPERAND.get(op.name)
-        for number, value in memrefs:
-            (writes if number == written_at else reads).append(buffer_root(value))
+        op_reads, op_writes = accesses(op)
+        reads += op_reads
+        writes += op_writes
     return reads, writes
 
 

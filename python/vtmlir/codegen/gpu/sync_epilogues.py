@@ -26,10 +26,10 @@ EPILOGUE_ATTR = "codegen.epilogue"
 
 # Ops that write their memref operand at this position (every other memref use reads).
 WRITTEN_OPERAND = {"vector.transfer_write": 1, "vector.store": 1, "memref.store": 1, "memref.copy": 1,
-           "linalg.copy": 1, "nvgpu.device_async_copy": 0}
+                   "linalg.copy": 1, "nvgpu.device_async_copy": 0}
 
 
-def _accesses(op) -> tuple[list[ir.Value], list[ir.Value]]:
+def accesses(op) -> tuple[list[ir.Value], list[ir.Value]]:
     """(buffers read, buffers written) by `op` and the ops nested in it, as the buffers behind views."""
     reads, writes = [], []
     for inner in walk_ops(op):
@@ -53,7 +53,7 @@ def sync_epilogues(module_op) -> int:
                 if op.name == "gpu.barrier":
                     written.clear()
                     continue
-                reads, writes = _accesses(op)
+                reads, writes = accesses(op)
                 if any(r == w for r in reads for w in written):
                     with ir.InsertionPoint(op):
                         gpu.BarrierOp()
