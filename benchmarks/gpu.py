@@ -10,6 +10,7 @@ and run the saved executables (`CudaExecutable.save` / `vtmlir.backend.cuda.load
     python benchmarks/gpu.py --prepare DIR [--chip sm_90]     # compile, save to DIR (no GPU needed)
     python benchmarks/gpu.py --run DIR [--deadline 420]       # run what DIR holds (GPU machine)
     options: [--only kernels,zoo,vtc,temco,tilus,dynamic] [--models a,b] [--dtypes f32,f16,bf16] [--batches 1,8]
+             [--opt-levels 0,2]
              [--repeat 20] [--no-torch-compile]
 
 Per case:
@@ -114,8 +115,9 @@ def cast(tensors, dtype: str):
 
 # -- prepare (any machine with the compiler) ---------------------------------------------------------
 
-def model_cases(groups: set[str], names: list[str] | None, batches: list[int], dtypes=DTYPES):
-    """(case, model name, batch, dtype) of the model benchmarks (the zoo in `dtypes`)."""
+def model_cases(groups: set[str], names: list[str] | None, batches: list[int], dtypes=DTYPES, opt_levels=(2,)):
+    """(case, model name, batch, dtype, opt level) of the model benchmarks (the zoo in `dtypes`; a
+    level other than the default 2 in the case's name: `vtc_llama3_decode_f32_b1_O0`)."""
     from vtmlir import models
 
     chosen = []
@@ -129,7 +131,9 @@ def model_cases(groups: set[str], names: list[str] | None, batches: list[int], d
         if names and name not in names:
             continue
         for batch in batches:
-            yield f"{name}_{dtype}_b{batch}", name, batch, dtype
+            for level in opt_levels:
+                suffix = "" if level == 2 else f"_O{level}"
+                yield f"{name}_{dtype}_b{batch}{suffix}", name, batch, dtype, level
 
 
 def fingerprint(model) -> dict:
@@ -145,7 +149,7 @@ def same_weights(model, saved: dict) -> bool:
         for k in saved)
 
 
-def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=DTYPES) -> None:
+def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=DTYPES, opt_levels=(2,)) -> None:
     import vtmlir
 
     os.makedirs(directory, exist_ok=True)
@@ -160,8 +164,9 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=
                 module, shapes, dtype, _, _ = kernel_case(name)
                 gen = torch.Generator().manual_seed(0)
                 inputs = tuple(torch.randn(*s, generator=gen) for s in shapes)
-                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype}, module, cast(inputs, dtype)))
-    for case, name, batch, dtype in model_cases(groups, names, batches, dtypes):
+                jobs.append((name, {"kind": "kernel", "name": name, "dtype": dtype, "opt_level": 2}, module,
+                             cast(inputs, dtype)))
+    for case, name, batch, dtype, level in model_cases(groups, names, batches, dtypes, opt_levels):
         from vtmlir import models
 
         model, inputs = models.get(name).build(batch=batch, seed=0)
@@ -171,12 +176,12 @@ def prepare(directory: str, groups: set[str], names, batches, chip: str, dtypes=
         # machine takes 64 MiB): the GPU machine builds the model again from the same seed and checks
         # the weights against this fingerprint (torch's CPU generator gives the same numbers across
         # versions; a mismatch is reported, and the numerics line says so).
-        jobs.append((case, {"kind": "model", "name": name, "batch": batch, "dtype": dtype,
+        jobs.append((case, {"kind": "model", "name": name, "batch": batch, "dtype": dtype, "opt_level": level,
                             "fingerprint": fingerprint(model)}, model, inputs))
     for case, meta, module, inputs in jobs:
         w0, c0 = time.perf_counter(), time.process_time()
         try:
-            exe = vtmlir.compile(module, *inputs, target="cuda", chip=chip)
+            exe = vtmlir.compile(module, *inputs, target="cuda", chip=chip, opt_level=meta["opt_level"])
             exe.assemble(chip)
             exe.report()   # cached in the executable: ptxas -v needs the nvcc wheel, absent on the GPU machine
         except Exception as err:  # noqa: BLE001 - a benchmark records a failure and goes on
@@ -785,6 +790,8 @@ def main() -> None:
                         "(comma-separated: f32, f16, bf16; VTC and TeMCO models are f32)")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--chip", default="sm_90")
+    parser.add_argument("--opt-levels", default="2", help="opt levels of the model cases (comma-separated; "
+                        "0,2 compares the default pipeline with none of vtmlir's graph systems)")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=1e9, help="seconds after which cases are skipped")
     parser.add_argument("--no-torch-compile", action="store_true")
@@ -796,15 +803,16 @@ def main() -> None:
     unknown = set(dtypes) - set(DTYPES)
     if unknown:
         sys.exit(f"error: --dtypes takes {', '.join(DTYPES)}, not {', '.join(sorted(unknown))}")
+    opt_levels = tuple(int(level) for level in args.opt_levels.split(",") if level)
     if args.prepare:
-        prepare(args.prepare, groups, names, batches, args.chip, dtypes)
+        prepare(args.prepare, groups, names, batches, args.chip, dtypes, opt_levels)
     if args.run:
         run(args.run, args.repeat, not args.no_torch_compile, args.deadline, names)
     if not args.prepare and not args.run:
         if not torch.cuda.is_available():
             sys.exit("error: no CUDA device here; use --prepare DIR here and --run DIR on a GPU machine")
         with tempfile.TemporaryDirectory() as directory:
-            prepare(directory, groups, names, batches, args.chip, dtypes)
+            prepare(directory, groups, names, batches, args.chip, dtypes, opt_levels)
             run(directory, args.repeat, not args.no_torch_compile, args.deadline, names)
 
 

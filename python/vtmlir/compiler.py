@@ -24,12 +24,11 @@ from .frontend import as_module
 from .frontend.limits import check_module
 from .frontend.torch_import import export_torch, import_exported
 from .ir_utils import symbol_name
-from .optimize import LOWBIT_PIPELINES, check_opt_level, optimize
+from .optimize import LOWBIT_PIPELINES, TARGETS, check_opt_level, optimize
 from .passes import parse_pipeline, run_pipeline
 from .passes.registry import PassFailure
 from .signature import box_scalars, find_entry, signature_of
 
-TARGETS = ("cpu", "cuda")
 
 def compile(  # noqa: A001 - mirrors torch.compile
     module,

@@ -37,6 +37,7 @@ from .temco.remat_skip import is_lconv
 from .vtc.memory_check import backend_peak
 
 OPT_LEVELS = (0, 1, 2)
+TARGETS = ("cpu", "cuda")
 
 # The layout step's measure of what it laid out; 0 after `layout-select-ilp{cost=time}`: no change.
 LAID_OUT = "kernels in a non-row-major layout"
@@ -160,19 +161,22 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
     skipped: dict[str, str] = {}
     if opt_level == 0:
         return steps, {"all": "opt level 0"}
-    if target != "cpu":
-        # Nothing is on by default where it has not been measured: no pass has run on a GPU here.
-        return steps, {"all": f"no default pass is measured on '{target}' yet (pipeline= runs any)"}
+    if target not in TARGETS:
+        raise VtmlirError(f"error: unknown target '{target}'; expected one of: {', '.join(TARGETS)}")
 
     convs = walk_ops(module, "linalg.conv_2d_nchw_fchw")
     decomposed = _decomposed_convs(module)
-    wants_temco = opt_level >= 2 and bool(decomposed) or memory_budget is not None
+    # CUDA: TeMCO's fused lconv -> activation -> fconv groups are tile loops the GPU code generator
+    # runs one thread per tile (docs/codegen_gpu.md), so they cost time there: only on request.
+    wants_temco = (opt_level >= 2 and bool(decomposed) and target == "cpu") or memory_budget is not None
 
     # Layouts before VTC: vt-lower-views generalises the named convolutions the layout conventions
     # match (a layout step after it chose nothing); VTC then works on the materialised kernels,
     # the layout conversions that remain included.
     if opt_level < 2:
         skipped["layouts"] = "opt level < 2"
+    elif target not in LAYOUT_TARGETS:
+        skipped["layouts"] = f"no layout time model for the {target} kernels yet (docs/pipeline.md)"
     elif not convs:
         skipped["layouts"] = "no 2-d convolution"
     elif wants_temco:
@@ -192,7 +196,7 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         skipped["vtc"] = "TeMCO applies (temco-pad-in-place builds the pads in place)"
     elif moved or steps:
         why = f"{moved} data-movement op(s)" + (" and the layout conversions" if steps else "")
-        steps.append(Step("vtc", "vt-eliminate-data-movement{target=cpu}", why, then="vt-lower-views"))
+        steps.append(Step("vtc", f"vt-eliminate-data-movement{{target={target}}}", why, then="vt-lower-views"))
     else:
         skipped["vtc"] = "no data-movement op"
 
@@ -200,11 +204,19 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
         why = (f"memory budget {memory_budget} bytes" if memory_budget is not None
                else f"{decomposed} decomposed convolution(s) (temco.role)")
         steps.append(Step("temco", "temco-remat-skip, temco-fuse-activation{where=peak}, temco-pad-in-place", why))
+    elif opt_level < 2:
+        skipped["temco"] = "opt level < 2"
+    elif decomposed and target != "cpu":
+        skipped["temco"] = (f"{decomposed} decomposed convolution(s), but on {target} only with memory_budget= "
+                            "(its fused groups run one GPU thread per tile)")
     else:
-        skipped["temco"] = "opt level < 2" if opt_level < 2 else "no decomposed convolution and no memory budget"
+        skipped["temco"] = "no decomposed convolution and no memory budget"
 
     if lowbit is None:
         skipped["lowbit"] = "lowbit=None (quantised weights are dequantised in full)"
+    elif target != "cpu":
+        skipped["lowbit"] = (f"not on {target} by default: its code generator gives the fused quantised matmul "
+                             "the naive mapping (pipeline='subbyte-pack, subbyte-lower' runs it)")
     elif _has_byte_constants(module):
         # First: VTC's views of the dequantisation chain (reshapes, slices of the codes) hide the
         # quantised matmuls subbyte-pack recognises (measured: no vector loops were made).

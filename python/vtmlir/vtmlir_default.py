@@ -9,7 +9,7 @@ hands it to the backend.
 
 from __future__ import annotations
 
-from .optimize import LOWBIT_PIPELINES, OPT_LEVELS, optimize
+from .optimize import LOWBIT_PIPELINES, OPT_LEVELS, TARGETS, optimize
 from .passes.registry import Option, Pass, register_pass, report_option
 
 
@@ -37,8 +37,8 @@ class VtmlirDefault(Pass):
         if self.lowbit != "none" and self.lowbit not in LOWBIT_PIPELINES:
             self.emit_error(module, f"{self.name}: lowbit must be vector, portable or none, got '{self.lowbit}'")
             return
-        if self.target not in ("cpu", "cuda"):
-            self.emit_error(module, f"{self.name}: unknown target '{self.target}' (expected cpu or cuda)")
+        if self.target not in TARGETS:
+            self.emit_error(module, f"{self.name}: unknown target '{self.target}' (expected {' or '.join(TARGETS)})")
             return
         report = optimize(module, target=self.target, opt_level=self.opt_level,
                           memory_budget=self.memory_budget or None,

@@ -24,7 +24,11 @@
 // LEVEL0: opt level 0 (cpu): 0 step(s)
 // LEVEL0: all: not run (opt level 0)
 
-// CUDA: all: not run (no default pass is measured on 'cuda' yet
+// CUDA:      opt level 2 (cuda): 1 step(s)
+// CUDA-NEXT: vtc: vt-eliminate-data-movement{target=cuda}, then vt-lower-views
+// CUDA:        unit 128 B
+// CUDA:      layouts: not run (no layout time model for the cuda kernels
+// CUDA:      lowbit: not run (not on cuda by default
 
 // BAD: error: vtmlir-default: opt-level must be one of (0, 1, 2), got 3
 

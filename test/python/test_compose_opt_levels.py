@@ -138,7 +138,12 @@ def test_plan_by_level_and_graph():
     assert [s.system for s in level2] == ["layouts", "vtc"] and "cost=time" in level2[0].pipeline
     budget, _ = plan(graph, opt_level=1, memory_budget=1 << 20)
     assert [s.system for s in budget] == ["temco"]
-    assert plan(graph, target="cuda")[0] == []
+    # CUDA: VTC (its 128-byte transfer unit); no layout time model for the GPU kernels yet.
+    cuda, cuda_skipped = plan(graph, target="cuda")
+    assert [s.pipeline for s in cuda] == ["vt-eliminate-data-movement{target=cuda}"]
+    assert cuda_skipped["layouts"].startswith("no layout time model for the cuda kernels")
+    with pytest.raises(vtmlir.VtmlirError, match="unknown target 'tpu'"):
+        plan(graph, target="tpu")
     with pytest.raises(vtmlir.VtmlirError, match="opt_level must be one of 0, 1, 2"):
         plan(graph, opt_level=3)
 

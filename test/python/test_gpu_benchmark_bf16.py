@@ -16,9 +16,13 @@ def test_bf16_kernels_and_zoo_cases_are_listed(load_benchmark):
     _, shapes, dtype, work, unit = bench.kernel_case("matmul_bf16_4096")
     assert dtype == "bf16" and unit == "TFLOP/s" and bench.torch_dtype(dtype) is torch.bfloat16
     every = list(bench.model_cases({"zoo"}, None, [1]))
-    assert {dtype for *_, dtype in every} == {"f32", "f16", "bf16"}
+    assert {dtype for _, _, _, dtype, _ in every} == {"f32", "f16", "bf16"}
     only = list(bench.model_cases({"zoo"}, None, [1], ("bf16",)))
-    assert only and {dtype for *_, dtype in only} == {"bf16"} and len(only) * 3 == len(every)
+    assert only and {dtype for _, _, _, dtype, _ in only} == {"bf16"} and len(only) * 3 == len(every)
+    # --opt-levels 0,2: each model case twice, level 0's named apart (the default level's name unchanged)
+    levels = list(bench.model_cases({"vtc"}, ["vtc_llama3_decode"], [1], opt_levels=(0, 2)))
+    assert [(case, level) for case, *_, level in levels] == [("vtc_llama3_decode_f32_b1_O0", 0),
+                                                              ("vtc_llama3_decode_f32_b1", 2)]
     assert bench.TOLERANCE["f16"] < bench.TOLERANCE["bf16"] < 0.1
 
 

@@ -112,7 +112,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("schedule", "convolutions as im2col copies and batch matmuls, contractions' operand prologues "
              "split off, tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
              "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
-             pipeline="codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+             pipeline="codegen-delinearize-loops, codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),

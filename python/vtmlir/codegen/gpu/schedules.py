@@ -266,6 +266,10 @@ class ContractionSchedule(GpuSchedule):
         big_m, big_n, big_k = ranges[mi], ranges[ni], ranges[ki]
         outer_dims = list(kernel.batch) + list(kernel.m[:-1]) + list(kernel.n[:-1])
         k_outer = list(kernel.k[:-1])
+        # A loop of one trip that only C reads (a VTC store of a projection into one position of a
+        # KV cache) is no batch, m, n or k for linalg; as an outer dimension it is a tile of 1.
+        outer_dims = [d for d in range(kernel.rank) if ranges[d] == 1 and all(
+            d not in dims for dims in (outer_dims, k_outer, [mi, ni, ki]))] + outer_dims
         order = tuple(outer_dims + k_outer + [mi, ni, ki])
         if sorted(order) != list(range(kernel.rank)):
             return "the contraction's dimensions are not batch/m/n/k"
@@ -274,13 +278,29 @@ class ContractionSchedule(GpuSchedule):
         outer_tiles = prod(ranges[d] for d in outer_dims)
         elem = _element_name(types[a_idx].element_type)
         mma = self.uses_tensor_cores(kernel, target) and self.mma_aligned(kernel)
-        if mma:
-            tiles = self._mma_tiles(target, big_m, big_n, big_k, outer_tiles)
-        else:
-            tiles = self._simt_tiles(target, big_m, big_n, big_k, outer_tiles)
-        if tiles is None:
+        candidates = (self._mma_tiles(target, big_m, big_n, big_k, outer_tiles) if mma
+                      else self._simt_tiles(target, big_m, big_n, big_k, outer_tiles))
+        if not candidates:
             return "no block tile fits the shape"
-        (bm, bn, bk), sub, threads = tiles
+        # The cheapest tiling whose operand tiles the block's threads can copy (a 4x32 SIMT block of
+        # four threads cannot spread a 16x32 B tile: the next tiling then, not the naive mapping).
+        refusals = []
+        for (bm, bn, bk), sub, threads in candidates:
+            tile_of = {mi: bm, ni: bn, ki: bk}
+            copies = []
+            for idx in (0, 1):
+                # The operand's tile after the unit dimensions of the tiles of 1 are dropped.
+                shape = tuple(tile_of[e.position] for e in kernel.maps[idx].results
+                              if isinstance(e, ir.AffineDimExpr) and e.position in tile_of)
+                copy = _copy_plan(shape, types[idx], threads)
+                if copy is None:
+                    refusals.append(f"operand {idx} tile {shape} cannot be spread over {threads} threads")
+                    break
+                copies.append(copy)
+            else:
+                break
+        else:
+            return refusals[0]
         # Each outer dimension is a grid dimension next to m and n, and `map_forall_to_blocks`
         # launches three: m or n covered by one block tile need none.
         split = [True, True]
@@ -290,16 +310,6 @@ class ContractionSchedule(GpuSchedule):
         # Beyond three, the outer tiles share one grid dimension: the block forall's leading
         # dimensions linearised after tiling (codegen-gpu-drop-unit-dims), m and n split as they were.
         linearized = len(outer_dims) + sum(split) > 3
-        tile_of = {mi: bm, ni: bn, ki: bk}
-        copies = []
-        for idx in (0, 1):
-            # The operand's tile after the unit dimensions of the tiles of 1 are dropped.
-            shape = tuple(tile_of[e.position] for e in kernel.maps[idx].results
-                          if isinstance(e, ir.AffineDimExpr) and e.position in tile_of)
-            copy = _copy_plan(shape, types[idx], threads)
-            if copy is None:
-                return f"operand {idx} tile {shape} cannot be spread over {threads} threads"
-            copies.append(copy)
         trips = big_k // bk
         stages = self.stages or 2
         if not self.stages and mma and _shared_bytes(copies, types, 3) <= target.shared_per_block_static:
@@ -324,8 +334,9 @@ class ContractionSchedule(GpuSchedule):
                                  linearized=linearized)
 
     def _mma_tiles(self, target, big_m, big_n, big_k, outer_tiles):
+        """The tensor-core block tilings that fit the shape, cheapest first (`_tile_cost`)."""
         bk = self.block_k or (32 if big_k % 32 == 0 else 16)
-        best = None
+        found = []
         for bm, bn, wm, wn in MMA_TILES:
             if self.block_m and bm != self.block_m or self.block_n and bn != self.block_n:
                 continue
@@ -340,26 +351,28 @@ class ContractionSchedule(GpuSchedule):
             regs = min(255, 40 + wm * wn // 32 * 5 // 2)
             per_sm, _ = target.occupancy(warps * WARP, regs, 0)
             cost = _tile_cost(target, bm, bn, big_k, blocks, warps, per_sm, bm * bn / (bm + bn), 64)
-            key = (cost, -bm * bn)
-            if best is None or key < best[0]:
-                best = (key, ((bm, bn, bk), (wm, wn), warps * WARP))
-        return best[1] if best else None
+            found.append(((cost, -bm * bn), ((bm, bn, bk), (wm, wn), warps * WARP)))
+        return [tiles for _, tiles in sorted(found, key=lambda f: f[0])]
 
     def _simt_tiles(self, target, big_m, big_n, big_k, outer_tiles):
+        """The SIMT block tilings that fit: each block tile with its largest register tile, cheapest
+        first; then, for operands whose tiles too few threads cannot copy (a strided operand copied
+        one element per thread), the smaller register tiles (more threads), cheapest first."""
         # Large products take k-steps of 32: on an H100 a 2048^3 f32 product took 434 us with
         # 128x128x32 tiles in one stage, 697 us with 64x128x16 in two (fewer barriers per k step,
         # longer runs of FMAs); small ones keep 16 (their tiles are few and thin).
         large = big_k >= SIMT_LARGE and big_m * big_n >= SIMT_LARGE * SIMT_LARGE
         bk = self.block_k or max(d for d in divisors(big_k) if d <= (32 if large else 16))
         if bk < 2:
-            return None
-        best = None
+            return []
+        found, smaller = [], []
         for bm in [d for d in divisors(big_m) if 2 <= d <= 128]:
             if self.block_m and bm != self.block_m:
                 continue
             for bn in [d for d in divisors(big_n) if 2 <= d <= 128]:
                 if self.block_n and bn != self.block_n:
                     continue
+                largest = True
                 for tm, tn in SIMT_THREAD_TILES:
                     if self.thread_m and tm != self.thread_m or self.thread_n and tn != self.thread_n:
                         continue
@@ -373,11 +386,9 @@ class ContractionSchedule(GpuSchedule):
                     per_sm, _ = target.occupancy(threads, regs, 0)
                     cost = _tile_cost(target, bm, bn, big_k, blocks, -(-threads // WARP), per_sm,
                                       tm * tn / (tm + tn), 4)
-                    key = (cost, -bm * bn, -tm * tn)
-                    if best is None or key < best[0]:
-                        best = (key, ((bm, bn, bk), (tm, tn), threads))
-                    break  # the largest register tile that fits this block tile
-        return best[1] if best else None
+                    (found if largest else smaller).append(((cost, -bm * bn, -tm * tn), ((bm, bn, bk), (tm, tn), threads)))
+                    largest = False
+        return [tiles for _, tiles in sorted(found, key=lambda f: f[0]) + sorted(smaller, key=lambda f: f[0])]
 
     # ---- transform IR per phase ------------------------------------------------------------------
 
@@ -864,10 +875,13 @@ DEFAULT_GPU_SCHEDULES: dict[str, GpuSchedule | None] = {
 
 def gpu_schedule_key(kernel: Kernel, table: dict[str, GpuSchedule | None], target: GpuTarget | None) -> str:
     """The key of `kernel`'s schedule in `table`: `schedule_key`'s, but "gemv" for a matrix-vector
-    product that the table's gemv schedule takes on `target` (`MatvecSchedule.choose`)."""
+    product that the table's gemv schedule takes on `target` (`MatvecSchedule.choose`): a product
+    with no m or n once unit loops are folded, or a contraction whose m or n is one (its unit loop
+    kept by a strided view: a VTC store of a projection into a KV cache)."""
     key = schedule_key(kernel)
     schedule = table.get("gemv")
-    if (key == KernelKind.UNKNOWN.value and isinstance(schedule, MatvecSchedule) and target is not None
+    if (key in (KernelKind.UNKNOWN.value, KernelKind.CONTRACTION.value) and isinstance(schedule, MatvecSchedule)
+            and target is not None
             and not isinstance(schedule.choose(kernel, target), str)):
         return "gemv"
     return key
