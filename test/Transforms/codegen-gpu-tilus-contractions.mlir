@@ -145,3 +145,50 @@ func.func @refused(%x: memref<2x6xf32>, %y: memref<2x8xf32>) {
   }
   return
 }
+
+// -----
+
+// The kernel right before only fills y with +0.0: it goes, and the Tilus kernel writes y (no load of y).
+// CHECK:       gpu.func @tilus_fma_u4_0(
+// CHECK-NOT:     memref.load %arg4
+// CHECK:         memref.store %{{.*}}, %arg4
+// CHECK-LABEL: func.func @filled
+// CHECK-NOT:     linalg.fill
+// CHECK:         gpu.launch_func
+// CHECK-SAME:    bytes = 392 : i64
+
+memref.global "private" constant @filled_codes : memref<64xi8> = dense<33> {alignment = 64 : i64}
+memref.global "private" constant @filled_scales : memref<8x2xf32> = dense<[[5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01]]> {alignment = 64 : i64}
+memref.global "private" constant @filled_zeros : memref<8x2xf32> = dense<8.0> {alignment = 64 : i64}
+func.func @filled(%x: memref<2x16xf32>, %y: memref<2x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<2x8xf32>)
+  %c15_i32 = arith.constant 15 : i32
+  %codes = memref.get_global @filled_codes : memref<64xi8>
+  %scales = memref.get_global @filled_scales : memref<8x2xf32>
+  %zeros = memref.get_global @filled_zeros : memref<8x2xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                                   affine_map<(d0, d1, d2) -> (((d1 * 16 + d2) * 4) floordiv 8)>,
+                                   affine_map<(d0, d1, d2) -> (d1, d2 floordiv 8)>, affine_map<(d0, d1, d2) -> (d1, d2 floordiv 8)>,
+                                   affine_map<(d0, d1, d2) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %codes, %scales, %zeros : memref<2x16xf32>, memref<64xi8>, memref<8x2xf32>, memref<8x2xf32>)
+      outs(%y : memref<2x8xf32>) attrs = {lowbit.fused = "u4"} {
+  ^bb0(%in: f32, %byte: i8, %s: f32, %z: f32, %out: f32):
+    
+    %i1 = linalg.index 1 : index
+    %i2 = linalg.index 2 : index
+    %sh = affine.apply affine_map<(d1, d2) -> (((d1 * 16 + d2) * 4) mod 8)>(%i1, %i2)
+    %shift = arith.index_cast %sh : index to i32
+    %wide = arith.extui %byte : i8 to i32
+    %moved = arith.shrui %wide, %shift : i32
+    %code = arith.andi %moved, %c15_i32 : i32
+    %v = arith.uitofp %code : i32 to f32
+    %vz = arith.subf %v, %z : f32
+    %w = arith.mulf %vz, %s : f32
+    %p = arith.mulf %in, %w : f32
+    %sum = arith.addf %out, %p : f32
+    linalg.yield %sum : f32
+  }
+  return
+}

@@ -164,3 +164,34 @@ def test_quantised_models_run_on_gpu_and_match_torch():
         got = exe(x).float()
         tol = 4e-3 if half else 1e-5
         torch.testing.assert_close(got, want, rtol=tol, atol=tol * want.abs().max().item())
+
+
+def test_fma_kernel_with_f32_activations_adds_to_y_on_cpu():
+    """The builder's f32-activation, accumulating variant (a contraction whose output starts from
+    something other than a zero fill): y = y0 + x W'^T in f32."""
+    from torch_mlir import ir
+
+    from vtmlir.context import make_context
+    from vtmlir.lowbit import quantize_weight
+    from vtmlir.lowbit.gpu_kernels import fma_b_layout, fma_kernel
+    from vtmlir.lowbit.gpu_matmul import pack_for_layout
+
+    m, n, k, group = 3, 32, 64, 16
+    w = quantize_weight(torch.randn(n, k, generator=torch.Generator().manual_seed(2)), "i5", group)
+    packed = pack_for_layout(w, fma_b_layout(32))
+    with make_context(), ir.Location.unknown():
+        f32 = ir.F32Type.get()
+        module = fma_kernel("k", w.dtype, m, n, k, group, packed.size, w.zeros is not None, 1, 32,
+                            x_type=ir.MemRefType.get([m, k], f32), y_type=ir.MemRefType.get([m, n], f32),
+                            accumulate=True)
+        module.operation.verify()
+        text = str(module)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y0 = rng.standard_normal((m, n)).astype(np.float32)
+    y = y0.copy()
+    arrays = [x, packed, w.scales.astype(np.float32)] + ([w.zeros.astype(np.float32)] if w.zeros is not None else [])
+    run_gpu_func_on_cpu(text, (1, m, 1), (32, 1, 1), arrays + [y])
+    wd = w.dequantize().astype(np.float64)
+    want = y0 + x.astype(np.float64) @ wd.T
+    np.testing.assert_allclose(y, want, rtol=0, atol=1e-6 * (np.abs(x) @ np.abs(wd).T).max())

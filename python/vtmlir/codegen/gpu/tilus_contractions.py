@@ -22,7 +22,8 @@ kernels"), chosen by the mma rule of lowbit/gpu_matmul.py:
    scales and zero points become f32 [N, K / group] globals; the kernel is built with the op
    builders in its own `gpu.module` and the generic is replaced by a `gpu.launch_func` on the
    kernel's grid and block, the contraction's output as y (the kernel adds to it: the linalg
-   contraction's initial value). The old constants go once nothing reads them.
+   contraction's initial value -- unless the kernel right before only fills y with +0.0: that fill
+   goes and the kernel writes y). The old constants go once nothing reads them.
 3. The launch carries `codegen.tilus`, a dictionary (schedule `tilus-mma` or `tilus-fma`, why,
    the tiling, threads, blocks, flops, bytes, shared bytes, a description) from which the CUDA
    lowering makes the kernel's plan and report row (backend/cuda/lower.py). A quantised contraction
@@ -294,6 +295,33 @@ def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
 
 
+def _is_positive_zero(value) -> bool:
+    op = _owner(value)
+    if op is None or op.name != "arith.constant" or not isinstance(value.type, (ir.F32Type, ir.F16Type)):
+        return False
+    number = ir.FloatAttr(op.attributes["value"]).value
+    return number == 0.0 and np.copysign(1.0, number) > 0
+
+
+def zero_fill_before(op, y) -> ir.Operation | None:
+    """The kernel right before `op` (past constants and global reads) that only fills `y` with +0.0
+    (a `linalg.fill`, or a generic with no input yielding the constant), or None. The Tilus kernel
+    then writes y instead of adding to it, and the fill goes: one launch less, the same values."""
+    ops = [o.operation for o in op.block.operations]
+    at = next(i for i, o in enumerate(ops) if o == op)
+    for prev in reversed(ops[:at]):
+        if prev.name in ("arith.constant", "memref.get_global"):
+            continue
+        if prev.name == "linalg.fill":
+            return prev if prev.operands[-1] == y and _is_positive_zero(prev.operands[0]) else None
+        if prev.name == "linalg.generic" and len(prev.operands) == 1 and prev.operands[0] == y:
+            body = [o.operation for o in prev.regions[0].blocks[0].operations]
+            if len(body) == 1 and _is_positive_zero(body[0].operands[0]):
+                return prev
+        return None
+    return None
+
+
 def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, globals_: Globals, kid: int,
                       module_op) -> ir.Operation:
     """Replace the contraction's generic by a launch of its Tilus kernel; returns the launch."""
@@ -305,7 +333,8 @@ def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, gl
     while f"{name}_module" in globals_.symbols:
         name += "_"
     x_type, y_type = ir.MemRefType(contraction.x.type), ir.MemRefType(contraction.y.type)
-    common = dict(x_type=x_type, y_type=y_type, accumulate=True)
+    fill = zero_fill_before(contraction.op, contraction.y)
+    common = dict(x_type=x_type, y_type=y_type, accumulate=fill is None)
     if choice.schedule == "tilus-mma":
         built = mma_kernel(name, w.dtype, m, n, k, w.group_size, packed.size, w.zeros is not None, *choice.tiles,
                            **common)
@@ -328,7 +357,8 @@ def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, gl
                                   tuple(_index(v) for v in choice.block), operands)
     x_bytes = m * k * ir.FloatType(x_type.element_type).width // 8
     y_bytes = m * n * ir.FloatType(y_type.element_type).width // 8
-    moved = x_bytes + packed.size + 4 * w.scales.size + (4 * w.zeros.size if w.zeros is not None else 0) + 2 * y_bytes
+    moved = x_bytes + packed.size + 4 * w.scales.size + (4 * w.zeros.size if w.zeros is not None else 0) \
+        + y_bytes * (1 if fill is not None else 2)
     threads = choice.block[0] * choice.block[1] * choice.block[2]
     blocks = choice.grid[0] * choice.grid[1] * choice.grid[2]
     i64 = ir.IntegerType.get_signless(64)
@@ -343,6 +373,8 @@ def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, gl
         "shared_bytes": ir.IntegerAttr.get(i64, choice.shared_bytes),
     })
     op.erase()
+    if fill is not None:
+        fill.erase()
     return launch.operation
 
 
