@@ -89,23 +89,28 @@ def _owner(value):
     return None if isinstance(owner, ir.Block) else owner.operation
 
 
-def _through_casts(value):
-    """`value` with f16 <-> f32 casts (extf, truncf) stripped."""
+def _through_casts(value, casts=("arith.extf", "arith.truncf")):
+    """`value` with f16 <-> f32 casts (`casts`) stripped."""
     while True:
         op = _owner(value)
-        if op is None or op.name not in ("arith.extf", "arith.truncf"):
+        if op is None or op.name not in casts:
             return value
         value = op.operands[0]
 
 
 def _argument(value, block) -> int | None:
-    value = _through_casts(value)
+    """The block argument `value` is, widened (extf: exact) or not; None for anything else. (The
+    kernels read activations, scales and zero points as they are: a rounding of one in the body
+    would not be theirs.)"""
+    value = _through_casts(value, ("arith.extf",))
     if isinstance(value, ir.BlockArgument) and value.owner == block:
         return value.arg_number
     return None
 
 
 def _binary(value, name: str):
+    """The operands of the `name` op that makes `value` (past f16 <-> f32 casts: the f16 rounding of
+    the dequantised weight or of the sums, which the kernels leave out), or None."""
     op = _owner(_through_casts(value))
     return op.operands if op is not None and op.name == name else None
 
