@@ -214,13 +214,13 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
 
     if lowbit is None:
         skipped["lowbit"] = "lowbit=None (quantised weights are dequantised in full)"
-    elif target != "cpu":
-        skipped["lowbit"] = (f"not on {target} by default: its code generator gives the fused quantised matmul "
-                             "the naive mapping (pipeline='subbyte-pack, subbyte-lower' runs it)")
     elif _has_byte_constants(module):
         # First: VTC's views of the dequantisation chain (reshapes, slices of the codes) hide the
         # quantised matmuls subbyte-pack recognises (measured: no vector loops were made).
-        steps.insert(0, Step("lowbit", LOWBIT_PIPELINES[lowbit], "byte constants feeding matmuls (quantised weights)"))
+        # CUDA: the fused matmul of the portable lowering is what `codegen-gpu-tilus-contractions`
+        # turns into a Tilus kernel (the CPU's vector loops are no GPU code).
+        pipeline = LOWBIT_PIPELINES[lowbit if target == "cpu" else "portable"]
+        steps.insert(0, Step("lowbit", pipeline, "byte constants feeding matmuls (quantised weights)"))
     else:
         skipped["lowbit"] = "no quantised weight"
     return steps, skipped

@@ -67,7 +67,8 @@ def test_cuda_views_keep_tensor_cores():
 
 def test_cuda_plan_leaves_out_what_is_not_for_the_gpu():
     """No layout time model for the GPU kernels: layouts stay off; TeMCO's fused groups are one
-    thread per tile on the GPU: only with a memory budget; the Tilus step is not the default there."""
+    thread per tile on the GPU: only with a memory budget; Tilus takes the portable lowering (the
+    Tilus kernels' input), not the CPU's vector loops."""
     model, inputs = get("resnet_basic_block").build()
     graph = vtmlir.import_torch(model, *inputs)
     steps, skipped = plan(graph, target="cuda", opt_level=2)
@@ -100,3 +101,18 @@ def test_a_tiny_f32_contraction_takes_a_smaller_register_tile_not_the_naive_mapp
     model, inputs = get("llama_decoder_layer").build(batch=1, seed=0)
     compiled = vtmlir.compile(model.eval(), *inputs, target="cuda", opt_level=0)
     assert compiled.report().naive_contractions == []
+
+
+def test_cuda_default_lowers_quantised_weights_to_tilus_kernels():
+    """A quantised Linear compiled for CUDA with no pipeline: the Tilus step runs its portable
+    lowering and the schedule stage gives the fused matmul a Tilus kernel (no naive contraction)."""
+    from vtmlir.lowbit import quantize
+
+    model = quantize(torch.nn.Linear(64, 32), dtype="u4", group_size=16).eval()
+    x = torch.randn(16, 64)
+    graph = vtmlir.import_torch(model, x)
+    steps, _ = plan(graph, target="cuda", opt_level=1)
+    assert (steps[0].system, steps[0].pipeline) == ("lowbit", "subbyte-pack, subbyte-lower"), steps
+    compiled = vtmlir.compile(model, x, target="cuda")
+    schedules = _schedules(compiled)
+    assert schedules["tilus-fma"] == 1 and not compiled.report().naive_contractions, schedules

@@ -14,8 +14,8 @@ import torch
 
 from vtmlir.errors import VtmlirError
 from vtmlir.lowbit import all_types, parse_dtype, quantize_weight, unpack_bits
-from vtmlir.lowbit.gpu_matmul import (QuantizedMatmulKernel, mma_operand_exact, mma_refusal, ptx_batch,
-                                      reference)
+from vtmlir.lowbit.gpu_matmul import QuantizedMatmulKernel, ptx_batch, reference
+from vtmlir.lowbit.mma_rule import mma_operand_exact, mma_refusal
 
 ISSUE_TYPES = ([f"i{n}" for n in range(2, 9)] + [f"u{n}" for n in range(1, 9)]
                + ["e4m3", "e5m2", "e3m3", "e3m2", "e2m3", "e2m2", "e2m1", "e1m1"])
@@ -98,8 +98,17 @@ def test_each_threads_codes_are_contiguous_in_both_layouts():
 
 
 def _run_on_cpu(kernel: QuantizedMatmulKernel, x: np.ndarray) -> np.ndarray:
-    """The kernel's own MLIR run on the host: the gpu.func becomes a function of (thread, block x,
-    block y) called from loops over the grid and block; everything else is unchanged."""
+    y = np.zeros(kernel.shape[:2], np.float32)
+    arrays = [np.ascontiguousarray(x, np.float16), kernel.packed, kernel.scales]
+    arrays += ([kernel.zeros] if kernel.zeros is not None else []) + [y]
+    run_gpu_func_on_cpu(kernel.mlir, kernel.grid, kernel.block, arrays)
+    return y
+
+
+def run_gpu_func_on_cpu(text: str, grid, block, arrays: list[np.ndarray]) -> None:
+    """A gpu.module's kernel (its printed MLIR `text`) run on the host: the gpu.func becomes a function
+    of (thread, block x, block y) called from loops over the grid and block; everything else is
+    unchanged. `arrays` are its memref arguments in order (written in place)."""
     from torch_mlir import ir
     from torch_mlir.execution_engine import ExecutionEngine
     from torch_mlir.runtime import get_ranked_memref_descriptor
@@ -107,8 +116,8 @@ def _run_on_cpu(kernel: QuantizedMatmulKernel, x: np.ndarray) -> np.ndarray:
     from vtmlir.backend.cpu.lower import lower_to_llvm
     from vtmlir.context import make_context
 
-    (gx, gy, _), threads = kernel.grid, kernel.block[0]
-    text = kernel.mlir.replace("gpu.return", "return")
+    (gx, gy, _), threads = grid, block[0]
+    text = text.replace("gpu.return", "return")
     sig = re.search(r"gpu\.func @\w+\((.*)\) kernel \{", text)
     text = text.replace(sig.group(0), "func.func @body(%thread_id_x: index, %block_id_x: index, "
                         f"%block_id_y: index, {sig.group(1)}) {{")
@@ -133,15 +142,11 @@ def _run_on_cpu(kernel: QuantizedMatmulKernel, x: np.ndarray) -> np.ndarray:
     }}
     return
   }}"""
-    y = np.zeros(kernel.shape[:2], np.float32)
-    arrays = [np.ascontiguousarray(x, np.float16), kernel.packed, kernel.scales]
-    arrays += ([kernel.zeros] if kernel.zeros is not None else []) + [y]
     with make_context():
         module = ir.Module.parse("module {" + body + driver + "\n}")
         lower_to_llvm(module)
         engine = ExecutionEngine(module, opt_level=2)
         engine.invoke("main", *[ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays])
-    return y
 
 
 @pytest.mark.parametrize("dtype, group, m, n", [("f8e6m1", 8, 4, 48), ("u5", 16, 3, 48), ("i3", 4, 16, 48),

@@ -150,6 +150,20 @@ def test_quantised_linear_matches_pytorch():
     torch.testing.assert_close(compiled(x), ref, rtol=1e-5, atol=1e-5)
 
 
+def test_half_model_is_fused_and_matches_pytorch():
+    """A half model (`.half()`: f16 activations, scales and dequantised weight, an f32-accumulating
+    matmul on widened activations): subbyte-pack recognises the f16 weight chain and subbyte-lower
+    fuses it, reading the f16 activations themselves (no f32 copy of them; the kernel keeps its
+    lowbit.fused mark through the elementwise fusion of bufferization)."""
+    model = quantize(nn.Linear(64, 32), dtype="u4", group_size=16).half().eval()
+    x = torch.randn(3, 64).half()
+    compiled = vtmlir.compile(model, x, pipeline=PIPELINE)
+    optimized = compiled.stages["optimized"]
+    assert optimized.count("lowbit.fused") == 1 and "tensor<3x64xf32>" not in optimized
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=2e-3, atol=2e-3)
+
+
 def test_fig8_relayout_and_compact_storage():
     """With the mma B-fragment tile layout, each thread's 4 codes are consecutive in the stream
     (tiles n-major), the stream is packed with no gaps (+1 slack byte for 3-bit codes)."""

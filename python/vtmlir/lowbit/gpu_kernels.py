@@ -49,6 +49,14 @@ def fma_c_layout(tm: int, tn: int) -> str:
     return f"local({tm}, 1).spatial(1, {tn})"
 
 
+def _identity_layout(mtype: ir.MemRefType) -> bool:
+    layout = mtype.layout
+    if not isinstance(layout, ir.AffineMapAttr):
+        return False
+    amap = ir.AffineMapAttr(layout).value
+    return amap == ir.AffineMap.get_identity(amap.n_dims)
+
+
 def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
 
@@ -60,8 +68,14 @@ class _Kernel:
     bytes of a workgroup-memory attribution (the mma kernel's staged B tiles)."""
 
     def __init__(self, name: str, dtype: LowBitType, m: int, n: int, k: int, kg: int, nbytes: int, zeros: bool,
-                 smem: int | None = None):
+                 smem: int | None = None, x_type: ir.MemRefType | None = None, y_type: ir.MemRefType | None = None):
         f16, f32, i8, i32 = ir.F16Type.get(), ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
+        x_type = x_type or ir.MemRefType.get([m, k], f16)
+        y_type = y_type or ir.MemRefType.get([m, n], f32)
+        self.x_element, self.y_element = x_type.element_type, y_type.element_type
+        # vector loads of x may assume their natural alignment only where x is a whole buffer (row
+        # starts are then multiples of the vector: K % 4 = 0); a view's offset promises nothing
+        self.x_aligned = _identity_layout(x_type)
         self.module = ir.Module.create()
         with ir.InsertionPoint(self.module.body):
             gmod = gpu.GPUModuleOp(f"{name}_module")
@@ -71,10 +85,14 @@ class _Kernel:
             with ir.InsertionPoint(convert.add_entry_block()):
                 func.ReturnOp([emit_code_to_f32(convert.entry_block.arguments[0], dtype)])
             scales = ir.MemRefType.get([n, kg], f32)
-            args = [ir.MemRefType.get([m, k], f16), ir.MemRefType.get([nbytes], i8), scales]
+            args = [x_type, ir.MemRefType.get([nbytes], i8), scales]
             args += [scales] if zeros else []
-            args.append(ir.MemRefType.get([m, n], f32))
-            kernel = gpu.GPUFuncOp(ir.FunctionType.get(args, []), name, kernel=True)
+            args.append(y_type)
+            kernel = gpu.GPUFuncOp(ir.FunctionType.get(args, []), name)
+            # The op's own `kernel` property: the Python builder's `kernel=True` sets a discardable
+            # `gpu.kernel` instead, which convert-gpu-to-nvvm copies next to the one it adds (a
+            # duplicate key that no parser accepts) -- harmless only after a print-and-parse.
+            kernel.attributes["kernel"] = ir.UnitAttr.get()
             extra = []
             if smem is not None:
                 workgroup = ir.AttrBuilder.get("gpu.GPU_AddressSpaceAttr")(gpu.AddressSpace.Workgroup, ir.Context.current)
@@ -97,6 +115,35 @@ class _Kernel:
             gpu.ReturnOp([])
         self._ip.__exit__(*exc)
 
+    def load_x(self, width: int, indices) -> list[ir.Value]:
+        """`width` consecutive activations x[indices...] by one vector load, as f32 values (f16
+        activations widened exactly; f32 ones as they are)."""
+        f32 = ir.F32Type.get()
+        element = self.x_element
+        align = (width if self.x_aligned else 1) * ir.FloatType(element).width // 8
+        xv = vector.load(ir.VectorType.get([width], element), self.x, indices, alignment=align)
+        values = [vector.extract(xv, [], [j]) for j in range(width)]
+        return values if isinstance(element, ir.F32Type) else [arith.extf(f32, v) for v in values]
+
+    def load_x_f16(self, width: int, indices) -> ir.Value:
+        """`width` consecutive activations as a vector of f16 (the mma A operand): f16 activations as
+        they are; f32 ones rounded to f16 (`truncf`, only where the caller allowed it)."""
+        f16, element = ir.F16Type.get(), self.x_element
+        align = (width if self.x_aligned else 1) * ir.FloatType(element).width // 8
+        xv = vector.load(ir.VectorType.get([width], element), self.x, indices, alignment=align)
+        return xv if isinstance(element, ir.F16Type) else arith.truncf(ir.VectorType.get([width], f16), xv)
+
+    def store_y(self, value: ir.Value, indices, accumulate: bool) -> None:
+        """y[indices] = value (f32), or y[indices] + value where `accumulate` (the contraction's
+        initial value: a linalg contraction adds to its output); rounded to y's element type."""
+        f32 = ir.F32Type.get()
+        if accumulate:
+            old = memref.load(self.y, indices)
+            value = arith.addf(old if isinstance(self.y_element, ir.F32Type) else arith.extf(f32, old), value)
+        if not isinstance(self.y_element, ir.F32Type):
+            value = arith.truncf(self.y_element, value)
+        memref.store(value, self.y, indices)
+
 
 def _constants(bits: int, extra: dict[str, int]) -> dict[str, ir.Value]:
     """The index constants the kernels share, then `extra`'s; the code mask (i64) and a zero (f32)."""
@@ -116,7 +163,9 @@ def _thread_codes(c: dict, pos, buffer, base=None) -> list[ir.Value]:
     if base is not None:
         byte = arith.addi(byte, base)
     off = arith.remui(bit, c["c8"])
-    raw = vector.load(ir.VectorType.get([8], ir.IntegerType.get_signless(8)), buffer, [byte])
+    # byte-aligned only (a thread's window starts at any byte): the CUDA backend lowers vector loads
+    # with their natural alignment unless told otherwise
+    raw = vector.load(ir.VectorType.get([8], ir.IntegerType.get_signless(8)), buffer, [byte], alignment=1)
     word = vector.extract(vector.bitcast(ir.VectorType.get([1], i64), raw), [], [0])
     mine = arith.shrui(word, arith.index_cast(i64, off))
     codes = []
@@ -132,19 +181,22 @@ def _fma(a, b, acc):
 
 
 def mma_kernel(name: str, dtype: LowBitType, m: int, n: int, k: int, group: int, nbytes: int, zeros: bool,
-               warps_m: int = 1, warps_n: int = 1) -> ir.Module:
+               warps_m: int = 1, warps_n: int = 1, x_type: ir.MemRefType | None = None,
+               y_type: ir.MemRefType | None = None, accumulate: bool = False) -> ir.Module:
     """The tensor-core kernel: a block of warps_m x warps_n warps computes a (16 warps_m) x (8 warps_n)
     output tile, warp (wm, wn) its 16 x 8 part; each k step the block stages the packed B tiles of its
     warps_n n-tiles (16n bytes each, contiguous in the Fig. 8 order) in shared memory, so a B tile is
     read from global memory once per block and shared by the warps_m warps along M. Needs M % (16
     warps_m) = N % (8 warps_n) = 0, K % 16 = 0 and group % 16 = 0 (checked by the caller). Built in
-    the current context."""
+    the current context. `x_type`/`y_type`: the memref types of x and y (default memref<MxKxf16>,
+    memref<MxNxf32>; any strided layout with unit inner stride; f32 activations are rounded to f16,
+    y is rounded to its element type); `accumulate`: y += x W'^T instead of y = x W'^T."""
     bits = dtype.bits
     kg, steps = k // group, group // MMA_TILE_K
     tile_bytes = MMA_TILE_K * MMA_TILE_N * bits // 8
     stride = tile_bytes + 8  # + the 8-byte window of the tile's last thread
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
-    kernel = _Kernel(name, dtype, m, n, k, kg, nbytes, zeros, smem=warps_n * stride)
+    kernel = _Kernel(name, dtype, m, n, k, kg, nbytes, zeros, smem=warps_n * stride, x_type=x_type, y_type=y_type)
     with kernel as K:
         c = _constants(bits, {"ckg": kg, "csteps": steps, "ckt": k // MMA_TILE_K, "c32": 32, "cwn": warps_n,
                               "cwm": warps_m, "cstride": stride, "ctile": tile_bytes,
@@ -195,7 +247,7 @@ def mma_kernel(name: str, dtype: LowBitType, m: int, n: int, k: int, group: int,
                 kb = arith.addi(arith.muli(t, c["c16"]), kq)
                 kb8 = arith.addi(kb, c["c8"])
                 half2 = ir.VectorType.get([2], f16)
-                a = [vector.load(half2, K.x, [r, kk]) for r, kk in ((row, kb), (row8, kb), (row, kb8), (row8, kb8))]
+                a = [K.load_x_f16(2, [r, kk]) for r, kk in ((row, kb), (row8, kb), (row, kb8), (row8, kb8))]
                 v = _thread_codes(c, lane4, K.smem, base=sbase)
                 h = []
                 for j in range(4):
@@ -217,17 +269,19 @@ def mma_kernel(name: str, dtype: LowBitType, m: int, n: int, k: int, group: int,
             scf.YieldOp([_fma(part[j], (s0, s1)[j % 2], accs[j]) for j in range(4)])
         r = groups.results
         for j, (yr, yc) in enumerate(((row, col), (row, col1), (row8, col), (row8, col1))):
-            memref.store(r[j], K.y, [yr, yc])
+            K.store_y(r[j], [yr, yc], accumulate)
     return kernel.module
 
 
 def fma_kernel(name: str, dtype: LowBitType, m: int, n: int, k: int, group: int, nbytes: int, zeros: bool,
-               tm: int, tn: int) -> ir.Module:
+               tm: int, tn: int, x_type: ir.MemRefType | None = None, y_type: ir.MemRefType | None = None,
+               accumulate: bool = False) -> ir.Module:
     """The CUDA-core kernel: grid (N / tn, M / tm), tn threads; needs K % 4 = 0, tm | M, tn | N.
-    Built in the current context."""
+    Built in the current context. `x_type`/`y_type`/`accumulate` as for `mma_kernel`, except that
+    f32 activations stay f32 (the FMA kernel computes in f32: an f32 model keeps its precision)."""
     bits, kg = dtype.bits, k // group
     f16, f32 = ir.F16Type.get(), ir.F32Type.get()
-    kernel = _Kernel(name, dtype, m, n, k, kg, nbytes, zeros)
+    kernel = _Kernel(name, dtype, m, n, k, kg, nbytes, zeros, x_type=x_type, y_type=y_type)
     with kernel as K:
         c = _constants(bits, {"ck4": k // FMA_TILE_K, "ctile": FMA_TILE_K * tn, "ctm": tm, "ctn": tn,
                               "cgroup": group})
@@ -258,12 +312,10 @@ def fma_kernel(name: str, dtype: LowBitType, m: int, n: int, k: int, group: int,
             new = []
             for r, acc in enumerate(loop.inner_iter_args):
                 xrow = arith.addi(row0, _index(r))
-                xv = vector.load(ir.VectorType.get([4], f16), K.x, [xrow, k0])
-                for j in range(4):
-                    xf = arith.extf(f32, vector.extract(xv, [], [j]))
+                for j, xf in enumerate(K.load_x(4, [xrow, k0])):
                     acc = _fma(xf, w[j], acc)
                 new.append(acc)
             scf.YieldOp(new)
         for r in range(tm):
-            memref.store(loop.results[r], K.y, [arith.addi(row0, _index(r)), ncol])
+            K.store_y(loop.results[r], [arith.addi(row0, _index(r)), ncol], accumulate)
     return kernel.module

@@ -147,7 +147,9 @@ def _is_conversion(op) -> bool:
 def _group_compress(a: np.ndarray) -> tuple[np.ndarray, int]:
     """[K, N] → ([N, K // G], G) for the largest G with a[k, n] == c[n, k // G] bit for bit."""
     k, _ = a.shape
-    bits = a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64) if a.dtype.kind == "f" else a
+    # compared bit for bit (-0.0 is not 0.0); f16 (a half model) has 2-byte elements
+    bits = np.ascontiguousarray(a).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]) \
+        if a.dtype.kind == "f" else a
     for g in sorted((d for d in range(1, k + 1) if k % d == 0), reverse=True):
         blocks = bits.reshape(k // g, g, -1)
         if np.array_equal(blocks, np.broadcast_to(blocks[:, :1, :], blocks.shape)):

@@ -64,6 +64,29 @@ def _map_attr(n_dims: int, exprs) -> ir.AffineMapAttr:
     return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, list(exprs)))
 
 
+def _widening_producer(x: ir.Value):
+    """The elementwise generic that makes `x` by widening another tensor (`arith.extf`, identity
+    maps: a half model's activations cast to f32 for an f32-accumulating matmul), or None. The fused
+    matmul then reads the narrow activations and widens each in its body: the kernel keeps the
+    `lowbit.fused` mark (elementwise fusion at bufferization would otherwise rebuild it without it)
+    and the wide copy of the activations is never made."""
+    owner = x.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "linalg.generic":
+        return None
+    op = owner.operation
+    if len(op.operands) != 2 or len(op.results) != 1 or len(list(op.results[0].uses)) != 1:
+        return None
+    if any(a != iterator_type("parallel") for a in ir.ArrayAttr(op.attributes["iterator_types"])):
+        return None
+    if any(m != ir.AffineMap.get_identity(m.n_dims) for m in _maps(op)):
+        return None
+    body = [o.operation for o in op.regions[0].blocks[0].operations]
+    if len(body) != 2 or body[0].name != "arith.extf" or body[0].operands[0] != op.regions[0].blocks[0].arguments[0] \
+            or body[1].operands[0] != body[0].results[0]:
+        return None
+    return op
+
+
 @register_pass
 class SubbyteLower(Pass):
     name = "subbyte-lower"
@@ -197,16 +220,20 @@ class SubbyteLower(Pass):
         maps += [_map_attr(3, [e.compose(to_mnk) for e in m.results]) for m in deq_maps[:n_in]]
         maps.append(_map_attr(3, [d[0], d[1]]))
         old_block = dequant.regions[0].blocks[0]
+        widened = _widening_producer(x)
+        x_in = widened.operands[0] if widened is not None else x
         with ir.InsertionPoint(matmul), matmul.location:
-            fused = linalg.GenericOp([matmul.results[0].type], [x] + list(dequant.operands[:n_in]), [acc],
+            fused = linalg.GenericOp([matmul.results[0].type], [x_in] + list(dequant.operands[:n_in]), [acc],
                                      ir.ArrayAttr.get(maps),
                                      ir.ArrayAttr.get([iterator_type("parallel")] * 2 + [iterator_type("reduction")]))
             fused.attributes[FUSED_ATTR] = dequant.attributes[DEQUANTIZE_ATTR]
             etype = ir.RankedTensorType(x.type).element_type
-            block = fused.regions[0].blocks.append(etype, *[a.type for a in list(old_block.arguments)[:n_in]], etype)
+            x_etype = ir.RankedTensorType(x_in.type).element_type
+            block = fused.regions[0].blocks.append(x_etype, *[a.type for a in list(old_block.arguments)[:n_in]], etype)
             args = list(block.arguments)
             mapping = {old: new for old, new in zip(list(old_block.arguments)[:n_in], args[1:1 + n_in])}
             with ir.InsertionPoint(block):
+                x_value = arith.extf(etype, args[0]) if widened is not None else args[0]
                 for inner in old_block.operations:
                     inner = inner.operation
                     if inner.name == "linalg.yield":
@@ -217,10 +244,16 @@ class SubbyteLower(Pass):
                         mapping[inner.results[0]] = _index([2, 1][dim])
                         continue
                     _clone_remapped(inner, mapping)
-                prod = arith.mulf(args[0], weight)
+                prod = arith.mulf(x_value, weight)
                 linalg.YieldOp([arith.addf(args[-1], prod)])
         matmul.results[0].replace_all_uses_with(fused.results[0])
         matmul.erase()
+        if widened is not None and not list(widened.results[0].uses):
+            widened_init = widened.operands[1].owner
+            widened.erase()
+            if not isinstance(widened_init, ir.Block) and widened_init.operation.name == "tensor.empty" \
+                    and not list(widened_init.results[0].uses):
+                widened_init.operation.erase()
         empty = dequant.operands[-1].owner
         dequant.erase()
         if not isinstance(empty, ir.Block) and empty.operation.name == "tensor.empty" \

@@ -17,6 +17,9 @@ The default stages (docs/design.md §6, verified on conv and attention blocks):
    host function; `gpu-wrap-serial-code` puts each such run of ops in a one-iteration `scf.parallel`,
    so it becomes a one-thread kernel instead of host code. The trip counts of every top-level
    `scf.parallel` are recorded here (`GpuLowering.iteration_spaces`, in launch order).
+   Before them, the `schedule` stage's GPU schedules (codegen/gpu, docs/codegen_gpu.md) take the
+   kernels they can; its first pass, `codegen-gpu-tilus-contractions`, replaces each quantised
+   contraction (`lowbit.fused`) by a launch of a Tilus kernel (its plan: `tilus_plans`).
 3. `map-to-gpu` — `gpu-map-parallel-loops` + `convert-parallel-loops-to-gpu`: the outer (up to three)
    parallel dimensions become the grid; the rest are loops in the kernel. One thread per block for now:
    correct, not fast (tiling is the stage to add here).
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
+from ...codegen.gpu.tilus_contractions import tilus_plans
 from ...codegen.kernels import KERNEL_ATTR
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
@@ -109,10 +113,12 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
     # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
-    GpuStage("schedule", "convolutions as im2col copies and batch matmuls, contractions' operand prologues "
+    GpuStage("schedule", "quantised contractions to Tilus kernel launches, convolutions as im2col copies and "
+             "batch matmuls, contractions' operand prologues "
              "split off, tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
              "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
-             pipeline="codegen-delinearize-loops, codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+             pipeline="codegen-gpu-tilus-contractions{{chip={chip}{options}}}, codegen-delinearize-loops, "
+                      "codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
@@ -209,6 +215,7 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
             run_pipeline(module, head + ")", what=f"GPU lowering stage '{stage.name}'")
             plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude,
                                          unfused=unfused)
+            plans = tilus_plans(module.operation, plans)
         elif stage.name in _GPU_PHASES:
             snapshot = module.operation.clone()
             try:

@@ -4,7 +4,7 @@ Per kernel: the GPU schedule that made it (or "naive" with the reason), its laun
 `ptxas -v` says it uses on sm_80 and sm_90 (registers, shared memory, spills), the occupancy that
 follows (`GpuTarget.occupancy`), the bytes it moves and the flops it computes, and an H100 roofline
 time: max(bytes / HBM bandwidth, flops / peak), datasheet peaks (`codegen/gpu/target.py`), tensor-core
-peak for `mma-sync` kernels and the f32 FMA peak for the others. The roofline time is an estimate, a
+peak for `mma-sync` and `tilus-mma` kernels and the f32 FMA peak for the others. The roofline time is an estimate, a
 lower bound no kernel reaches; nothing here is measured.
 """
 
@@ -26,7 +26,7 @@ class GpuKernelRow:
     kernel_id: int | None
     kind: str
     description: str
-    schedule: str              # "mma-sync", "simt", "vector" or "naive"
+    schedule: str              # "mma-sync", "simt", "vector", "tilus-mma", "tilus-fma", ... or "naive"
     detail: str                # the tiling, or why the kernel kept the naive mapping
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -38,7 +38,7 @@ class GpuKernelRow:
     @property
     def h100_estimate_s(self) -> float:
         """Roofline time on an H100 SXM (an estimate from datasheet peaks, not a measurement)."""
-        peak = H100.f16_tensor_flops if self.schedule == "mma-sync" else H100.f32_flops
+        peak = H100.f16_tensor_flops if self.schedule in ("mma-sync", "tilus-mma") else H100.f32_flops
         return max(self.bytes / H100.hbm_bytes_per_s, self.flops / peak)
 
 

@@ -9,7 +9,8 @@ the kernel level is; this package gives each class a GPU schedule (docs/codegen_
 - `schedules`: the schedules per kind and their transform IR; `attach_schedule`: classification,
   the choice per kernel (`GpuKernelPlan`) and the appended script; `fusion`: which prologue and
   epilogue kernels run in a contraction's block tiles.
-- passes (one per file, in pipeline order): `codegen-gpu-split-prologues`, `codegen-gpu-im2col-convolutions`,
+- passes (one per file, in pipeline order): `codegen-gpu-tilus-contractions` (quantised contractions
+  to launches of the Tilus kernels of lowbit/gpu_kernels.py), `codegen-gpu-split-prologues`, `codegen-gpu-im2col-convolutions`,
   `codegen-gpu-collapse-contraction-loops`, `codegen-gpu-pad-contractions`, `codegen-gpu-collapse-sums`, `codegen-gpu-split-reductions`, `codegen-gpu-attach-schedule`, `codegen-gpu-sync-epilogues`,
   `codegen-gpu-sink-workgroup-buffers`, `codegen-gpu-sink-constants`,
   `codegen-gpu-outline-kernels`, `codegen-gpu-convert-mma`, `codegen-gpu-eliminate-barriers`,

@@ -18,6 +18,8 @@ from ...passes import run_pipeline
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..kernels import KERNEL_ATTR
 
+_EARLIER = "codegen.launched_before"
+
 
 def _top_level(module_op, name: str) -> list:
     found = []
@@ -38,9 +40,18 @@ def outline_kernels(module_op) -> int:
             raise PassFailure("codegen-gpu-outline-kernels: a gpu.launch without a kernel id; run it right "
                               "after the GPU schedules' map phase", launch.location)
         ids.append(launch.attributes[KERNEL_ATTR])
-    before = len(_top_level(module_op, "gpu.launch_func"))
+    # Launches made before (the Tilus kernels of codegen-gpu-tilus-contractions) may stand anywhere
+    # in program order: the new ones are those not there before.
+    # (Marked, not kept: the pass manager invalidates the Python handles of the ops.)
+    for call in _top_level(module_op, "gpu.launch_func"):
+        call.attributes[_EARLIER] = ir.UnitAttr.get(module_op.context)
     run_pipeline(module_op, "builtin.module(gpu-kernel-outlining)", what="outlining the scheduled kernels")
-    calls = _top_level(module_op, "gpu.launch_func")[before:]
+    calls = []
+    for call in _top_level(module_op, "gpu.launch_func"):
+        if _EARLIER in call.attributes:
+            del call.attributes[_EARLIER]
+        else:
+            calls.append(call)
     if len(calls) != len(ids):
         raise PassFailure(f"codegen-gpu-outline-kernels: {len(ids)} launches became {len(calls)} kernels")
     symbols = {}
