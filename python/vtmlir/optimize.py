@@ -217,7 +217,7 @@ def plan(module, *, target: str = "cpu", opt_level: int = 2, memory_budget: int 
     elif _has_byte_constants(module):
         # First: VTC's views of the dequantisation chain (reshapes, slices of the codes) hide the
         # quantised matmuls subbyte-pack recognises (measured: no vector loops were made).
-        # CUDA: the fused matmul of the portable lowering is what `codegen-gpu-tilus-contractions`
+        # CUDA: the fused matmul of the portable lowering is what `subbyte-cuda-kernels`
         # turns into a Tilus kernel (the CPU's vector loops are no GPU code).
         pipeline = LOWBIT_PIPELINES[lowbit if target == "cpu" else "portable"]
         steps.insert(0, Step("lowbit", pipeline, "byte constants feeding matmuls (quantised weights)"))

@@ -28,7 +28,7 @@
 // CUDA-NEXT: vtc: vt-eliminate-data-movement{target=cuda}, then vt-lower-views
 // CUDA:        unit 128 B
 // CUDA:      layouts: not run (no layout time model for the cuda kernels
-// CUDA:      lowbit: not run (not on cuda by default
+// CUDA:      lowbit: not run (no quantised weight)
 
 // BAD: error: vtmlir-default: opt-level must be one of (0, 1, 2), got 3
 

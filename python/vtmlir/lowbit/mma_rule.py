@@ -1,6 +1,6 @@
 """The Tilus mma rule and the Fig. 8 packing of a quantised weight's codes: pure functions of the
 weight, shared by the standalone kernels (`gpu_matmul.QuantizedMatmulKernel`) and the CUDA backend's
-schedule of quantised contractions (`codegen-gpu-tilus-contractions`), which must not import the
+schedule of quantised contractions (`subbyte-cuda-kernels`), which must not import the
 backend's runtime (gpu_matmul does: it launches kernels)."""
 
 from __future__ import annotations

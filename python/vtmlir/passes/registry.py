@@ -106,7 +106,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-outline-kernels": "vtmlir.codegen.outline_kernels",
     "codegen-drop-transfer-unit-dims": "vtmlir.codegen.drop_transfer_unit_dims",
     # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
-    "codegen-gpu-tilus-contractions": "vtmlir.codegen.gpu.tilus_contractions",
+    "subbyte-cuda-kernels": "vtmlir.lowbit.subbyte_cuda_kernels",
     "codegen-gpu-im2col-convolutions": "vtmlir.codegen.gpu.im2col_convolutions",
     "codegen-gpu-split-prologues": "vtmlir.codegen.gpu.split_prologues",
     "codegen-gpu-split-reductions": "vtmlir.codegen.gpu.split_reductions",

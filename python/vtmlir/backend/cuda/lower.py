@@ -18,7 +18,7 @@ The default stages (docs/design.md §6, verified on conv and attention blocks):
    so it becomes a one-thread kernel instead of host code. The trip counts of every top-level
    `scf.parallel` are recorded here (`GpuLowering.iteration_spaces`, in launch order).
    Before them, the `schedule` stage's GPU schedules (codegen/gpu, docs/codegen_gpu.md) take the
-   kernels they can; its first pass, `codegen-gpu-tilus-contractions`, replaces each quantised
+   kernels they can; its first pass, `subbyte-cuda-kernels`, replaces each quantised
    contraction (`lowbit.fused`) by a launch of a Tilus kernel (its plan: `tilus_plans`).
 3. `map-to-gpu` — `gpu-map-parallel-loops` + `convert-parallel-loops-to-gpu`: the outer (up to three)
    parallel dimensions become the grid; the rest are loops in the kernel. One thread per block for now:
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
-from ...codegen.gpu.tilus_contractions import tilus_plans
+from ...codegen.gpu.tilus_plans import tilus_plans
 from ...codegen.kernels import KERNEL_ATTR
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
@@ -117,7 +117,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              "batch matmuls, contractions' operand prologues "
              "split off, tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
              "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
-             pipeline="codegen-gpu-tilus-contractions{{chip={chip}{options}}}, codegen-delinearize-loops, "
+             pipeline="subbyte-cuda-kernels{{chip={chip}{options}}}, codegen-delinearize-loops, "
                       "codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "

@@ -40,7 +40,7 @@ def outline_kernels(module_op) -> int:
             raise PassFailure("codegen-gpu-outline-kernels: a gpu.launch without a kernel id; run it right "
                               "after the GPU schedules' map phase", launch.location)
         ids.append(launch.attributes[KERNEL_ATTR])
-    # Launches made before (the Tilus kernels of codegen-gpu-tilus-contractions) may stand anywhere
+    # Launches made before (the Tilus kernels of subbyte-cuda-kernels) may stand anywhere
     # in program order: the new ones are those not there before.
     # (Marked, not kept: the pass manager invalidates the Python handles of the ops.)
     for call in _top_level(module_op, "gpu.launch_func"):

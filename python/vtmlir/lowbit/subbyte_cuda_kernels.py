@@ -1,11 +1,11 @@
-"""`codegen-gpu-tilus-contractions`: each quantised contraction becomes a launch of a Tilus kernel.
+"""`subbyte-cuda-kernels`: each quantised contraction becomes a launch of a Tilus kernel.
 
 `subbyte-lower` leaves each quantised matmul as one `linalg.generic` marked `lowbit.fused = "<type>"`
 (dialects/lowbit.py) whose reduction loop unpacks and dequantises each code. The generic GPU
 schedules see a contraction whose B operand is computed in the body and leave it to the naive
 mapping (one thread per output walking k). This pass gives it the schedule built for exactly this
 product instead: the hand-built Tilus kernels of lowbit/gpu_kernels.py (docs/lowbit.md "GPU
-kernels"), chosen by the mma rule of lowbit/gpu_matmul.py:
+kernels"), chosen by the mma rule of lowbit/mma_rule.py:
 
 1. The weight is read back from the kernel's constants: the packed codes (the bit position of each
    code is the left side of the packed-byte map `(pos * bits) floordiv 8`, evaluated over (n, k)),
@@ -46,21 +46,20 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, gpu, memref
 
-from ...dialects.lowbit import FUSED_ATTR
-from ...dialects.lowbit_types import LowBitType, parse_dtype
-from ...ir_utils import walk_ops
-from ...lowbit.evaluate import affine_eval
-from ...lowbit.gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout,
+from ..codegen.gpu.schedules import resolve_gpu_schedules
+from ..codegen.gpu.target import gpu_target
+from ..codegen.gpu.tilus_plans import REFUSAL_ATTR, TILUS_ATTR
+from ..codegen.weights import Globals
+from ..dialects.lowbit import FUSED_ATTR
+from ..dialects.lowbit_types import LowBitType, parse_dtype
+from ..ir_utils import walk_ops
+from ..passes.registry import Option, Pass, register_pass
+from .evaluate import affine_eval
+from .gpu_kernels import (FMA_TILE_K, MMA_B_LAYOUT, MMA_TILE_K, MMA_TILE_M, MMA_TILE_N, fma_b_layout,
                                    fma_kernel, mma_kernel)
-from ...lowbit.mma_rule import largest_divisor, mma_refusal, pack_for_layout
-from ...lowbit.quantize import QuantizedWeight
-from ...passes.registry import Option, Pass, register_pass
-from ..weights import Globals
-from .schedules import resolve_gpu_schedules
-from .target import gpu_target
+from .mma_rule import largest_divisor, mma_refusal, pack_for_layout
+from .quantize import QuantizedWeight
 
-TILUS_ATTR = "codegen.tilus"
-REFUSAL_ATTR = "codegen.tilus_refusal"
 SCHEDULES = ("tilus-mma", "tilus-fma")
 
 
@@ -379,7 +378,7 @@ def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, gl
     return launch.operation
 
 
-def tilus_contractions(module_op, chip: str = "sm_80", overrides=()) -> list[str]:
+def subbyte_cuda_kernels(module_op, chip: str = "sm_80", overrides=()) -> list[str]:
     """Replace every `lowbit.fused` contraction the Tilus kernels take by a launch of its kernel; one
     report line per contraction."""
     table = resolve_gpu_schedules(list(overrides))
@@ -398,7 +397,7 @@ def tilus_contractions(module_op, chip: str = "sm_80", overrides=()) -> list[str
                 choice = choose(contraction, allow_f16, chip)
             except NotTilus as why:
                 op.attributes[REFUSAL_ATTR] = ir.StringAttr.get(str(why))
-                lines.append(f"codegen-gpu-tilus-contractions: kept the naive mapping: {why}")
+                lines.append(f"subbyte-cuda-kernels: kept the naive mapping: {why}")
                 continue
             for value in contraction.consts:
                 owner = _owner(value)
@@ -407,15 +406,15 @@ def tilus_contractions(module_op, chip: str = "sm_80", overrides=()) -> list[str
                 if owner is not None:
                     globals_.replaced.add(ir.FlatSymbolRefAttr(owner.attributes["name"]).value)
             lower_contraction(contraction, choice, globals_, kid, module_op)
-            lines.append(f"codegen-gpu-tilus-contractions: {contraction.weight.dtype.name} "
+            lines.append(f"subbyte-cuda-kernels: {contraction.weight.dtype.name} "
                          f"{'x'.join(map(str, contraction.shape))}: {choice.schedule} ({choice.describe()})")
         globals_.erase_unread()
     return lines
 
 
 @register_pass
-class TilusContractions(Pass):
-    name = "codegen-gpu-tilus-contractions"
+class SubbyteCudaKernels(Pass):
+    name = "subbyte-cuda-kernels"
     summary = "Replace each quantised contraction (lowbit.fused) by a launch of the Tilus mma.sync or FMA kernel"
     description = (
         "Kernel level (memrefs). The codes are re-packed at compile time in the kernel's Fig. 8 order; mma.sync "
@@ -429,47 +428,4 @@ class TilusContractions(Pass):
     )
 
     def run(self, module):
-        tilus_contractions(module, chip=self.chip, overrides=self.schedules)
-
-
-def tilus_plans(module_op, plans: list) -> list:
-    """`plans` (codegen-gpu-attach-schedule's, one per kernel it saw) with one plan per Tilus
-    launch (`codegen.tilus`; given the next kernel ids, which the launch then carries as its
-    `codegen.kernel`, so the CUDA backend reports it as a scheduled kernel), and with the reason
-    of each quantised contraction that kept the naive mapping (`codegen.tilus_refusal`)."""
-    from dataclasses import replace
-
-    from ...errors import format_location
-    from .. import transform_ir as t
-    from ..kernels import KERNEL_ATTR
-    from .attach_schedule import GpuKernelPlan, top_level_kernels
-
-    plans = list(plans)
-    with module_op.context:
-        position = {p.id: i for i, p in enumerate(plans)}
-        for op in top_level_kernels(module_op):
-            if REFUSAL_ATTR not in op.attributes or KERNEL_ATTR not in op.attributes:
-                continue
-            at = position.get(ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value)
-            if at is not None and plans[at].schedule is None:
-                why = ir.StringAttr(op.attributes[REFUSAL_ATTR]).value
-                plans[at] = replace(plans[at], kind="contraction",
-                                    reason=f"quantised contraction, no Tilus kernel: {why}; {plans[at].reason}")
-        next_id = max(position, default=-1) + 1
-        for func in module_op.regions[0].blocks[0].operations:
-            if func.operation.name != "func.func" or not func.regions[0].blocks:
-                continue
-            for launch in func.regions[0].blocks[0].operations:
-                launch = launch.operation
-                if launch.name != "gpu.launch_func" or TILUS_ATTR not in launch.attributes:
-                    continue
-                info = ir.DictAttr(launch.attributes[TILUS_ATTR])
-                text = {key: ir.StringAttr(info[key]).value for key in ("schedule", "detail", "description")}
-                number = {key: ir.IntegerAttr(info[key]).value
-                          for key in ("threads", "grid", "flops", "bytes", "shared_bytes")}
-                launch.attributes[KERNEL_ATTR] = t.kernel_id_attr(next_id)
-                plans.append(GpuKernelPlan(next_id, "contraction", text["description"],
-                                           format_location(launch.location, "-"), text["schedule"], "",
-                                           text["detail"], **number))
-                next_id += 1
-    return plans
+        subbyte_cuda_kernels(module, chip=self.chip, overrides=self.schedules)

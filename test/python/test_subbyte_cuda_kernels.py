@@ -1,4 +1,4 @@
-"""`codegen-gpu-tilus-contractions`: through `vtmlir.compile(..., target="cuda")`, each quantised
+"""`subbyte-cuda-kernels`: through `vtmlir.compile(..., target="cuda")`, each quantised
 contraction (`lowbit.fused`) becomes a launch of the Tilus mma.sync or FMA kernel (docs/lowbit.md,
 docs/codegen_gpu.md): which kernel and why (the mma rule, f32 activations, allow_tf32), PTX through
 ptxas for sm_80 and sm_90 with no spills, no naive quantised contraction left, the FMA kernel's level
@@ -84,7 +84,7 @@ def _kernel_level(model, x):
     module = import_exported(export_torch(model, x))
     run_pipeline(module, parse_pipeline(PIPELINE))
     bufferize(module, function=signature_of(find_entry(module, None)).name)
-    run_pipeline(module, "builtin.module(codegen-gpu-tilus-contractions)", what="the pass under test")
+    run_pipeline(module, "builtin.module(subbyte-cuda-kernels)", what="the pass under test")
     return module
 
 
@@ -93,7 +93,7 @@ def _run_launch_on_cpu(module, x: np.ndarray) -> tuple[str, np.ndarray]:
     activations, its constant operands' values, a zeroed y. Returns (schedule, y)."""
     from torch_mlir import ir
 
-    from vtmlir.codegen.gpu.tilus_contractions import TILUS_ATTR
+    from vtmlir.codegen.gpu.tilus_plans import TILUS_ATTR
     from vtmlir.codegen.weights import Globals
 
     with module.context:

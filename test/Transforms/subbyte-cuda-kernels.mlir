@@ -1,4 +1,4 @@
-// RUN: vt-opt %s --split-input-file --codegen-gpu-tilus-contractions | filecheck %s
+// RUN: vt-opt %s --split-input-file --subbyte-cuda-kernels | filecheck %s
 
 // Each quantised contraction (a linalg.generic marked lowbit.fused, as subbyte-lower leaves it,
 // bufferized) becomes a launch of a Tilus kernel: its own gpu.module, the codes re-packed in the
