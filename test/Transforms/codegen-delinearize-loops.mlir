@@ -26,6 +26,8 @@
 #umean = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d6, 0, 0)>
 #uw = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d6, d4, d5)>
 #uout = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>
+#sin = affine_map<(d0, d1, d2, d3) -> (d0, d1 * 48 + d2 + 32, d3)>
+#sout = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 
 // Attention's Q read out of a fused QKV projection [b, s, 3 * h * hd] (b = 2, h = 4, hd = 16; K at
 // offset 64): the loop over batch x heads (8) splits into (2, 4); the K slice of the projection is a
@@ -271,6 +273,26 @@ func.func @upsampled_tile(%x: memref<1x16x1x4xf32>, %mean: memref<16x1x1xf32>, %
     %p = arith.mulf %r, %b : f32
     %t = arith.addf %o, %p : f32
     linalg.yield %t : f32
+  }
+  return
+}
+
+// A strided slice of a VTC view (EfficientViT's multi-scale q, k, v in f16 on CUDA: each of 8 heads
+// reads 16 of every 48 channels, from channel 32 on): the channel dimension is expanded into its
+// radices (8, 48) and each digit sliced (heads 0..8, channels 32..48), so the map is one loop per
+// dimension; the trailing dimension keeps its own loop.
+// CHECK-LABEL: func.func @strided_slice
+// CHECK:         %[[E:.*]] = memref.expand_shape %arg0 {{\[\[}}0], [1, 2], [3]] output_shape [1, 8, 48, 8] : memref<1x384x8xf32> into memref<1x8x48x8xf32>
+// CHECK:         %[[S:.*]] = memref.subview %[[E]][0, 0, 32, 0] [1, 8, 16, 8] [1, 1, 1, 1] : memref<1x8x48x8xf32> to memref<1x8x16x8xf32, strided<[3072, 384, 8, 1], offset: 256>>
+// CHECK:         linalg.generic {indexing_maps = [#[[ID:map[0-9]*]], #[[ID]]]
+// CHECK-SAME:        ins(%[[S]] : memref<1x8x16x8xf32, strided<[3072, 384, 8, 1], offset: 256>>)
+func.func @strided_slice(%x: memref<1x384x8xf32>, %y: memref<1x8x16x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#sin, #sout], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x384x8xf32>) outs(%y : memref<1x8x16x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %zero : f32
+    linalg.yield %r : f32
   }
   return
 }

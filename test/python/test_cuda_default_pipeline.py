@@ -116,3 +116,32 @@ def test_cuda_default_lowers_quantised_weights_to_tilus_kernels():
     compiled = vtmlir.compile(model, x, target="cuda")
     schedules = _schedules(compiled)
     assert schedules["tilus-fma"] == 1 and not compiled.report().naive_contractions, schedules
+
+
+STRIDED_SLICE = """
+#sin = affine_map<(d0, d1, d2, d3) -> (d0, d1 * 48 + d2 + 32, d3)>
+#sout = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @main(%x: tensor<1x384x8xf32>) -> tensor<1x8x16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x8x16x8xf32>
+  %r = linalg.generic {indexing_maps = [#sin, #sout], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x384x8xf32>) outs(%e : tensor<1x8x16x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x8x16x8xf32>
+  return %r : tensor<1x8x16x8xf32>
+}
+"""
+
+
+def test_a_strided_slice_through_a_view_is_a_vector_kernel():
+    """A kernel reading 16 of every 48 channels through a VTC view (EfficientViT's multi-scale q, k,
+    v in f16 on CUDA): `codegen-delinearize-loops` views the channels as (8, 48) digits and slices
+    each, so the CUDA kernel is a `vector` one (it was `threads`: no projected permutation), and the
+    CPU, which runs the same pass, computes the slice exactly."""
+    x = torch.randn(1, 384, 8)
+    got = vtmlir.compile(STRIDED_SLICE)(x)
+    assert torch.equal(torch.as_tensor(got), torch.relu(x.reshape(1, 8, 48, 8)[:, :, 32:48, :]))
+    cuda = vtmlir.compile(STRIDED_SLICE, target="cuda")
+    assert [k.schedule for k in cuda.report().kernels] == ["vector"]

@@ -38,6 +38,12 @@ the BatchNorm and ReLU in its body) and writes a tile of its output, a subview a
 `w` splits into (W/2, 2), the views keep the tile's dynamic offset, and the BatchNorm reads plain
 dimensions for `codegen-split-prologues`.
 
+A strided slice (`d1 * 48 + d2 + 32` over a dimension of 384: 16 of every 48 elements, EfficientViT's
+multi-scale q, k and v read through VTC's views of the concatenated projections in f16) is viewed the
+other way round: `memref.expand_shape` of the dimension into the coefficients' radices (8, 48), then
+a `memref.subview` of each digit (0..8, 32..48); an operand with such a dimension next to a window
+or a contiguous split is left as it is.
+
 A kernel whose expressions do not have the form above (a coefficient that is not such a stride, a
 `floordiv` whose remainder terms could reach the divisor, negative coefficients, loops to split under
 a body that reads `linalg.index`, a view of a buffer with dynamic strides) is left as it is.
@@ -223,6 +229,38 @@ def _view_dim(form: Linear, ranges: list[int], size: int) -> tuple[list[int], in
     return order, offset, step
 
 
+class Digits(list):
+    """An operand dimension read as a strided slice (`d1 * 48 + d2 + 32` over a dimension of 384:
+    16 of every 48 elements): the dimension split into digits by the coefficients' radices, each
+    digit `(radix, offset, size, loop or None)`, outer first. Viewed by `memref.expand_shape` into the
+    radices, then `memref.subview` per digit; a digit no loop indexes is a slice of one, dropped."""
+
+
+def _strided_dim(form: Linear, ranges: list[int], size: int) -> Digits | None:
+    """`form` as digits of `size` (`Digits`) when its coefficients are nested strides dividing the
+    dimension and each loop's digit stays within its radix from the offset's digit, else None."""
+    terms, offset = form
+    if not terms or offset < 0:
+        return None
+    order = sorted(terms, key=lambda d: -terms[d])
+    strides = [terms[d] for d in order]
+    loops: list[int | None] = list(order)
+    if strides[-1] > 1:
+        strides.append(1)
+        loops.append(None)
+    if size % strides[0] or any(a % b for a, b in zip(strides, strides[1:])):
+        return None
+    radices = [size // strides[0]] + [a // b for a, b in zip(strides, strides[1:])]
+    digits, rest = Digits(), offset
+    for radix, stride, loop in zip(radices, strides, loops):
+        digit, rest = divmod(rest, stride)
+        extent = ranges[loop] if loop is not None else 1
+        if digit + extent > radix:
+            return None
+        digits.append((radix, digit, extent, loop))
+    return digits
+
+
 def _expr(form: Linear) -> ir.AffineExpr:
     """`form` as an affine expression of the loops."""
     terms, constant = form
@@ -257,12 +295,22 @@ def _plan(value, amap: ir.AffineMap, loops: dict[int, Linear], ranges: list[int]
             continue
         view = _view_dim(form, ranges, size)
         if view is None:
-            return None
+            digits = _strided_dim(form, ranges, size)
+            if digits is None:
+                return None
+            offsets.append(0)
+            sizes.append(size)
+            groups.append(digits)
+            continue
         order, offset, span = view
         offsets.append(offset)
         sizes.append(span)
         groups.append(order)
-    used = [d for g in groups if isinstance(g, list) for d in g]
+    if any(isinstance(g, Digits) for g in groups) and any(
+            not isinstance(g, list) or (not isinstance(g, Digits) and len(g) > 1) for g in groups):
+        return None  # a strided slice next to a window or a contiguous split: not viewed (kept as it is)
+    used = [d for g in groups if isinstance(g, list)
+            for d in ([loop for *_, loop in g if loop is not None] if isinstance(g, Digits) else g)]
     if len(used) != len(set(used)):
         return None  # a loop twice in one operand (a diagonal): no projected permutation
     strides, _ = memref_type.get_strides_and_offset()
@@ -276,13 +324,15 @@ def _plan(value, amap: ir.AffineMap, loops: dict[int, Linear], ranges: list[int]
 
 def _needs_view(offsets, sizes, groups, shape) -> bool:
     return (any(offsets) or sizes != shape
-            or any(isinstance(g, list) and len(g) != 1 for g in groups))
+            or any(isinstance(g, Digits) or isinstance(g, list) and len(g) != 1 for g in groups))
 
 
 def _view(value, plan, ranges: list[int]):
     """`value` viewed as `plan` says (`_plan`), inserted at the current insertion point, and its
     indexing map over the new loops."""
     offsets, sizes, groups = plan
+    if any(isinstance(g, Digits) for g in groups):
+        return _strided_view(value, plan, ranges)
     shape = list(ir.MemRefType(value.type).shape)
     # Dimensions no loop indexes (a slice of one element: a KV head of GQA) are dropped by a
     # rank-reducing subview: a constant index would hide the product from linalg's contraction
@@ -305,6 +355,34 @@ def _view(value, plan, ranges: list[int]):
         result = expanded_type(ir.MemRefType(view.type), new_shape, kept_groups)
         view = memref.ExpandShapeOp(result, view, reassociation, [], new_shape).result
     exprs = [e for _, g in kept for e in ([ir.AffineDimExpr.get(d) for d in g] if isinstance(g, list) else [_expr(g)])]
+    return view, ir.AffineMap.get(len(ranges), 0, exprs)
+
+
+def _strided_view(value, plan, ranges: list[int]):
+    """`_view` for a plan with strided slices (`Digits`; every other dimension one loop, none, or
+    a contiguous slice): `memref.expand_shape` of each such dimension into its radices, then one
+    `memref.subview` taking every digit's slice and dropping the digits and dimensions no loop indexes."""
+    offsets, sizes, groups = plan
+    source = ir.MemRefType(value.type)
+    shape, reassociation, slices = [], [], []   # slices: (offset, size, loop or None) per expanded dim
+    for j, g in enumerate(groups):
+        first = len(shape)
+        if isinstance(g, Digits):
+            for radix, digit, extent, loop in g:
+                shape.append(radix)
+                slices.append((digit, extent, loop))
+        else:
+            shape.append(source.shape[j])
+            slices.append((offsets[j], sizes[j], g[0] if g else None))
+        reassociation.append(list(range(first, len(shape))))
+    i64 = ir.IntegerType.get_signless(64)
+    attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in g]) for g in reassociation])
+    expanded = memref.ExpandShapeOp(expanded_type(source, shape, reassociation), value, attr, [], shape).result
+    starts, extents = [o for o, _, _ in slices], [n for _, n, _ in slices]
+    dropped = [i for i, (_, _, loop) in enumerate(slices) if loop is None]
+    view = memref.subview(expanded, starts, extents, [1] * len(extents),
+                          result_type=subview_type(ir.MemRefType(expanded.type), starts, extents, dropped))
+    exprs = [ir.AffineDimExpr.get(loop) for _, _, loop in slices if loop is not None]
     return view, ir.AffineMap.get(len(ranges), 0, exprs)
 
 
