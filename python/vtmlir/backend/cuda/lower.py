@@ -61,11 +61,9 @@ class GpuStage:
         if not self.carries_script:
             run_pipeline(module, self.text(chip, options), what=what)
             return
-        # The module carries the schedules' transform script (five sequences per kernel and the entry
-        # points' `transform.include`s): verifying an include looks its callee up by a scan of the
-        # module's symbols, so a verification costs includes x symbols (quadratic in the kernels;
-        # DenseNet-169's CUDA compile spent most of its time there, verifying after every pass).
-        # These stages verify once, at their end.
+        # The module carries the schedules' transform script (every kernel's ops in the four entry
+        # points): verifying it after every pass of these stages costs the size of the script each
+        # time. These stages verify once, at their end.
         run_pipeline(module, self.text(chip, options), what=what, verify_each=False)
         try:
             module.operation.verify()
