@@ -62,8 +62,9 @@ class GpuStage:
             run_pipeline(module, self.text(chip, options), what=what)
             return
         # The module carries the schedules' transform script (every kernel's ops in the four entry
-        # points): verifying it after every pass of these stages costs the size of the script each
-        # time. These stages verify once, at their end.
+        # points); these stages verify once, at their end, not after every pass. Since the script
+        # has no `transform.include`s (a scan of the module's symbols each) that saves little:
+        # temco_resnet50 f16 15.4 -> 14.6 s CPU, temco_densenet121 f16 within the host's noise.
         run_pipeline(module, self.text(chip, options), what=what, verify_each=False)
         try:
             module.operation.verify()
