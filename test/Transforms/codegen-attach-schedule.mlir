@@ -4,6 +4,7 @@
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256}, transform-interpreter, codegen-erase-schedule, func.func(convert-linalg-to-loops))' | filecheck %s --check-prefix=I1-APPLIED
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256}, transform-interpreter, codegen-erase-schedule, func.func(convert-linalg-to-loops), convert-vector-to-scf{full-unroll=true}, expand-strided-metadata, lower-affine, finalize-memref-to-llvm, convert-scf-to-cf, convert-vector-to-llvm, convert-to-llvm, reconcile-unrealized-casts)' | filecheck %s --check-prefix=LLVM
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=512})' | filecheck %s --check-prefix=AVX512
+// RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=256 strict=true})' | filecheck %s --check-prefix=STRICT
 // RUN: vt-opt %s --split-input-file --pass-pipeline='builtin.module(codegen-attach-schedule{threads=1 vector-bits=512}, transform-interpreter, codegen-erase-schedule)' | filecheck %s --check-prefix=AVX512-APPLIED
 
 // The `// -----` chunks are separate modules; the `<PREFIX>-LABEL: {{^}}// -----` lines keep each
@@ -15,31 +16,46 @@
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 
-// Every linalg op is tagged with its kernel id; the module gets one named sequence per scheduled
-// kernel and @__transform_main applying them. The exp, an epilogue of the matmul, runs in its tiles
-// (`codegen.fused_into`): the contraction's sequence tiles it and fuses the loops; its own vector
-// schedule is applied afterwards to whatever is left of it (nothing, where the fusion applied).
+// Every linalg op is tagged with its kernel id; @__transform_main holds each scheduled kernel's
+// transform ops, on its handle in a nested sequence whose failures are suppressed (no named sequence
+// and transform.include per kernel: a symbol lookup each). The exp, an epilogue of the matmul, runs
+// in its tiles (`codegen.fused_into`): the contraction's ops tile it and fuse the loops; its own
+// vector schedule is applied afterwards to whatever is left of it (nothing, where the fusion
+// applied), once per op left (a foreach), the module marked where it runs.
 // CHECK:       module attributes {transform.with_named_sequence}
 // CHECK-LABEL: func.func @kernels
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 0 : i64, codegen.scheduled}
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.fused_into = 0 : i64, codegen.kernel = 1 : i64}
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64, codegen.scheduled}
-// CHECK:       transform.named_sequence @kernel_0_contraction(%{{.*}}: !transform.any_op {transform.consumed})
-// CHECK:         transform.structured.tile_using_forall
-// CHECK:         transform.structured.promote {{.*}}operands_to_promote = [1]{{.*}}use_alloca
-// CHECK:         transform.structured.vectorize {{.*}}create_named_contraction
-// CHECK:         transform.structured.match attributes {codegen.kernel = 1 : i64}
-// CHECK:         transform.structured.tile_using_forall
-// CHECK:         transform.loop.fuse_sibling
-// CHECK:       transform.named_sequence @kernel_2_row_reduction(
-// CHECK:       transform.named_sequence @kernel_1_vector(
+// CHECK-NOT:   transform.named_sequence @kernel_
 // CHECK:       transform.named_sequence @__transform_main(%[[ROOT:.*]]: !transform.any_op {transform.readonly})
 // CHECK:         %[[ALL:.*]] = transform.structured.match attributes {codegen.scheduled} in %[[ROOT]]
 // CHECK:         %[[K:.*]]:2 = transform.split_handle %[[ALL]]
-// CHECK:         transform.include @kernel_0_contraction failures(suppress) (%[[K]]#0)
-// CHECK:         transform.foreach
-// CHECK:           transform.include @kernel_1_vector failures(suppress)
+// CHECK:         transform.sequence %[[K]]#0 : !transform.any_op failures(suppress) {
+// CHECK-NEXT:    ^bb0(%[[K0:.*]]: !transform.any_op):
+// CHECK:           transform.structured.tile_using_forall %[[K0]]
+// CHECK:           transform.structured.promote {{.*}}operands_to_promote = [1]{{.*}}use_alloca
+// CHECK:           transform.structured.vectorize {{.*}}create_named_contraction
+// CHECK:           transform.structured.match attributes {codegen.kernel = 1 : i64}
+// CHECK:           transform.structured.tile_using_forall
+// CHECK:           transform.loop.fuse_sibling
+// CHECK:         transform.sequence %[[K]]#1 : !transform.any_op failures(suppress) {
+// CHECK:           transform.structured.match attributes {codegen.kernel = 2 : i64}
+// CHECK:         %[[EXP:.*]] = transform.structured.match attributes {codegen.kernel = 1 : i64} in %[[ROOT]]
+// CHECK:         transform.foreach %[[EXP]] : !transform.any_op {
+// CHECK-NEXT:    ^bb0(%[[EACH:.*]]: !transform.any_op):
+// CHECK:           transform.annotate %{{.*}} "codegen.unfused.1"
+// CHECK:           transform.sequence %[[EACH]] : !transform.any_op failures(suppress) {
+// CHECK:             transform.structured.tile_using_forall
 // CHECK:         transform.structured.hoist_redundant_vector_transfers
+// CHECK-NOT:     transform.include
+
+// With strict=true a kernel's ops are built on its handle itself: a failure propagates.
+// STRICT:      transform.named_sequence @__transform_main(
+// STRICT:        %[[K:.*]]:2 = transform.split_handle
+// STRICT-NEXT:   transform.get_parent_op %[[K]]#0
+// STRICT-NEXT:   transform.structured.tile_using_forall %[[K]]#0
+// STRICT-NOT:    transform.sequence
 
 // The contraction: the B panel (k-chunk 64 x all 256 columns: one N tile of `cache_n` columns) packed on
 // the stack row by row, then per 6-row tile its A block (6 x 64) packed, and a 6 x 16 register tile (two 8-lane registers per row)
@@ -103,7 +119,8 @@ func.func @kernels(%A: memref<24x64xf32>, %B: memref<64x256xf32>, %C: memref<24x
 #c = affine_map<(d0, d1, d2) -> (d0, d1)>
 
 // CHECK-LABEL: func.func @single_use_dense_a
-// CHECK:       transform.named_sequence @kernel_0_contraction(
+// CHECK:       transform.named_sequence @__transform_main(
+// CHECK:         transform.sequence
 // CHECK:         transform.structured.promote {{.*}}operands_to_promote = [1]
 // CHECK-NOT:     transform.structured.promote
 // CHECK:         transform.structured.vectorize {{.*}}create_named_contraction
@@ -145,10 +162,13 @@ func.func @single_use_dense_a(%A: memref<24x64xf32>, %B: memref<64x16xf32, strid
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : memref<8x64xf32>) attrs = {codegen.kernel = 1 : i64} {
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : memref<8x64xf32>) attrs = {codegen.kernel = 2 : i64, codegen.scheduled}
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : memref<8x1xi1>) attrs = {codegen.kernel = 3 : i64, codegen.scheduled}
-// CHECK-NOT:   transform.named_sequence @kernel_0_
-// CHECK-NOT:   transform.named_sequence @kernel_1_
-// CHECK:       transform.named_sequence @kernel_2_vector(
-// CHECK:       transform.named_sequence @kernel_3_vector(
+// CHECK:       transform.named_sequence @__transform_main(
+// CHECK:         %[[K:.*]]:2 = transform.split_handle
+// CHECK:         transform.sequence %[[K]]#0
+// CHECK:           transform.structured.match attributes {codegen.kernel = 2 : i64}
+// CHECK:         transform.sequence %[[K]]#1
+// CHECK:           transform.structured.match attributes {codegen.kernel = 3 : i64}
+// CHECK-NOT:     codegen.kernel = {{[01]}} : i64
 
 // The comparison and the select by element stay scalar loops (a byte per i1); the select by row
 // reads its flag once per row and broadcasts it; the flags per row are written one at a time.
@@ -263,7 +283,8 @@ func.func @whole_rows_of_an_argument(%A: memref<24x64xf32>, %B: memref<64x64xf32
 #w = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>
 #out = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d6)>
 // CHECK-LABEL: func.func @blocked_convolution_tap
-// CHECK:       transform.named_sequence @kernel_0_contraction(
+// CHECK:       transform.named_sequence @__transform_main(
+// CHECK:         transform.sequence
 // CHECK-NOT:     transform.structured.promote
 // CHECK:         tile_using_for {{.*}} tile_sizes [0, 0, 0, 6, 0, 0, 0]
 // CHECK-NOT:     transform.structured.promote

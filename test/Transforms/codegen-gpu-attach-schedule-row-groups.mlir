@@ -5,8 +5,8 @@
 // the row max, exp(x - max), the fill of the same buffer for the sum (the bufferization reused it),
 // the row sum, the division. All six kernels are one row group, run by the division: the fills
 // are per-row members (one element per row), the sum's fill between the exp and the sum included,
-// so nothing breaks the group. Only the division is scheduled (the warp-reduce sequence); every
-// other kernel carries the group's id and has no sequence of its own.
+// so nothing breaks the group. Only the division is scheduled (the warp-reduce schedule's ops); every
+// other kernel carries the group's id and has no transform ops of its own.
 // CHECK-LABEL: func.func @softmax
 // CHECK:         linalg.generic {{.*}} outs(%[[ROWS:.*]] : memref<8xf32>) attrs = {codegen.kernel = 0 : i64, codegen.row_group = 5 : i64}
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.row_group = 5 : i64}
@@ -15,18 +15,24 @@
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 4 : i64, codegen.row_group = 5 : i64}
 // CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 5 : i64, codegen.row_group = 5 : i64, codegen.scheduled}
 // CHECK:         memref.dealloc
-// CHECK-NOT:   transform.named_sequence @kernel_{{[0-4]}}_
-// CHECK:       transform.named_sequence @kernel_5_warp_reduce_tile
-// CHECK:         transform.annotate %{{.*}} "codegen.row_threads" = %{{.*}}
-// CHECK-NOT:   transform.named_sequence @kernel_{{[0-4]}}_
+// CHECK-NOT:   transform.named_sequence @kernel_
+// CHECK:       transform.named_sequence @__gpu_tile(%[[ROOT:.*]]: !transform.any_op
+// CHECK-NEXT:    %[[K:.*]] = transform.structured.match attributes {codegen.scheduled} in %[[ROOT]]
+// CHECK-NOT:     transform.split_handle
+// CHECK:         transform.annotate %[[K]] "codegen.row_threads" = %{{.*}}
+// CHECK-NOT:   codegen.kernel = {{[0-4]}} : i64
 
-// Without row groups the fills are kernels of their own (vector schedule), as are the others.
+// Without row groups the fills are kernels of their own (vector schedule), as are the others: the
+// tile entry point's handles, one per scheduled kernel in order, tiled (vector) or annotated (warp
+// reduce).
 // UNFUSED-LABEL: func.func @softmax
 // UNFUSED-NOT:   codegen.row_group
-// UNFUSED:       transform.named_sequence @kernel_0_vector_tile
-// UNFUSED:       transform.named_sequence @kernel_1_warp_reduce_tile
-// UNFUSED:       transform.named_sequence @kernel_3_vector_tile
-// UNFUSED:       transform.named_sequence @kernel_4_warp_reduce_tile
+// UNFUSED:       transform.named_sequence @__gpu_tile
+// UNFUSED:         %[[K:.*]]:6 = transform.split_handle
+// UNFUSED:         transform.structured.tile_using_forall %[[K]]#0 tile_sizes [8]
+// UNFUSED:         transform.annotate %[[K]]#1 "codegen.row_threads"
+// UNFUSED:         transform.structured.tile_using_forall %[[K]]#3 tile_sizes [8]
+// UNFUSED:         transform.annotate %[[K]]#4 "codegen.row_threads"
 func.func @softmax(%x: memref<8x1024xf32>, %y: memref<8x1024xf32>) {
   %zero = arith.constant 0.000000e+00 : f32
   %ninf = arith.constant 0xFF800000 : f32

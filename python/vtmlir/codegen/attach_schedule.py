@@ -1,17 +1,18 @@
 """`codegen-attach-schedule`: classify every kernel and attach its schedule as transform IR.
 
 Each structured op of the kernel level (memrefs, after bufferization) is classified
-(`kernels.classify`), tagged `codegen.kernel = <id>`, and, where its kind has a schedule, given a
-`transform.named_sequence @kernel_<id>_<schedule>` that tiles, packs and vectorises it. The module
-gets `@__transform_main`, which applies them kernel by kernel and then, per function, the clean-ups
-the vector code needs (alias folding, CSE, hoisting the accumulators, lowering contractions to outer
-products). The upstream `transform-interpreter` pass runs it, so the IR after this pass (the CPU
+(`kernels.classify`), tagged `codegen.kernel = <id>`, and, where its kind has a schedule, given the
+transform ops that tile, pack and vectorise it (located `kernel <id>: ...`). They are built kernel by
+kernel in the module's `@__transform_main` (no named sequence per kernel: the `transform.include`s
+calling them cost a symbol lookup each, quadratic in the kernels), which then applies, per function,
+the clean-ups the vector code needs (alias folding, CSE, hoisting the accumulators, lowering
+contractions to outer products). The upstream `transform-interpreter` pass runs it, so the IR after this pass (the CPU
 stage "schedule") replays with `vt-opt --transform-interpreter`.
 
 A contraction's neighbours (its accumulator's fill before it, its elementwise epilogue after it:
 bias, activation, BatchNorm, residual add, casts; `codegen.fusion.find_group`) run inside its outer
 tiles: its schedule tiles them with its own outer tiles and fuses their loops with its own
-(`ContractionSchedule.fuse_neighbours`, `schedules.FusedMember`). They get no sequence of their own
+(`ContractionSchedule.fuse_neighbours`, `schedules.FusedMember`). They get no ops of their own
 in the script's order; each is tagged `codegen.fused_into = <contraction id>` (for the profile's
 marks) and keeps its own vector schedule as a fallback, applied after the contraction's to whatever
 of it is still there (nothing, where the fusion applied; the kernel as it was, where the
@@ -209,26 +210,34 @@ def _output_tile(kernel: Kernel, sizes: list[int]) -> tuple[int, ...] | None:
 
 
 def _append_script(module_op, scheduled, fallbacks, members, target: HostTarget, parts: int, strict: bool) -> None:
+    """`@__transform_main` with every scheduled kernel's ops built in it, located `kernel <id>: ...`:
+    not one named sequence per kernel behind a `transform.include`, whose verification (and the
+    interpreter's checks of its effects) looks the callee up by a scan of the module's symbols,
+    quadratic in the kernels. Where failures are suppressed each kernel's ops are a nested
+    `transform.sequence failures(suppress)` (`transform_ir.sequence`)."""
     module_op.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
     body = module_op.regions[0].blocks[0]
+
+    def build(kid, kernel, schedule, handle):
+        with ir.Location.name(f"kernel {kid}: {kernel.describe()}"), \
+                t.sequence(handle, suppress_failures=not strict) as op:
+            extra = {"members": members[kid]} if members.get(kid) else {}
+            schedule.build(kid, kernel, target, _kernel_parts(kernel, parts), op, **extra)
+
     with ir.Location.unknown():
-        for kid, kernel, schedule in scheduled + fallbacks:
-            seq = t.named_sequence(body, _sequence_name(kid, schedule), consumed=True)
-            with ir.InsertionPoint(seq.body), ir.Location.name(f"kernel {kid}: {kernel.describe()}"):
-                extra = {"members": members[kid]} if members.get(kid) else {}
-                schedule.build(kid, kernel, target, _kernel_parts(kernel, parts), seq.bodyTarget, **extra)
-                t.yield_()
         main = t.named_sequence(body, MAIN, consumed=False)
         with ir.InsertionPoint(main.body):
             root = main.bodyTarget
             handles = t.match_scheduled(root, len(scheduled)) if scheduled else []
-            for (kid, _, schedule), handle in zip(scheduled, handles):
-                t.include(_sequence_name(kid, schedule), handle, suppress_failures=not strict)
-            for kid, _, schedule in fallbacks:
+            for (kid, kernel, schedule), handle in zip(scheduled, handles):
+                build(kid, kernel, schedule, handle)
+            for kid, kernel, schedule in fallbacks:
                 # A fused kernel's own schedule on what is left of it: nothing where its contraction's
-                # schedule fused it, the kernel where that failed first.
-                t.include_each(_sequence_name(kid, schedule), t.match_kernel(root, kid), suppress_failures=not strict,
-                               mark=f"{UNFUSED_PREFIX}{kid}")
+                # schedule fused it, the kernel where that failed first. Where it runs at all the
+                # module is marked first (what the report reads back).
+                with t.foreach(t.match_kernel(root, kid)) as each:
+                    t.annotate(t.parent_op(each, "builtin.module"), f"{UNFUSED_PREFIX}{kid}")
+                    build(kid, kernel, schedule, each)
             if scheduled or fallbacks:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)
@@ -242,17 +251,13 @@ def _append_script(module_op, scheduled, fallbacks, members, target: HostTarget,
             t.yield_()
 
 
-def _sequence_name(kid: int, schedule: Schedule) -> str:
-    return f"kernel_{kid}_{schedule.name.replace('-', '_')}"
-
-
 @register_pass
 class AttachSchedule(Pass):
     name = "codegen-attach-schedule"
     summary = "Classify each kernel and attach its tiling/vectorisation schedule as transform IR"
     description = (
         "Kernel level (memrefs). Tags every linalg op `codegen.kernel = <id>` and appends "
-        "`@__transform_main` with one named sequence per scheduled kernel; run `transform-interpreter` "
+        "`@__transform_main` with each scheduled kernel's transform ops; run `transform-interpreter` "
         "next. Kinds: contraction, elementwise, data-movement, row-reduction, outer-reduction "
         "(scheduled), convolution, pooling (loops for now). A contraction's accumulator fill and "
         "elementwise epilogue run in its outer tiles (schedules=contraction.fuse_neighbours:false: apart)."

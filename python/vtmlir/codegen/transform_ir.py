@@ -8,7 +8,8 @@ Handles are `!transform.any_op` except where an op demands a narrower type (`loo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from torch_mlir import ir
 from torch_mlir.dialects import transform
@@ -60,8 +61,11 @@ def tile(target: ir.Value, sizes: Sequence[int], interchange: Sequence[int] | No
     return op.tiled_linalg_op, list(op.loops)
 
 
-def parent_op(target: ir.Value) -> ir.Value:
-    """The op whose block holds the payload ops of `target` (a function, a loop body's loop)."""
+def parent_op(target: ir.Value, name: str = "") -> ir.Value:
+    """The op whose block holds the payload ops of `target` (a function, a loop body's loop); with
+    `name`, the closest ancestor of that op name (e.g. "builtin.module")."""
+    if name:
+        return transform.GetParentOp(any_op(), target, op_name=name).result
     return transform.GetParentOp(any_op(), target).result
 
 
@@ -199,22 +203,31 @@ def named_sequence(parent_block: ir.Block, name: str, consumed: bool) -> transfo
         return transform.NamedSequenceOp(name, [any_op()], [], arg_attrs=[{effect: ir.UnitAttr.get()}])
 
 
-def include(name: str, operand: ir.Value, suppress_failures: bool = True) -> None:
-    """Call a named sequence; with `suppress_failures` a schedule that cannot apply leaves its kernel as
-    it is (correct loops, named in the report) instead of failing the compilation."""
-    mode = transform.FailurePropagationMode.Suppress if suppress_failures else transform.FailurePropagationMode.Propagate
-    transform.IncludeOp([], ir.FlatSymbolRefAttr.get(name), mode, [operand])
+@contextmanager
+def sequence(operand: ir.Value, suppress_failures: bool) -> Iterator[ir.Value]:
+    """Build a kernel's ops on `operand` in the with-block. With `suppress_failures` they go into a
+    nested `transform.sequence %operand failures(suppress)` (the yielded handle is its block argument):
+    a schedule that cannot apply then leaves its kernel as it is (correct loops, named in the
+    report) instead of failing the compilation, and the ops after the sequence still run. Without,
+    they are built in place on `operand` itself (a failure propagates). Either way the ops consume or
+    only read `operand` as they would the argument of a named sequence of their own, without the
+    `transform.include` whose callee every verification looks up among the module's symbols."""
+    if not suppress_failures:
+        yield operand
+        return
+    seq = transform.SequenceOp(transform.FailurePropagationMode.Suppress, [], operand)
+    with ir.InsertionPoint(seq.body):
+        yield seq.bodyTarget
+        yield_()
 
 
-def include_each(name: str, operand: ir.Value, suppress_failures: bool = True, mark: str = "") -> None:
-    """`include` the named sequence once per payload op of `operand`, none when it has none (an
-    include needs exactly one op where the sequence's ops do); with `mark`, that unit attribute is
-    set on the module first where it runs at all (what a report reads back)."""
+@contextmanager
+def foreach(operand: ir.Value) -> Iterator[ir.Value]:
+    """Build ops in the with-block once per payload op of `operand` (`transform.foreach`; the yielded
+    handle holds one op), none when it has none: a schedule's ops need exactly one op in their handle."""
     each = transform.ForeachOp([], [operand])
     with ir.InsertionPoint(each.body):
-        if mark:
-            annotate(transform.GetParentOp(any_op(), each.bodyTargets[0], op_name="builtin.module").result, mark)
-        include(name, each.bodyTargets[0], suppress_failures)
+        yield each.bodyTargets[0]
         yield_()
 
 

@@ -3,9 +3,9 @@
 The GPU counterpart of `codegen-attach-schedule`, with the same classification (`codegen.kernels`).
 A kernel is a structured op directly in a function body (the loop nests of TeMCO's fused groups keep
 their own kernels, `gpu-sequentialize-forall`). Each scheduled kernel is tagged
-`codegen.kernel = <id>` and gets one `transform.named_sequence` per phase of the CUDA lowering; the
-module gets one entry point per phase, which the `transform-interpreter{entry-point=...}` passes of
-`passes/cuda.pipeline` run in turn:
+`codegen.kernel = <id>` and gets transform ops for each phase of the CUDA lowering (located
+`kernel <id>: ... (<phase>)`), built in the module's entry point of that phase, which the
+`transform-interpreter{entry-point=...}` passes of `passes/cuda.pipeline` run in turn:
 
 - `@__gpu_tile`: block tiles (`scf.forall` on `#gpu.block`), k loops;
 - `@__gpu_promote` (after `codegen-gpu-drop-unit-dims`): shared-memory promotion;
@@ -43,7 +43,6 @@ from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, MatvecTiling, 
 from .target import gpu_target
 from .transform_gpu import hoist_vector_transfers
 
-PHASES = ("tile", "promote", "map", "finish", "pipeline")
 ENTRY_POINTS = {"tile": "__gpu_tile", "promote": "__gpu_promote", "map": "__gpu_map", "pipeline": "__gpu_pipeline"}
 _STRUCTURED = ("linalg.generic", "linalg.copy", "linalg.fill", "linalg.transpose", "linalg.broadcast")
 
@@ -390,39 +389,42 @@ def _work(kernel) -> tuple[int, int]:
     return iterations * max(0, body), moved
 
 
-def _sequence_name(kid: int, tiling, phase: str) -> str:
-    return f"kernel_{kid}_{tiling.schedule.replace('-', '_')}_{phase}"
+def _build_phase(kid: int, kernel, schedule, tiling, phase: str, handle) -> None:
+    """Build kernel `kid`'s ops of `phase` at the insertion point, located `kernel <id>: ... (<phase>)`
+    (`kernel_of_failure`, `failing_kernel`)."""
+    with ir.Location.name(f"kernel {kid}: {kernel.describe()} ({phase})"):
+        getattr(schedule, f"build_{phase}")(kid, kernel, tiling, handle)
 
 
 def _append_script(module_op, scheduled) -> None:
+    """One entry point per phase (`transform-interpreter{entry-point=...}`) holding every kernel's ops
+    of that phase. They are built in the entry point, not as a named sequence per kernel and phase
+    behind a `transform.include`: verifying an include (and the interpreter's checks of its effects)
+    looks its callee up by a scan of the module's symbols, so the includes cost includes x symbols,
+    quadratic in the kernels (compile time: docs/codegen_gpu.md, Limits)."""
     module_op.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
     body = module_op.regions[0].blocks[0]
-    for kid, kernel, schedule, tiling in scheduled:
-        for phase in PHASES:
-            seq = t.named_sequence(body, _sequence_name(kid, tiling, phase), consumed=phase == "tile")
-            with ir.InsertionPoint(seq.body), ir.Location.name(f"kernel {kid}: {kernel.describe()} ({phase})"):
-                getattr(schedule, f"build_{phase}")(kid, kernel, tiling, seq.bodyTarget)
-                t.yield_()
-    # One entry point per phase (`transform-interpreter{entry-point=...}`); failures propagate: the
-    # CUDA lowering retries without a kernel whose schedule failed (`backend/cuda/lower.py`).
+    # Failures propagate: the CUDA lowering retries without a kernel whose schedule failed
+    # (`backend/cuda/lower.py`).
     for phase, entry in ENTRY_POINTS.items():
         main = t.named_sequence(body, entry, consumed=False)
         with ir.InsertionPoint(main.body):
             root = main.bodyTarget
             if phase == "tile":
+                # (each kernel's ops may consume its handle: nothing else uses it)
                 handles = t.match_scheduled(root, len(scheduled)) if scheduled else []
-                for (kid, _, _, tiling), handle in zip(scheduled, handles):
-                    t.include(_sequence_name(kid, tiling, "tile"), handle, suppress_failures=False)
+                for (kid, kernel, schedule, tiling), handle in zip(scheduled, handles):
+                    _build_phase(kid, kernel, schedule, tiling, phase, handle)
             else:
-                for kid, _, _, tiling in scheduled:
-                    t.include(_sequence_name(kid, tiling, phase), root, suppress_failures=False)
+                for kid, kernel, schedule, tiling in scheduled:
+                    _build_phase(kid, kernel, schedule, tiling, phase, root)
             if phase == "map" and scheduled:
                 funcs = t.match_names(root, ["func.func"])
                 t.canonicalize(funcs, fold_memref_aliases=True)
                 t.cse(funcs)
                 hoist_vector_transfers(funcs)
-                for kid, _, _, tiling in scheduled:
-                    t.include(_sequence_name(kid, tiling, "finish"), root, suppress_failures=False)
+                for kid, kernel, schedule, tiling in scheduled:
+                    _build_phase(kid, kernel, schedule, tiling, "finish", root)
             t.yield_()
 
 
@@ -444,28 +446,29 @@ def kernel_of_failure(message: str) -> int | None:
 
 
 def failing_kernel(snapshot, phase: str, plans: list[GpuKernelPlan]) -> int | None:
-    """Which kernel's `phase` sequence fails on `snapshot` (the module as it was before the phase),
-    trying each scheduled kernel's sequence alone on a copy; None when none fails alone."""
+    """Which kernel's `phase` ops fail on `snapshot` (the module as it was before the phase), trying
+    each scheduled kernel's alone: on a copy whose entry point keeps that kernel's ops and those of no
+    kernel (the matches, the per-function clean-ups), the others' erased (their location names their
+    kernel); None when none fails alone."""
+    entry = ENTRY_POINTS[phase]
     for plan in plans:
         if plan.schedule is None:
             continue
         trial = snapshot.clone()
         try:
-            body = trial.regions[0].blocks[0]
-            name = f"kernel_{plan.id}_{plan.schedule.replace('-', '_')}_{phase}"
-            sequence = next((op for op in body.operations if op.operation.name == "transform.named_sequence"
-                             and ir.StringAttr(op.attributes["sym_name"]).value == name), None)
-            if sequence is None:
-                continue
-            payload = trial
-            if phase == "tile":
-                payload = next((op for op in top_level_kernels(trial) if KERNEL_ATTR in op.attributes
-                                and ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value == plan.id), None)
-                if payload is None:
-                    continue
+            main = next((op for op in trial.regions[0].blocks[0].operations
+                         if op.operation.name == "transform.named_sequence"
+                         and ir.StringAttr(op.attributes["sym_name"]).value == entry), None)
+            if main is None:
+                return None
+            # Last first: a kernel's ops use only its own ops' results and those of no kernel.
+            for op in reversed(list(main.regions[0].blocks[0].operations)):
+                owner = kernel_of_failure(str(op.location))
+                if owner is not None and owner != plan.id:
+                    op.operation.erase()
             try:
-                interpreter.apply_named_sequence(payload, sequence.operation, trial)
-            except Exception:  # noqa: BLE001 - any failure of this kernel's sequence names it
+                interpreter.apply_named_sequence(trial, main.operation, trial)
+            except Exception:  # noqa: BLE001 - any failure of this kernel's ops names it
                 return plan.id
         finally:
             trial.erase()
@@ -477,9 +480,9 @@ class AttachGpuSchedule(Pass):
     name = "codegen-gpu-attach-schedule"
     summary = "Classify each kernel and attach its GPU schedule (tile, map, pipeline phases) as transform IR"
     description = (
-        "Kernel level (memrefs). Tags every top-level linalg op `codegen.kernel = <id>` and appends one "
-        "named sequence per kernel and phase plus the entry points @__gpu_tile, @__gpu_map and "
-        "@__gpu_pipeline, run by transform-interpreter{entry-point=...} (passes/cuda.pipeline)."
+        "Kernel level (memrefs). Tags every top-level linalg op `codegen.kernel = <id>` and appends the "
+        "entry points @__gpu_tile, @__gpu_promote, @__gpu_map and @__gpu_pipeline, each holding every "
+        "kernel's transform ops of its phase, run by transform-interpreter{entry-point=...} (passes/cuda.pipeline)."
     )
     options = (
         Option("chip", str, "sm_80", "the GPU to schedule for (sm_80, sm_86, sm_89, sm_90, sm_90a)"),

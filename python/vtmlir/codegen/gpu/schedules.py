@@ -1,8 +1,8 @@
 """GPU schedules per kernel kind: parameters (dataclasses, overridable), the tiling each chooses for
 a kernel, and the transform IR that carries it out.
 
-A schedule works in the phases of the CUDA lowering (`backend/cuda/lower.py`), one
-`transform.named_sequence` per kernel and phase: "tile" (block tiles, the k loop, shared-memory
+A schedule works in the phases of the CUDA lowering (`backend/cuda/lower.py`), its transform ops
+built in each phase's entry point: "tile" (block tiles, the k loop, shared-memory
 promotion), "map" (copies and compute spread over threads or warps, vectorisation, `gpu.launch`),
 "finish" (after the accumulators are hoisted: SIMT contractions become FMAs) and "pipeline" (after
 `convert-vector-to-gpu`: `cp.async` copies, multi-buffered shared memory, software pipelining).
@@ -71,8 +71,10 @@ class GpuSchedule(Schedule):
         """The tiling for `kernel` on `target`, or a string saying why the schedule does not apply."""
         raise NotImplementedError
 
-    # The transform IR per phase of the CUDA lowering (`attach_schedule.PHASES`): "tile" gets the
-    # kernel's op (consumed), the others the module. A schedule overrides the phases it has work in.
+    # The transform IR per phase of the CUDA lowering ("tile", "promote", "map", "finish",
+    # "pipeline"; `attach_schedule._append_script` builds it in the phase's entry point): "tile" gets
+    # the kernel's op (its handle may be consumed), the others the module. A schedule overrides the
+    # phases it has work in.
     def build_tile(self, kid: int, kernel: Kernel, tiling, op: ir.Value) -> None:
         raise NotImplementedError
 
