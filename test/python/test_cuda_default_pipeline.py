@@ -145,3 +145,27 @@ def test_a_strided_slice_through_a_view_is_a_vector_kernel():
     assert torch.equal(torch.as_tensor(got), torch.relu(x.reshape(1, 8, 48, 8)[:, :, 32:48, :]))
     cuda = vtmlir.compile(STRIDED_SLICE, target="cuda")
     assert [k.schedule for k in cuda.report().kernels] == ["vector"]
+
+
+def test_a_fused_kernel_whose_schedule_fails_unfused_too_keeps_the_naive_mapping(monkeypatch):
+    """A schedule that fails in a fused kernel is retried without its fusion, then (it failing again:
+    a row group's leader is fused but no contraction) left to the naive mapping: the compile
+    ends, with the kernel reported. (The second failure used to be retried unfused again, forever.)"""
+    import vtmlir.backend.cuda as cuda
+    from vtmlir.backend.cuda.lower import ScheduleFailure
+
+    real = cuda.lower_to_nvvm
+    calls = []
+
+    def failing(module, *, exclude, unfused, **kw):
+        calls.append((list(exclude), list(unfused)))
+        assert len(calls) <= 3, calls
+        if 0 not in exclude:
+            raise ScheduleFailure(0, "kernel 0: injected failure", fused=True)
+        return real(module, exclude=exclude, unfused=unfused, **kw)
+
+    monkeypatch.setattr(cuda, "lower_to_nvvm", failing)
+    model, inputs = get("mlp").build(batch=1, seed=0)
+    compiled = vtmlir.compile(model.eval(), *inputs, target="cuda", opt_level=0)
+    assert calls == [([], []), ([], [0]), ([0], [0])]
+    assert any(p.id == 0 and p.schedule is None for p in compiled.plans)

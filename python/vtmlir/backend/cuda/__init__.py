@@ -253,8 +253,13 @@ def compile_cuda(module, chip: str = "sm_80", stages: tuple[GpuStage, ...] = DEF
                                                   unfused=unfused)
         except ScheduleFailure as failure:
             # Compile again: a contraction that ran its fill and epilogue in its tiles without them,
-            # else the kernel keeps the naive mapping (the report says its schedule failed).
-            (unfused if failure.fused else exclude).append(failure.kernel)
+            # else (or where that failed too: a row group's leader is fused but not a contraction)
+            # the kernel keeps the naive mapping (the report says its schedule failed). Each kernel
+            # is retried at most twice: a failure of an excluded kernel is raised (lower_to_nvvm).
+            if failure.fused and failure.kernel not in unfused:
+                unfused.append(failure.kernel)
+            else:
+                exclude.append(failure.kernel)
             continue
         break
     recorded.update(lowering.stages)
