@@ -103,19 +103,24 @@ def test_a_tiny_f32_contraction_takes_a_smaller_register_tile_not_the_naive_mapp
     assert compiled.report().naive_contractions == []
 
 
-def test_cuda_default_lowers_quantised_weights_to_tilus_kernels():
+@pytest.mark.parametrize("half, bias", [(False, True), (True, False)])
+def test_cuda_default_lowers_quantised_weights_to_tilus_kernels(half, bias):
     """A quantised Linear compiled for CUDA with no pipeline: the Tilus step runs its portable
-    lowering and the schedule stage gives the fused matmul a Tilus kernel (no naive contraction)."""
+    lowering and the schedule stage gives the fused matmul a Tilus kernel (no naive contraction);
+    also a half Linear without a bias (Llama's), whose matmul widens f16 operands into f32 sums."""
     from vtmlir.lowbit import quantize
 
-    model = quantize(torch.nn.Linear(64, 32), dtype="u4", group_size=16).eval()
+    model = quantize(torch.nn.Linear(64, 32, bias=bias), dtype="u4", group_size=16).eval()
     x = torch.randn(16, 64)
+    if half:
+        model, x = model.half(), x.half()
     graph = vtmlir.import_torch(model, x)
     steps, _ = plan(graph, target="cuda", opt_level=1)
     assert (steps[0].system, steps[0].pipeline) == ("lowbit", "subbyte-pack, subbyte-lower"), steps
     compiled = vtmlir.compile(model, x, target="cuda")
     schedules = _schedules(compiled)
-    assert schedules["tilus-fma"] == 1 and not compiled.report().naive_contractions, schedules
+    tilus = schedules["tilus-mma" if half else "tilus-fma"]
+    assert tilus == 1 and not compiled.report().naive_contractions, schedules
 
 
 STRIDED_SLICE = """

@@ -150,12 +150,18 @@ def test_quantised_linear_matches_pytorch():
     torch.testing.assert_close(compiled(x), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_half_model_is_fused_and_matches_pytorch():
+@pytest.mark.parametrize("dtype, bias", [("u4", True), ("u4", False), ("e3m2", True)])
+def test_half_model_is_fused_and_matches_pytorch(dtype, bias):
     """A half model (`.half()`: f16 activations, scales and dequantised weight, an f32-accumulating
     matmul on widened activations): subbyte-pack recognises the f16 weight chain and subbyte-lower
     fuses it, reading the f16 activations themselves (no f32 copy of them; the kernel keeps its
-    lowbit.fused mark through the elementwise fusion of bufferization)."""
-    model = quantize(nn.Linear(64, 32), dtype="u4", group_size=16).half().eval()
+    lowbit.fused mark through the elementwise fusion of bufferization). Without a bias (Llama's
+    Linears) the importer's matmul takes the f16 operands straight into f32 sums: the dequantised
+    weight is f16 (the chain's last step, a truncf, gives the element type) and the fused body
+    widens both operands, as linalg.matmul does (subbyte-pack built an f32 generic yielding f16).
+    A float type's decoding table is f16 in a half model: the f32 lookup is rounded back to f16
+    (exactly) before the rest of the chain (it was an f32 x f16 multiply)."""
+    model = quantize(nn.Linear(64, 32, bias=bias), dtype=dtype, group_size=16).half().eval()
     x = torch.randn(3, 64).half()
     compiled = vtmlir.compile(model, x, pipeline=PIPELINE)
     optimized = compiled.stages["optimized"]

@@ -64,6 +64,15 @@ def _map_attr(n_dims: int, exprs) -> ir.AffineMapAttr:
     return ir.AffineMapAttr.get(ir.AffineMap.get(n_dims, 0, list(exprs)))
 
 
+def _widens_to(narrow: ir.Type, wide: ir.Type) -> bool:
+    """Whether `narrow` is `wide` or a float type `arith.extf` widens to the float type `wide`."""
+    if narrow == wide:
+        return True
+    floats = (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type)
+    return (isinstance(narrow, floats) and isinstance(wide, floats)
+            and ir.FloatType(narrow).width < ir.FloatType(wide).width)
+
+
 def _widening_producer(x: ir.Value):
     """The elementwise generic that makes `x` by widening another tensor (`arith.extf`, identity
     maps: a half model's activations cast to f32 for an f32-accumulating matmul), or None. The fused
@@ -209,9 +218,9 @@ class SubbyteLower(Pass):
     def _fuse(self, matmul, dequant) -> None:
         x, w = matmul.operands[0], matmul.operands[1]
         acc = matmul.operands[2]
-        element_types = {ir.RankedTensorType(v.type).element_type for v in (x, w, acc)}
-        if len(element_types) != 1:
-            return  # mixed precision matmul: left unfused (still correct)
+        acc_etype = ir.RankedTensorType(acc.type).element_type
+        if not all(_widens_to(ir.RankedTensorType(v.type).element_type, acc_etype) for v in (x, w)):
+            return  # an integer or narrowing matmul: left unfused (still correct)
         d = [ir.AffineExpr.get_dim(i) for i in range(3)]  # (m, n, k)
         to_mnk = ir.AffineMap.get(3, 0, [d[2], d[1]])      # dequant (k, n) in the matmul's loops
         deq_maps = _maps(dequant)
@@ -227,13 +236,15 @@ class SubbyteLower(Pass):
                                      ir.ArrayAttr.get(maps),
                                      ir.ArrayAttr.get([iterator_type("parallel")] * 2 + [iterator_type("reduction")]))
             fused.attributes[FUSED_ATTR] = dequant.attributes[DEQUANTIZE_ATTR]
-            etype = ir.RankedTensorType(x.type).element_type
             x_etype = ir.RankedTensorType(x_in.type).element_type
-            block = fused.regions[0].blocks.append(x_etype, *[a.type for a in list(old_block.arguments)[:n_in]], etype)
+            block = fused.regions[0].blocks.append(x_etype, *[a.type for a in list(old_block.arguments)[:n_in]],
+                                                   acc_etype)
             args = list(block.arguments)
             mapping = {old: new for old, new in zip(list(old_block.arguments)[:n_in], args[1:1 + n_in])}
             with ir.InsertionPoint(block):
-                x_value = arith.extf(etype, args[0]) if widened is not None else args[0]
+                # Operands narrower than the accumulator are widened before the product, as
+                # linalg.matmul does (a half model's f16 x and weight, f32 sums).
+                x_value = args[0] if x_etype == acc_etype else arith.extf(acc_etype, args[0])
                 for inner in old_block.operations:
                     inner = inner.operation
                     if inner.name == "linalg.yield":
@@ -244,6 +255,8 @@ class SubbyteLower(Pass):
                         mapping[inner.results[0]] = _index([2, 1][dim])
                         continue
                     _clone_remapped(inner, mapping)
+                if weight.type != acc_etype:
+                    weight = arith.extf(acc_etype, weight)
                 prod = arith.mulf(x_value, weight)
                 linalg.YieldOp([arith.addf(args[-1], prod)])
         matmul.results[0].replace_all_uses_with(fused.results[0])

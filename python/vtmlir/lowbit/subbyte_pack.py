@@ -147,16 +147,24 @@ class SubbytePack(Pass):
                     maps.append(_map(d1, ir.AffineExpr.get_floor_div(d0, side.group)))
                     types.append(side.element_type)
                     side_args.append((id(step), i))
-            out_type = ir.RankedTensorType.get([k, n], q.value_type)
-            empty = tensor.EmptyOp([k, n], q.value_type)
+            # The element type of the last step's result: a half model's chain ends in a truncf of
+            # the f32 weight to f16 (the dequantised weight torch multiplies by).
+            out_etype = (ir.RankedTensorType(q.steps[-1].op.results[0].type).element_type if q.steps
+                         else q.value_type)
+            out_type = ir.RankedTensorType.get([k, n], out_etype)
+            empty = tensor.EmptyOp([k, n], out_etype)
             generic = linalg.GenericOp([out_type], inputs, [empty.result],
                                        ir.ArrayAttr.get(maps + [_map(d0, d1)]),
                                        ir.ArrayAttr.get([iterator_type("parallel")] * 2))
             generic.attributes[DEQUANTIZE_ATTR] = ir.StringAttr.get(q.type_name)
-            block = generic.regions[0].blocks.append(*types, q.value_type)
+            block = generic.regions[0].blocks.append(*types, out_etype)
             with ir.InsertionPoint(block):
                 value = _emit_conversion(q, block.arguments[0], etype, table)
                 value.owner.attributes[VALUE_ATTR] = ir.UnitAttr.get()
+                if value.type != q.value_type:
+                    # A half model's decoding table is f16 (the f32 constant holds its values
+                    # exactly): the chain after the lookup computes in f16, as the graph did.
+                    value = arith.truncf(q.value_type, value)
                 arg_of = {key: block.arguments[1 + j] for j, key in enumerate(side_args)}
                 for step in q.steps:
                     value = _clone_body(step, value, arg_of)
