@@ -3,7 +3,7 @@
 // Each quantised contraction (a linalg.generic marked lowbit.fused, as subbyte-lower leaves it,
 // bufferized) becomes a launch of a Tilus kernel: its own gpu.module, the codes re-packed in the
 // kernel's Fig. 8 order into a new constant global, f32 scales and zero points per group; the old
-// constants go. The launch says which kernel and why (codegen.tilus).
+// constants go. The launch says which kernel and why (codegen.launch_plan).
 
 // f32 activations: the FMA kernel reads them as f32 (the mma rule also refuses group 8).
 // CHECK-DAG:   memref.global "private" constant @[[CODES:tilus_fma_u4_0_codes]] : memref<72xi8>
@@ -21,7 +21,7 @@
 // CHECK:         %[[S:.*]] = memref.get_global @[[SCALES]]
 // CHECK:         %[[Z:.*]] = memref.get_global @[[ZEROS]]
 // CHECK:         gpu.launch_func @[[MOD]]::@[[FN]] blocks in ({{.*}}) threads in ({{.*}}) args(%arg0 : memref<2x16xf32>, %[[C]] : memref<72xi8>, %[[S]] : memref<8x2xf32>, %[[Z]] : memref<8x2xf32>, %arg1 : memref<2x8xf32>)
-// CHECK-SAME:    codegen.tilus = {{{.*}}description = "quantised contraction 2x8x16 (u4, group 8)", detail = "f32 FMA, 8 threads x 2 rows per block; mma: group size 8 is not a multiple of 16 (the mma k step)"{{.*}}schedule = "tilus-fma"
+// CHECK-SAME:    codegen.launch_plan = {{{.*}}description = "quantised contraction 2x8x16 (u4, group 8)", detail = "f32 FMA, 8 threads x 2 rows per block; mma: group size 8 is not a multiple of 16 (the mma k step)"{{.*}}schedule = "tilus-fma"
 
 memref.global "private" constant @fma_f32_codes : memref<64xi8> = dense<33> {alignment = 64 : i64}
 memref.global "private" constant @fma_f32_scales : memref<8x2xf32> = dense<[[5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01], [5.000e-01, 2.500e-01]]> {alignment = 64 : i64}

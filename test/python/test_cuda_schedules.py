@@ -16,7 +16,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg
 from vtmlir.backend.cuda import cuda_available
 from vtmlir.backend.cuda.ptxas import resource_usage
-from vtmlir.codegen.gpu.target import TARGETS
+from vtmlir.codegen.gpu.target import gpu_target
 from vtmlir.models import ZOO
 
 ARCHS = ("sm_80", "sm_90")
@@ -76,7 +76,7 @@ def _kernels(exe, schedule):
 def _check_resources(kernel, arch):
     """ptxas -v figures of one kernel on `arch`: no spills, registers and shared memory within limits."""
     usage = resource_usage(kernel.ptx, arch, kernel.name)
-    target = TARGETS[arch]
+    target = gpu_target(arch)
     threads = kernel.block[0] * kernel.block[1] * kernel.block[2]
     assert usage.spill_bytes == 0 and usage.stack_bytes == 0, (kernel.name, arch, usage)
     assert usage.registers <= target.max_registers_per_thread, (kernel.name, arch, usage)

@@ -93,15 +93,15 @@ def _run_launch_on_cpu(module, x: np.ndarray) -> tuple[str, np.ndarray]:
     activations, its constant operands' values, a zeroed y. Returns (schedule, y)."""
     from torch_mlir import ir
 
-    from vtmlir.codegen.gpu.tilus_plans import TILUS_ATTR
+    from vtmlir.codegen.gpu.launch_plans import LAUNCH_ATTR
     from vtmlir.codegen.weights import Globals
 
     with module.context:
         body = module.body
         func = next(op for op in body.operations if op.operation.name == "func.func")
         (launch,) = [op for op in func.regions[0].blocks[0].operations
-                     if op.operation.name == "gpu.launch_func" and TILUS_ATTR in op.operation.attributes]
-        schedule = ir.StringAttr(ir.DictAttr(launch.operation.attributes[TILUS_ATTR])["schedule"]).value
+                     if op.operation.name == "gpu.launch_func" and LAUNCH_ATTR in op.operation.attributes]
+        schedule = ir.StringAttr(ir.DictAttr(launch.operation.attributes[LAUNCH_ATTR])["schedule"]).value
         module_name, _ = ir.SymbolRefAttr(launch.operation.attributes["kernel"]).value
         gpu_module = next(op for op in body.operations if op.operation.name == "gpu.module"
                           and ir.StringAttr(op.attributes["sym_name"]).value == module_name)

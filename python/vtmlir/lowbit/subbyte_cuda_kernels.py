@@ -24,7 +24,7 @@ kernels"), chosen by the mma rule of lowbit/mma_rule.py:
    kernel's grid and block, the contraction's output as y (the kernel adds to it: the linalg
    contraction's initial value -- unless the kernel right before only fills y with +0.0: that fill
    goes and the kernel writes y). The old constants go once nothing reads them.
-3. The launch carries `codegen.tilus`, a dictionary (schedule `tilus-mma` or `tilus-fma`, why,
+3. The launch carries `codegen.launch_plan` (codegen/gpu/launch_plans.py), a dictionary (schedule `tilus-mma` or `tilus-fma`, why,
    the tiling, threads, blocks, flops, bytes, shared bytes, a description) from which the CUDA
    lowering makes the kernel's plan and report row (backend/cuda/lower.py). A quantised contraction
    neither kernel takes keeps its generic (today's naive mapping) and gets `codegen.tilus_refusal`
@@ -48,7 +48,7 @@ from torch_mlir.dialects import arith, gpu, memref
 
 from ..codegen.gpu.schedules import resolve_gpu_schedules
 from ..codegen.gpu.target import gpu_target
-from ..codegen.gpu.tilus_plans import REFUSAL_ATTR, TILUS_ATTR
+from ..codegen.gpu.launch_plans import LAUNCH_ATTR, REFUSAL_ATTR, launch_plan_attr, zero_fill_before
 from ..codegen.weights import Globals
 from ..dialects.lowbit import FUSED_ATTR
 from ..dialects.lowbit_types import LowBitType, parse_dtype
@@ -295,33 +295,6 @@ def _index(value: int) -> ir.Value:
     return arith.ConstantOp(ir.IndexType.get(), value).result
 
 
-def _is_positive_zero(value) -> bool:
-    op = _owner(value)
-    if op is None or op.name != "arith.constant" or not isinstance(value.type, (ir.F32Type, ir.F16Type)):
-        return False
-    number = ir.FloatAttr(op.attributes["value"]).value
-    return number == 0.0 and np.copysign(1.0, number) > 0
-
-
-def zero_fill_before(op, y) -> ir.Operation | None:
-    """The kernel right before `op` (past constants and global reads) that only fills `y` with +0.0
-    (a `linalg.fill`, or a generic with no input yielding the constant), or None. The Tilus kernel
-    then writes y instead of adding to it, and the fill goes: one launch less, the same values."""
-    ops = [o.operation for o in op.block.operations]
-    at = next(i for i, o in enumerate(ops) if o == op)
-    for prev in reversed(ops[:at]):
-        if prev.name in ("arith.constant", "memref.get_global"):
-            continue
-        if prev.name == "linalg.fill":
-            return prev if prev.operands[-1] == y and _is_positive_zero(prev.operands[0]) else None
-        if prev.name == "linalg.generic" and len(prev.operands) == 1 and prev.operands[0] == y:
-            body = [o.operation for o in prev.regions[0].blocks[0].operations]
-            if len(body) == 1 and _is_positive_zero(body[0].operands[0]):
-                return prev
-        return None
-    return None
-
-
 def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, globals_: Globals, kid: int,
                       module_op) -> ir.Operation:
     """Replace the contraction's generic by a launch of its Tilus kernel; returns the launch."""
@@ -361,17 +334,10 @@ def lower_contraction(contraction: QuantisedContraction, choice: TilusChoice, gl
         + y_bytes * (1 if fill is not None else 2)
     threads = choice.block[0] * choice.block[1] * choice.block[2]
     blocks = choice.grid[0] * choice.grid[1] * choice.grid[2]
-    i64 = ir.IntegerType.get_signless(64)
-    launch.attributes[TILUS_ATTR] = ir.DictAttr.get({
-        "schedule": ir.StringAttr.get(choice.schedule),
-        "detail": ir.StringAttr.get(choice.describe()),
-        "description": ir.StringAttr.get(f"quantised contraction {m}x{n}x{k} ({w.dtype.name}, group {w.group_size})"),
-        "threads": ir.IntegerAttr.get(i64, threads),
-        "grid": ir.IntegerAttr.get(i64, blocks),
-        "flops": ir.IntegerAttr.get(i64, 2 * m * n * k),
-        "bytes": ir.IntegerAttr.get(i64, moved),
-        "shared_bytes": ir.IntegerAttr.get(i64, choice.shared_bytes),
-    })
+    launch.attributes[LAUNCH_ATTR] = launch_plan_attr(
+        schedule=choice.schedule, detail=choice.describe(),
+        description=f"quantised contraction {m}x{n}x{k} ({w.dtype.name}, group {w.group_size})",
+        threads=threads, grid=blocks, flops=2 * m * n * k, bytes=moved, shared_bytes=choice.shared_bytes)
     op.erase()
     if fill is not None:
         fill.erase()

@@ -112,6 +112,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-gpu-split-reductions": "vtmlir.codegen.gpu.split_reductions",
     "codegen-gpu-collapse-sums": "vtmlir.codegen.gpu.collapse_sums",
     "codegen-gpu-collapse-contraction-loops": "vtmlir.codegen.gpu.collapse_contraction_loops",
+    "codegen-gpu-wgmma-contractions": "vtmlir.codegen.gpu.wgmma_contractions",
     "codegen-gpu-pad-contractions": "vtmlir.codegen.gpu.pad_contractions",
     "codegen-gpu-attach-schedule": "vtmlir.codegen.gpu.attach_schedule",
     "codegen-gpu-sink-workgroup-buffers": "vtmlir.codegen.gpu.sink_workgroup_buffers",

@@ -183,8 +183,11 @@ class CudaExecutable:
             functions = {k.name: k.function for k in self.kernels}
             ptx = {k.name: k.ptx.encode() for k in self.kernels}
             cuda_graph = getattr(self, "cuda_graph", True)   # executables saved before the option: True
+            arch = device_arch()
+            if self.chip == arch + "a":  # PTX for sm_90a's own features assembles only for sm_90a
+                arch = self.chip
             try:
-                images = self.assemble(device_arch())
+                images = self.assemble(arch)
             except VtmlirError:
                 images = ptx
             try:

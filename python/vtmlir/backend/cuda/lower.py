@@ -19,7 +19,7 @@ The default stages (docs/design.md §6, verified on conv and attention blocks):
    `scf.parallel` are recorded here (`GpuLowering.iteration_spaces`, in launch order).
    Before them, the `schedule` stage's GPU schedules (codegen/gpu, docs/codegen_gpu.md) take the
    kernels they can; its first pass, `subbyte-cuda-kernels`, replaces each quantised
-   contraction (`lowbit.fused`) by a launch of a Tilus kernel (its plan: `tilus_plans`).
+   contraction (`lowbit.fused`) by a launch of a Tilus kernel (its plan: `launch_plans`).
 3. `map-to-gpu` — `gpu-map-parallel-loops` + `convert-parallel-loops-to-gpu`: the outer (up to three)
    parallel dimensions become the grid; the rest are loops in the kernel. One thread per block for now:
    correct, not fast (tiling is the stage to add here).
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...codegen.gpu.attach_schedule import attach_gpu_schedules, failing_kernel, kernel_of_failure
-from ...codegen.gpu.tilus_plans import tilus_plans
+from ...codegen.gpu.launch_plans import launch_plans
 from ...codegen.kernels import KERNEL_ATTR
 from ...errors import VtmlirError
 from ...ir_utils import walk_ops
@@ -113,11 +113,12 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="gpu-sequentialize-forall"),
     # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
     GpuStage("schedule", "quantised contractions to Tilus kernel launches, convolutions as im2col copies and "
-             "batch matmuls, contractions' operand prologues "
-             "split off, tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
+             "batch matmuls, contractions' operand prologues split off, on sm_90a contractions to wgmma kernel launches, "
+             "tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
              "over few outputs split into chunks; every kernel classified and its GPU schedule attached",
              pipeline="subbyte-cuda-kernels{{chip={chip}{options}}}, codegen-delinearize-loops, "
-                      "codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
+                      "codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, "
+                      "codegen-gpu-wgmma-contractions{{chip={chip}{options}}}, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
                       "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
@@ -150,7 +151,7 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="nvvm-attach-target{{chip={chip}}}, "
                       "gpu.module(convert-vector-to-scf{{full-unroll=true}}, expand-strided-metadata, lower-affine, "
                       "convert-scf-to-cf, convert-nvgpu-to-nvvm, convert-vector-to-llvm{{use-vector-alignment=true}}, "
-                      "convert-gpu-to-nvvm, convert-math-to-llvm, "
+                      "convert-gpu-to-nvvm, convert-nvvm-to-llvm, convert-math-to-llvm, "
                       "canonicalize, reconcile-unrealized-casts)"),
 )
 
@@ -214,7 +215,7 @@ def lower_to_nvvm(module: ir.Module, chip: str = "sm_80", stages: tuple[GpuStage
             run_pipeline(module, head + ")", what=f"GPU lowering stage '{stage.name}'")
             plans = attach_gpu_schedules(module.operation, chip=chip, overrides=list(schedules), exclude=exclude,
                                          unfused=unfused)
-            plans = tilus_plans(module.operation, plans)
+            plans = launch_plans(module.operation, plans)
         elif stage.name in _GPU_PHASES:
             snapshot = module.operation.clone()
             try:

@@ -16,6 +16,8 @@ from ...codegen.gpu.target import H100, gpu_target
 from .ptxas import KernelResources, resource_usage
 
 REPORT_ARCHS = ("sm_80", "sm_90")
+# the schedules on tensor cores (their roofline peak is the f16 tensor-core rate)
+TENSOR_CORE_SCHEDULES = ("mma-sync", "wgmma", "tilus-mma")
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class GpuKernelRow:
     kernel_id: int | None
     kind: str
     description: str
-    schedule: str              # "mma-sync", "simt", "vector", "tilus-mma", "tilus-fma", ... or "naive"
+    schedule: str              # "mma-sync", "wgmma", "simt", "vector", "tilus-mma", "tilus-fma", ... or "naive"
     detail: str                # the tiling, or why the kernel kept the naive mapping
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -38,7 +40,7 @@ class GpuKernelRow:
     @property
     def h100_estimate_s(self) -> float:
         """Roofline time on an H100 SXM (an estimate from datasheet peaks, not a measurement)."""
-        peak = H100.f16_tensor_flops if self.schedule in ("mma-sync", "tilus-mma") else H100.f32_flops
+        peak = H100.f16_tensor_flops if self.schedule in TENSOR_CORE_SCHEDULES else H100.f32_flops
         return max(self.bytes / H100.hbm_bytes_per_s, self.flops / peak)
 
 
@@ -85,9 +87,12 @@ class GpuReport:
 
 def gpu_report(executable) -> GpuReport:
     """The report of a `CudaExecutable` (assembles every kernel with `ptxas -v` for sm_80 and sm_90,
-    those not older than the chip it was compiled for: PTX for sm_90 does not assemble for sm_80)."""
+    those not older than the chip it was compiled for: PTX for sm_90 does not assemble for sm_80;
+    PTX for an architecture-specific chip, sm_90a, only for that chip)."""
     digits = "".join(ch for ch in executable.chip[3:] if ch.isdigit())
     archs = [a for a in REPORT_ARCHS if not digits or int(a[3:]) >= int(digits)] or [executable.chip]
+    if executable.chip.endswith("a"):
+        archs = [executable.chip]
     rows = []
     for kernel in executable.kernels:
         plan = kernel.plan

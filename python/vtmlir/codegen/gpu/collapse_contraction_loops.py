@@ -22,7 +22,7 @@ from .attach_schedule import rewrite_top_level_generics
 from .matvec import dim_position
 
 
-def _loop_groups(kernel: Kernel) -> list[list[int]] | None:
+def loop_groups(kernel: Kernel) -> list[list[int]] | None:
     """The groups of consecutive loops of one role (batch, m, n) that every operand reads as
     consecutive dimensions in loop order, contiguous together (static strides), or none of; None
     where no group has two loops."""
@@ -91,7 +91,7 @@ def collapse_contraction_loops(kernel: Kernel) -> bool:
     if len(kernel.batch) + len(kernel.m) + len(kernel.n) - 2 < 2 and \
             min(ranges[kernel.m[-1]], ranges[kernel.n[-1]]) > 1:
         return False     # fits the grid already (one batch or outer loop at most), m and n real loops
-    groups = _loop_groups(kernel)
+    groups = loop_groups(kernel)
     if groups is None:
         return False
     merge_loops(kernel.op, kernel.maps, groups)

@@ -233,6 +233,7 @@ class ContractionSchedule(GpuSchedule):
     thread_n: int = 0
     allow_tf32: bool = False    # f32 contractions on TF32 tensor cores (10-bit mantissa products), as torch's flag
     fuse: bool = True           # prologue (fill) and epilogue (bias, activation) kernels in the block tiles (fusion.py)
+    wgmma: bool = True          # sm_90a: the contractions the wgmma kernel takes launch it (wgmma_contractions.py)
 
     def uses_tensor_cores(self, kernel: Kernel, target: GpuTarget) -> bool:
         """Whether this contraction goes to `mma.sync` once m, n and k are multiples of 16 and C's rows
