@@ -6,14 +6,16 @@
 // the row sum, the division. All six kernels are one row group, run by the division: the fills
 // are per-row members (one element per row), the sum's fill between the exp and the sum included,
 // so nothing breaks the group. Only the division is scheduled (the warp-reduce schedule's ops); every
-// other kernel carries the group's id and has no transform ops of its own.
+// other kernel carries the group's id and has no transform ops of its own. The members that walk
+// the rows (of 1024 f32, contiguous) take them in chunks of 4 elements (128-bit accesses), at most
+// 4 chunks a trip; the fills, one element per row, do not.
 // CHECK-LABEL: func.func @softmax
 // CHECK:         linalg.generic {{.*}} outs(%[[ROWS:.*]] : memref<8xf32>) attrs = {codegen.kernel = 0 : i64, codegen.row_group = 5 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.row_group = 5 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64, codegen.row_group = 5 : i64}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 1 : i64, codegen.row_chunks = 4 : i64, codegen.row_group = 5 : i64, codegen.row_vector = 4 : i64}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 2 : i64, codegen.row_chunks = 4 : i64, codegen.row_group = 5 : i64, codegen.row_vector = 4 : i64}
 // CHECK:         linalg.generic {{.*}} outs(%[[ROWS]] : memref<8xf32>) attrs = {codegen.kernel = 3 : i64, codegen.row_group = 5 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 4 : i64, codegen.row_group = 5 : i64}
-// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 5 : i64, codegen.row_group = 5 : i64, codegen.scheduled}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 4 : i64, codegen.row_chunks = 4 : i64, codegen.row_group = 5 : i64, codegen.row_vector = 4 : i64}
+// CHECK:         linalg.generic {{.*}} attrs = {codegen.kernel = 5 : i64, codegen.row_chunks = 4 : i64, codegen.row_group = 5 : i64, codegen.row_vector = 4 : i64, codegen.scheduled}
 // CHECK:         memref.dealloc
 // CHECK-NOT:   transform.named_sequence @kernel_
 // CHECK:       transform.named_sequence @__gpu_tile(%[[ROOT:.*]]: !transform.any_op
@@ -31,6 +33,7 @@
 // UNFUSED:         %[[K:.*]]:6 = transform.split_handle
 // UNFUSED:         transform.structured.tile_using_forall %[[K]]#0 tile_sizes [8]
 // UNFUSED:         transform.annotate %[[K]]#1 "codegen.row_threads"
+// UNFUSED:         transform.annotate %[[K]]#1 "codegen.row_vector"
 // UNFUSED:         transform.structured.tile_using_forall %[[K]]#3 tile_sizes [8]
 // UNFUSED:         transform.annotate %[[K]]#4 "codegen.row_threads"
 func.func @softmax(%x: memref<8x1024xf32>, %y: memref<8x1024xf32>) {

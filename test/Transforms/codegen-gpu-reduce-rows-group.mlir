@@ -143,3 +143,62 @@ func.func @softmax(%x: memref<8x64xf32>, %y: memref<8x64xf32>) {
   memref.dealloc %buf : memref<8xf32>
   return
 }
+
+// Rows in chunks (`codegen.row_vector`, `RowReductionSchedule`'s `row_vector_width`): an f32 row
+// widened to f64 in chunks of 4 elements per thread (a vector<4xf32> load of x; the results stored
+// as two vector<2xf64> into the shared row: the f64 buffer is private to the group, never written to
+// global memory), then summed in chunks of 2 (vector<2xf64> loads of the shared row; thread tx
+// combines elements 2tx, 2tx+1, then 2(tx + 32), ... in order). Chunks per trip as the rows allow,
+// at most `codegen.row_chunks`: 2 for the copy (64 chunks of 4 over 32 threads), 4 for the sum.
+// CHECK-LABEL: func.func @widen_then_sum
+// CHECK:         gpu.launch blocks({{.*}}) threads(%[[TX:[^,]*]], %[[TY:[^,]*]], {{.*}}) in ({{.*}} = %c32{{.*}}, {{.*}} = %c4{{.*}}, {{.*}})
+// CHECK:           %[[ROWS:.*]] = memref.alloc() : memref<4x256xf64, #gpu.address_space<workgroup>>
+// CHECK:           %[[START:.*]] = arith.muli %[[TX]], %{{.*}} : index
+// CHECK:           scf.for %[[K:.*]] = %[[START]] to %{{.*}} step %{{.*}} {
+// CHECK:             %[[X0:.*]] = vector.load %arg0[%{{.*}}, %{{.*}}] : memref<8x256xf32>, vector<4xf32>
+// CHECK:             %[[K1:.*]] = arith.addi %[[K]], %{{.*}} : index
+// CHECK:             %[[X1:.*]] = vector.load %arg0[%{{.*}}, %{{.*}}] : memref<8x256xf32>, vector<4xf32>
+// CHECK:             vector.extract %[[X0]][0]
+// CHECK:             arith.extf
+// CHECK:             %[[LOW:.*]] = vector.from_elements %{{.*}}, %{{.*}} : vector<2xf64>
+// CHECK:             %[[HIGH:.*]] = vector.from_elements %{{.*}}, %{{.*}} : vector<2xf64>
+// CHECK:             vector.store %[[LOW]], %[[ROWS]][%[[TY]], %[[K]]] : memref<4x256xf64, #gpu.address_space<workgroup>>, vector<2xf64>
+// CHECK:             %[[K2:.*]] = arith.addi %[[K]], %{{.*}} : index
+// CHECK:             vector.store %[[HIGH]], %[[ROWS]][%[[TY]], %[[K2]]]
+// CHECK-NOT:         vector.store {{.*}} %arg
+// CHECK:             vector.extract %[[X1]][0]
+// CHECK:             vector.store {{.*}}, %[[ROWS]][%[[TY]], %[[K1]]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK:             %[[D0:.*]] = vector.load %[[ROWS]][%[[TY]], %{{.*}}] : memref<4x256xf64, #gpu.address_space<workgroup>>, vector<2xf64>
+// CHECK:             %[[E0:.*]] = vector.extract %[[D0]][0]
+// CHECK:             %[[S0:.*]] = arith.addf %[[E0]], %{{.*}} : f64
+// CHECK:             %[[E1:.*]] = vector.extract %[[D0]][1]
+// CHECK:             arith.addf %[[E1]], %[[S0]] : f64
+// CHECK-COUNT-3:     vector.load %[[ROWS]]
+// CHECK:             scf.yield
+// CHECK-COUNT-10:  gpu.shuffle xor
+// CHECK:           gpu.terminator
+// CHECK-NOT:     vector.load %arg1
+func.func @widen_then_sum(%x: memref<8x256xf32>, %s: memref<8xf64>) {
+  %d = memref.alloc() : memref<8x256xf64>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x256xf32>) outs(%d : memref<8x256xf64>)
+      attrs = {codegen.kernel = 0 : i64, codegen.row_group = 1 : i64, codegen.row_vector = 4 : i64, codegen.row_chunks = 4 : i64} {
+  ^bb0(%in: f32, %out: f64):
+    %e = arith.extf %in : f32 to f64
+    linalg.yield %e : f64
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%d : memref<8x256xf64>) outs(%s : memref<8xf64>)
+      attrs = {codegen.kernel = 1 : i64, codegen.row_group = 1 : i64, codegen.row_threads = 32 : i64, codegen.rows_per_block = 4 : i64,
+               codegen.row_vector = 2 : i64, codegen.row_chunks = 4 : i64} {
+  ^bb0(%in: f64, %out: f64):
+    %r = arith.addf %in, %out : f64
+    linalg.yield %r : f64
+  }
+  memref.dealloc %d : memref<8x256xf64>
+  return
+}

@@ -37,7 +37,7 @@ from .layouts import element_bytes
 from ..fusion import Candidate, find_group
 from .fusion import neighbour
 from ..bodies import VIEW_OPS, buffer_root
-from .reduce_rows import ROW_GROUP_ATTR, ROW_VECTOR_ATTR, row_member_problem
+from .reduce_rows import ROW_CHUNKS_ATTR, ROW_GROUP_ATTR, ROW_VECTOR_ATTR, row_member_problem
 from .schedules import (DEFAULT_GPU_SCHEDULES, ContractionTiling, MatvecTiling, RowReductionSchedule, VectorTiling,
                         gpu_schedule_key, resolve_gpu_schedules)
 from .target import gpu_target
@@ -211,8 +211,12 @@ def _fuse_row_groups(module_op, chosen_all, schedule, target, taken: set[int],
                 if isinstance(tiling, str):
                     continue
                 leader = entries[-1]
-                for e in entries:
+                for e, width in zip(entries, tiling.vectors):
                     e[1].attributes[ROW_GROUP_ATTR] = t.kernel_id_attr(leader[0])
+                    if width > 1:   # the member's chunks along the row (`row_vector_width`)
+                        i64 = ir.IntegerType.get_signless(64)
+                        e[1].attributes[ROW_VECTOR_ATTR] = ir.IntegerAttr.get(i64, width)
+                        e[1].attributes[ROW_CHUNKS_ATTR] = ir.IntegerAttr.get(i64, schedule.vector_chunks)
                     grouped.add(e[0])
                 # The group runs at its last member's place: buffers its members use are freed after it
                 # (a free already after it, moved after a later group's place, stays there).

@@ -13,17 +13,26 @@ output once, `g` the per-element work fused into it (`exp(x - max)`, `(x - mean)
   addresses: coalesced), combining `g` of each into a private accumulator that starts at the
   combiner's identity -- one pass over global memory; the loop is unrolled (`UNROLL` elements a
   trip where they divide the row: that many loads in flight), the order of the elements unchanged;
+  with `codegen.row_vector = V` (`row_vector_width`: every access along the row contiguous and
+  aligned, V dividing the row) it walks chunks of V consecutive elements instead, `V*tx .. V*tx +
+  V-1`, then `V*(tx + T)` ..., each access one 128-bit `vector.load` / `vector.store` (4 f32, 8
+  f16; wider element types in several), combining the elements in that order
+  (`codegen.row_chunks` chunks a trip at most);
 - a butterfly of `gpu.shuffle xor` (offsets 16, 8, 4, 2, 1: `shfl.sync.bfly`) leaves the warp's
   result in every lane; with several warps per row their results meet in shared memory and warp 0
   reduces them the same way;
 - lane 0 combines the result with the output's initial value and stores it.
 
-A matrix-vector product (`gemv` schedule, codegen/gpu/matvec.py) is such a reduction too, with two
-more annotations: `codegen.row_vector = V` (each lane reads `vector<V>` loads of the inputs along
-the row, elements `V*tx .. V*tx+V-1`, then `T*V` further, combined in order) and fewer than 32
-threads per row (several rows per warp: the butterfly only spans the row's lanes).
+A matrix-vector product (`gemv` schedule, codegen/gpu/matvec.py) is such a reduction too, read
+in vectors as above (8 chunks a trip), and with fewer than 32 threads per row (several rows per
+warp: the butterfly only spans the row's lanes).
 
-The combination order differs from the naive mapping's (k order): a reassociation, as the CPU's
+The members of a row group that walk the row (`_emit_elementwise`) take the same chunks of their
+own `codegen.row_vector`, loading every chunk of a trip before computing and storing any (the loads
+in flight do not wait behind the trip's stores); each element is computed as before.
+
+The combination order differs from the naive mapping's (k order; with vectors, another partition of
+the row among the threads than the scalar loop's): a reassociation, as the CPU's
 row-reduction schedule (docs/codegen_gpu.md gives the tolerance; `schedules={"row-reduction": None}`
 keeps the exact order). Values narrower than 32 bits are shuffled widened (bit-exact), 64-bit ones
 as two 32-bit halves.
@@ -40,12 +49,17 @@ from ...ir_utils import walk_ops
 from ...passes.registry import Pass, PassFailure, register_pass
 from ..bodies import backward_slice, buffer_root, clone_ops, result_owners
 from ..kernels import KERNEL_ATTR, classify, indexing_maps_of
+from .layouts import MAX_VECTOR_BYTES, aligned_elements, element_bytes
 from .transform_gpu import workgroup_memory_space
 
 ROW_THREADS_ATTR = "codegen.row_threads"
 ROWS_PER_BLOCK_ATTR = "codegen.rows_per_block"
-#: Elements per load along the row (`MatvecSchedule`: a matvec's 128-bit loads); absent: 1.
+#: Elements per thread and access along the row (`MatvecSchedule`: a matvec's 128-bit loads;
+#: `RowReductionSchedule`: `row_vector_width`, per member of a row group); absent: 1.
 ROW_VECTOR_ATTR = "codegen.row_vector"
+#: Chunks of `ROW_VECTOR_ATTR` elements per thread and loop trip, at most (`RowReductionSchedule`:
+#: 4, 64 bytes of f32 in flight per input); absent: `UNROLL`.
+ROW_CHUNKS_ATTR = "codegen.row_chunks"
 #: On each member of a row group: the id of the kernel (its last member) that runs the group.
 ROW_GROUP_ATTR = "codegen.row_group"
 WARP = 32
@@ -293,9 +307,76 @@ class _RowCache:
                 return
         memref.StoreOp(element, value, _apply(amap, dims))
 
+    def load_row(self, value: ir.Value, amap: ir.AffineMap, dims: list[ir.Value], width: int) -> list[ir.Value]:
+        """`load` for `width` consecutive elements of the row from `dims` (a multiple of `width`
+        along it, aligned: `row_vector_width`): the vectors of `_load_pieces`."""
+        entry = self.entries.get(value)
+        if entry is None:
+            return _load_pieces(value, _apply(amap, dims), width)
+        buffer, _ = entry
+        local = [self.local_row, dims[-1]]
+        if value in self.touched:
+            return _load_pieces(buffer, local, width)
+        pieces = _load_pieces(value, _apply(amap, dims), width)
+        _store_pieces(pieces, buffer, local)
+        return pieces
+
+    def store_row(self, pieces: list[ir.Value], value: ir.Value, amap: ir.AffineMap, dims: list[ir.Value]) -> None:
+        """`store` of the vectors `pieces` (`_load_pieces`' form) at `dims`."""
+        entry = self.entries.get(value)
+        if entry is not None:
+            _store_pieces(pieces, entry[0], [self.local_row, dims[-1]])
+            if entry[1]:
+                return
+        _store_pieces(pieces, value, _apply(amap, dims))
+
     def done(self, member) -> None:
         """After `member`: its cached buffers hold their rows in shared memory."""
         self.touched |= {v for v in member.operands if v in self.entries}
+
+
+def _piece_width(element_type: ir.Type, width: int) -> int:
+    """Elements per vector access of `width` elements of `element_type` split into accesses of at
+    most 16 bytes (a row of f64 read 4 elements a thread: two `vector<2xf64>`)."""
+    return min(width, max(1, MAX_VECTOR_BYTES // element_bytes(element_type)))
+
+
+def _load_pieces(buffer: ir.Value, indices: list[ir.Value], width: int) -> list[ir.Value]:
+    """`width` consecutive elements of `buffer` from `indices` along its innermost dimension, as
+    `vector.load`s of at most 16 bytes (each aligned to its size: `row_vector_width` proved it, and
+    `convert-vector-to-llvm{use-vector-alignment}` makes them `ld.global.v4` / `ld.shared.v4`)."""
+    t = ir.MemRefType(buffer.type)
+    per = _piece_width(t.element_type, width)
+    vtype = ir.VectorType.get([per], t.element_type)
+    pieces = []
+    for k in range(0, width, per):
+        at = indices if k == 0 else indices[:-1] + [arith.AddIOp(indices[-1], _index(k)).result]
+        pieces.append(vector.LoadOp(vtype, buffer, at).result)
+    return pieces
+
+
+def _store_pieces(pieces: list[ir.Value], buffer: ir.Value, indices: list[ir.Value]) -> None:
+    """The vectors `pieces` (`_load_pieces`' form) stored at `indices` onwards."""
+    at, k = indices, 0
+    for piece in pieces:
+        if k:
+            at = indices[:-1] + [arith.AddIOp(indices[-1], _index(k)).result]
+        vector.StoreOp(piece, buffer, at)
+        k += ir.VectorType(piece.type).shape[0]
+
+
+def _piece_element(pieces: list[ir.Value], lane: int) -> ir.Value:
+    """Element `lane` of the row chunk held in `pieces`."""
+    per = ir.VectorType(pieces[0].type).shape[0]
+    return vector.ExtractOp(pieces[lane // per], [], [lane % per]).result
+
+
+def _pieces_of(elements: list[ir.Value]) -> list[ir.Value]:
+    """The row chunk `elements` as vectors of at most 16 bytes (`_load_pieces`' form)."""
+    t = elements[0].type
+    per = _piece_width(t, len(elements))
+    return [vector.FromElementsOp(ir.VectorType.get([per], t), elements[k:k + per]).result
+            for k in range(0, len(elements), per)]
 
 
 #: Shared memory for cached rows per block, at most (48 KiB of static shared memory per block, less
@@ -321,6 +402,60 @@ def _row_access(ranges: tuple[int, ...], amap: ir.AffineMap, value: ir.Value) ->
         elif not (isinstance(e, ir.AffineConstantExpr) and e.value == 0):
             return False
     return row_dims == [d for d in range(inner) if ranges[d] > 1]
+
+
+def _uses_dim(expr: ir.AffineExpr, dim: int) -> bool:
+    """Whether the affine expression `expr` depends on loop `dim`."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position == dim
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _uses_dim(expr.lhs, dim) or _uses_dim(expr.rhs, dim)
+    return False
+
+
+def row_vector_width(op) -> int:
+    """Elements a thread takes per access along the row (`ROW_VECTOR_ATTR`) in a row reduction or a
+    member of a row group that walks the row: 16 bytes of the narrowest element type it accesses
+    along the row (4 f32, 8 f16/bf16, 2 f64), halved until every such access is legal, else 1
+    (scalar). Legal: each buffer read or written along the row indexes it by the innermost loop in
+    its last dimension alone (`d1`, not `d1 + 1` or `2 * d1`) with unit stride, the row length is a
+    multiple of the width, and each access of `_piece_width` elements starts aligned to its size
+    (`aligned_elements`: the offset and the other strides); its elements are whole bytes of 8-64
+    bits; a member that walks the row but writes elsewhere stays scalar. Shared-memory row copies
+    (`_RowCache`: [rows, row length], 16-byte aligned) are then aligned too. A function of the op
+    alone: a reduction run in a row group takes the width it has as a kernel of its own, so both
+    combine their elements in the same order."""
+    op = op.operation
+    ranges = classify(op).loop_ranges
+    inner = len(ranges) - 1
+    row_len = ranges[-1]
+    reduces = "reduction" in str(list(ir.ArrayAttr(op.attributes["iterator_types"]))[-1])
+    n_in = len(op.opview.inputs)
+    types = []
+    for i, (value, amap) in enumerate(zip(op.operands, indexing_maps_of(op))):
+        if not isinstance(value.type, ir.MemRefType):
+            continue
+        results = list(amap.results)
+        along = [k for k, e in enumerate(results) if _uses_dim(e, inner)]
+        if not along:
+            if i >= n_in and not reduces:
+                return 1
+            continue
+        last = results[-1]
+        if along != [len(results) - 1] or not (isinstance(last, ir.AffineDimExpr) and last.position == inner):
+            return 1
+        t = ir.MemRefType(value.type)
+        element = t.element_type
+        if not isinstance(element, (ir.FloatType, ir.IntegerType)) or _bits(element) not in (8, 16, 32, 64):
+            return 1
+        types.append(t)
+    if not types or row_len < 2:
+        return 1
+    width = max(MAX_VECTOR_BYTES // element_bytes(t.element_type) for t in types)
+    while width > 1 and (row_len % width or any(
+            aligned_elements(t) < _piece_width(t.element_type, width) for t in types)):
+        width //= 2
+    return width
 
 
 def _private(value: ir.Value, members: list[ir.Operation]) -> bool:
@@ -379,10 +514,10 @@ def _load_inputs(op, maps, dims, mapping, cache: _RowCache) -> None:
 UNROLL = 8
 
 
-def _unroll(length: int, threads: int) -> int:
-    """Elements per thread and trip: the largest power of two up to UNROLL whose trips cover the row
-    exactly (no remainder), else 1."""
-    unroll = UNROLL
+def _unroll(length: int, threads: int, limit: int = UNROLL) -> int:
+    """Elements (or chunks) per thread and trip: the largest power of two up to `limit` whose trips
+    cover the row exactly (no remainder), else 1."""
+    unroll = limit
     while unroll > 1 and length % (threads * unroll):
         unroll //= 2
     return unroll
@@ -415,6 +550,16 @@ def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache
             for i, value in enumerate(_clone_body(block, mapping, dims)):
                 cache.store(value, op.operands[n_in + i], maps[n_in + i], dims)
         scf.YieldOp([])
+
+
+def _row_vector(op) -> int:
+    """The member's elements per thread and access along the row (`ROW_VECTOR_ATTR`; absent: 1)."""
+    return ir.IntegerAttr(op.attributes[ROW_VECTOR_ATTR]).value if ROW_VECTOR_ATTR in op.attributes else 1
+
+
+def _row_chunks(op) -> int:
+    """The member's chunks per thread and trip, at most (`ROW_CHUNKS_ATTR`; absent: `UNROLL`)."""
+    return ir.IntegerAttr(op.attributes[ROW_CHUNKS_ATTR]).value if ROW_CHUNKS_ATTR in op.attributes else UNROLL
 
 
 def _emit_per_row(op, row: list[ir.Value], tx: ir.Value) -> None:
@@ -505,7 +650,7 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
             shared.append(memref.AllocOp(ir.MemRefType.get([warps], c.results[0].type, memory_space=space),
                                          [], []).result)
     identities = [combiner_identity(c) for c in combiners]
-    width = ir.IntegerAttr(op.attributes[ROW_VECTOR_ATTR]).value if ROW_VECTOR_ATTR in op.attributes else 1
+    width = _row_vector(op)
     if width > 1:
         loop = _vector_row_loop(op, maps, ranges, row, tx, threads, width, identities, combiners, cache)
     else:
@@ -553,30 +698,69 @@ def _emit_reduction(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: 
         scf.YieldOp([])
 
 
+def _row_inputs(op, maps, ranges) -> list[int]:
+    """The inputs of a member read in vectors along the row (`ROW_VECTOR_ATTR`): those whose map
+    uses the innermost loop, which must be their last index alone (`row_vector_width` chose the
+    width; this only refuses what it would not have allowed)."""
+    n_in = len(op.opview.inputs)
+    inner = len(ranges) - 1
+    along = [i for i in range(len(op.operands)) if isinstance(op.operands[i].type, ir.MemRefType)
+             and any(_uses_dim(e, inner) for e in maps[i].results)]
+    for i in along:
+        results = list(maps[i].results)
+        last = results[-1]
+        if not (isinstance(last, ir.AffineDimExpr) and last.position == inner) or \
+                any(_uses_dim(e, inner) for e in results[:-1]):
+            raise PassFailure(f"operand #{i} accesses the row along a non-contiguous dimension")
+    return [i for i in along if i < n_in]
+
+
+def _chunk_inputs(op, maps, ranges, row, base, width: int, cache: _RowCache) -> list:
+    """Per input of a member, the row chunk of `width` elements from `base`: vectors
+    (`_load_pieces`' form, through the row cache) for the inputs read along the row, one value for
+    the others (the same element for every element of the chunk: one load), scalars as they are."""
+    n_in = len(op.opview.inputs)
+    along = _row_inputs(op, maps, ranges)
+    base_dims = _loop_indices(ranges, row, base)
+    chunk = []
+    for i in range(n_in):
+        value = op.operands[i]
+        if i in along:
+            chunk.append(cache.load_row(value, maps[i], base_dims, width))
+        elif isinstance(value.type, ir.MemRefType):
+            chunk.append(cache.load(value, maps[i], base_dims))
+        else:
+            chunk.append(value)
+    return chunk
+
+
+def _chunk_element(chunk, lane: int) -> ir.Value:
+    """Element `lane` of one input's row chunk (`_chunk_inputs`)."""
+    return _piece_element(chunk, lane) if isinstance(chunk, list) else chunk
+
+
+def _lane_dims(ranges, row, base: ir.Value, lane: int) -> list[ir.Value]:
+    element = base if lane == 0 else arith.AddIOp(base, _index(lane)).result
+    return _loop_indices(ranges, row, element)
+
+
 def _vector_row_loop(op, maps, ranges, row, tx, threads: int, width: int, identities, combiners,
                      cache: _RowCache) -> scf.ForOp:
-    """The row loop of a reduction read in vectors (`ROW_VECTOR_ATTR`, a matvec): thread `tx` takes
-    the vectors tx, tx + T, ... of `width` consecutive elements (one `vector.load` per input that
-    reads the row, aligned: `MatvecSchedule` proved it), combining their elements in order from the
-    identity; inputs that do not read the row are loaded per element as in the scalar loop."""
+    """The row loop of a reduction read in vectors (`ROW_VECTOR_ATTR`: a matvec, or a row
+    reduction whose accesses along the row allow it, `row_vector_width`): thread `tx` takes the
+    chunks tx, tx + T, ... of `width` consecutive elements (128-bit `vector.load`s of each input
+    that reads the row, through the row cache), combining their elements in order from the
+    identity (elements width*tx .. width*tx + width-1, then width*(tx + T) ..., `_unroll` chunks a
+    trip, at most `ROW_CHUNKS_ATTR`); inputs that do not read the row are loaded once per chunk."""
     n_in = len(op.opview.inputs)
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
     out_args = args[n_in:]
     body_ops = [o.operation for o in list(block.operations)[:-1]]
-    inner = len(ranges) - 1
     row_len = ranges[-1]
-    if any(v in cache.entries for v in op.operands):
-        raise PassFailure("a row read in vectors is cached in shared memory")
     if row_len % width:
         raise PassFailure(f"a row of {row_len} elements read in vectors of {width}")
-    along = [i for i in range(n_in) if isinstance(op.operands[i].type, ir.MemRefType)
-             and any(isinstance(e, ir.AffineDimExpr) and e.position == inner for e in maps[i].results)]
-    for i in along:
-        last = list(maps[i].results)[-1]
-        if not (isinstance(last, ir.AffineDimExpr) and last.position == inner):
-            raise PassFailure(f"input #{i} reads the row along a non-contiguous dimension")
-    unroll = _unroll(row_len // width, threads)
+    unroll = _unroll(row_len // width, threads, _row_chunks(op))
     step = threads * width
     start = arith.MulIOp(tx, _index(width)).result
     loop = scf.ForOp(start, _index(row_len), _index(step * unroll), identities)
@@ -585,32 +769,69 @@ def _vector_row_loop(op, maps, ranges, row, tx, threads: int, width: int, identi
         iv = loop.induction_variable
         for u in range(unroll):
             base = iv if u == 0 else arith.AddIOp(iv, _index(u * step)).result
-            base_dims = _loop_indices(ranges, row, base)
-            vectors = {}
-            for i in along:
-                t = ir.MemRefType(op.operands[i].type)
-                vtype = ir.VectorType.get([width], t.element_type)
-                vectors[i] = vector.LoadOp(vtype, op.operands[i], _apply(maps[i], base_dims)).result
+            chunk = _chunk_inputs(op, maps, ranges, row, base, width, cache)
             for lane in range(width):
-                element = base if lane == 0 else arith.AddIOp(base, _index(lane)).result
-                dims = _loop_indices(ranges, row, element)
-                mapping = {}
-                for i in range(n_in):
-                    value = op.operands[i]
-                    if i in vectors:
-                        value = vector.ExtractOp(vectors[i], [], [lane]).result
-                    elif isinstance(value.type, ir.MemRefType):
-                        value = memref.LoadOp(value, _apply(maps[i], dims)).result
-                    mapping[args[i]] = value
+                dims = _lane_dims(ranges, row, base, lane)
+                mapping = {args[i]: _chunk_element(chunk[i], lane) for i in range(n_in)}
                 for out, acc in zip(out_args, accs):
                     mapping[out] = acc
-                for inner_op in body_ops:
-                    if inner_op.name == "linalg.index":
-                        mapping[inner_op.results[0]] = dims[ir.IntegerAttr(inner_op.attributes["dim"]).value]
-                clone_ops([o for o in body_ops if o.name != "linalg.index"], mapping)
+                clone_ops([o for o in body_ops if o.name != "linalg.index"], _with_indices(body_ops, mapping, dims))
                 accs = [mapping[c.results[0]] for c in combiners]
         scf.YieldOp(accs)
     return loop
+
+
+def _with_indices(body_ops, mapping: dict, dims: list[ir.Value]) -> dict:
+    """`mapping` with the body's `linalg.index` results bound to the loop indices `dims`."""
+    for inner_op in body_ops:
+        if inner_op.name == "linalg.index":
+            mapping[inner_op.results[0]] = dims[ir.IntegerAttr(inner_op.attributes["dim"]).value]
+    return mapping
+
+
+def _emit_vector_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, width: int,
+                             cache: _RowCache) -> None:
+    """`_emit_elementwise` in chunks of `width` consecutive elements (`ROW_VECTOR_ATTR`): thread
+    `tx` takes the chunks tx, tx + T, ... of the row; per trip every chunk's inputs are loaded first
+    (vectors: `_unroll` of them in flight, none waiting behind the trip's stores), then each
+    chunk's elements computed and stored as vectors. Each element computed as before: values
+    unchanged."""
+    maps = indexing_maps_of(op)
+    n_in = len(op.opview.inputs)
+    block = op.regions[0].blocks[0]
+    args = list(block.arguments)
+    ranges = classify(op).loop_ranges
+    row_len = ranges[-1]
+    if row_len % width:
+        raise PassFailure(f"a row of {row_len} elements read in vectors of {width}")
+    _row_inputs(op, maps, ranges)
+    unroll = _unroll(row_len // width, threads, _row_chunks(op))
+    step = threads * width
+    start = arith.MulIOp(tx, _index(width)).result
+    loop = scf.ForOp(start, _index(row_len), _index(step * unroll))
+    with ir.InsertionPoint(loop.body):
+        iv = loop.induction_variable
+        trips = []
+        for u in range(unroll):
+            base = iv if u == 0 else arith.AddIOp(iv, _index(u * step)).result
+            base_dims = _loop_indices(ranges, row, base)
+            chunk = _chunk_inputs(op, maps, ranges, row, base, width, cache)
+            for i, arg in enumerate(args[n_in:]):
+                if list(arg.uses):
+                    chunk.append(cache.load_row(op.operands[n_in + i], maps[n_in + i], base_dims, width))
+                else:
+                    chunk.append(None)
+            trips.append((base, base_dims, chunk))
+        for base, base_dims, chunk in trips:
+            results = [[] for _ in args[n_in:]]
+            for lane in range(width):
+                dims = _lane_dims(ranges, row, base, lane)
+                mapping = {arg: _chunk_element(c, lane) for arg, c in zip(args, chunk) if c is not None}
+                for i, value in enumerate(_clone_body(block, mapping, dims)):
+                    results[i].append(value)
+            for i, elements in enumerate(results):
+                cache.store_row(_pieces_of(elements), op.operands[n_in + i], maps[n_in + i], base_dims)
+        scf.YieldOp([])
 
 
 def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
@@ -674,6 +895,8 @@ def _build_kernel(leader: ir.Operation, members: list[ir.Operation]) -> None:
                     _emit_per_row(member, row, tx)
                 elif "reduction" in str(list(ir.ArrayAttr(member.attributes["iterator_types"]))[-1]):
                     _emit_reduction(member, row, tx, threads, cache)
+                elif (width := _row_vector(member)) > 1:
+                    _emit_vector_elementwise(member, row, tx, threads, width, cache)
                 else:
                     _emit_elementwise(member, row, tx, threads, cache)
                 cache.done(member)

@@ -38,7 +38,8 @@ from .drop_unit_dims import DROP_UNIT_DIMS_ATTR
 from ..fusion import block_tile_of_output
 from .fusion import FusedNeighbour
 from .sync_epilogues import EPILOGUE_ATTR
-from .reduce_rows import ROW_THREADS_ATTR, ROW_VECTOR_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners, row_member_problem
+from .reduce_rows import (ROW_CHUNKS_ATTR, ROW_THREADS_ATTR, ROW_VECTOR_ATTR, ROWS_PER_BLOCK_ATTR, row_combiners,
+                          row_member_problem, row_vector_width)
 from .layouts import aligned_elements, element_bytes, vector_width
 from .matvec import matvec_problem, matvec_rows
 from .target import GpuTarget
@@ -686,6 +687,8 @@ class RowReductionTiling:
     bytes: int
     shared_bytes: int
     members: tuple[int, ...] = ()   # a row group: the kernels run in this one, in program order (itself last)
+    vector: int = 1                 # elements per thread and access along the row (`row_vector_width`)
+    vectors: tuple[int, ...] = ()   # a row group: each member's `vector`, in `members`' order
 
     @property
     def threads(self) -> int:
@@ -695,10 +698,16 @@ class RowReductionTiling:
     def schedule(self) -> str:
         return "warp-reduce" if self.row_threads == WARP else "block-reduce"
 
+    def _loads(self) -> str:
+        widths = sorted({v for v in (self.vectors or (self.vector,)) if v > 1})
+        if not widths:
+            return "scalar loads"
+        return f"vector loads of {' / '.join(map(str, widths))} elements"
+
     def describe(self) -> str:
         group = f" + row group (kernels {', '.join(map(str, self.members[:-1]))})" if self.members else ""
         return (f"{self.schedule}: {self.row_threads} threads per row, {self.rows_per_block} row(s) per block, "
-                f"{self.grid} blocks{group}")
+                f"{self._loads()}, {self.grid} blocks{group}")
 
 
 @dataclass(frozen=True)
@@ -708,6 +717,14 @@ class RowReductionSchedule(GpuSchedule):
     max_threads: int = MAX_THREADS  # per row
     block_threads: int = MAX_THREADS  # per block (warp per row: rows per block x 32)
     fuse: bool = True   # a row reduction and the row kernels around it in one kernel (`choose_group`)
+    vectorize: bool = True   # 128-bit accesses along the rows where they are legal (`row_vector_width`)
+    # Chunks of 128 bits per thread and loop trip, at most: 64 bytes per input in flight (twice the
+    # scalar loop's 8 elements of f32); 8 took 83-111 registers on a 4096-f32 softmax or LayerNorm
+    # (4: 62-73) and a block less per H100 SM for the LayerNorm.
+    vector_chunks: int = 4
+
+    def _vector(self, kernel: Kernel) -> int:
+        return row_vector_width(kernel.op) if self.vectorize else 1
 
     def _row_threads(self, row: int) -> int:
         threads = WARP
@@ -740,8 +757,11 @@ class RowReductionSchedule(GpuSchedule):
             flops += kernel.iterations * (len(list(kernel.op.regions[0].blocks[0].operations)) - 1)
             if kernel.kind is KernelKind.REDUCTION and threads > WARP:
                 shared += sum(threads // WARP * element_bytes(c.results[0].type) for c in row_combiners(kernel.op))
+        # Per member (a per-row one has no row loop): each walks the row in its own chunks, a
+        # reduction in those it takes as a kernel of its own (the same order of its elements).
+        vectors = tuple(1 if kid in per_row else self._vector(k) for kid, k in members)
         return RowReductionTiling(threads, rows_per_block, rows // rows_per_block, flops, moved, shared,
-                                  tuple(kid for kid, _ in members))
+                                  tuple(kid for kid, _ in members), vectors[-1], vectors)
 
     def choose(self, kernel: Kernel, target: GpuTarget):
         if kernel.kind is not KernelKind.REDUCTION or tuple(kernel.reduction_dims) != (kernel.rank - 1,):
@@ -762,12 +782,17 @@ class RowReductionSchedule(GpuSchedule):
         shared = 0
         if threads > WARP:
             shared = sum(threads // WARP * element_bytes(c.results[0].type) for c in combiners)
-        return RowReductionTiling(threads, rows_per_block, grid, kernel.iterations * body_ops, moved, shared)
+        return RowReductionTiling(threads, rows_per_block, grid, kernel.iterations * body_ops, moved, shared,
+                                  (), self._vector(kernel))
 
     def build_tile(self, kid: int, kernel: Kernel, tiling: RowReductionTiling, op: ir.Value) -> None:
-        # The tiling travels on the op to `codegen-gpu-reduce-rows` (gpu-map stage), which builds the kernel.
+        # The tiling travels on the op to `codegen-gpu-reduce-rows` (gpu-map stage), which builds the
+        # kernel (a row group's other members carry their `vectors` from `codegen-gpu-attach-schedule`).
         tg.annotate(op, ROW_THREADS_ATTR, tiling.row_threads)
         tg.annotate(op, ROWS_PER_BLOCK_ATTR, tiling.rows_per_block)
+        if tiling.vector > 1:
+            tg.annotate(op, ROW_VECTOR_ATTR, tiling.vector)
+            tg.annotate(op, ROW_CHUNKS_ATTR, self.vector_chunks)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -779,7 +804,6 @@ class MatvecTiling(RowReductionTiling):
     """A matvec as a row reduction (`codegen-gpu-reduce-rows`): `row_threads` lanes per output row
     (4-16: several rows per warp; 32: a warp; 64-256: a block), each reading `vector` consecutive
     elements of the row per access."""
-    vector: int = 1
 
     @property
     def schedule(self) -> str:
@@ -854,7 +878,10 @@ class MatvecSchedule(RowReductionSchedule):
         return MatvecTiling(threads, rows_per_block, grid, kernel.iterations * body_ops, moved, shared, (), vec)
 
     def build_tile(self, kid: int, kernel: Kernel, tiling: MatvecTiling, op: ir.Value) -> None:
-        super().build_tile(kid, kernel, tiling, op)
+        # The row-reduction annotations, and the vector width even where it is 1 (as before); no
+        # `codegen.row_chunks`: a gemv keeps `UNROLL` (8) vectors a trip, as measured on an H100.
+        tg.annotate(op, ROW_THREADS_ATTR, tiling.row_threads)
+        tg.annotate(op, ROWS_PER_BLOCK_ATTR, tiling.rows_per_block)
         tg.annotate(op, ROW_VECTOR_ATTR, tiling.vector)
 
 
