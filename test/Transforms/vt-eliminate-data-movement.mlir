@@ -9,6 +9,7 @@
 // RUN: vt-opt %s --split-input-file --vt-eliminate-data-movement='rewrite=false' | filecheck %s --check-prefix=IR
 // RUN: vt-opt %s --split-input-file --vt-eliminate-data-movement='report=-' 2>&1 | filecheck %s --check-prefix=REWRITE
 // RUN: vt-opt %s --split-input-file --vt-eliminate-data-movement='report=- memory-aware=false' -o /dev/null 2>&1 | filecheck %s --check-prefix=OFF
+// RUN: vt-opt %s --split-input-file --vt-eliminate-data-movement='report=- target=cuda' -o /dev/null 2>&1 | filecheck %s --check-prefix=CUDA
 
 // The `// -----` chunks are separate modules; the `<PREFIX>-LABEL: {{^}}// -----` lines keep each
 // prefix's checks of the printed IR within the chunk they are written in.
@@ -368,6 +369,44 @@ func.func @concat_left_to_views(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
     linalg.yield %s : f32
   } -> tensor<2x8xf32>
   return %n : tensor<2x8xf32>
+}
+
+// On CUDA every kernel is a launch: a reader of the concat as a view runs once per piece, so
+// where both inputs' producers can write the buffer the concat is stored (no split, no copy); on
+// the CPU the split is a loop nest more and the concat stays a view. With an argument among the
+// inputs (above) the store would copy it, a kernel too: views there also on CUDA.
+// DECISION-LABEL: points-to @concat_split_on_cuda:
+// DECISION:       keep tensor.concat@{{.*}}: every reader can read the concat as a view
+// CUDA-LABEL:     points-to @concat_left_to_views:
+// CUDA:           keep tensor.concat@{{.*}}: its readers read it as views, each once per piece: a linalg.generic reading it through a view of 2 pieces would run (or gather it) once per piece, but %arg0 would be copied into the buffer, a kernel each too
+// CUDA-LABEL:     points-to @concat_split_on_cuda:
+// CUDA:           concat-store tensor.concat -> %{{.*}}: 2 producer(s) write into the concat buffer, 0 input(s) copied
+// CUDA:             the concat buffer is needed: a linalg.generic reading it through a view of 2 pieces would run (or gather it) once per piece
+// CHECK-LABEL: func.func @concat_split_on_cuda
+// CHECK:         "vt.view"
+func.func @concat_split_on_cuda(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %e0 = tensor.empty() : tensor<2x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<2x4xf32>) outs(%e0 : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = math.exp %v : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<2x4xf32>) outs(%e0 : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %s = math.log %v : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4xf32>
+  %c = tensor.concat dim(1) %a, %b : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  %s = tensor.extract_slice %c[0, 2] [2, 4] [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : tensor<2x4xf32>) outs(%e0 : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = arith.negf %v : f32
+    linalg.yield %t : f32
+  } -> tensor<2x4xf32>
+  return %n : tensor<2x4xf32>
 }
 
 // Stores fanning out through a concat: the concat is only written into a cache slot (a slice

@@ -29,11 +29,14 @@ def _schedules(compiled) -> collections.Counter:
     return collections.Counter(k.schedule for k in compiled.report().kernels)
 
 
-@pytest.mark.parametrize("name", ["vtc_llama3_decode", "vtc_shufflenet_unit"])
-def test_cuda_default_graph_is_bitwise_level_0(name):
+@pytest.mark.parametrize("name, dtype", [("vtc_llama3_decode", torch.float32),
+                                         ("vtc_shufflenet_unit", torch.float32),
+                                         ("vtc_efficientvit_block", torch.float16)])
+def test_cuda_default_graph_is_bitwise_level_0(name, dtype):
     """The graph the CUDA default pipeline leaves, run by the CPU backend with exact schedules,
-    equals opt level 0 bitwise (VTC with CUDA's 128-byte transfer unit picks its own views)."""
-    model, inputs = _vtc_case(name)
+    equals opt level 0 bitwise (VTC with CUDA's 128-byte transfer unit picks its own views;
+    EfficientViT in f16: its multi-scale concat's producers write the concat buffer)."""
+    model, inputs = _vtc_case(name, dtype)
     graph = vtmlir.import_torch(model, *inputs)
     report = optimize(graph, target="cuda")
     assert [s.step.system for s in report.steps] == ["vtc"] and not report.steps[0].failed
@@ -63,6 +66,20 @@ def test_cuda_views_keep_tensor_cores():
     for kernel in level2.kernels:
         for arch in ARCHS:
             _check_resources(kernel, arch)
+
+
+def test_cuda_efficientvit_runs_no_more_kernels_than_level_0():
+    """EfficientViT's q, k and v are slices of the multi-scale concat. As views of the concat's
+    two inputs, each reader ran once per piece (two kernels: 3 more than level 0 in f16); on CUDA
+    the concat's producers write its buffer instead (`concat_stores.split_reader`), so level 2 runs
+    no more kernels than level 0 (two fewer: the concat's copies are gone) at a lower estimate."""
+    model, inputs = _vtc_case("vtc_efficientvit_block", torch.float16, batch=1)
+    level0 = vtmlir.compile(model, *inputs, target="cuda", opt_level=0).report()
+    level2 = vtmlir.compile(model, *inputs, target="cuda").report()
+    assert len(level2.kernels) <= len(level0.kernels), (len(level0.kernels), len(level2.kernels))
+    assert level2.h100_estimate_s <= level0.h100_estimate_s
+    assert "would run (or gather it) once per piece" in level2.optimization.steps[0].to_text()
+    assert level2.naive_contractions == [], [k.description for k in level2.naive_contractions]
 
 
 def test_cuda_plan_leaves_out_what_is_not_for_the_gpu():

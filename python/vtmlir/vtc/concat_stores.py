@@ -28,6 +28,10 @@ with no redirectable producer (a function argument, an op that is not linalg, a 
 way, a producer already stored elsewhere) is copied into its box (a gather at vt-lower-views, the
 copy the concat did anyway); a concat none of whose inputs has a producer to redirect is left to
 the greedy (output-of-input views).
+
+Which direction: stores where the concat's result must exist as one buffer (`buffer_reader`), and
+on CUDA also where a reader of the concat as a view would run once per piece, a kernel launch
+each, and the stores launch nothing more (`split_reader`); elsewhere the views allocate nothing.
 """
 
 from __future__ import annotations
@@ -157,16 +161,20 @@ def _fans_out(op) -> bool:
         inner.name == "tensor.insert_slice" and concat_inputs(inner) is not None)
 
 
-def plan_concat(op, claimed: list) -> ConcatPlan:
-    """The plan for one concat (`claimed`: producer results already stored elsewhere)."""
+def plan_concat(op, claimed: list, kernel_launches: bool = False) -> ConcatPlan:
+    """The plan for one concat (`claimed`: producer results already stored elsewhere;
+    `kernel_launches`: every kernel is a launch of its own, see `split_reader`)."""
     found = concat_inputs(op)
     if found is None:
         raise NotRealisable("not a static concat (tensor.concat, or insert_slices into an empty)")
     inputs, mappings, chain = found
     update = chain[0] if chain[0].name in ("tensor.insert_slice", "tensor.pad") and \
         len(chain) > 1 and as_operation(chain[0].operands[0].owner) == chain[1] else None
+    split = None
     if update is None:
         reader = buffer_reader(as_operation(op), _concat_dim(as_operation(op), mappings))
+        if reader is None and kernel_launches:
+            reader = split = split_reader(as_operation(op))
         if reader is None:
             raise NotRealisable("every reader can read the concat as a view (output-of-input is "
                                 "kept: no buffer at all)")
@@ -210,6 +218,17 @@ def plan_concat(op, claimed: list) -> ConcatPlan:
             plan.kept.append(f"input {value.get_name()} copied: {why}")
     if update is None or update.name == "tensor.pad":
         _keep_buffer_births_late(plan)
+    if update is None and split is not None:
+        # The stores must not launch more kernels than the views: a copied input is a kernel (and
+        # its traffic) the views do not have, and a store of several pieces runs its producer once
+        # per piece (vt-lower-views re-indexes it per destination box). Only stores of one piece
+        # by the producer itself split nothing.
+        costly = [f"{p.value.get_name()} would be copied into the buffer" for p in plan.parts if not p.direct]
+        costly += [f"{p.value.get_name()} would be written in {len(p.mapping.pieces)} pieces"
+                   for p in plan.parts if p.direct and len(p.mapping.pieces) > 1]
+        if costly:
+            raise NotRealisable(f"its readers read it as views, each once per piece: {split}, but "
+                                f"{'; '.join(costly)}, a kernel each too")
     if update is not None and update.name == "tensor.insert_slice":
         dest = update.operands[1]
         first = min((as_operation(p.value.owner) for p in plan.parts if p.direct),
@@ -310,6 +329,48 @@ def buffer_reader(op, dim: int | None) -> str | None:
     return None
 
 
+def split_reader(op) -> str | None:
+    """On a target where every kernel is a launch of its own (CUDA), why the concat's buffer is
+    needed although every reader could read it as a view: a reader whose view of the concat spans
+    several of its inputs, directly or through reshapes, slices and other ops that become views
+    too, runs once per piece (vt-lower-views splits its loop range at the piece boundaries, or
+    gathers the view piece by piece for a reader that cannot split), a kernel launch per piece.
+    Both directions save the concat's copy, the same traffic; stores into the buffer split
+    nothing (EfficientViT's q, k and v slices of the multi-scale concat: three readers, each two
+    kernels as views, one with the buffer). On the CPU a split is one more loop nest in the same
+    function, and views allocate nothing, so the CPU keeps them (None there: not called)."""
+    entry = cat.entry_for(op)
+    try:
+        mapping = entry.mapping(op)
+    except (cat.NotVirtualisable, ValueError):
+        return None
+    return _split_reader_of(op.results[0], mapping)
+
+
+def _split_reader_of(value, mapping: MappingFunction) -> str | None:
+    """The first reader of `value` (a view of the concat's inputs through `mapping`) that would be
+    split at its pieces, followed through catalogued one-input data movement (a view itself)."""
+    if len({p.source for p in mapping.pieces}) < 2:
+        return None   # one input only (a slice of one piece; `cat((f, f))` folds to one piece)
+    for use in value.uses:
+        owner = as_operation(use.owner)
+        entry = cat.entry_for(owner)
+        if entry is not None and len(entry.inputs(owner)) == 1 and use.operand_number == 0:
+            try:
+                outer = entry.mapping(owner)
+                composed = mapping.compose(outer, shape=shape_of(owner.results[0]))
+            except (cat.NotVirtualisable, ValueError):
+                continue   # not a view of the concat: read from a tensor of its own
+            why = _split_reader_of(owner.results[0], composed)
+            if why is not None:
+                return why
+            continue
+        if owner.name.startswith("linalg.") and use.operand_number < len(owner.operands) - len(owner.results):
+            return (f"a {owner.name} reading it through a view of {len(mapping.pieces)} pieces "
+                    f"would run (or gather it) once per piece")
+    return None
+
+
 def _consumers(inputs, chain) -> list:
     """The op reading each input: the tensor.concat, or its insert_slice (`chain` is the ops
     replaced, last first, possibly led by the update the concat fans out into)."""
@@ -321,8 +382,9 @@ def _consumers(inputs, chain) -> list:
     return list(reversed(inserts))
 
 
-def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str, str]]]:
-    """Plans for the concats of `func` (program order), and (op, reason) for those left alone."""
+def plan_concats(func, claimed: list, kernel_launches: bool = False) -> tuple[list[ConcatPlan], list[tuple[str, str]]]:
+    """Plans for the concats of `func` (program order), and (op, reason) for those left alone
+    (`kernel_launches`: see `split_reader`)."""
     plans, skipped = [], []
     claimed = list(claimed)
     ops = [o.operation for o in func.regions[0].blocks[0].operations]
@@ -338,7 +400,7 @@ def plan_concats(func, claimed: list) -> tuple[list[ConcatPlan], list[tuple[str,
                                            for u in op.results[0].uses):
             continue   # fans out into the update that reads it: planned there
         try:
-            plan = plan_concat(op, claimed)
+            plan = plan_concat(op, claimed, kernel_launches)
         except NotRealisable as why:
             skipped.append((f"{op.name}@{format_location(op.location)}", str(why)))
             continue

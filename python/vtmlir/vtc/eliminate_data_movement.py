@@ -67,7 +67,8 @@ def eliminate(module, cost_model=None, rewrite: bool = True, memory_aware: bool 
         if rewrite:   # input-of-output first: the greedy then sees the stores in place
             with func.context, ir.Location.unknown():
                 plans, skipped = plan_stores(func, skip=insert_chain_ops(func))
-                concats, concat_skipped = plan_concats(func, [p.value for p in plans])
+                concats, concat_skipped = plan_concats(func, [p.value for p in plans],
+                                                       getattr(cost_model, "kernel_launches", False))
                 skipped += concat_skipped
                 stored = [(p.text, p.mapping) for p in plans]
                 concat_text = [c.report_lines() for c in concats]
@@ -153,7 +154,8 @@ class EliminateDataMovement(Pass):
                 self.emit_error(module, f"vt-eliminate-data-movement: {str(err).removeprefix('error: ')}")
                 return
         else:
-            model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True)
+            model = AnalyticCostModel(self.unit_bytes or TARGETS[self.target], multi_piece_readers=True,
+                                      kernel_launches=self.target == "cuda")
         graphs = eliminate(module, model, rewrite=self.rewrite, memory_aware=self.memory_aware)
         self.write_report(module, "".join(report_text(p) for p in graphs))
         return graphs

@@ -73,6 +73,10 @@ class CostModel:
     name = "abstract"
     #: what `Weight.value` counts, printed with the estimated saving ("B" bytes, "ns" time).
     weight_unit = "B"
+    #: Every kernel is a launch of its own (CUDA): a reader split at a view's pieces costs a launch
+    #: per piece, which the concat's input-of-output direction avoids (concat_stores.split_reader).
+    #: On the CPU a split is one more loop nest in the same function.
+    kernel_launches = False
 
     def weight(self, state: "GreedyState", edge: Edge) -> Weight:  # pragma: no cover - interface
         raise NotImplementedError
@@ -84,8 +88,10 @@ class AnalyticCostModel(CostModel):
     name = "analytic"
 
     def __init__(self, unit: TransferUnit | int = CPU_CACHE_LINE, partial_penalty: float = 0.25,
-                 none_penalty: float = 1.0, multi_piece_readers: bool = False):
+                 none_penalty: float = 1.0, multi_piece_readers: bool = False,
+                 kernel_launches: bool = False):
         self.unit = unit
+        self.kernel_launches = kernel_launches
         self.partial_penalty = partial_penalty
         self.none_penalty = none_penalty
         # Whether linalg readers of a multi-piece view read it without a gather (vt-lower-views

@@ -170,6 +170,8 @@ class MeasuredCostModel(CostModel):
         self.unit = TARGET_UNITS[self.target] if unit is None else unit
         # As configured by vt-eliminate-data-movement's analytic mode (used for the edges not timed).
         self.analytic = AnalyticCostModel(self.unit, multi_piece_readers=True)
+        # A launch per kernel on the GPU: no timed edge sees the readers a view splits.
+        self.kernel_launches = self.target == "cuda"
         self.progress = progress
         self.edge_cache: dict[tuple, Weight] = {}
         self.log: list[str] = []
