@@ -8,13 +8,22 @@
 
 // CHECK:       gpu.module @[[MOD:wgmma_1_module]]
 // CHECK:         gpu.func @[[FN:wgmma_1]](%{{.*}}: memref<256x64xf16>, %{{.*}}: memref<64x128xf16>, %{{.*}}: memref<256x128xf16>) workgroup(%{{.*}} : memref<24576xf16, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}) kernel
+// One cp.async group per k step (the prologue's two tiles, then one per step, empty past the
+// last tile), so waiting until one group is pending means this step's tile has landed.
 // CHECK:           nvgpu.device_async_copy {{.*}} {bypassL1}
-// CHECK:           nvvm.fence.proxy
-// CHECK:           nvvm.wgmma.fence.aligned
-// CHECK:           nvvm.wgmma.mma_async
-// CHECK-SAME:        <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
-// CHECK:           nvvm.wgmma.commit.group.sync.aligned
-// CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK:           scf.for
+// CHECK-NEXT:        nvvm.cp.async.wait.group 1
+// CHECK-NEXT:        nvvm.fence.proxy
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK:             nvvm.wgmma.mma_async
+// CHECK-SAME:          <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             scf.if
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK-NEXT:        scf.yield
 // CHECK:           arith.truncf {{.*}} : f32 to f16
 // CHECK-LABEL: func.func @matmul
 // CHECK-NOT:     linalg.generic

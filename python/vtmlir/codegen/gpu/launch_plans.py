@@ -32,7 +32,8 @@ def launch_plan_attr(**fields) -> ir.DictAttr:
                             **{key: ir.IntegerAttr.get(i64, int(fields[key])) for key in _NUMBERS}})
 
 
-def _is_positive_zero(value) -> bool:
+def is_positive_zero(value) -> bool:
+    """Whether `value` is the constant +0.0 (a fill with it is what a fresh accumulator holds)."""
     owner = value.owner
     if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant" \
             or not isinstance(value.type, (ir.F32Type, ir.F16Type, ir.BF16Type)):
@@ -52,10 +53,10 @@ def zero_fill_before(op, y) -> ir.Operation | None:
         if prev.name in ("arith.constant", "memref.get_global"):
             continue
         if prev.name == "linalg.fill":
-            return prev if prev.operands[-1] == y and _is_positive_zero(prev.operands[0]) else None
+            return prev if prev.operands[-1] == y and is_positive_zero(prev.operands[0]) else None
         if prev.name == "linalg.generic" and len(prev.operands) == 1 and prev.operands[0] == y:
             body = [o.operation for o in prev.regions[0].blocks[0].operations]
-            if len(body) == 1 and _is_positive_zero(body[0].operands[0]):
+            if len(body) == 1 and is_positive_zero(body[0].operands[0]):
                 return prev
         return None
     return None

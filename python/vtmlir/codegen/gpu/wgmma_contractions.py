@@ -8,20 +8,26 @@ upstream's vector-to-GPU conversion has no route to it, but the nvvm dialect's b
 CUDA `schedule` stage after the convolutions became batch matmuls and before the tensor-core
 padding, and only for `chip=sm_90a` (the `a` features: PTX for sm_90 has no wgmma).
 
-A contraction is taken when the classifier sees one batch loop at most and one m, n and k loop
-each, with A[b, m, k] (k contiguous), B[b, k, n] (n contiguous) or B[b, n, k] (k contiguous: a
-Linear's weight), C[b, m, n] in f32, A and B both f16 or both bf16 (read through `extf`, the
-importer's mixed precision), static 16-byte aligned strides and offsets, and M % 128, N % 64,
-K % 32 all zero (`wgmma_kernel.refusal`); the others keep the `mma-sync` schedule (and its
-padding).
+A contraction is taken (`read_contraction`) when its body is `out + extf(a) * extf(b)` with f16 or
+bf16 operands into an f32 C, it has one sum loop, and one of its orientations fits the kernel
+(`_problem`): one operand holds the rows i of C, the other its columns j, at most one other
+parallel loop remains (z: the grid's third dimension; an operand without it is shared), each
+operand is contiguous along k or along its own i or j, with static 16-byte aligned strides, and
+the product has at least 128 rows and M, N, K multiples of 8 (`wgmma_kernel.refusal`). An im2col
+convolution (`W[co, k] x col[b, k, pixels]`) fits with its pixels as rows. Runs of parallel loops
+read contiguously by every operand are merged first where only that makes it fit. The others keep
+the `mma-sync` schedule (and its padding).
 
-Around the product:
-- a fill of C with +0.0 right before the contraction goes: the accumulators start at zero (else
-  they start from C's values, a linalg contraction adds to its output);
-- where the next kernel is an elementwise epilogue that alone reads C (the importer's `truncf` to
-  f16, a Linear's bias add and cast), its body is computed in registers on each accumulator and
-  stored to its own output: the epilogue kernel and C's buffer go (the `mma-sync` schedule's fused
-  epilogue reads C back from global memory instead).
+Around the product, computed in the kernel's registers:
+- a fill of C with +0.0 right before goes: the accumulators start at zero;
+- an elementwise kernel right before that writes C whole without reading it (a Linear's bias
+  broadcast into C) goes: the accumulators start at its values; else they start from C's values (a
+  linalg contraction adds to its output);
+- an elementwise kernel right after that alone reads C (the importer's `truncf` to f16, a bias add,
+  GELU) is computed on each accumulator and stored to its own output: it and C's buffer go (the
+  `mma-sync` schedule's fused epilogue reads C back from global memory instead).
+A neighbour the `mma-sync` schedule would run in its tiles but these rules do not take (a fill of C
+through another view) keeps the contraction on `mma-sync`: sm_90a runs no more kernels than sm_90.
 
 The launch carries `codegen.launch_plan` (schedule `wgmma`, launch shape, flops, bytes, shared
 memory), from which the CUDA backend makes its plan and report row (launch_plans.py). The products
@@ -43,7 +49,7 @@ from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, KernelKind, classify, indexing_maps_of
 from .collapse_contraction_loops import loop_groups
 from .attach_schedule import top_level_kernels
-from .launch_plans import LAUNCH_ATTR, launch_plan_attr, zero_fill_before
+from .launch_plans import LAUNCH_ATTR, is_positive_zero, launch_plan_attr
 from .schedules import ContractionSchedule, resolve_gpu_schedules
 from .wgmma_kernel import STAGES, TILE_K, TILE_M, THREADS, WgmmaProblem, refusal, wgmma_kernel
 
@@ -57,12 +63,13 @@ class NotWgmma(Exception):
 
 @dataclass
 class Epilogue:
-    """An elementwise kernel right after the contraction that alone reads C: `op`, C's position
-    among its inputs, and its output."""
+    """An elementwise kernel right after the contraction that alone reads C (or the buffer C views):
+    `op`, C's position among its inputs, its output, and the views between."""
 
     op: ir.Operation
     c_input: int
     out: ir.Value
+    through: list  # the views from C to the buffer the epilogue reads (empty: it reads C itself)
 
 
 @dataclass
@@ -76,8 +83,9 @@ class WgmmaContraction:
     b: ir.Value
     c: ir.Value
     problem: WgmmaProblem
-    fill: ir.Operation | None      # a zero fill of C right before: the accumulators start at zero
+    fill: ir.Operation | None      # a zero fill of C before: the accumulators start at zero
     prologue: ir.Operation | None  # an elementwise kernel writing C right before: they start at its values
+    prologue_through: list         # the views from C to the buffer the prologue writes
     epilogue: Epilogue | None
 
 
@@ -186,16 +194,19 @@ def read_contraction(op) -> WgmmaContraction:
         op.erase()
         op = trial.op
     c = op.operands[2]
-    fill = zero_fill_before(op, c)
-    prologue = _prologue_before(op, c) if fill is None else None
+    chain, root = _view_chain(c)
+    buffers = {c: []} if root is None or root == c else {c: [], root: chain}
+    fill = _zero_fill_before(op, buffers)
+    prologue, prologue_through = _prologue_before(op, buffers) if fill is None else (None, [])
     if fill is None and problem.m % TILE_M:
         raise NotWgmma("a partial row tile of a product that adds to C's values")
     before = fill or prologue
-    epilogue = _epilogue_after(op, c, list(op.operands[:2]), before) if before is not None else None
+    epilogue = _epilogue_after(op, buffers, list(op.operands[:2]), before) if before is not None else None
     left = _left_unfused(op, c, {n for n in (fill, prologue, epilogue and epilogue.op) if n is not None})
     if left:
         raise NotWgmma(left)
-    return WgmmaContraction(op, op.operands[x], op.operands[y], c, problem, fill, prologue, epilogue)
+    return WgmmaContraction(op, op.operands[x], op.operands[y], c, problem, fill, prologue, prologue_through,
+                            epilogue)
 
 
 def _body_is_widened_product(op) -> bool:
@@ -246,7 +257,7 @@ def _elementwise(op, rank: int) -> bool:
     return True
 
 
-_NOT_KERNELS = ("arith.constant", "memref.get_global", "memref.alloc", *VIEW_OPS)
+_NOT_KERNELS = ("arith.constant", "memref.get_global", "memref.alloc", "memref.dealloc", *VIEW_OPS)
 
 
 def _neighbour(op, offset: int):
@@ -260,60 +271,141 @@ def _neighbour(op, offset: int):
 
 
 def _left_unfused(op, c, taken) -> str | None:
-    """Why the kernel would leave a neighbour kernel the `mma-sync` schedule runs in its block tiles
-    (an elementwise kernel right before that writes C's buffer, or right after that reads it,
-    through another view or in a form not computed in registers here): one launch more than
-    `mma-sync`, so the contraction keeps it. None where there is none."""
+    """Why the kernel would leave a kernel the `mma-sync` schedule may run in its block tiles: a fill
+    or an elementwise kernel anywhere in the block that writes or reads C's buffer (through any
+    view) and is not computed in registers here -- one launch more than `mma-sync`, so the
+    contraction keeps it. None where there is none."""
     root = buffer_root(c)
-    rank = ir.MemRefType(c.type).rank
-    for offset, operands, what in ((-1, "outputs", "writing"), (1, "inputs", "reading")):
-        other = _neighbour(op, offset)
-        if other is None or other in taken or not other.name.startswith("linalg."):
+    for other in op.block.operations:
+        other = other.operation
+        if other == op.operation or other in taken or not other.name.startswith("linalg."):
             continue
-        touched = getattr(other.opview, operands, None) if other.name != "linalg.fill" else [other.operands[-1]]
-        if touched is None or not any(buffer_root(v) == root for v in touched):
+        if not any(isinstance(v.type, ir.MemRefType) and buffer_root(v) == root for v in other.operands):
             continue
-        if other.name == "linalg.fill" or _elementwise(other, ir.MemRefType(other.operands[-1].type).rank) \
-                or ir.MemRefType(other.operands[-1].type).rank == rank:
-            return f"an elementwise kernel {what} C that mma-sync runs in its tiles and this kernel cannot"
+        rank = ir.MemRefType(other.operands[-1].type).rank
+        if other.name == "linalg.fill" or _elementwise(other, rank):
+            return "a fill or elementwise kernel on C's buffer that mma-sync may run in its tiles and this kernel cannot"
     return None
 
 
-def _prologue_before(op, c) -> ir.Operation | None:
-    """The elementwise kernel right before `op` that writes C whole without reading it (a Linear's
-    bias broadcast into C): its values are computed in registers as the accumulators' start."""
+def _view_chain(c) -> tuple[list, ir.Value | None]:
+    """The `collapse_shape` / `expand_shape` views from C up to the buffer they view (C's first), and
+    that buffer; ([], None) where another view is on the way (a subview: C is part of a buffer)."""
+    chain, value = [], c
+    while True:
+        owner = _owner_op(value)
+        if owner is None or owner.name not in VIEW_OPS:
+            return chain, value
+        if owner.name not in ("memref.collapse_shape", "memref.expand_shape"):
+            return [], None
+        chain.append(owner)
+        value = owner.operands[0]
+
+
+def _indices_through(chain: list, indices: list[ir.Value]) -> list[ir.Value]:
+    """C's `indices` as indices of the buffer at the end of `chain` (built at the insertion point):
+    a collapsed dimension's index delinearised over the dimensions it groups, an expanded group's
+    indices linearised."""
+    for view in chain:
+        groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+        source = ir.MemRefType(view.operands[0].type).shape
+        result = ir.MemRefType(view.results[0].type).shape
+        out = []
+        if view.name == "memref.collapse_shape":
+            for group, index in zip(groups, indices):
+                parts = []
+                for d in reversed(group[1:]):
+                    parts.append(arith.remui(index, _index(source[d])))
+                    index = arith.divui(index, _index(source[d]))
+                out.extend([index, *reversed(parts)])
+        else:
+            for group in groups:
+                index = indices[group[0]]
+                for d in group[1:]:
+                    index = arith.addi(arith.muli(index, _index(result[d])), indices[d])
+                out.append(index)
+        indices = out
+    return indices
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def _is_zero_fill(op, buffers) -> bool:
+    """A fill of one of `buffers` with +0.0 (`linalg.fill`, or a generic with no input yielding it)."""
+    if op.name == "linalg.fill":
+        return op.operands[-1] in buffers and is_positive_zero(op.operands[0])
+    if op.name == "linalg.generic" and len(op.operands) == 1 and op.operands[0] in buffers:
+        body = [o.operation for o in op.regions[0].blocks[0].operations]
+        return len(body) == 1 and is_positive_zero(body[0].operands[0])
+    return False
+
+
+def _zero_fill_before(op, buffers) -> ir.Operation | None:
+    """The last kernel before `op` that touches C's buffer, where it only fills C or the buffer C
+    views with +0.0 (a fill has no input: it may run anywhere before the product)."""
+    roots = {buffer_root(v) for v in buffers}
+    ops = [o.operation for o in op.block.operations]
+    at = next(i for i, o in enumerate(ops) if o == op.operation)
+    for prev in reversed(ops[:at]):
+        if prev.name in _NOT_KERNELS:
+            continue
+        if any(isinstance(v.type, ir.MemRefType) and buffer_root(v) in roots for v in prev.operands):
+            return prev if _is_zero_fill(prev, buffers) else None
+    return None
+
+
+def _prologue_before(op, buffers) -> tuple[ir.Operation | None, list]:
+    """The elementwise kernel right before `op` that writes C (or the buffer C views) whole without
+    reading it (a Linear's bias broadcast into C), and the views between: its values are computed
+    in registers as the accumulators' start."""
     prev = _neighbour(op, -1)
-    if prev is None or not _elementwise(prev, ir.MemRefType(c.type).rank):
-        return None
-    if prev.opview.outputs[0] != c or any(v == c for v in prev.opview.inputs):
-        return None
-    if list(prev.regions[0].blocks[0].arguments[-1].uses):
-        return None  # reads C's old values
-    return prev
+    if prev is None or prev.name != "linalg.generic" or len(prev.opview.outputs) != 1:
+        return None, []
+    out = prev.opview.outputs[0]
+    if out not in buffers or not _elementwise(prev, ir.MemRefType(out.type).rank):
+        return None, []
+    roots = {buffer_root(v) for v in buffers}
+    if any(buffer_root(v) in roots for v in prev.opview.inputs) or list(prev.regions[0].blocks[0].arguments[-1].uses):
+        return None, []  # reads C's old values
+    return prev, buffers[out]
 
 
-def _epilogue_after(op, c, operands, before) -> Epilogue | None:
-    """The elementwise kernel right after `op` that alone reads C, C a buffer of its own (an alloc
-    whose other users are `before`, the kernel that initialises it, the contraction and its
-    dealloc), writing another buffer of C's shape that is no operand."""
-    owner = _owner_op(c)
+def _epilogue_after(op, buffers, operands, before) -> Epilogue | None:
+    """The elementwise kernel right after `op` that alone reads C (or the buffer C views), that
+    buffer its own (an alloc no other kernel than `before`, the contraction and the epilogue
+    touches), writing another buffer of the same shape that is no operand."""
+    roots = {buffer_root(v) for v in buffers}
+    (root,) = roots
+    owner = _owner_op(root)
     if owner is None or owner.name != "memref.alloc":
         return None
     nxt = _neighbour(op, 1)
-    rank = ir.MemRefType(c.type).rank
-    if nxt is None or not _elementwise(nxt, rank):
-        return None
-    maps = indexing_maps_of(nxt)
-    positions = [i for i, v in enumerate(nxt.opview.inputs) if v == c]
-    if len(positions) != 1 or maps[positions[0]] != ir.AffineMap.get_identity(rank):
+    if nxt is None or nxt.name != "linalg.generic" or len(nxt.opview.outputs) != 1:
         return None
     out = nxt.opview.outputs[0]
-    if ir.MemRefType(out.type).shape != ir.MemRefType(c.type).shape or out == c or any(out == v for v in operands):
+    rank = ir.MemRefType(out.type).rank
+    if not _elementwise(nxt, rank):
         return None
-    allowed = {op.operation, nxt, before}
-    if any(user not in allowed and user.name != "memref.dealloc" for user in _users(c)):
+    maps = indexing_maps_of(nxt)
+    inputs = list(nxt.opview.inputs)
+    positions = [i for i, v in enumerate(inputs) if v in buffers]
+    if len(positions) != 1 or maps[positions[0]] != ir.AffineMap.get_identity(rank):
         return None
-    return Epilogue(nxt, positions[0], out)
+    read = inputs[positions[0]]
+    if any(buffer_root(v) in roots for i, v in enumerate(inputs) if i != positions[0]):
+        return None
+    if ir.MemRefType(out.type).shape != ir.MemRefType(read.type).shape or buffer_root(out) in roots \
+            or any(buffer_root(out) == buffer_root(v) for v in operands):
+        return None
+    for other in op.block.operations:
+        other = other.operation
+        if other in (op.operation, nxt, before) or other.name in _NOT_KERNELS:
+            continue
+        if any(isinstance(v.type, ir.MemRefType) and buffer_root(v) in roots for v in other.operands):
+            return None  # another kernel reads or writes C's buffer
+    return Epilogue(nxt, positions[0], out, buffers[read])
 
 
 def _apply(amap: ir.AffineMap, dims: list[ir.Value]) -> list[ir.Value]:
@@ -367,10 +459,13 @@ def lower_contraction(found: WgmmaContraction, kid: int, module_op) -> ir.Operat
     types = [ir.MemRefType(v.type) for v in (found.a, found.b, target, *extras)]
 
     def initial(args):
-        return lambda indices: _compute(prologue, {}, args[:len(before)], indices, None)
+        def start(indices):
+            return _compute(prologue, {}, args[:len(before)], _indices_through(found.prologue_through, indices), None)
+        return start
 
     def store(args):
         def put(indices, value, out):
+            indices = _indices_through(epilogue.through, indices)
             memref.store(_compute(epilogue.op, {epilogue.c_input: value}, args[len(before):], indices, out),
                          out, indices)
         return put
@@ -382,7 +477,15 @@ def lower_contraction(found: WgmmaContraction, kid: int, module_op) -> ir.Operat
     module_op.attributes["gpu.container_module"] = ir.UnitAttr.get()
     op = found.op
     index = ir.IndexType.get()
-    with ir.InsertionPoint(op), op.location:
+    if epilogue is not None:
+        # The launch goes where the epilogue is (its inputs may be defined after the product); A
+        # and B must still be alive there: their deallocations in between move after it.
+        ops = [o.operation for o in op.block.operations]
+        operand_roots = {buffer_root(v) for v in (found.a, found.b)}
+        for between in ops[ops.index(op.operation) + 1:ops.index(epilogue.op)]:
+            if between.name == "memref.dealloc" and buffer_root(between.operands[0]) in operand_roots:
+                between.move_after(epilogue.op)
+    with ir.InsertionPoint(epilogue.op if epilogue else op), op.location:
         launch = gpu.LaunchFuncOp([f"{name}_module", name],
                                   tuple(arith.ConstantOp(index, v).result for v in p.grid),
                                   tuple(arith.ConstantOp(index, v).result for v in (THREADS, 1, 1)),
@@ -406,11 +509,20 @@ def lower_contraction(found: WgmmaContraction, kid: int, module_op) -> ir.Operat
             neighbour.erase()
     if epilogue is not None:
         epilogue.op.erase()
-        alloc = found.c.owner
-        for user in _users(found.c):
-            user.erase()  # the dealloc: nothing reads C's buffer any more
-        alloc.erase()
+        _erase_buffer(buffer_root(found.c))
     return launch.operation
+
+
+def _erase_buffer(buffer) -> None:
+    """Erase an allocation nothing reads any more: its views (innermost first) and its dealloc."""
+    for user in _users(buffer):
+        if user.name in VIEW_OPS:
+            _erase_buffer(user.results[0])
+        else:
+            user.erase()  # the dealloc
+    owner = _owner_op(buffer)
+    if owner is not None:
+        owner.erase()
 
 
 def _bytes(value) -> int:
@@ -448,9 +560,11 @@ def wgmma_contractions(module_op, chip: str = "sm_80", overrides=()) -> list[str
 class WgmmaContractions(Pass):
     name = "codegen-gpu-wgmma-contractions"
     summary = "On sm_90a, launch the wgmma kernel for the f16 / bf16 contractions it takes"
-    description = ("Kernel level (memrefs). Contractions A[b, m, k] x B[b, k, n] or B[b, n, k] into f32 C with "
-                   "M % 128, N % 64, K % 32 = 0 and 16-byte aligned operands; a zero fill before goes and an "
-                   "elementwise epilogue after that alone reads C is computed in registers. Other chips: no-op.")
+    description = ("Kernel level (memrefs). f16 / bf16 contractions into f32 C with one operand holding C's rows, "
+                   "the other its columns, at most one batch loop, operands contiguous along k or their own rows "
+                   "or columns and 16-byte aligned, at least 128 rows and M, N, K multiples of 8; a zero fill or "
+                   "elementwise prologue before and an elementwise epilogue after are computed in registers. "
+                   "Other chips: no-op.")
     options = (
         Option("chip", str, "sm_80", "the GPU the kernels are for (only sm_90a has wgmma)"),
         Option("schedules", list[str], [], "the GPU schedule overrides (contraction.wgmma:false keeps mma-sync)"),

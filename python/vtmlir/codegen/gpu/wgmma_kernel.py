@@ -188,13 +188,12 @@ def wgmma_kernel(name: str, problem: WgmmaProblem, a_type: ir.MemRefType, b_type
             address = arith.andi(arith.addi(base, byte_offset), _i64(0x3FFFF))
             return arith.ori(arith.shrui(address, _i64(4)), fixed)
 
-        def copy_operand(source, roles, rows_role: str, rows: int, extent: int, block0, k0, dst0) -> list:
+        def copy_operand(source, roles, rows_role: str, rows: int, extent: int, block0, k0, dst0) -> None:
             """The cp.async copies of one operand's k tile: `rows` tile rows along `rows_role`
             ("i" or "j", from `block0`, `extent` of them in all) by TILE_K along k."""
             k_major = roles[-1] == "k"
             chunks_per_row = TILE_K // 8 if k_major else rows // 8
             total = (rows if k_major else TILE_K) * chunks_per_row
-            tokens = []
             for first in range(0, total, THREADS):
                 chunk = arith.addi(tid, _index(first))
                 r, col8 = arith.divui(chunk, _index(chunks_per_row)), arith.remui(chunk, _index(chunks_per_row))
@@ -220,21 +219,22 @@ def wgmma_kernel(name: str, problem: WgmmaProblem, a_type: ir.MemRefType, b_type
                 copy = lambda: nvgpu.device_async_copy(smem, [dst], source, [value[x] for x in roles], 8,  # noqa: E731
                                                        src_elements=size, bypass_l1=True)
                 if total - first >= THREADS:
-                    tokens.append(copy())
+                    copy()
                 else:  # fewer chunks than threads left: the first ones copy
                     guard = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, chunk, _index(total)))
                     with ir.InsertionPoint(guard.then_block):
                         copy()
                         scf.YieldOp([])
-            return tokens
 
         def load_stage(stage: ir.Value, tile: ir.Value) -> None:
+            """Issue the copies of k tile `tile` into `stage` (committed by the caller: one
+            cp.async group per k step, empty where there is no tile left, so that
+            `cp.async.wait_group STAGES - 2` always means "the tile of this step has landed")."""
             k0 = arith.muli(tile, _index(TILE_K))
             a0 = arith.muli(stage, _index(p.stage_bytes // 2))
             b0 = arith.addi(a0, _index(TILE_M * TILE_K))
-            tokens = copy_operand(a, p.a_roles, "i", TILE_M, p.m, block_i, k0, a0)
-            tokens += copy_operand(b, p.b_roles, "j", tn, p.n, block_j, k0, b0)
-            nvgpu.device_async_create_group(tokens)
+            copy_operand(a, p.a_roles, "i", TILE_M, p.m, block_i, k0, a0)
+            copy_operand(b, p.b_roles, "j", tn, p.n, block_j, k0, b0)
 
         warp, lane = arith.divui(tid, _index(32)), arith.remui(tid, _index(32))
         row0 = arith.addi(arith.addi(block_i, arith.muli(warp, _index(16))), arith.divui(lane, _index(4)))
@@ -262,13 +262,12 @@ def wgmma_kernel(name: str, problem: WgmmaProblem, a_type: ir.MemRefType, b_type
         for s in range(STAGES - 1):
             if s < k_tiles:
                 load_stage(_index(s), _index(s))
-            else:  # an empty group keeps the wait counts uniform
-                nvgpu.device_async_create_group([])
+            nvvm.cp_async_commit_group()
         loop = scf.ForOp(_index(0), _index(k_tiles), _index(1), accs)
         with ir.InsertionPoint(loop.body):
             kt = loop.induction_variable
             # tile kt's group is complete when at most STAGES - 2 newer groups are pending
-            nvgpu.device_async_wait(nvgpu.device_async_create_group([]), num_groups=STAGES - 2)
+            nvvm.cp_async_wait_group(STAGES - 2)
             # the copies wrote through the generic proxy; wgmma reads through the async proxy
             nvvm.fence_proxy(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
             gpu.barrier()
@@ -293,6 +292,7 @@ def wgmma_kernel(name: str, problem: WgmmaProblem, a_type: ir.MemRefType, b_type
             with ir.InsertionPoint(refill.then_block):
                 load_stage(arith.remui(ahead, _index(STAGES)), ahead)
                 scf.YieldOp([])
+            nvvm.cp_async_commit_group()
             scf.YieldOp(accs)
 
         put = store(list(extras)) if store is not None else (lambda indices, value, out: memref.store(value, out, indices))
