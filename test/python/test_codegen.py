@@ -1151,6 +1151,11 @@ def test_decode_attention_transposes_keys_per_panel(threads, monkeypatch):
     assert any(d.endswith("1x16x256") for d in moves), str(report)  # a panel
     assert "contraction 1x4x1x256x16" in [p.description for p in report.kernels if p.id in report.vectorized], \
         str(report)
+    # The panel is read where it is (no packed copy of it), and the 4 query heads of a KV head share
+    # a register tile in both products (A blocks of 4 rows; tiled along the unit query length, each
+    # tile held one row and B was packed and read once per query head).
+    packed = _packed_views(panels.stages["vectors"])
+    assert (1, 16, 256) not in packed and {(1, 4, 1, 16), (1, 4, 1, 256)} <= packed, packed
     monkeypatch.setattr(transpose_b_operands, "MIN_PANELS", 1 << 30)
     whole = vtmlir.compile(model, q, k, v, threads=threads)
     assert any(p.description.endswith("2x16x1024") for p in whole.report().kernels), str(whole.report())

@@ -6,8 +6,8 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
 - `ContractionSchedule` (matmul, batch matmul, Linear after `codegen-transpose-b-operands`): the
   outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
   B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
-  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel,
-  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; where a
+  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel
+  or a transposed K panel of `codegen-transpose-b-operands`, is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; where a
   thread has several N tiles, the A block (rows x k-chunk) is packed once per K chunk for all of them
   (GotoBLAS's loop order), else per register tile; M tiled to `mr` rows and peeled; K tiled to 1;
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
