@@ -15,7 +15,8 @@ gives such a contraction a B whose innermost dimension is n, the other dimension
   is read in place (`schedules._rows_packed_already`): B is moved once, into L1, instead of into a
   whole transposed buffer (written to memory and read back) and then packed again per tile. Where
   the panels do not fit (any map that is no projected permutation, N without a divisor of whole
-  vectors, a panel over `PANEL_BYTES`, fewer than `MIN_PANELS` iterations), the whole B is copied,
+  vectors, a panel over `PANEL_BYTES`, fewer than `MIN_PANELS` iterations, a contraction inside a
+  parallel loop already), the whole B is copied,
   transposed, by a data-movement kernel before the contraction.
 
 The contraction reads the same values and sums them in the same order: results are bitwise those of
@@ -77,8 +78,8 @@ def _transposed_panels(op, kernel, perm: list[int], panel_map: ir.AffineMap) -> 
     stack buffer and run the contraction on it (module docstring); False where it does not apply."""
     maps, ranges = kernel.maps, kernel.loop_ranges
     b, ni = kernel.b_operand, kernel.n[-1]
-    if not all(isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results):
-        return False
+    if kernel.in_parallel_loop or not all(isinstance(e, ir.AffineDimExpr) for m in maps for e in m.results):
+        return False  # (inside a parallel loop the panel loop would fork a nested team per call)
     b_dims = [e.position for e in maps[b].results]
     # B's dimensions other than k and n are looped one at a time (GQA's KV heads; a batch).
     looped = [d for d in b_dims if d not in kernel.k and d != ni]
