@@ -1122,6 +1122,47 @@ def test_transposed_b_operands_are_laid_out_for_the_contraction():
         torch.testing.assert_close(scheduled(q, k), model(q, k), rtol=1e-5, atol=1e-5)
 
 
+class _GqaDecodeAttention(torch.nn.Module):
+    """A decode step's attention over a KV cache with grouped query heads (Llama 3's, 4 query heads
+    per KV head), as `models.llama` writes it: `repeat_kv` by expand + reshape."""
+
+    def forward(self, q, k, v):
+        b, h, _, hd = q.shape
+        kvh, t = k.shape[1], k.shape[2]
+        keys = k[:, :, None].expand(b, kvh, h // kvh, t, hd).reshape(b, h, t, hd)
+        values = v[:, :, None].expand(b, kvh, h // kvh, t, hd).reshape(b, h, t, hd)
+        return torch.softmax(q @ keys.transpose(2, 3), -1) @ values
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_decode_attention_transposes_keys_per_panel(threads, monkeypatch):
+    # q . K^T over the cache: K's panels (one KV head, 256 positions) are transposed into the stack
+    # buffer the contraction reads in place, one iteration of a parallel loop each; no kernel writes
+    # the whole K^T. The sums are those of the whole transposed copy (forced below), bitwise.
+    from vtmlir.codegen import transpose_b_operands
+
+    torch.manual_seed(0)
+    model = _GqaDecodeAttention()
+    q, k, v = torch.randn(1, 8, 1, 16), torch.randn(1, 2, 1024, 16), torch.randn(1, 2, 1024, 16)
+    panels = vtmlir.compile(model, q, k, v, threads=threads)
+    report = panels.report()
+    moves = [p.description for p in report.kernels if p.kind == "data-movement"]
+    assert not any(d.endswith("2x16x1024") for d in moves), str(report)  # the whole K^T
+    assert any(d.endswith("1x16x256") for d in moves), str(report)  # a panel
+    assert "contraction 1x4x1x256x16" in [p.description for p in report.kernels if p.id in report.vectorized], \
+        str(report)
+    # The panel is read where it is (no packed copy of it), and the 4 query heads of a KV head share
+    # a register tile in both products (A blocks of 4 rows; tiled along the unit query length, each
+    # tile held one row and B was packed and read once per query head).
+    packed = _packed_views(panels.stages["vectors"])
+    assert (1, 16, 256) not in packed and {(1, 4, 1, 16), (1, 4, 1, 256)} <= packed, packed
+    monkeypatch.setattr(transpose_b_operands, "MIN_PANELS", 1 << 30)
+    whole = vtmlir.compile(model, q, k, v, threads=threads)
+    assert any(p.description.endswith("2x16x1024") for p in whole.report().kernels), str(whole.report())
+    assert torch.equal(panels(q, k, v), whole(q, k, v))
+    torch.testing.assert_close(panels(q, k, v), model(q, k, v), rtol=1e-5, atol=1e-5)
+
+
 class _Masks(torch.nn.Module):
     """A bool output, a select by a bool per element and one by a bool per row (attention's)."""
 

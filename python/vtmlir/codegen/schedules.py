@@ -6,8 +6,8 @@ own `transform.named_sequence` and tiles, packs and vectorises it. Three schedul
 - `ContractionSchedule` (matmul, batch matmul, Linear after `codegen-transpose-b-operands`): the
   outer N (and batch) tiles in an `scf.forall`; N tiled to the register width `nr` and peeled; the
   B panel of that tile promoted to an aligned stack buffer (contiguous packing: B's power-of-two row
-  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel,
-  is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; where a
+  stride otherwise thrashes L1 and the TLB; a B whose tiles are contiguous already, an im2col panel
+  or a transposed K panel of `codegen-transpose-b-operands`, is read in place); in a kernel inside a parallel loop the outer tiles are `scf.for`s; where a
   thread has several N tiles, the A block (rows x k-chunk) is packed once per K chunk for all of them
   (GotoBLAS's loop order), else per register tile; M tiled to `mr` rows and peeled; K tiled to 1;
   vectorised as `vector.contract` 1 x `mr` x `nr`, whose accumulators `hoist_redundant_vector_transfers`
@@ -55,6 +55,16 @@ AVX512_FMA_TILE = (8, 2)
 
 # Kernels with fewer iterations than this run on one thread (an OpenMP fork costs a few µs).
 PARALLEL_MIN_ITERATIONS = 1 << 15
+
+
+def register_m_dim(kernel: Kernel) -> int:
+    """The m dimension a contraction's register tile spans: the innermost one of more than one
+    iteration. GQA's decode attention `q[kvh, rep, s, hd] . K[kvh, t, hd]` has m = (rep, s), s of
+    extent 1 innermost: tiled over s, each register tile held one query row and the B panel (the
+    head's keys or values) was packed and read once per row of its group (4 times) instead of once.
+    Which rows share a register tile never changes a sum: bitwise the same."""
+    ranges = kernel.loop_ranges
+    return next((d for d in reversed(kernel.m) if ranges[d] > 1), kernel.m[-1])
 
 
 def _divisors(n: int) -> list[int]:
@@ -190,7 +200,7 @@ class ContractionSchedule(Schedule):
 
     def _tiles(self, kernel: Kernel, target: HostTarget, parts: int, fused: bool = False) -> _ContractionTiles:
         rank, ranges = kernel.rank, kernel.loop_ranges
-        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
+        ni, mi, ki = kernel.n[-1], register_m_dim(kernel), kernel.k[-1]
         lanes = target.lanes(kernel.element_bits)
         mr, vectors = self.register_tile(target, ranges[mi], ranges[ni])
         nr = vectors * lanes
@@ -200,7 +210,7 @@ class ContractionSchedule(Schedule):
             # The remainder would be an odd-sized vector (24 of 32 lanes: slow in LLVM's legalisation):
             # one register per row instead, and as many more rows (same accumulator count).
             mr, nr = mr * (nr // lanes), lanes
-        outer = [d for d in kernel.batch + kernel.m[:-1] + kernel.n[:-1]]
+        outer = [d for d in kernel.batch + kernel.m + kernel.n[:-1] if d != mi]
         outer_tiles = 1
         for d in outer:
             outer_tiles *= ranges[d]
@@ -268,7 +278,7 @@ class ContractionSchedule(Schedule):
 
     def build(self, kernel_id, kernel, target, parts, op, members: tuple[FusedMember, ...] = ()):
         rank = kernel.rank
-        ni, mi, ki = kernel.n[-1], kernel.m[-1], kernel.k[-1]
+        ni, mi, ki = kernel.n[-1], register_m_dim(kernel), kernel.k[-1]
         m_extent, k_extent = kernel.loop_ranges[mi], kernel.loop_ranges[ki]
         tiles = self._tiles(kernel, target, parts, fused=bool(members))
         mr, nr, nc, mc = tiles.mr, tiles.nr, tiles.nc, tiles.mc
@@ -476,17 +486,21 @@ def _rows_packed_already(kernel: Kernel, nc: int) -> bool:
     copy would be: B's n dimension is its innermost, unit-stride and nc wide, and its k rows follow
     each other (an im2col panel `[K, pixels]` read whole: packing it only copied it)."""
     operand = kernel.op.operands[kernel.b_operand]
-    results = list(kernel.maps[kernel.b_operand].results)
-    if not isinstance(operand.type, ir.MemRefType) or len(results) != 2:
-        return False  # (a B with batch dimensions, read in place, was slower: a 1x1 convolution's
-                      # [n, c, pixels] input at batch 8, 10 -> 19 us)
-    positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
-    ni, ki = kernel.n[-1], kernel.k[-1]
-    if positions[-1] != ni or ki not in positions:
+    if not isinstance(operand.type, ir.MemRefType):
         return False
     b_type = ir.MemRefType(operand.type)
     strides, _ = b_type.get_strides_and_offset()
-    if not (strides[-1] == 1 and b_type.shape[-1] == nc and strides[positions.index(ki)] == nc):
+    # Unit dimensions aside (a transposed K panel of one head, `codegen-transpose-b-operands`: [1, K, nc]).
+    kept = [(e, stride) for e, stride, extent in zip(kernel.maps[kernel.b_operand].results, strides, b_type.shape)
+            if extent != 1]
+    if len(kept) != 2:
+        return False  # (a B with batch dimensions, read in place, was slower: a 1x1 convolution's
+                      # [n, c, pixels] input at batch 8, 10 -> 19 us)
+    positions = [e.position if isinstance(e, ir.AffineDimExpr) else None for e, _ in kept]
+    ni, ki = kernel.n[-1], kernel.k[-1]
+    if positions[-1] != ni or ki not in positions:
+        return False
+    if not (kept[-1][1] == 1 and b_type.shape[-1] == nc and kept[positions.index(ki)][1] == nc):
         return False
     # Only a stack buffer (the im2col panel): a weight read in place made transformer_block's Linears
     # 1.17-1.20x slower while LLVM alone kept their accumulators in registers; with

@@ -38,9 +38,21 @@ class Globals:
                         for op in module_op.regions[0].blocks[0].operations if "sym_name" in op.attributes}
         self.replaced: set[str] = set()
 
-    def constant_value(self, value) -> np.ndarray | None:
-        """The value of `value` when it is a constant global read whole (possibly reshaped), else None."""
+    def constant_value(self, value, slices: bool = False) -> np.ndarray | None:
+        """The value of `value` when it is a constant global read whole (possibly reshaped), else None.
+        With `slices`, also a static `memref.subview` of one (a fused QKV weight's Q and V rows, read
+        by one product while VTC's view of its K rows is read by another)."""
         t = value.type
+        if (slices and isinstance(t, ir.MemRefType) and t.has_static_shape and not isinstance(value, ir.BlockArgument)
+                and value.owner.operation.name == "memref.subview" and len(value.owner.operation.operands) == 1):
+            op = value.owner.operation
+            source = self.constant_value(op.operands[0])
+            if source is None:
+                return None
+            offsets, sizes, strides = (list(ir.DenseI64ArrayAttr(op.attributes[name]))
+                                       for name in ("static_offsets", "static_sizes", "static_strides"))
+            window = tuple(slice(o, o + n * s, s) for o, n, s in zip(offsets, sizes, strides))
+            return np.ascontiguousarray(source[window]).reshape(list(t.shape))
         if (not isinstance(t, ir.MemRefType) or not t.has_static_shape or not is_identity_layout(t)
                 or isinstance(value, ir.BlockArgument)):
             return None
@@ -59,7 +71,7 @@ class Globals:
         """A `memref.get_global` (at the current insertion point) of a new constant global holding
         `data`, which replaces the constant `value` (whose global is noted for `erase_unread`)."""
         op = value.owner.operation
-        while op.name in _RESHAPES:
+        while op.name in _RESHAPES + ("memref.subview",):
             op = op.operands[0].owner.operation
         base = ir.FlatSymbolRefAttr(op.attributes["name"]).value
         self.replaced.add(base)
