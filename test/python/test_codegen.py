@@ -997,8 +997,8 @@ def test_convolutions_reading_a_channel_slice_or_shuffle_are_scheduled():
     # ShuffleNet's 1x1 convolutions read their input through views VTC folds into the maps: the
     # second half of the channels (torch.chunk: `c + C/2`) and, after the channel shuffle,
     # `(c floordiv 2 + C/4, c mod 2)`. No convolution for linalg's interface, so they were 'pooling'
-    # kernels left as loops; codegen-delinearize-loops views the channels (and splits c), so they are
-    # convolutions and then contractions. One tap: bitwise the loops.
+    # kernels left as loops; codegen-delinearize-loops views the channels, so they are convolutions
+    # and then contractions. One tap: bitwise the loops.
     from vtmlir.codegen import DEFAULT_SCHEDULES, EXACT_SCHEDULES
     from vtmlir.models import get
     from vtmlir.models.vtc_workloads import SMALL_SIZES
@@ -1013,6 +1013,25 @@ def test_convolutions_reading_a_channel_slice_or_shuffle_are_scheduled():
     assert torch.equal(scheduled(*inputs), loops(*inputs))
     with torch.no_grad():
         torch.testing.assert_close(scheduled(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_shuffled_channel_read_keeps_one_sum_loop():
+    """At full size VTC reads the shuffled channels as `(c floordiv 2 + 29, c mod 2)` of a [58, 2]
+    view of the concatenation's 116 contiguous channels: that is channel c + 58 of one dimension
+    (`_merge_divided_dims`), so the 1x1 convolution sums over one loop c like the other three (split
+    into (29, 2) loops it ran 2x slower than level 0's product on a copy, batch 16), bitwise as
+    level 0 with the exact schedules."""
+    from vtmlir.codegen import EXACT_SCHEDULES
+    from vtmlir.models import get
+
+    model, inputs = get("vtc_shufflenet_unit").builder(batch=1, seed=0)
+    model = model.eval()
+    level2 = vtmlir.compile(model, *inputs)
+    assert "vtc" in [s.step.system for s in level2.report().optimization.steps]
+    products = [p.description for p in level2.report().codegen.kernels if p.kind == "contraction"]
+    assert products == ["contraction 1x58x784x58"] * 4, products
+    exact = [vtmlir.compile(model, *inputs, opt_level=level, schedules=EXACT_SCHEDULES) for level in (0, 2)]
+    assert torch.equal(exact[0](*inputs), exact[1](*inputs))
 
 
 class _UpsampledConv(torch.nn.Module):

@@ -38,7 +38,7 @@ from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Option, Pass, register_pass
 from .bodies import clone_ops, iterator_attr
-from .delinearize_loops import subview_type
+from .delinearize_loops import collapse, subview_type
 from .kernels import KernelKind, classify, element_bits_of, indexing_maps_of, loop_ranges_of, rewrite_generics
 from .schedules import PARALLEL_MIN_ITERATIONS
 from .target import host_target
@@ -660,31 +660,6 @@ def generic_like(op, operands, maps, iterators, sources=None):
     with ir.InsertionPoint(block):
         clone_ops(ops, mapping)
     return product
-
-
-def collapse(value, groups: list[list[int]]):
-    """memref.collapse_shape of `value` (contiguous within each group) by `groups`."""
-    t = ir.MemRefType(value.type)
-    strides, offset = t.get_strides_and_offset()
-    shape = []
-    new_strides = []
-    for group in groups:
-        size = 1
-        for i in group:
-            size *= t.shape[i]
-        shape.append(size)
-        new_strides.append(strides[group[-1]])
-
-    # The result has a strided layout where the source has one, even a contiguous one (as
-    # collapse_shape's verifier infers it).
-    if isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank):
-        result = ir.MemRefType.get(shape, t.element_type)
-    else:
-        result = ir.MemRefType.get(shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))
-    i64 = ir.IntegerType.get_signless(64)
-    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
-    return memref.CollapseShapeOp(result, value, reassociation).result
-
 
 
 def merge_loops(op, maps, groups: list[list[int]]):

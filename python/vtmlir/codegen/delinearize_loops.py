@@ -31,8 +31,10 @@ convolution with a BatchNorm fused into its input, which reads the BatchNorm's v
 dimensions, `codegen-split-checks` and `codegen-split-prologues` take them out, and the product is a
 convolution again (EfficientViT's MBConv: the kernel kept scalar loops and took 2/3 of the block's
 time). ShuffleNet's 1x1 convolutions reading half of the channels (`c + 58`) or the shuffled ones
-(`(c floordiv 2 + 29, c mod 2)`) were no convolutions for linalg either ('pooling' kernels, scalar
-loops): a subview at channel 58, a split of `c` into (29, 2). A TeMCO group of UNet's decoder reads its
+(`(c floordiv 2 + 29, c mod 2)` of a `[58, 2]` view of the 116 channels) were no convolutions for
+linalg either ('pooling' kernels, scalar loops): a subview at channel 58; the shuffled read is first
+merged back into the one contiguous channel dimension it cuts (`collapse_shape`, channel `c + 58`:
+`_merge_divided_dims`), where a split of `c` into (29, 2) made the product's sum two loops. A TeMCO group of UNet's decoder reads its
 upsampled tile in the 1x1 fconv at `((h + kh) floordiv 2, (w + kw) floordiv 2)` (kh, kw of extent 1;
 the BatchNorm and ReLU in its body) and writes a tile of its output, a subview at the tile's row:
 `w` splits into (W/2, 2), the views keep the tile's dynamic offset, and the BatchNorm reads plain
@@ -96,6 +98,92 @@ def expanded_type(source: ir.MemRefType, shape: list[int], groups: list[list[int
             new[d] = step
             step *= shape[d]
     return ir.MemRefType.get(shape, source.element_type, ir.StridedLayoutAttr.get(offset, new))
+
+
+def collapse(value, groups: list[list[int]]):
+    """memref.collapse_shape of `value` (contiguous within each group) by `groups`."""
+    t = ir.MemRefType(value.type)
+    strides, offset = t.get_strides_and_offset()
+    shape = []
+    new_strides = []
+    for group in groups:
+        size = 1
+        for i in group:
+            size *= t.shape[i]
+        shape.append(size)
+        new_strides.append(strides[group[-1]])
+
+    # The result has a strided layout where the source has one, even a contiguous one (as
+    # collapse_shape's verifier infers it).
+    if isinstance(t.layout, ir.AffineMapAttr) and t.layout.value == ir.AffineMap.get_identity(t.rank):
+        result = ir.MemRefType.get(shape, t.element_type)
+    else:
+        result = ir.MemRefType.get(shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))
+    i64 = ir.IntegerType.get_signless(64)
+    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
+    return memref.CollapseShapeOp(result, value, reassociation).result
+
+
+def _quotient(expr, c: int):
+    """(E, a) when `expr` is `E floordiv c` or `E floordiv c + a` (a constant), else None."""
+    add = 0
+    if isinstance(expr, ir.AffineAddExpr):
+        for q, k in ((expr.lhs, expr.rhs), (expr.rhs, expr.lhs)):
+            if isinstance(k, ir.AffineConstantExpr) and isinstance(q, ir.AffineFloorDivExpr):
+                expr, add = q, k.value
+                break
+        else:
+            return None
+    if isinstance(expr, ir.AffineFloorDivExpr) and isinstance(expr.rhs, ir.AffineConstantExpr) \
+            and expr.rhs.value == c:
+        return expr.lhs, add
+    return None
+
+
+def _merge_divided_dims(op, maps) -> bool:
+    """Read `(E floordiv c + a, E mod c)` of two dimensions that are one contiguous dimension cut in
+    rows of c (a `[58, 2]` view of 116 channels, read at ShuffleNet's shuffled channel
+    `(k floordiv 2 + 29, k mod 2)`) as `E + a c` of that dimension (`collapse_shape`: the same
+    element at the same address). Splitting `k` into (29, 2) loops instead made the 1x1
+    convolution's sum two loops, 2x slower on the CPU than reading a copy (`vtc_shufflenet_unit`).
+    Returns whether an operand changed."""
+    changed, new_maps = False, list(maps)
+    with op.context, op.location, ir.InsertionPoint(op):
+        for i, (value, amap) in enumerate(zip(list(op.operands), maps)):
+            if not isinstance(value.type, ir.MemRefType):
+                continue
+            t = ir.MemRefType(value.type)
+            strides, _ = t.get_strides_and_offset()
+            results = list(amap.results)
+            j = 0
+            while j + 1 < len(results):
+                low = results[j + 1]
+                found = None
+                if isinstance(low, ir.AffineModExpr) and isinstance(low.rhs, ir.AffineConstantExpr):
+                    c = low.rhs.value
+                    found = _quotient(results[j], c)
+                    if found is not None and (found[0] != low.lhs or t.shape[j + 1] != c
+                                              or any(t.is_dynamic_stride_or_offset(s) for s in strides[j:j + 2])
+                                              or strides[j] != c * strides[j + 1]):
+                        found = None
+                if found is None:
+                    j += 1
+                    continue
+                expr, add = found
+                groups = [[d] for d in range(j)] + [[j, j + 1]] + [[d] for d in range(j + 2, len(results))]
+                value = collapse(value, groups)
+                t = ir.MemRefType(value.type)
+                strides, _ = t.get_strides_and_offset()
+                results[j:j + 2] = [expr + ir.AffineConstantExpr.get(add * c)] if add else [expr]
+                changed = True
+            if len(results) != len(amap.results):
+                op.operands[i] = value
+                new_maps[i] = ir.AffineMap.get(amap.n_dims, amap.n_symbols, results)
+    if changed:
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps])
+        if "linalg.memoized_indexing_maps" in op.attributes:
+            del op.attributes["linalg.memoized_indexing_maps"]
+    return changed
 
 
 def _divided_dim(expr) -> tuple[int, int] | None:
@@ -392,6 +480,10 @@ def delinearize(op) -> bool:
     maps = indexing_maps_of(op)
     if maps is None or any(m.n_symbols for m in maps):
         return False
+    if _merge_divided_dims(op, maps):
+        delinearize(op)  # the merged dimension may need a view of its own (`k + 58`: a subview)
+        return True
+    merged = False
     if all(_plain(m) for m in maps):
         return False
     divisors: dict[int, set[int]] = {}
@@ -406,16 +498,16 @@ def delinearize(op) -> bool:
     windowed = linalg.isa_convolution_op(op) or any(_is_window(e) for m in maps for e in m.results)
     types = [v.type for v in op.operands]
     if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
-        return False
+        return merged
     old_ranges = loop_ranges_of(op, maps)
     if old_ranges is None:
-        return False
+        return merged
     block = op.regions[0].blocks[0]
     if divisors and any(inner.operation.name == "linalg.index" for inner in block.operations):
-        return False  # the loops are split: an index of the old loop would need rebuilding
+        return merged  # the loops are split: an index of the old loop would need rebuilding
     pieces = _split_loops(old_ranges, divisors)
     if pieces is None:
-        return False
+        return merged
     ranges, old_of, loops = [], [], {}
     for d, split in enumerate(pieces):
         form = {}
@@ -433,7 +525,7 @@ def delinearize(op) -> bool:
         # one role (`c * 16 + cb`, both reductions of the convolution).
         terms = form[0]
         if len(terms) < 2:
-            return False
+            return merged
         first = iterators[next(iter(terms))]
         return len(set(terms.values())) != len(terms) or any(iterators[d] != first for d in terms)
 
@@ -441,11 +533,11 @@ def delinearize(op) -> bool:
     for value, amap in zip(op.operands, maps):
         plan = _plan(value, amap, loops, ranges, window if windowed else None)
         if plan is None:
-            return False
+            return merged
         plans.append(plan)
     if len(ranges) == len(old_ranges) and not any(
             _needs_view(*plan, list(ir.MemRefType(v.type).shape)) for v, plan in zip(op.operands, plans)):
-        return False  # nothing to split or view (a window's kernel with plain operands otherwise)
+        return merged  # nothing to split or view (a window's kernel with plain operands otherwise)
     new_maps = []
     with op.context, op.location, ir.InsertionPoint(op):
         for i, (value, plan) in enumerate(zip(list(op.operands), plans)):
