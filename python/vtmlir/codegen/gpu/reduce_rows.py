@@ -529,13 +529,15 @@ def _trip_elements(loop: scf.ForOp, unroll: int, threads: int) -> list[ir.Value]
     return [iv] + [arith.AddIOp(iv, _index(u * threads)).result for u in range(1, unroll)]
 
 
+def _member_parts(op) -> tuple[list, int, ir.Block, list, tuple[int, ...]]:
+    """A row member's indexing maps, number of inputs, body block, its arguments and loop ranges."""
+    block = op.regions[0].blocks[0]
+    return indexing_maps_of(op), len(op.opview.inputs), block, list(block.arguments), classify(op).loop_ranges
+
+
 def _emit_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int, cache: _RowCache) -> None:
     """A member that is no reduction: thread `tx` computes the row's elements tx, tx + T, ..."""
-    maps = indexing_maps_of(op)
-    n_in = len(op.opview.inputs)
-    block = op.regions[0].blocks[0]
-    args = list(block.arguments)
-    ranges = classify(op).loop_ranges
+    maps, n_in, block, args, ranges = _member_parts(op)
     length = ranges[-1]
     unroll = _unroll(length, threads)
     loop = scf.ForOp(tx, _index(length), _index(threads * unroll))
@@ -796,11 +798,7 @@ def _emit_vector_elementwise(op, row: list[ir.Value], tx: ir.Value, threads: int
     (vectors: `_unroll` of them in flight, none waiting behind the trip's stores), then each
     chunk's elements computed and stored as vectors. Each element computed as before: values
     unchanged."""
-    maps = indexing_maps_of(op)
-    n_in = len(op.opview.inputs)
-    block = op.regions[0].blocks[0]
-    args = list(block.arguments)
-    ranges = classify(op).loop_ranges
+    maps, n_in, block, args, ranges = _member_parts(op)
     row_len = ranges[-1]
     if row_len % width:
         raise PassFailure(f"a row of {row_len} elements read in vectors of {width}")
