@@ -126,7 +126,8 @@ def test_decode_attention_scores_are_gemv_and_x_at_w_keeps_threads():
               torch.randn(2, 4, 4096, 32))
     exe = vtmlir.compile(Products(), *inputs, target="cuda", chip="sm_80")
     (scores,) = _gemv(exe)
-    assert scores.plan.description.startswith("unknown 2x4x4096x32")
+    # batch x heads read as one loop of 8 (`(d floordiv 4, d mod 4)` of a contiguous [2, 4] is d)
+    assert scores.plan.description.startswith("unknown 8x4096x32")
     assert "8 lanes per output row (4 rows per warp)" in scores.plan.detail
     assert scores.ptx.count("shfl.sync.bfly") == 3 and "ld.global.v4" in scores.ptx.replace(".nc", "")
     assert [k for k in exe.kernels if k.schedule == "threads"]   # P V's chunks
