@@ -18,6 +18,27 @@ def _small(name):
     return get(name).builder(batch=1, seed=0, **SMALL_SIZES[name])
 
 
+def test_no_kernel_is_timed_inside_another_kernels_marks():
+    """The marks nest only inside the function's: a contraction fused with its fill and epilogue
+    is bracketed at its loop's place (the last member's), so a kernel the group skipped over (a copy
+    between the fill and the product, EfficientViT's attention) is not timed in the group's slot
+    too (its time counted twice: the kernels' sum could exceed the function's time)."""
+    from torch_mlir import ir
+    from vtmlir.codegen.insert_profile_marks import BEGIN, END
+    from vtmlir.context import make_context
+    from vtmlir.ir_utils import walk_ops
+    model, inputs = get("vtc_efficientvit_block").builder(batch=2, seed=0, **SMALL_SIZES["vtc_efficientvit_block"])
+    exe = vtmlir.compile(model, *inputs, opt_level=1, threads=2, profile=True)
+    depth, deepest = 0, 0
+    with make_context():
+        module = ir.Module.parse(exe.stages["schedule"])
+        for call in walk_ops(module, "func.call"):
+            callee = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+            depth += {BEGIN: 1, END: -1}.get(callee, 0)
+            deepest = max(deepest, depth)
+    assert depth == 0 and deepest == 2, deepest   # the function's marks, one kernel's inside
+
+
 @pytest.fixture(scope="module")
 def yolo():
     model, inputs = _small("vtc_yolo_c3k2")

@@ -21,7 +21,8 @@ call (a clock read is a vDSO call of ~20-50 ns on x86 Linux, a thread CPU time o
 kernel inside a loop (a convolution's taps, a fused group's tiles) is timed per trip, summed, and its
 calls counted; the kernels of a loop over row blocks (`codegen-fuse-rows`) are timed together, the
 whole loop in its first reduction's slot (the others show no calls), and so are a contraction and the
-kernels fused into its tiles (`codegen.fused_into`: its fill and epilogue), in the contraction's slot.
+kernels fused into its tiles (`codegen.fused_into`: its fill and epilogue), in the contraction's slot:
+their one loop nest takes the last member's place (`codegen.fusion`), which is bracketed.
 
 Limits: the marks run on the calling thread, around whole parallel regions (a kernel's `scf.forall`
 is inside its marks), so with threads > 1 a kernel's time is its wall time, barrier included. Kernels
@@ -78,10 +79,11 @@ def insert_profile_marks(module_op) -> int:
                 kid = ir.IntegerAttr(op.attributes[KERNEL_ATTR]).value
                 group = [op] + neighbours.get(kid, [])
                 # A contraction and its fused fill and epilogue are one loop at the group's last
-                # member's place (`codegen.fusion`): bracketed from the first member to the last.
-                first = next(o for o in group if not any(p.is_before_in_block(o) for p in group if p != o))
+                # member's place (`codegen.fusion`): that place is bracketed. From the first member
+                # on, the kernels the group skipped over (a copy between the fill and the product)
+                # were timed twice, in their own slot and in the group's.
                 last = next(o for o in group if not any(o.is_before_in_block(p) for p in group if p != o))
-                _bracket(first, kid, last)
+                _bracket(last, kid)
             elif loops and loops[-1][0] == loop:
                 loops[-1][1].append(op)
             else:
@@ -119,11 +121,11 @@ def _call(name: str, slot: int) -> None:
     func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index(slot)])
 
 
-def _bracket(op, slot: int, last=None) -> None:
-    """Marks before `op` and after `last` (default: `op`)."""
+def _bracket(op, slot: int) -> None:
+    """Marks before and after `op`."""
     with ir.InsertionPoint(op):
         _call(BEGIN, slot)
-    with ir.InsertionPoint.after(last or op):
+    with ir.InsertionPoint.after(op):
         _call(END, slot)
 
 
