@@ -38,6 +38,7 @@ two schedules differ by the order of f32 additions only (docs/codegen_gpu.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, gpu, memref
@@ -49,6 +50,7 @@ from ..decompose_convolutions import merge_loops
 from ..kernels import Kernel, KernelKind, classify, indexing_maps_of
 from .collapse_contraction_loops import loop_groups
 from .attach_schedule import top_level_kernels
+from .layouts import element_bytes, strides_and_offset
 from .launch_plans import LAUNCH_ATTR, is_positive_zero, launch_plan_attr
 from .schedules import ContractionSchedule, resolve_gpu_schedules
 from .wgmma_kernel import STAGES, TILE_K, TILE_M, THREADS, WgmmaProblem, refusal, wgmma_kernel
@@ -99,9 +101,10 @@ def _dims(amap: ir.AffineMap) -> list[int] | None:
 def _aligned_16_bytes(mtype: ir.MemRefType) -> bool:
     """Static strides and offset, unit innermost stride, every other stride and the offset multiples
     of 8 elements (16 bytes of f16): each 16-byte copy's source is 16-byte aligned."""
-    strides, offset = mtype.get_strides_and_offset()
-    if any(mtype.is_dynamic_stride_or_offset(s) for s in [*strides, offset]) or not mtype.has_static_shape:
+    static = strides_and_offset(mtype)
+    if static is None or not mtype.has_static_shape:
         return False
+    strides, offset = static
     return strides[-1] == 1 and all(s % 8 == 0 for s in strides[:-1]) and offset % 8 == 0
 
 
@@ -476,7 +479,6 @@ def lower_contraction(found: WgmmaContraction, kid: int, module_op) -> ir.Operat
     built.body.operations[0].operation.move_before(body.operations[0])
     module_op.attributes["gpu.container_module"] = ir.UnitAttr.get()
     op = found.op
-    index = ir.IndexType.get()
     if epilogue is not None:
         # The launch goes where the epilogue is (its inputs may be defined after the product); A
         # and B must still be alive there: their deallocations in between move after it.
@@ -487,8 +489,7 @@ def lower_contraction(found: WgmmaContraction, kid: int, module_op) -> ir.Operat
                 between.move_after(epilogue.op)
     with ir.InsertionPoint(epilogue.op if epilogue else op), op.location:
         launch = gpu.LaunchFuncOp([f"{name}_module", name],
-                                  tuple(arith.ConstantOp(index, v).result for v in p.grid),
-                                  tuple(arith.ConstantOp(index, v).result for v in (THREADS, 1, 1)),
+                                  tuple(_index(v) for v in p.grid), tuple(_index(v) for v in (THREADS, 1, 1)),
                                   [found.a, found.b, target, *extras])
     # each operand once from DRAM (the tiles re-read from L2), C read back where the product adds to it
     moved = sum(_bytes(v) for v in (found.a, found.b, target, *extras)) \
@@ -527,10 +528,7 @@ def _erase_buffer(buffer) -> None:
 
 def _bytes(value) -> int:
     t = ir.MemRefType(value.type)
-    count = 1
-    for d in t.shape:
-        count *= d
-    return count * ir.FloatType(t.element_type).width // 8 if isinstance(t.element_type, ir.FloatType) else count
+    return prod(t.shape) * element_bytes(t.element_type)
 
 
 
