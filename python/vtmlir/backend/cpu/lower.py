@@ -77,7 +77,8 @@ VECTORS_STAGE = "builtin.module(transform-interpreter)"
 # `math-expand-ops`: LLVM's powi takes a scalar exponent, a vectorised fpowi has a vector (a constant
 # exponent becomes multiplications, as LLVM expands powi; any other becomes powf); rsqrt of a vector
 # becomes 1/sqrt, as the scalar lowering does (else it would become calls to a libm rsqrtf that does not exist).
-# `codegen-approximate-math`: f32 exp, erf and tanh as polynomials (LLVM would scalarise them into libm calls).
+# `codegen-approximate-math`: f32 exp, erf, tanh, sin and cos as polynomials (LLVM would scalarise them into libm
+# calls, and fold a call on a constant to another value than the call's).
 LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores, codegen-fold-row-broadcasts, codegen-fuse-multiply-add, codegen-reciprocal-divisions, func.func(convert-linalg-to-loops), "
                "canonicalize, cse, codegen-hoist-accumulators, codegen-hoist-static-allocas%s%s, "
                "func.func(math-expand-ops{ops=fpowi,rsqrt}), codegen-approximate-math)")
