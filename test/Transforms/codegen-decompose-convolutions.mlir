@@ -245,3 +245,43 @@ func.func @depthwise(%x: memref<2x4x5x5xf32>, %f: memref<4x2x2xf32>, %y: memref<
   }
   return
 }
+
+// The output filled with zeros just before (the importer's accumulator): the first tap adds to the
+// fill's constant instead of reading the output, and the fill goes (the output is only written).
+// A fill of another buffer, or one the kernel is not the next to touch, stays.
+// CHECK-LABEL: func.func @depthwise_filled
+// CHECK-SAME:    (%{{.*}}: memref<2x4x5x5xf32>, %{{.*}}: memref<4x2x2xf32>, %[[Y:.*]]: memref<2x4x4x4xf32>, %[[Z:.*]]: memref<2x4x4x4xf32>)
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT:     linalg.fill
+// CHECK:         linalg.generic
+// CHECK:         ^bb0(%[[X0:.*]]: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %[[W0:.*]]: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32):
+// CHECK:           %[[M0:.*]] = arith.mulf %[[X0]], %[[W0]]
+// CHECK:           arith.addf %[[ZERO]], %[[M0]]
+// CHECK:         linalg.fill ins(%[[ZERO]] : f32) outs(%[[Z]]
+// CHECK:         memref.copy %[[Z]], %[[Y]]
+// CHECK:         linalg.generic
+// CHECK:         ^bb0(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32, %[[O:.*]]: f32):
+// CHECK:           arith.addf %[[O]], %{{.*}}
+func.func @depthwise_filled(%x: memref<2x4x5x5xf32>, %f: memref<4x2x2xf32>, %y: memref<2x4x4x4xf32>, %z: memref<2x4x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<2x4x4x4xf32>)
+  linalg.generic {indexing_maps = [#din, #dw, #dout],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x5x5xf32>, memref<4x2x2xf32>) outs(%y : memref<2x4x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%z : memref<2x4x4x4xf32>)
+  memref.copy %z, %y : memref<2x4x4x4xf32> to memref<2x4x4x4xf32>
+  linalg.generic {indexing_maps = [#din, #dw, #dout],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %f : memref<2x4x5x5xf32>, memref<4x2x2xf32>) outs(%y : memref<2x4x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -322,6 +322,8 @@ def test_depthwise_convolutions_are_one_kernel_in_the_loops_order(channels, size
                  [q.id for q in report.kernels if q.kind == "data-movement"]]
     assert not any(p.kind in ("convolution", "pooling") for p in report.kernels), str(report)
     assert len(depthwise) == 1, str(report)
+    # The padded input's fill and copy; no fill of the output: the first tap adds to its zero.
+    assert sum(p.kind == "data-movement" for p in report.kernels) == 2, str(report)
     assert (depthwise[0].id in report.vectorized) == vectorized, str(report)
     if vectorized and 2 * channels * size * size >= PARALLEL_MIN_ITERATIONS:
         assert "omp.parallel" in two.stages["llvm"]  # batch x channels split over the threads
@@ -1347,6 +1349,9 @@ def test_pooling_takes_the_taps_in_the_loops_order(pool, vectorized):
     report = compiled.report()
     assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
     assert "scf.for" not in compiled.stages["schedule"]  # no tap loops
+    # The output is not filled first (max: -inf, average: 0): the first tap starts from the constant.
+    # With padding, the padded input's fill and copy remain.
+    assert sum(p.kind == "data-movement" for p in report.kernels) == (2 if pool.padding else 0), str(report)
     strided = [p for p in report.fallbacks if "strided" in p.reason]
     assert (not report.fallbacks) if vectorized else len(strided) == 1, str(report)
     assert torch.equal(compiled(x), pool(x))

@@ -20,6 +20,10 @@ rewritten into ops that have them, in one of two ways:
   applies the body once per tap, in the window's order. The output is read and written once (per
   tap it made a round trip through memory per tap), the input rows stay in cache from one output
   row to the next, and every output is the loops' sum in the loops' order: bitwise the loops.
+  Where the output was just filled with a constant (the importer's zero accumulator, max
+  pooling's -inf), the first tap starts from that constant and the fill goes: the output is only
+  written (the fill was a pass over it through memory, the kernel's read another). The same
+  constant, the same operations: bitwise.
 - **per tap** (grouped convolutions, blocked layouts, a filter computed at run time, a large
   pooling window): an `scf.for` per filter dimension, and inside it the same generic over the
   remaining dimensions reading a strided, shifted subview of the input and the tap's slice of the
@@ -37,7 +41,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Option, Pass, register_pass
-from .bodies import clone_ops, iterator_attr
+from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
+from .bodies import buffer_root, clone_ops, iterator_attr
 from .delinearize_loops import collapse, subview_type
 from .kernels import KernelKind, classify, element_bits_of, indexing_maps_of, loop_ranges_of, rewrite_generics
 from .schedules import PARALLEL_MIN_ITERATIONS
@@ -242,6 +247,7 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
                 maps_out.append(new_map), sources.append((i, t_index))
         out_exprs = plans[-1][0]
         maps_out.append(ir.AffineMap.get(len(keep), 0, [e for e in out_exprs if e is not None]))
+        fill = _filled_before(op, op.operands[n_inputs])
         unrolled = linalg.GenericOp([], operands, [op.operands[n_inputs]],
                                     ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps_out]),
                                     ir.ArrayAttr.get([iterators[d] for d in keep]))
@@ -252,7 +258,8 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
             args[source] = arg
         body = list(block.operations)
         with ir.InsertionPoint(new_block):
-            acc = new_block.arguments[len(sources)]
+            # Filled just before: the fill's constant, not a read of it.
+            acc = fill[1] if fill is not None else new_block.arguments[len(sources)]
             for t_index in range(len(taps)):
                 mapping = {block.arguments[n_inputs]: acc}
                 for i in range(n_inputs):
@@ -261,7 +268,33 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
                 acc = mapping.get(body[-1].operands[0], body[-1].operands[0])
             linalg.YieldOp([acc])
     op.erase()
+    if fill is not None:
+        fill[0].erase()
     return True
+
+
+def _filled_before(op, out) -> tuple[ir.Operation, ir.Value] | None:
+    """(the fill, its value) where the last op before `op` in its block that touches `out`'s buffer
+    is a kernel filling exactly `out` with a value defined outside it (`linalg.fill`, or a generic
+    or `linalg.map` without inputs yielding such a value); else None."""
+    block_owner = op.parent
+    users = [u for u in users_in_block(buffer_root(out), block_owner)
+             if u.name not in VIEW_OPS and u.is_before_in_block(op)]
+    last = None
+    for user in users:
+        if last is None or last.is_before_in_block(user):
+            last = user
+    if last is None:
+        return None
+    if last.name == "linalg.fill":
+        return (last, last.operands[0]) if last.operands[1] == out else None
+    if last.name not in ("linalg.generic", "linalg.map") or len(last.operands) != 1 or last.operands[0] != out:
+        return None  # (a kernel without inputs: its only operand is its output)
+    body = list(last.regions[0].blocks[0].operations)
+    value = body[0].operands[0] if len(body) == 1 and len(body[0].operands) == 1 else None
+    if value is None or isinstance(value, ir.BlockArgument) or value.owner.operation.parent.operation == last:
+        return None  # yields the output itself, or a value computed in the body
+    return last, value
 
 
 def _drop_dims(t: ir.MemRefType, dropped: list[int]) -> ir.MemRefType:
