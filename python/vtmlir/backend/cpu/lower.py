@@ -86,6 +86,8 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores,
 # `lower-vector-mask`: the masked vectors of partial tiles become masked loads and stores.
 # `codegen-outline-kernels`: a very large function's kernels as functions of their own (LLVM's time grows
 # faster than the function); after the C wrappers are requested, which the kernels do not need.
+# `codegen-keep-strided-transfer-views` before it: a transfer whose vector runs along a strided subview dimension
+# keeps the view (the fold would drop the stride: vt-fuzz seed 4242 case 1053, wrong at every opt level).
 # `fold-memref-alias-ops`: a transfer through a unit subview reads its source directly; a 0-d read
 # of a strided subview (a scalar broadcast across a vector, e.g. a stride-2 convolution's input with
 # its ReLU fused, in NHWC) has no LLVM lowering, one of a unit-stride memref has (seed 2611 case 5002).
@@ -103,7 +105,7 @@ LOOPS_STAGE = ("builtin.module(codegen-erase-schedule, codegen-streaming-stores,
 # math.absi then failed `convert-math-to-libm`). `reassociate-fp-reductions`: a row reduction's
 # vector is summed as a tree (the row-reduction schedule's documented reassociation).
 LLVM_STAGE = (
-    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), codegen-outline-kernels, fold-memref-alias-ops, codegen-drop-transfer-unit-dims, %s, convert-vector-to-scf{full-unroll=true}, "
+    "builtin.module(func.func(llvm-request-c-wrappers, lower-vector-mask), codegen-outline-kernels, codegen-keep-strided-transfer-views, fold-memref-alias-ops, codegen-drop-transfer-unit-dims, %s, convert-vector-to-scf{full-unroll=true}, "
     "expand-strided-metadata, lower-affine, "
     "codegen-emulate-bf16, func.func(arith-expand{include-bf16=true}, convert-math-to-llvm), convert-math-to-libm, %s, "
     "convert-vector-to-llvm{reassociate-fp-reductions=true}, convert-to-llvm, reconcile-unrealized-casts)"
