@@ -246,6 +246,45 @@ func.func @depthwise(%x: memref<2x4x5x5xf32>, %f: memref<4x2x2xf32>, %y: memref<
   return
 }
 
+// A padded input (filled with zeros, its interior written by one kernel, read by the convolution
+// alone) is staged one plane at a time: per image and channel a stack plane is filled and its
+// interior copied from the producer's buffer, which the producer now writes without the padding
+// (a copy of an argument goes: the planes read the argument). No kernel touches the padded buffer.
+// CHECK-LABEL: func.func @depthwise_padded
+// CHECK-SAME:    (%[[X:[a-z0-9]+]]: memref<2x4x4x4xf32>
+// CHECK-NOT:     memref.alloc()
+// CHECK:         memref.alloca_scope
+// CHECK:           scf.for %[[N:.*]] = %{{.*}} to %{{.*}}
+// CHECK:             scf.for %[[C:.*]] = %{{.*}} to %{{.*}}
+// CHECK:               %[[PLANE:.*]] = memref.alloca() {alignment = 64 : i64} : memref<1x1x6x6xf32>
+// CHECK:               linalg.fill ins(%{{.*}} : f32) outs(%[[PLANE]] : memref<1x1x6x6xf32>)
+// CHECK:               %[[IN:.*]] = memref.subview %[[PLANE]][0, 0, 1, 1] [1, 1, 4, 4] [1, 1, 1, 1]
+// CHECK:               %[[SRC:.*]] = memref.subview %[[X]][%[[N]], %[[C]], 0, 0] [1, 1, 4, 4] [1, 1, 1, 1]
+// CHECK:               linalg.copy {{.*}}ins(%[[SRC]] : {{.*}}) outs(%[[IN]] : {{.*}})
+// CHECK:               memref.subview %{{.*}}[%[[C]], 0, 0] [1, 3, 3] [1, 1, 1]
+// CHECK:               memref.subview %{{.*}}[%[[N]], %[[C]], 0, 0] [1, 1, 4, 4] [1, 1, 1, 1]
+// CHECK:               linalg.generic
+// PAR-LABEL: func.func @depthwise_padded
+// PAR:         scf.forall (%{{.*}}, %{{.*}}) in (2, 4)
+// PAR:           memref.alloca() {alignment = 64 : i64} : memref<1x1x6x6xf32>
+func.func @depthwise_padded(%x: memref<2x4x4x4xf32>, %f: memref<4x3x3xf32>, %y: memref<2x4x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<2x4x6x6xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<2x4x6x6xf32>)
+  %interior = memref.subview %p[0, 0, 1, 1] [2, 4, 4, 4] [1, 1, 1, 1] : memref<2x4x6x6xf32> to memref<2x4x4x4xf32, strided<[144, 36, 6, 1], offset: 7>>
+  memref.copy %x, %interior : memref<2x4x4x4xf32> to memref<2x4x4x4xf32, strided<[144, 36, 6, 1], offset: 7>>
+  linalg.generic {indexing_maps = [#din, #dw, #dout],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%p, %f : memref<2x4x6x6xf32>, memref<4x3x3xf32>) outs(%y : memref<2x4x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %p : memref<2x4x6x6xf32>
+  return
+}
+
 // The output filled with zeros just before (the importer's accumulator): the first tap adds to the
 // fill's constant instead of reading the output, and the fill goes (the output is only written).
 // A fill of another buffer, or one the kernel is not the next to touch, stays.

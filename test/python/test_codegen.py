@@ -338,6 +338,32 @@ def test_depthwise_convolutions_are_one_kernel_in_the_loops_order(channels, size
         torch.testing.assert_close(two(x), conv(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_depthwise_convolution_pads_one_plane_at_a_time(monkeypatch, threads):
+    # The padded input (a fill, then the BatchNorm + ReLU writing its interior) is staged one plane
+    # at a time on the stack (codegen-decompose-convolutions, `_stage_padded_input`): the producer
+    # writes a plain buffer, no kernel touches the whole padded buffer. Each output reads the same
+    # values with the same operations: bitwise the program with the padded buffer.
+    from vtmlir.codegen import decompose_convolutions as decompose
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                torch.nn.Conv2d(16, 16, 3, padding=1, groups=16), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(3, 1, 1)).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 8, 20, 20)
+    staged = _compile(model, x, threads=threads)
+    shapes = [p.description.split()[-1] for p in staged.report().kernels]
+    assert "2x16x22x22" not in shapes and shapes.count("1x1x22x22") == 2, shapes  # per plane: depthwise, pool
+    monkeypatch.setattr(decompose, "MAX_STAGED_PLANE_BYTES", 0)
+    padded = _compile(model, x, threads=threads)
+    assert [p.description.split()[-1] for p in padded.report().kernels].count("2x16x22x22") == 2
+    assert torch.equal(staged(x), padded(x))
+    with torch.no_grad():
+        torch.testing.assert_close(staged(x), model(x), rtol=1e-5, atol=1e-5)
+
+
 def test_grouped_convolutions_keep_the_per_tap_products():
     # Two channels per group: a channel reduction as well as the window. The taps stay loops around
     # a contraction per tap (taps outer, channels inner: the documented tolerance).
@@ -1348,7 +1374,7 @@ def test_pooling_takes_the_taps_in_the_loops_order(pool, vectorized):
     compiled = _compile(_Pool(pool), x, threads=2)
     report = compiled.report()
     assert not any(p.kind == "pooling" for p in report.kernels), str(report)  # decomposed
-    assert "scf.for" not in compiled.stages["schedule"]  # no tap loops
+    assert "scf.for " not in compiled.stages["schedule"]  # no tap loops (the planes' loop is an scf.forall)
     # The output is not filled first (max: -inf, average: 0): the first tap starts from the constant.
     # With padding, the padded input's fill and copy remain.
     assert sum(p.kind == "data-movement" for p in report.kernels) == (2 if pool.padding else 0), str(report)

@@ -51,7 +51,9 @@ def test_skip_opt_fusion_computes_the_decomposed_model(name):
 def test_densenet_layer_transformations(merge):
     """TeMCO §3.3 on DenseNet-small: BatchNorm/ReLU pushed through the concatenations, the concats split
     (Fig. 9c), optionally the concatenated lconvs merged (Fig. 9a); the stem's padded max-pool roots a
-    channel-tiled group. Same output as the decomposed model, internal peak below 0.35x of it."""
+    channel-tiled group. Same output as the decomposed model, internal peak below 0.4x of it (0.37x:
+    12288 of 32896 B; 0.33x before the decomposed model staged its padded max-pool one plane at a time,
+    codegen-decompose-convolutions, which took its peak from 37248 B)."""
     from vtmlir.temco.pad_in_place import pad_in_place
 
     torch.manual_seed(0)
@@ -68,4 +70,4 @@ def test_densenet_layer_transformations(merge):
     want, base = measure_peak_memory(str(decomposed), x, opt_level=0)
     got, stats = measure_peak_memory(str(optimised), x, opt_level=0)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
-    assert stats.peak_internal_bytes < 0.35 * base.peak_internal_bytes
+    assert stats.peak_internal_bytes < 0.4 * base.peak_internal_bytes

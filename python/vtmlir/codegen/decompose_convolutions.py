@@ -23,7 +23,9 @@ rewritten into ops that have them, in one of two ways:
   Where the output was just filled with a constant (the importer's zero accumulator, max
   pooling's -inf), the first tap starts from that constant and the fill goes: the output is only
   written (the fill was a pass over it through memory, the kernel's read another). The same
-  constant, the same operations: bitwise.
+  constant, the same operations: bitwise. Where the input is a padded buffer made for this kernel
+  alone (filled, its interior written by one kernel), the kernel runs one plane at a time on a
+  padded stack copy (`_stage_padded_input`): the padded buffer, its fill and its strided write go.
 - **per tap** (grouped convolutions, blocked layouts, a filter computed at run time, a large
   pooling window): an `scf.for` per filter dimension, and inside it the same generic over the
   remaining dimensions reading a strided, shifted subview of the input and the tap's slice of the
@@ -42,7 +44,7 @@ from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Option, Pass, register_pass
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
-from .bodies import buffer_root, clone_ops, iterator_attr
+from .bodies import buffer_root, clone_ops, expr_dims, iterator_attr
 from .delinearize_loops import collapse, subview_type
 from .kernels import KernelKind, classify, element_bits_of, indexing_maps_of, loop_ranges_of, rewrite_generics
 from .schedules import PARALLEL_MIN_ITERATIONS
@@ -192,7 +194,7 @@ def _filter_loops(op) -> list[int]:
 MAX_UNROLLED_TAPS = 49
 
 
-def unroll_taps(op, window: list[int] | None = None) -> bool:
+def unroll_taps(op, window: list[int] | None = None, parts: int = 1) -> bool:
     """Rewrite a window generic whose other loops are all parallel (a depthwise convolution, a
     pooling) as one elementwise kernel over the output that reads every tap: an input per tap (its
     shifted, strided subview; a filter's slice) and the body applied once per tap in the window's
@@ -233,6 +235,12 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
     if any(inner.operation.name == "linalg.index" for inner in block.operations):
         return False  # the body reads loop indices, which the unrolled kernel renumbers
     n_inputs = len(op.operands) - 1
+    fill = _filled_before(op, op.operands[n_inputs])
+    staged = _stage_padded_input(op, window, parts)
+    if staged is not None:  # the same kernel, over one plane, inside the staging loops
+        op = staged
+        ranges, keep, plans = _tap_plans(op, window, order)
+        block = op.regions[0].blocks[0]
     operands, maps_out, sources = [], [], []  # per new input: value, map, (original input, tap index)
     with op.location, ir.InsertionPoint(op):
         for i, (operand, (exprs, slices)) in enumerate(zip(list(op.operands)[:n_inputs], plans)):
@@ -247,7 +255,6 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
                 maps_out.append(new_map), sources.append((i, t_index))
         out_exprs = plans[-1][0]
         maps_out.append(ir.AffineMap.get(len(keep), 0, [e for e in out_exprs if e is not None]))
-        fill = _filled_before(op, op.operands[n_inputs])
         unrolled = linalg.GenericOp([], operands, [op.operands[n_inputs]],
                                     ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps_out]),
                                     ir.ArrayAttr.get([iterators[d] for d in keep]))
@@ -273,6 +280,214 @@ def unroll_taps(op, window: list[int] | None = None) -> bool:
     return True
 
 
+# The largest padded plane staged on the stack (`_stage_padded_input`): NCHW planes of up to 126x126
+# f32; an NHWC image (the plane holds every channel) is usually larger and keeps its padded buffer.
+MAX_STAGED_PLANE_BYTES = 64 * 1024
+
+
+def _stage_padded_input(op, window: list[int], parts: int):
+    """A window kernel (depthwise convolution, pooling) reading a padded buffer P -- allocated here,
+    filled with a constant, its interior written by one kernel W (the producer's epilogue, or a copy
+    of the producer's buffer), read by this kernel alone -- reads the interior X instead, one plane
+    at a time padded on the stack: a loop over the dimensions before the image (images and channels:
+    an `scf.forall` on several threads) whose body fills a plane buffer with the constant, copies the
+    plane's interior from X and runs the kernel on it. P -- a fill and a strided write through
+    memory, one more read by the kernel -- goes; W writes X contiguously (a copy of a buffer the
+    kernel may read directly goes too, X being that buffer). Each output reads the same values with
+    the same operations: bitwise. Returns the kernel in the loops (`op` erased), or None (nothing
+    changed)."""
+    maps = indexing_maps_of(op)
+    padded = op.operands[0]
+    if maps is None or isinstance(padded, ir.BlockArgument) or padded.owner.operation.name != "memref.alloc":
+        return None
+    alloc = padded.owner.operation
+    p_type = ir.MemRefType(padded.type)
+    if alloc.block != op.block or not p_type.has_static_shape or p_type.get_strides_and_offset()[1] != 0:
+        return None
+    results = list(maps[0].results)
+    spatial = [i for i, e in enumerate(results) if expr_dims(e) & set(window)]
+    if not spatial:
+        return None
+    outer = list(range(spatial[0]))  # the plane's loops: P's dimensions before the image
+    loop_of = {}  # P's outer dimension -> the kernel's loop reading it
+    for i in outer:
+        if not isinstance(results[i], ir.AffineDimExpr):
+            return None
+        loop_of[i] = results[i].position
+    plane_shape = [1 if i in loop_of else n for i, n in enumerate(p_type.shape)]
+    plane_bytes = element_bits_of(padded) // 8
+    for n in plane_shape:
+        plane_bytes *= n
+    if not outer or plane_bytes > MAX_STAGED_PLANE_BYTES:
+        return None
+    found = _padded_buffer_uses(alloc, op)
+    if found is None:
+        return None
+    fill, view, writer, dealloc = found
+    offsets = list(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(view.attributes["static_sizes"]))
+    if any(offsets[i] != 0 or sizes[i] != p_type.shape[i] for i in outer):
+        return None  # the interior must hold every plane whole
+    # Where each other operand reads a plane loop: the loops become unit dimensions of its subview.
+    plane_loops = set(loop_of.values())
+    for value, amap in zip(list(op.operands)[1:], maps[1:]):
+        for e in amap.results:
+            if expr_dims(e) & plane_loops and not isinstance(e, ir.AffineDimExpr):
+                return None
+    fill_op, fill_value = fill
+    with op.location:
+        index = ir.IndexType.get()
+        element = p_type.element_type
+        interior_type = ir.MemRefType.get(sizes, element)
+        source = _copied_from(writer, interior_type, op)
+        if source is None:  # the writer writes X, a buffer of the interior's shape, in P's place
+            with ir.InsertionPoint(alloc):
+                interior = memref.AllocOp(interior_type, [], [], alignment=alloc.attributes["alignment"]).result \
+                    if "alignment" in alloc.attributes else memref.AllocOp(interior_type, [], []).result
+            writer.operands[len(writer.operands) - 1] = interior
+            with ir.InsertionPoint(dealloc):
+                memref.DeallocOp(interior)
+        else:  # the writer was a copy of `source`: the kernel reads `source` itself
+            interior = source
+            writer.erase()
+        view.erase()
+        fill_op.erase()
+        dealloc.erase()
+        extents = [p_type.shape[i] for i in outer]
+        parallel = parts > 1
+        ip = ir.InsertionPoint(op)
+        with ip:
+            if parallel:
+                loops = scf.ForallOp([0] * len(outer), extents, [1] * len(outer))
+                with ir.InsertionPoint(loops.body):
+                    scf.InParallelOp()
+                ivs = list(loops.induction_variables)
+                inner = ir.InsertionPoint(loops.body.operations[0])
+            else:
+                scope = memref.AllocaScopeOp([])  # the planes' stack space is released after the kernel
+                scope_block = scope.bodyRegion.blocks.append()
+                with ir.InsertionPoint(scope_block):
+                    end = memref.AllocaScopeReturnOp([])
+                inner, ivs = ir.InsertionPoint(end), []
+                for extent in extents:
+                    with inner:
+                        c0, cn, c1 = (arith.ConstantOp(index, v).result for v in (0, extent, 1))
+                        for_op = scf.ForOp(c0, cn, c1)
+                        with ir.InsertionPoint(for_op.body):
+                            terminator = scf.YieldOp([])
+                    ivs.append(for_op.induction_variable)
+                    inner = ir.InsertionPoint(terminator)
+        iv_of = dict(zip(outer, ivs))
+        loop_iv = {loop_of[i]: iv_of[i] for i in outer}
+        with inner:
+            plane = memref.AllocaOp(ir.MemRefType.get(plane_shape, element), [], [],
+                                    alignment=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)).result
+            linalg.fill(fill_value, outs=[plane])
+            rank = p_type.rank
+            interior_sizes = [1 if i in loop_of else sizes[i] for i in range(rank)]
+            plane_interior = memref.subview(plane, [0 if i in loop_of else offsets[i] for i in range(rank)],
+                                            interior_sizes, [1] * rank)
+            plane_source = memref.subview(interior, [iv_of.get(i, 0) for i in range(rank)], interior_sizes,
+                                          [1] * rank)
+            linalg.copy(plane_source, outs=[plane_interior])
+            operands = [plane]
+            for value, amap in zip(list(op.operands)[1:], maps[1:]):
+                shape = ir.MemRefType(value.type).shape
+                picks = [loop_iv.get(e.position) if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+                if all(p is None for p in picks):
+                    operands.append(value)
+                    continue
+                operands.append(memref.subview(value, [p if p is not None else 0 for p in picks],
+                                               [1 if p is not None else n for p, n in zip(picks, shape)],
+                                               [1] * len(shape)))
+            staged = op.clone()
+        for i, v in enumerate(operands):
+            staged.operands[i] = v
+    op.erase()
+    alloc.erase()
+    return staged
+
+
+def _padded_buffer_uses(alloc, op):
+    """(fill, interior view, writer, dealloc) where `alloc`'s buffer is filled with a constant, then
+    its interior (one static `memref.subview`, unit strides) written whole by one kernel that does not
+    read it, then read by `op` alone, then freed, in that order and by nothing else; else None."""
+    buffer = alloc.results[0]
+    users = users_in_block(buffer, op.parent)
+    direct = [u.owner.operation for u in buffer.uses]
+    views = [u for u in direct if u.name == "memref.subview"]
+    if len(views) != 1:
+        return None
+    view = views[0]
+    if any(v != 1 for v in ir.DenseI64ArrayAttr(view.attributes["static_strides"])) or \
+            any(ir.ShapedType.is_dynamic_size(v) for v in ir.DenseI64ArrayAttr(view.attributes["static_offsets"])):
+        return None
+    deallocs = [u for u in direct if u.name == "memref.dealloc"]
+    fill = _fill_of(next((u for u in direct if u != op and u.name != "memref.dealloc" and u != view), None), buffer)
+    writers = [u.owner.operation for u in view.results[0].uses]
+    if fill is None or len(deallocs) != 1 or len(writers) != 1 or len(users) != 5:
+        return None
+    writer = writers[0]
+    if writer.block != op.block or not _writes_only(writer, view.results[0]):
+        return None
+    order = [fill[0], view, writer, op, deallocs[0]]
+    if not all(a.is_before_in_block(b) for a, b in zip(order, order[1:])):
+        return None
+    return fill, view, writer, deallocs[0]
+
+
+def _writes_only(op, target) -> bool:
+    """Whether `op` writes every element of `target` (its last operand) and reads none."""
+    if op.name == "memref.copy" or op.name == "linalg.copy":
+        return list(op.operands)[-1] == target and op.operands[0] != target
+    if op.name != "linalg.generic" or list(op.opview.outputs) != [target] or target in list(op.opview.inputs):
+        return False
+    maps = indexing_maps_of(op)
+    iterators = list(ir.ArrayAttr(op.attributes["iterator_types"]))
+    if maps is None or not all(i == iterator_attr(op.context, "parallel") for i in iterators):
+        return False
+    out = maps[-1]
+    rank = ir.MemRefType(target.type).rank
+    if len(out.results) != rank or any(not isinstance(e, ir.AffineDimExpr) or e.position != i
+                                       for i, e in enumerate(out.results)) or len(iterators) != rank:
+        return False
+    block = op.regions[0].blocks[0]
+    return not list(block.arguments[len(block.arguments) - 1].uses)  # the output's old values unread
+
+
+def _copied_from(writer, interior_type, op):
+    """The buffer a copy `writer` reads, where `op` may read it instead: the interior's shape, and
+    nothing between the copy and `op` writes or frees it; else None."""
+    if writer.name not in ("memref.copy", "linalg.copy"):
+        return None
+    source = writer.operands[0]
+    if list(ir.MemRefType(source.type).shape) != list(interior_type.shape):
+        return None
+    for user in users_in_block(buffer_root(source), op.parent):
+        if writer.is_before_in_block(user) and user.is_before_in_block(op) and user.name not in VIEW_OPS:
+            outputs = list(user.opview.outputs) if hasattr(user.opview, "outputs") else list(user.operands)
+            if user.name == "memref.dealloc" or any(buffer_root(v) == buffer_root(source) for v in outputs
+                                                    if isinstance(v.type, ir.MemRefType)):
+                return None
+    return source
+
+
+def _fill_of(kernel, out) -> tuple[ir.Operation, ir.Value] | None:
+    """(kernel, its value) where `kernel` fills exactly `out` with a value defined outside it
+    (`linalg.fill`, or a generic or `linalg.map` without inputs yielding such a value); else None."""
+    if kernel is None:
+        return None
+    if kernel.name == "linalg.fill":
+        return (kernel, kernel.operands[0]) if kernel.operands[1] == out else None
+    if kernel.name not in ("linalg.generic", "linalg.map") or len(kernel.operands) != 1 or kernel.operands[0] != out:
+        return None  # (a kernel without inputs: its only operand is its output)
+    body = list(kernel.regions[0].blocks[0].operations)
+    value = body[0].operands[0] if len(body) == 1 and len(body[0].operands) == 1 else None
+    if value is None or isinstance(value, ir.BlockArgument) or value.owner.operation.parent.operation == kernel:
+        return None  # yields the output itself, or a value computed in the body
+    return kernel, value
+
+
 def _filled_before(op, out) -> tuple[ir.Operation, ir.Value] | None:
     """(the fill, its value) where the last op before `op` in its block that touches `out`'s buffer
     is a kernel filling exactly `out` with a value defined outside it (`linalg.fill`, or a generic
@@ -284,17 +499,7 @@ def _filled_before(op, out) -> tuple[ir.Operation, ir.Value] | None:
     for user in users:
         if last is None or last.is_before_in_block(user):
             last = user
-    if last is None:
-        return None
-    if last.name == "linalg.fill":
-        return (last, last.operands[0]) if last.operands[1] == out else None
-    if last.name not in ("linalg.generic", "linalg.map") or len(last.operands) != 1 or last.operands[0] != out:
-        return None  # (a kernel without inputs: its only operand is its output)
-    body = list(last.regions[0].blocks[0].operations)
-    value = body[0].operands[0] if len(body) == 1 and len(body[0].operands) == 1 else None
-    if value is None or isinstance(value, ir.BlockArgument) or value.owner.operation.parent.operation == last:
-        return None  # yields the output itself, or a value computed in the body
-    return last, value
+    return _fill_of(last, out)
 
 
 def _drop_dims(t: ir.MemRefType, dropped: list[int]) -> ir.MemRefType:
@@ -808,10 +1013,10 @@ def decompose_convolutions(module_op, threads: int = 0, vector_bits: int = 0) ->
     def rewrite(op):
         _drop_redundant_wraps(op)
         if linalg.isa_convolution_op(op):
-            return (_im2col_convolution(op, globals_, parts, vector_bits) or unroll_taps(op)
+            return (_im2col_convolution(op, globals_, parts, vector_bits) or unroll_taps(op, parts=parts)
                     or decompose_convolution(op))
         window = _pooling_window(op)
-        return bool(window) and (unroll_taps(op, window) or decompose_convolution(op, window))
+        return bool(window) and (unroll_taps(op, window, parts) or decompose_convolution(op, window))
 
     count = rewrite_generics(module_op, rewrite)
     globals_.erase_unread()
