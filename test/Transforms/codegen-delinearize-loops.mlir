@@ -6,6 +6,8 @@
 // (@conv_channel_slice's, @conv_channel_shuffle's and @strided_pool's input maps.)
 // CHECK-DAG:   #[[SLICE:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d3, d1 + d4, d2 + d5)>
 // CHECK-DAG:   #[[STRIDED:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5)>
+// (@unit_taps_window's input map: the taps' sums kept.)
+// CHECK-DAG:   #[[UIN:.*]] = affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, d3 + d6, d4 + d7)>
 
 #q = affine_map<(d0, d1, d2, d3) -> (d0 floordiv 4, d1, (d0 mod 4) * 16 + d3 + 64)>
 #k = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
@@ -293,6 +295,28 @@ func.func @strided_slice(%x: memref<1x384x8xf32>, %y: memref<1x8x16x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %r = arith.maximumf %a, %zero : f32
     linalg.yield %r : f32
+  }
+  return
+}
+
+// A grouped 1x1 convolution written into a concat slice over merged loops (channels 12 x 16 and
+// pixels 4 x 4 merged): its input reads `p floordiv 4 + kh` with the filter's unit taps kh, kw. A
+// parallel and a reduction loop with the same coefficient slide a window, so the tap sums stay
+// (`h + kh`) for codegen-decompose-convolutions; read as the digits of a view (`h * 1 + kh`) the
+// convolution became a contraction per output row.
+// CHECK-LABEL: func.func @unit_taps_window
+// CHECK:         linalg.generic {indexing_maps = [#[[UIN]], #{{.*}}, #{{.*}}]
+// CHECK-SAME:        ins(%{{.*}}, %{{.*}} : memref<2x12x16x4x4xf32>, memref<12x16x16x1x1xf32>)
+func.func @unit_taps_window(%x: memref<2x12x16x4x4xf32>, %w: memref<12x16x16x1x1xf32>, %y: memref<2x192x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 floordiv 16, d3, d2 floordiv 4 + d4, d2 mod 4 + d5)>,
+                                   affine_map<(d0, d1, d2, d3, d4, d5) -> (d1 floordiv 16, d1 mod 16, d3, d4, d5)>,
+                                   affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %w : memref<2x12x16x4x4xf32>, memref<12x16x16x1x1xf32>) outs(%y : memref<2x192x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
   }
   return
 }

@@ -374,3 +374,22 @@ def test_groups_with_moved_frees_keep_the_measured_peak(name, decomposed):
     assert fused.memory_stats().peak_internal_bytes == alone.memory_stats().peak_internal_bytes
     if name == "mlp":
         assert len(fused.report().fused) >= 4  # (2 before groups with frees were fused at all)
+
+
+def test_a_fill_of_a_concat_slice_fuses_with_the_product_written_through_its_expansion():
+    # EfficientViT's grouped 1x1 convolution at opt level 2 writes into its slice of the multi-scale
+    # concat, which it reads as [batch, groups, channels, rows, columns] (`expand_shape`): the slice's
+    # zero fill, over [batch, channels, pixels], gets the same expansion (`fusion.split_to_output`) and
+    # runs in the contraction's tiles; bitwise the unfused kernels. (Its filter's unit taps keep a
+    # window, `codegen-delinearize-loops`: the product is one contraction, not a loop per output row.)
+    from vtmlir.models import get
+
+    model, inputs = get("vtc_efficientvit_block").build(batch=1)
+    fused = vtmlir.compile(model, *inputs, threads=1)
+    grouped = [p for p in fused.report().kernels if p.description == "contraction 1x12x16x32x32x16"]
+    assert len(grouped) == 1, [p.description for p in fused.report().kernels]
+    fills = [p for p in fused.report().kernels if p.fused_into == grouped[0].id]
+    assert [p.description for p in fills] == ["data-movement 1x12x16x32x32"], fused.report()
+    alone = vtmlir.compile(model, *inputs, threads=1, schedules={"contraction": {"fuse_neighbours": False}})
+    assert not any(p.fused_into for p in alone.report().kernels)
+    assert torch.equal(fused(*inputs), alone(*inputs))

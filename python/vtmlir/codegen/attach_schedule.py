@@ -32,7 +32,8 @@ from torch_mlir import ir
 from ..errors import format_location
 from ..passes.registry import Option, Pass, register_pass
 from . import transform_ir as t
-from .fusion import Candidate, collapsed_output, find_group, frees_keep_peak, merge_to_output
+from .fusion import (Candidate, collapsed_output, expanded_output, find_group, frees_keep_peak, merge_to_output,
+                     split_to_output)
 from .kernels import (FUSED_ATTR, KERNEL_ATTR, SCHEDULED_ATTR, UNFUSED_PREFIX, Kernel, KernelKind, classify,
                       element_bits_of, in_row_loop, structured_ops)
 from .schedules import (DEFAULT_SCHEDULES, ContractionSchedule, FusedMember, ParallelLoops, Schedule, VectorSchedule,
@@ -175,20 +176,24 @@ def _merge_to_outputs(kernels: list[Kernel], table: dict) -> None:
     """Where a contraction that fuses neighbours writes C through a `collapse_shape` view of a buffer
     Y (a 1x1 convolution's pixels as one dimension), the vector kernels of its block that access Y
     element by element (its fill, its BatchNorm + ReLU) get their loops merged the same way
-    (`fusion.merge_to_output`): only then are their loops C's. Updates `kernels` (new ops, same ids)."""
+    (`fusion.merge_to_output`); through an `expand_shape` of Y (a grouped 1x1 convolution written
+    into a concatenation's slice), split the same way (`fusion.split_to_output`): only then are their
+    loops C's. Updates `kernels` (new ops, same ids)."""
     for kernel in list(kernels):
         schedule = table.get(schedule_key(kernel))
         if (kernel.kind is not KernelKind.CONTRACTION or not isinstance(schedule, ContractionSchedule)
                 or not schedule.fuse_neighbours):
             continue
-        found = collapsed_output(kernel)
-        if found is None:
+        collapsed, expanded = collapsed_output(kernel), expanded_output(kernel)
+        if collapsed is None and expanded is None:
             continue
-        y, groups = found
         for i, other in enumerate(kernels):
             if other.op.block != kernel.op.block or not isinstance(table.get(schedule_key(other)), VectorSchedule):
                 continue
-            merged = merge_to_output(other, y, groups)
+            if collapsed is not None:
+                merged = merge_to_output(other, *collapsed)
+            else:
+                merged = split_to_output(other, *expanded)
             if merged is not None:
                 merged.attributes[KERNEL_ATTR] = t.kernel_id_attr(i)
                 kernels[i] = classify(merged)

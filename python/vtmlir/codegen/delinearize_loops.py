@@ -57,6 +57,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import linalg, memref
 
 from ..passes.registry import Pass, register_pass
+from .bodies import expr_dims
 from .kernels import indexing_maps_of, loop_ranges_of, rewrite_generics
 
 # A linear form over loops: ({loop: coefficient}, constant).
@@ -227,6 +228,29 @@ def _is_window(expr) -> bool:
         return False
     coefficients = list(form[0].values())
     return len(coefficients) != len(set(coefficients))
+
+
+def _slides(expr, iterator_kinds: list[str]) -> bool:
+    """A sum in which a parallel and a reduction loop enter with the same coefficient (`h floordiv 32
+    + kh`: a merged pixel loop slid by a filter tap, where a 1x1 filter's unit tap loops would
+    otherwise read as the digits of a view, `h * 1 + kh`); a view's linear index gives its loops
+    distinct strides (`(h mod 4) * 16 + d`)."""
+    terms, pending = [], [expr]
+    while pending:
+        e = pending.pop()
+        if isinstance(e, ir.AffineAddExpr):
+            pending += [e.lhs, e.rhs]
+        else:
+            terms.append(e)
+    coefficients = {True: set(), False: set()}  # per kind (reduction or not): the coefficients
+    for term in terms:
+        coefficient = 1
+        if isinstance(term, ir.AffineMulExpr) and isinstance(term.rhs, ir.AffineConstantExpr):
+            term, coefficient = term.lhs, term.rhs.value
+        dims = expr_dims(term)
+        if len(dims) == 1:
+            coefficients["reduction" in iterator_kinds[next(iter(dims))]].add(coefficient)
+    return bool(coefficients[True] & coefficients[False])
 
 
 class _Identity(dict):
@@ -495,7 +519,9 @@ def delinearize(op) -> bool:
     # new loops); only the other results are viewed (a BatchNorm's per-channel vectors read as
     # `c * 16 + cb` by a blocked convolution; a channel slice `c + 58`), so that the passes after
     # this one see plain dimensions there.
-    windowed = linalg.isa_convolution_op(op) or any(_is_window(e) for m in maps for e in m.results)
+    iterator_kinds = [str(i) for i in ir.ArrayAttr(op.attributes["iterator_types"])]
+    windowed = (linalg.isa_convolution_op(op) or any(_is_window(e) for m in maps for e in m.results)
+                or any(_slides(e, iterator_kinds) for m in maps for e in m.results))
     types = [v.type for v in op.operands]
     if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
         return merged

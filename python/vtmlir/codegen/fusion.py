@@ -38,11 +38,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torch_mlir import ir
+from torch_mlir.dialects import memref
 
 from ..ir_types import shaped_bytes
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from .bodies import buffer_root, expr_dims
-from .decompose_convolutions import collapse, merge_loops
+from .decompose_convolutions import collapse, generic_like, merge_loops
 from .kernels import Kernel, KernelKind
 
 PROLOGUE, EPILOGUE = "prologue", "epilogue"
@@ -428,6 +429,68 @@ def merge_to_output(kernel: Kernel, y: ir.Value, groups: list[list[int]]) -> ir.
             op.operands[1] = collapse(op.operands[1], groups)  # (a fill has no loops to merge)
         return op
     return merge_loops(op, kernel.maps, merged).operation
+
+
+def expanded_output(contraction: Kernel) -> tuple[ir.Value, ir.Operation] | None:
+    """(Y, view) where the contraction writes C through `memref.expand_shape` of the buffer Y (a
+    grouped 1x1 convolution's channels as (group, channel) and pixels as (row, column), written
+    into a slice of a concatenation: `codegen-delinearize-loops`); else None."""
+    c = contraction.op.operands[2]
+    if isinstance(c, ir.BlockArgument) or c.owner.operation.name != "memref.expand_shape":
+        return None
+    view = c.owner.operation
+    return view.operands[0], view
+
+
+def split_to_output(kernel: Kernel, y: ir.Value, view: ir.Operation) -> ir.Operation | None:
+    """An elementwise or data-movement kernel over Y's shape whose every operand is a buffer of
+    Y's shape read or written element by element (the identity map; a fill, a copy into Y) rewritten
+    over C's loops: every operand through the same `memref.expand_shape` as C, identity maps of
+    C's rank, so that it can be a member of the contraction's group. The same operations per
+    element: bitwise. Returns the new op (the old one erased), or None (nothing changed)."""
+    op = kernel.op
+    rank = ir.MemRefType(y.type).rank
+    if (kernel.kind not in (KernelKind.ELEMENTWISE, KernelKind.DATA_MOVEMENT) or kernel.rank != rank
+            or kernel.reduction_dims or op.name != "linalg.generic" or len(op.opview.outputs) != 1
+            or op.opview.outputs[0] != y):
+        return None
+    shape = list(ir.MemRefType(y.type).shape)
+    for value, amap in zip(op.operands, kernel.maps):
+        if (not isinstance(value.type, ir.MemRefType) or not _identity(amap, rank)
+                or list(ir.MemRefType(value.type).shape) != shape
+                or static_strides_and_offset(ir.MemRefType(value.type)) is None):
+            return None
+    c_type = ir.MemRefType(view.results[0].type)
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
+              for g in ir.ArrayAttr(view.attributes["reassociation"])]
+    out_shape = list(c_type.shape)
+    with op.location, ir.InsertionPoint(op):
+        operands = []
+        for value in op.operands:
+            if value == y and view.block == op.block and view.is_before_in_block(op):
+                operands.append(view.results[0])
+                continue
+            operands.append(memref.expand_shape(_expanded_type(ir.MemRefType(value.type), groups, out_shape),
+                                                value, view.attributes["reassociation"], [], out_shape))
+        identity = ir.AffineMap.get_identity(len(out_shape))
+        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        new = generic_like(op, operands, [identity] * len(operands), [parallel] * len(out_shape))
+    op.erase()
+    return new.operation
+
+
+def _expanded_type(t: ir.MemRefType, groups: list[list[int]], out_shape: list[int]) -> ir.MemRefType:
+    """`t` (static strides) with each dimension split as `groups` say into `out_shape`'s extents."""
+    strides, offset = static_strides_and_offset(t)
+    new_strides = [0] * len(out_shape)
+    for d, group in enumerate(groups):
+        stride = strides[d]
+        for i in reversed(group):
+            new_strides[i] = stride
+            stride *= out_shape[i]
+    if not isinstance(t.layout, ir.StridedLayoutAttr):
+        return ir.MemRefType.get(out_shape, t.element_type)  # an identity layout stays one
+    return ir.MemRefType.get(out_shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))
 
 
 def _reads_contiguously(value: ir.Value, amap: ir.AffineMap, loops: list[int]) -> bool:
