@@ -425,6 +425,7 @@ def _padded_buffer_uses(alloc, op):
     deallocs = [u for u in direct if u.name == "memref.dealloc"]
     fill = _fill_of(next((u for u in direct if u != op and u.name != "memref.dealloc" and u != view), None), buffer)
     writers = [u.owner.operation for u in view.results[0].uses]
+    # Nothing else: the fill, the view, the writer, the kernel and the free are its users.
     if fill is None or len(deallocs) != 1 or len(writers) != 1 or len(users) != 5:
         return None
     writer = writers[0]

@@ -44,6 +44,7 @@ from ..ir_types import shaped_bytes
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from .bodies import buffer_root, expr_dims
 from .decompose_convolutions import collapse, generic_like, merge_loops
+from .delinearize_loops import expanded_type
 from .kernels import Kernel, KernelKind
 
 PROLOGUE, EPILOGUE = "prologue", "epilogue"
@@ -396,10 +397,15 @@ def collapsed_output(contraction: Kernel) -> tuple[ir.Value, list[list[int]]] | 
     if isinstance(c, ir.BlockArgument) or c.owner.operation.name != "memref.collapse_shape":
         return None
     view = c.owner.operation
-    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+    groups = _reassociation(view)
     if all(len(g) == 1 for g in groups):
         return None
     return view.operands[0], groups
+
+
+def _reassociation(view: ir.Operation) -> list[list[int]]:
+    """The dimension groups of a `memref.collapse_shape` or `memref.expand_shape`."""
+    return [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(view.attributes["reassociation"])]
 
 
 def merge_to_output(kernel: Kernel, y: ir.Value, groups: list[list[int]]) -> ir.Operation | None:
@@ -461,8 +467,7 @@ def split_to_output(kernel: Kernel, y: ir.Value, view: ir.Operation) -> ir.Opera
                 or static_strides_and_offset(ir.MemRefType(value.type)) is None):
             return None
     c_type = ir.MemRefType(view.results[0].type)
-    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)]
-              for g in ir.ArrayAttr(view.attributes["reassociation"])]
+    groups = _reassociation(view)
     out_shape = list(c_type.shape)
     with op.location, ir.InsertionPoint(op):
         operands = []
@@ -470,27 +475,13 @@ def split_to_output(kernel: Kernel, y: ir.Value, view: ir.Operation) -> ir.Opera
             if value == y and view.block == op.block and view.is_before_in_block(op):
                 operands.append(view.results[0])
                 continue
-            operands.append(memref.expand_shape(_expanded_type(ir.MemRefType(value.type), groups, out_shape),
+            operands.append(memref.expand_shape(expanded_type(ir.MemRefType(value.type), out_shape, groups),
                                                 value, view.attributes["reassociation"], [], out_shape))
         identity = ir.AffineMap.get_identity(len(out_shape))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         new = generic_like(op, operands, [identity] * len(operands), [parallel] * len(out_shape))
     op.erase()
     return new.operation
-
-
-def _expanded_type(t: ir.MemRefType, groups: list[list[int]], out_shape: list[int]) -> ir.MemRefType:
-    """`t` (static strides) with each dimension split as `groups` say into `out_shape`'s extents."""
-    strides, offset = static_strides_and_offset(t)
-    new_strides = [0] * len(out_shape)
-    for d, group in enumerate(groups):
-        stride = strides[d]
-        for i in reversed(group):
-            new_strides[i] = stride
-            stride *= out_shape[i]
-    if not isinstance(t.layout, ir.StridedLayoutAttr):
-        return ir.MemRefType.get(out_shape, t.element_type)  # an identity layout stays one
-    return ir.MemRefType.get(out_shape, t.element_type, ir.StridedLayoutAttr.get(offset, new_strides))
 
 
 def _reads_contiguously(value: ir.Value, amap: ir.AffineMap, loops: list[int]) -> bool:
