@@ -1098,3 +1098,26 @@ def test_long_reductions_over_few_outputs_are_split_on_the_gpu():
                          schedules={"unknown": {"split_reductions": False}})
     assert "unknown 2x4x32x4096 (a contraction without m, n and k dimensions)" in \
         [k.plan.description for k in off.kernels if k.plan is not None]
+
+
+def _last_depthwise():
+    """MobileNetV2's last strided depthwise convolution: 3x3 stride 2 over a 2x2 image, padded to 4x4,
+    whose one output row reads rows 0..2 only."""
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=False).eval(), torch.randn(1, 8, 2, 2)
+
+
+def test_a_window_that_leaves_input_rows_unread_compiles():
+    # linalg-fold-unit-extent-dims dropped the unit output loop and made `2 * oh + kh` a plain `kh`
+    # over the 4-row input: the op failed to verify (mobilenet_v2 did not compile for CUDA at any
+    # opt level). codegen-trim-window-inputs gives the window a view of the rows it reads.
+    conv, x = _last_depthwise()
+    compiled = _compile(conv, x)
+    assert compiled.kernels and all(k.ptx for k in compiled.kernels)
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+def test_a_window_that_leaves_input_rows_unread_computes_the_convolution():
+    conv, x = _last_depthwise()
+    with torch.no_grad():
+        torch.testing.assert_close(_compile(conv, x)(x).cpu(), conv(x), rtol=1e-5, atol=1e-5)

@@ -106,6 +106,7 @@ _BUILTIN_PASSES: dict[str, str] = {
     "codegen-outline-kernels": "vtmlir.codegen.outline_kernels",
     "codegen-drop-transfer-unit-dims": "vtmlir.codegen.drop_transfer_unit_dims",
     "codegen-keep-strided-transfer-views": "vtmlir.codegen.keep_strided_transfer_views",
+    "codegen-trim-window-inputs": "vtmlir.codegen.trim_window_inputs",
     # GPU schedules of the same layer (python/vtmlir/codegen/gpu, docs/codegen_gpu.md).
     "subbyte-cuda-kernels": "vtmlir.lowbit.subbyte_cuda_kernels",
     "codegen-gpu-im2col-convolutions": "vtmlir.codegen.gpu.im2col_convolutions",

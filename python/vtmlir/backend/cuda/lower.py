@@ -111,7 +111,8 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
     # temco-fuse-activation's tiled loops: one thread per tile, tile buffers thread-local (passes/gpu_sequentialize_forall.py).
     GpuStage("sequentialize-forall", "scf.forall tiles → scf.parallel over sequential tile bodies",
              pipeline="gpu-sequentialize-forall"),
-    # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md).
+    # The GPU schedules of the codegen layer (codegen/gpu, docs/codegen_gpu.md). `codegen-trim-window-inputs`
+    # before folding unit loops: a window's unread input rows made the fold's `2 * oh + kh` -> `kh` invalid.
     GpuStage("schedule", "quantised contractions to Tilus kernel launches, convolutions as im2col copies and "
              "batch matmuls, contractions' operand prologues split off, on sm_90a contractions to wgmma kernel launches, "
              "tensor-core operands padded to multiples of 16, unit loops dropped, long reductions "
@@ -119,7 +120,8 @@ DEFAULT_STAGES: tuple[GpuStage, ...] = (
              pipeline="subbyte-cuda-kernels{{chip={chip}{options}}}, codegen-delinearize-loops, "
                       "codegen-gpu-split-prologues, codegen-gpu-im2col-convolutions, codegen-gpu-collapse-contraction-loops, "
                       "codegen-gpu-wgmma-contractions{{chip={chip}{options}}}, codegen-gpu-pad-contractions{{chip={chip}{options}}}, "
-                      "func.func(linalg-generalize-named-ops, linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
+                      "func.func(linalg-generalize-named-ops), codegen-trim-window-inputs, "
+                      "func.func(linalg-fold-unit-extent-dims, linalg-fold-unit-extent-dims{{use-rank-reducing-slices=true}}), "
                       "canonicalize, cse, codegen-gpu-collapse-sums, codegen-gpu-split-reductions{{chip={chip}{options}}}, "
                       "codegen-gpu-attach-schedule{{chip={chip}{options}}}"),
     GpuStage("gpu-tile", "block tiles, k loops; the unit loops of batch contractions' tiles dropped",
