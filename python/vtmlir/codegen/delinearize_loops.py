@@ -551,7 +551,7 @@ def delinearize(op) -> bool:
         # one role (`c * 16 + cb`, both reductions of the convolution).
         terms = form[0]
         if len(terms) < 2:
-            return merged
+            return False
         first = iterators[next(iter(terms))]
         return len(set(terms.values())) != len(terms) or any(iterators[d] != first for d in terms)
 
