@@ -152,3 +152,18 @@ def apply_transform_script(payload, build) -> None:
             build(main.bodyTarget)
             transform.YieldOp([])
     interpreter.apply_named_sequence(payload, main.operation, script.operation)
+
+
+def fill_value(op) -> ir.Value | None:
+    """The value a bufferized fill writes to its one buffer: a `linalg.fill`'s scalar, or that of a
+    `linalg.generic` or `linalg.map` without inputs (its only operand the output) whose payload
+    yields a value defined outside it; else None."""
+    if op.name == "linalg.fill":
+        return op.operands[0]
+    if op.name not in ("linalg.generic", "linalg.map") or len(op.operands) != 1:
+        return None
+    body = list(op.regions[0].blocks[0].operations)
+    if len(body) != 1 or body[0].operation.name != "linalg.yield" or len(body[0].operands) != 1:
+        return None
+    value = body[0].operands[0]
+    return None if isinstance(value.owner, ir.Block) else value  # (not the element, nor computed per element)

@@ -43,6 +43,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
 from ..passes.registry import Option, Pass, register_pass
+from ..ir_utils import fill_value
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from .bodies import buffer_root, clone_ops, expr_dims, iterator_attr
 from .delinearize_loops import collapse, subview_type
@@ -474,19 +475,11 @@ def _copied_from(writer, interior_type, op):
 
 
 def _fill_of(kernel, out) -> tuple[ir.Operation, ir.Value] | None:
-    """(kernel, its value) where `kernel` fills exactly `out` with a value defined outside it
-    (`linalg.fill`, or a generic or `linalg.map` without inputs yielding such a value); else None."""
-    if kernel is None:
+    """(kernel, its value) where `kernel` fills exactly `out` (`ir_utils.fill_value`); else None."""
+    if kernel is None or kernel.operands[len(kernel.operands) - 1] != out:
         return None
-    if kernel.name == "linalg.fill":
-        return (kernel, kernel.operands[0]) if kernel.operands[1] == out else None
-    if kernel.name not in ("linalg.generic", "linalg.map") or len(kernel.operands) != 1 or kernel.operands[0] != out:
-        return None  # (a kernel without inputs: its only operand is its output)
-    body = list(kernel.regions[0].blocks[0].operations)
-    value = body[0].operands[0] if len(body) == 1 and len(body[0].operands) == 1 else None
-    if value is None or isinstance(value, ir.BlockArgument) or value.owner.operation.parent.operation == kernel:
-        return None  # yields the output itself, or a value computed in the body
-    return kernel, value
+    value = fill_value(kernel)
+    return None if value is None else (kernel, value)
 
 
 def _filled_before(op, out) -> tuple[ir.Operation, ir.Value] | None:

@@ -26,7 +26,7 @@ from functools import cmp_to_key
 
 from torch_mlir import ir
 
-from ..ir_utils import all_parallel, walk_ops
+from ..ir_utils import all_parallel, fill_value, walk_ops
 from ..passes.memref_dealloc_at_last_use import VIEW_OPS, users_in_block
 from ..passes.memref_elide_temporary_copies import accesses, region, root_of
 from ..passes.registry import Pass, register_pass
@@ -37,17 +37,7 @@ def _constant_fill_of(op) -> bool:
     parallel and a payload that only yields a value defined outside it."""
     if op.name == "linalg.fill":
         return True
-    if op.name != "linalg.generic" or len(op.operands) != 1 or len(op.results):
-        return False
-    body = op.regions[0].blocks[0]
-    ops = list(body.operations)
-    if len(ops) != 1 or ops[0].operation.name != "linalg.yield" or len(ops[0].operands) != 1:
-        return False
-    value = ops[0].operands[0]
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return False  # yields the block argument (a no-op) or something computed per element
-    return all_parallel(op)
+    return op.name == "linalg.generic" and not len(op.results) and fill_value(op) is not None and all_parallel(op)
 
 
 def rematerialize_fill_copies(root) -> int:

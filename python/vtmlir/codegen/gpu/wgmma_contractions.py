@@ -43,6 +43,7 @@ from math import prod
 from torch_mlir import ir
 from torch_mlir.dialects import affine, arith, gpu, memref
 
+from ...ir_utils import fill_value
 from ...passes.registry import Option, Pass, register_pass
 from ...passes.memref_dealloc_at_last_use import VIEW_OPS
 from ..bodies import buffer_root, clone_ops
@@ -337,12 +338,8 @@ def _index(value: int) -> ir.Value:
 
 def _is_zero_fill(op, buffers) -> bool:
     """A fill of one of `buffers` with +0.0 (`linalg.fill`, or a generic with no input yielding it)."""
-    if op.name == "linalg.fill":
-        return op.operands[-1] in buffers and is_positive_zero(op.operands[0])
-    if op.name == "linalg.generic" and len(op.operands) == 1 and op.operands[0] in buffers:
-        body = [o.operation for o in op.regions[0].blocks[0].operations]
-        return len(body) == 1 and is_positive_zero(body[0].operands[0])
-    return False
+    value = fill_value(op) if op.name != "linalg.map" else None
+    return value is not None and op.operands[-1] in buffers and is_positive_zero(value)
 
 
 def _zero_fill_before(op, buffers) -> ir.Operation | None:
