@@ -50,7 +50,9 @@ from .resolve import (
     Resolution,
     any_decision,
     applicable_variants,
+    captured_results,
     conversion_bytes,
+    keeps_captured_row_major,
 )
 
 # -- the abstract problem ---------------------------------------------------------------------------
@@ -353,6 +355,7 @@ def build_model(res: Resolution, target: Target, *, share: bool = True, kernel_c
 
     decisions: list[list[Decision]] = []
     for i, (op, d) in enumerate(entries):
+        captured = captured_results(op)
         if flexible[i]:
             cands = [any_decision(res.conventions[i], sites[i], l) for l in layouts[i]]
             cands = [c for c in cands if c is not None]
@@ -366,6 +369,8 @@ def build_model(res: Resolution, target: Target, *, share: bool = True, kernel_c
             decisions.append(cands)
         else:
             decisions.append([d])
+        # results read inside another op's region stay row-major (resolved so: `d` is kept)
+        decisions[-1] = [c for c in decisions[-1] if keeps_captured_row_major(c, captured)]
     if kernel_cost is None:
         nodes = [[_decision_candidate(c) for c in cands] for cands in decisions]
     else:

@@ -259,8 +259,29 @@ class Resolution:
         return n
 
 
+def captured_results(op) -> set[int]:
+    """Indices of `op`'s results read by an op layout resolution does not decide: one inside another
+    op's region (a gather: `tensor.extract` in the body of an interpolation's `linalg.generic`) or
+    one without tensor results (a scalar `tensor.extract`). Such a read indexes the value logically
+    and gets no conversion, so those results stay row-major."""
+    out = set()
+    for k, r in enumerate(op.results):
+        for use in r.uses:
+            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            parent = owner.parent
+            if (parent is not None and parent.name != "func.func") or not is_layout_node(owner):
+                out.add(k)
+                break
+    return out
+
+
+def keeps_captured_row_major(decision: Decision, captured: set[int]) -> bool:
+    return all(decision.results[k] is None or decision.results[k].is_identity for k in captured)
+
+
 def resolve_function(func, target: Target) -> Resolution:
-    """VTensor's layout resolving algorithm (Fig. 8) over one `func.func`."""
+    """VTensor's layout resolving algorithm (Fig. 8) over one `func.func`. A result read inside
+    another op's region stays row-major (`captured_results`)."""
     res = Resolution(func, constants=constant_values(func))
     for op in top_level_ops(func):
         if not is_layout_node(op):
@@ -272,7 +293,10 @@ def resolve_function(func, target: Target) -> Resolution:
             res.add(op, identity_decision(site, "return"), None)
             continue
         conv = target.convention_for(site)
-        res.add(op, choose(conv, site, res), conv)
+        decision = choose(conv, site, res)
+        if not keeps_captured_row_major(decision, captured_results(op)):
+            decision = identity_decision(site)
+        res.add(op, decision, conv)
     return res
 
 
