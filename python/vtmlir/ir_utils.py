@@ -155,15 +155,25 @@ def apply_transform_script(payload, build) -> None:
 
 
 def fill_value(op) -> ir.Value | None:
-    """The value a bufferized fill writes to its one buffer: a `linalg.fill`'s scalar, or that of a
-    `linalg.generic` or `linalg.map` without inputs (its only operand the output) whose payload
-    yields a value defined outside it; else None."""
+    """The value a fill writes everywhere into its one destination (tensor or buffer), else None:
+    a `linalg.fill`'s scalar; or, for a `linalg.generic` or `linalg.map` whose only shaped operand
+    is that destination and whose payload only yields one value, that value when it is defined
+    outside the payload (an `arith.constant` above) or the scalar input it reads (a generalised
+    `linalg.fill`). Whether the loops are all parallel is the caller's question."""
     if op.name == "linalg.fill":
         return op.operands[0]
-    if op.name not in ("linalg.generic", "linalg.map") or len(op.operands) != 1:
+    if op.name not in ("linalg.generic", "linalg.map") or len(op.results) > 1:
         return None
-    body = list(op.regions[0].blocks[0].operations)
+    operands = list(op.operands)
+    if not operands or any(isinstance(v.type, ir.ShapedType) for v in operands[:-1]):
+        return None
+    block = op.regions[0].blocks[0]
+    body = list(block.operations)
     if len(body) != 1 or body[0].operation.name != "linalg.yield" or len(body[0].operands) != 1:
         return None
     value = body[0].operands[0]
-    return None if isinstance(value.owner, ir.Block) else value  # (not the element, nor computed per element)
+    if not isinstance(value.owner, ir.Block):
+        return value  # defined above the payload
+    if value.owner == block and value.arg_number < len(operands) - 1:
+        return operands[value.arg_number]  # the scalar input
+    return None  # the destination's element, or a value of an enclosing block

@@ -33,8 +33,8 @@ from ..passes.registry import Pass, register_pass
 
 
 def _constant_fill_of(op) -> bool:
-    """A bufferized fill: `linalg.fill` or a `linalg.generic` with one output, no inputs, all loops
-    parallel and a payload that only yields a value defined outside it."""
+    """A bufferized fill: `linalg.fill`, or a generalised one (`ir_utils.fill_value`) with all loops
+    parallel."""
     if op.name == "linalg.fill":
         return True
     return op.name == "linalg.generic" and not len(op.results) and fill_value(op) is not None and all_parallel(op)

@@ -21,33 +21,17 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..ir_utils import all_parallel, destination_indices, nested_operands, walk_ops
+from ..ir_utils import all_parallel, destination_indices, fill_value, nested_operands, walk_ops
 from .registry import Pass, register_pass
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
 def _is_constant_fill(op) -> bool:
-    """`linalg.fill`, or a generalised fill: a `linalg.generic` with one tensor result, all loops
-    parallel, whose payload only yields a scalar input or a value defined outside the region."""
+    """`linalg.fill`, or a generalised fill with one tensor result and all loops parallel."""
     if op.name == "linalg.fill":
         return True
-    if op.name != "linalg.generic" or len(op.results) != 1:
-        return False
-    if not all_parallel(op):
-        return False
-    body = op.regions[0].blocks[0]
-    ops = list(body.operations)
-    if len(ops) != 1 or ops[0].operation.name != "linalg.yield":
-        return False
-    value = ops[0].operands[0]
-    if not isinstance(value.owner, ir.Block):
-        return True  # defined outside the payload (an arith.constant above the generic)
-    if value.owner != body:
-        return False
-    # the block argument of a scalar input (a generalised `linalg.fill`): the fill value
-    index = value.arg_number
-    return index < len(op.operands) - 1 and not isinstance(op.operands[index].type.maybe_downcast(), ir.ShapedType)
+    return op.name == "linalg.generic" and len(op.results) == 1 and fill_value(op) is not None and all_parallel(op)
 
 
 def _fill_chain(value):

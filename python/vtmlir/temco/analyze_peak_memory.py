@@ -46,7 +46,7 @@ from ..passes import run_pipeline
 from ..passes.registry import Option, Pass, register_pass, report_option
 from ..errors import format_location
 from ..ir_types import shaped_bytes
-from ..ir_utils import all_parallel, destination_indices, nested_operands, nested_ops, walk_ops
+from ..ir_utils import all_parallel, destination_indices, fill_value, nested_operands, nested_ops, walk_ops
 from .plot import plot_memory
 
 WEIGHT = "weight"
@@ -385,7 +385,7 @@ def _tile_bytes(loop) -> int:
         if op.name in _NO_STEP or op.name in _VIEW_OPS or op.name.startswith("tensor.parallel"):
             return False
         # A fill is an init: the op accumulating into it writes into the same tile buffer.
-        return not (op.name == "linalg.fill" or _is_generic_fill(op))
+        return fill_value(op) is None
 
     return sum(shaped_bytes(r.type) or 0
                for op in nested_ops(loop, descend=counted) if counted(op)
@@ -398,7 +398,7 @@ def _is_init_only_fill(op) -> bool:
     Such a fill is an initial value, not a tensor of its own: each consumer starts from it in its own
     output buffer (the importer shares one zero fill between all convs of a shape; a buffer for it
     would look like a tensor kept alive across the whole model)."""
-    if op.name != "linalg.fill" and not _is_generic_fill(op):
+    if fill_value(op) is None or len(op.results) != 1:
         return False
     init = op.operands[len(op.operands) - 1]
     if isinstance(init.owner, ir.Block) or init.owner.name != "tensor.empty":
@@ -441,16 +441,6 @@ def _dead_elementwise_input(op, index, lookup, buffers, later_use, at):
         if not later_use(ids[0], at):
             return x
     return None
-
-
-def _is_generic_fill(op) -> bool:
-    """A generalized `linalg.fill` (what `linalg-generalize-named-ops` makes of it, as compiled): a
-    `linalg.generic` with only an init whose payload yields a value defined outside it."""
-    if op.name != "linalg.generic" or len(op.operands) != 1 or len(op.results) != 1:
-        return False
-    body = list(op.regions[0].blocks[0].operations)
-    return (len(body) == 1 and body[0].operation.name == "linalg.yield" and len(body[0].operands) == 1
-            and not isinstance(body[0].operands[0].owner, ir.Block))
 
 
 def _destinations(op) -> list:

@@ -26,9 +26,10 @@ from torch_mlir.dialects import tensor
 from ..dialects.affine_eval import compose_maps
 from ..dialects.vt_mapping import MappingFunction
 from ..errors import VtmlirError
+from ..ir_utils import fill_value
 from . import catalogue as cat
 from .reindex import gather, shape_of
-from .stores import fill_value, producer_error, reindexed_producer
+from .stores import producer_error, reindexed_producer
 
 _RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 

@@ -41,7 +41,7 @@ from ..dialects import vt as vt_dialect
 from ..dialects.affine_eval import bounds, compose_maps
 from ..dialects.vt_mapping import MappingCompositionError, MappingFunction, Piece
 from ..errors import VtmlirError, format_location
-from ..ir_utils import iterator_type, walk_ops
+from ..ir_utils import fill_value, iterator_type, walk_ops
 from ..passes.registry import PassFailure
 from . import catalogue as cat
 from .catalogue import generic_parts
@@ -162,24 +162,6 @@ def _init_is_fill_or_empty(init) -> bool:
     if isinstance(owner, ir.Block):
         return False
     return as_operation(owner).name == "tensor.empty" or fill_value(as_operation(owner)) is not None
-
-
-def fill_value(op):
-    """The scalar a `linalg.fill` (or its generalized form) writes everywhere, else None."""
-    if op.name == "linalg.fill":
-        return op.operands[0]
-    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
-        return None
-    scalar = op.operands[0]
-    if isinstance(scalar.type.maybe_downcast() if hasattr(scalar.type, "maybe_downcast") else scalar.type,
-                  ir.ShapedType):
-        return None
-    body = list(op.regions[0].blocks[0].operations)
-    block = op.regions[0].blocks[0]
-    if len(body) == 1 and body[0].operation.name == "linalg.yield" and \
-            body[0].operation.operands[0] == block.arguments[0]:
-        return scalar
-    return None
 
 
 def trace_to_producer(cur, nxt, m: MappingFunction, *, readers_may_share: bool = False):
