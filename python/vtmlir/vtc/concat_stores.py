@@ -78,6 +78,15 @@ class ConcatPlan:
     kept: list[str] = field(default_factory=list)   # why an input is copied
     update: ir.Operation | None = None   # a slice update / pad the concat fans out into
 
+    def replace_value(self, old: ir.Value, new: ir.Value) -> None:
+        """A slice update this plan reads (`old`) became a store (`new`, stores.apply_store): the
+        plan reads `new`. Such a part is copied (its producer is the update, not a computing op)."""
+        self.inputs = [new if v == old else v for v in self.inputs]
+        for part in self.parts:
+            part.inputs = [(new if v == old else v, m) for v, m in part.inputs]
+            if part.value == old:
+                part.value, part.direct = new, False
+
     def report_lines(self) -> list[str]:
         """The decision, as printed by vt-eliminate-data-movement (call before apply_concat)."""
         direct = sum(p.direct for p in self.parts)

@@ -72,8 +72,12 @@ def eliminate(module, cost_model=None, rewrite: bool = True, memory_aware: bool 
                 skipped += concat_skipped
                 stored = [(p.text, p.mapping) for p in plans]
                 concat_text = [c.report_lines() for c in concats]
+                def follow(old, new):   # a concat planned to read a slice update now a store
+                    for concat in concats:
+                        concat.replace_value(old, new)
+
                 for plan in plans:
-                    apply_store(plan)
+                    apply_store(plan, on_replace=follow)
                 for plan in concats:
                     apply_concat(plan)
         unit = cost_model.unit if cost_model else TARGETS["cpu"]

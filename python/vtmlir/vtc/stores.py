@@ -277,8 +277,10 @@ def subtract(box, cut) -> list:
     return out
 
 
-def apply_store(plan: StorePlan) -> ir.Value:
-    """Replace the plan's insert_slice by `vt.store_into` of the producer's result; returns it."""
+def apply_store(plan: StorePlan, on_replace=None) -> ir.Value:
+    """Replace the plan's insert_slice by `vt.store_into` of the producer's result; returns it.
+    `on_replace(old, new)` is called with the insert_slice's result and its replacement before the
+    insert_slice is erased (plans made before this one that read it must follow)."""
     x, insert = plan.value, plan.insert
     shape = shape_of(x)
     rest = [[(0, e) for e in shape]]
@@ -308,6 +310,8 @@ def apply_store(plan: StorePlan) -> ir.Value:
     store_op = as_operation(updated[0].owner)
     source = insert.operands[0]
     insert.results[0].replace_all_uses_with(updated[0])
+    if on_replace is not None:
+        on_replace(insert.results[0], updated[0])
     if len(updated) > 1:
         x.replace_all_uses_except(updated[1], store_op)
     insert.erase()
