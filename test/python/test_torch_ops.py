@@ -221,9 +221,10 @@ def test_llama_layer_with_a_position_tensor_compiles():
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["cumsum", "sort", "topk", "scatter", "attention"])
+@pytest.mark.parametrize("case", ["cumsum", "sort", "topk", "scatter", "attention", "two_topk"])
 def test_tm_tensor_kernels_assemble_for_cuda(case):
-    """Every TMTensor op becomes GPU kernels (one thread per independent row) that ptxas accepts."""
+    """Every TMTensor op becomes GPU kernels (one thread per independent row) that ptxas accepts;
+    two_topk (Mixtral's two routers) has two of them, whose loops are lowered one at a time."""
     if case == "attention":
         compiled = vtmlir.compile(ATTENTION.replace("DT", "f32").replace("MT", "i1"), target="cuda")
     else:
@@ -231,6 +232,7 @@ def test_tm_tensor_kernels_assemble_for_cuda(case):
             "cumsum": (lambda x: torch.cumsum(x, 1), (_r(3, 5),)),
             "sort": (lambda x: torch.sort(x, 0), (_r(9, 2),)),
             "topk": (lambda x: torch.kthvalue(x, 2, 1), (_r(3, 6),)),
+            "two_topk": (lambda x: (torch.topk(x, 2, 1), torch.topk(x * 2, 3, 0)), (_r(5, 6),)),
             "scatter": (lambda x, i, v: x.index_put((i,), v, accumulate=True), (_r(6, 3), torch.tensor([0, 2, 2]), _r(3, 3))),
         }[case]
         compiled = vtmlir.compile(Fn(fn), *inputs, target="cuda")

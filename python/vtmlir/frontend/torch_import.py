@@ -35,7 +35,7 @@ from ..ir_utils import copy_module, walk_ops
 from ..passes import run_pipeline
 from .decompositions import add_corrections
 from .torch_calls import TorchCallSpec
-from .transformers_export import is_transformers_model, register_cache_pytrees
+from .transformers_export import exportable_experts, is_transformers_model, register_cache_pytrees
 
 OUTPUT_TYPES = ("torch", "linalg-on-tensors")
 
@@ -99,10 +99,13 @@ def export_torch(module, *example_args, kwargs: dict | None = None, dynamic_shap
         raise VtmlirError(f"error: import_torch expects a torch.nn.Module, got {type(module).__name__}")
     args = tuple(_as_torch(a) for a in example_args)
     kwargs = {k: _as_torch(v) for k, v in (kwargs or {}).items()}
+    experts = contextlib.nullcontext()
     if is_transformers_model(module):
         register_cache_pytrees(module)
+        experts = exportable_experts(module)
     _check_input_leaves(args, kwargs)
-    program = _export(module, args, kwargs, dynamic_shapes)
+    with experts:
+        program = _export(module, args, kwargs, dynamic_shapes)
     _refuse_byte_contractions(program)
     call = _prepare_for_import(program)
     return ExportedTorch(program, call, dynamic_shapes)

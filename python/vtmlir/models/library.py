@@ -191,6 +191,15 @@ def _hf_vit(batch):
     return transformers.ViTModel(config), (torch.randn(batch, 3, 32, 32),), {}
 
 
+def _hf_mobilevit(batch):
+    transformers = import_transformers()
+    # image 32: the last stage runs at 1x1, which MobileViT's unfolding resizes to its 2x2 patch by
+    # bilinear interpolation (a gather of a convolution's output) and back
+    config = transformers.MobileViTConfig(image_size=32, hidden_sizes=[16, 24, 32],
+                                          neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32])
+    return transformers.MobileViTModel(config), (torch.randn(batch, 3, 32, 32),), {}
+
+
 # torchvision: the classification networks. ------------------------------------------------------
 
 def _torchvision(constructor: str, size: int = 64, **options):
@@ -227,6 +236,9 @@ LIBRARY_MODELS: "OrderedDict[str, LibraryModel]" = OrderedDict(
                      _causal_lm("Qwen2Config")),
         LibraryModel("phi3", "transformers Phi3ForCausalLM (Llama sizes, fused qkv and gate_up)", "transformers",
                      _causal_lm("Phi3Config")),
+        LibraryModel("mixtral", "transformers MixtralForCausalLM (Llama sizes, 4 experts, top 2; exported with "
+                     "transformers' batched_mm experts)", "transformers",
+                     _causal_lm("MixtralConfig", num_local_experts=4, num_experts_per_tok=2)),
         LibraryModel("gemma2", "transformers Gemma2ForCausalLM (Llama sizes, head_dim 16, soft-capping, "
                      "local/global layers)", "transformers", _causal_lm("Gemma2Config", head_dim=16)),
         LibraryModel("gpt2", "transformers GPT2LMHeadModel: 3 layers, n_embd 64, packed c_attn; input_ids [B, 8] "
@@ -240,6 +252,8 @@ LIBRARY_MODELS: "OrderedDict[str, LibraryModel]" = OrderedDict(
                      "decoder_input_ids [B, 5]", "transformers", _t5),
         LibraryModel("hf_vit", "transformers ViTModel: 2 layers, hidden 64, image 32, patch 8", "transformers",
                      _hf_vit),
+        LibraryModel("mobilevit", "transformers MobileViTModel: hidden sizes 16/24/32, image 32 (the last stage "
+                     "interpolates 1x1 to its 2x2 patch)", "transformers", _hf_mobilevit),
         LibraryModel("vit", "torchvision VisionTransformer: 3 layers, dim 64, image 32, patch 8 (nn.MultiheadAttention)",
                      "torchvision", _tv_vit),
         LibraryModel("swin_small", "torchvision SwinTransformer: embed 16, depths [2, 2], window 4, image 32",

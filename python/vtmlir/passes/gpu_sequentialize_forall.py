@@ -39,13 +39,18 @@ def _sequentialize(root: ir.Value) -> None:
     MAX_LOCAL_BYTES to allocas, strided metadata expanded; then each forall to an scf.parallel."""
     any_op = transform.AnyOpType.get()
     loops = structured.MatchOp.match_op_names(root, ["scf.forall"]).result
-    inner = structured.MatchOp(any_op, loops, interface=structured.MatchInterfaceEnum.LinalgOp).result
-    structured.ConvertToLoopsOp(any_op, inner)
-    patterns = transform.ApplyPatternsOp(loops)
-    with ir.InsertionPoint(patterns.patterns):
-        transform_memref.ApplyAllocToAllocaOp(size_limit=MAX_LOCAL_BYTES)
-        transform_memref.ApplyExpandStridedMetadataPatternsOp()
-    transform_loop.ForallToParallelOp([any_op], loops)
+    # one forall at a time: forall_to_parallel takes a handle of exactly one op
+    each = transform.ForeachOp([], [loops])
+    with ir.InsertionPoint(each.body):
+        loop = each.bodyTargets[0]
+        inner = structured.MatchOp(any_op, loop, interface=structured.MatchInterfaceEnum.LinalgOp).result
+        structured.ConvertToLoopsOp(any_op, inner)
+        patterns = transform.ApplyPatternsOp(loop)
+        with ir.InsertionPoint(patterns.patterns):
+            transform_memref.ApplyAllocToAllocaOp(size_limit=MAX_LOCAL_BYTES)
+            transform_memref.ApplyExpandStridedMetadataPatternsOp()
+        transform_loop.ForallToParallelOp([any_op], loop)
+        transform.YieldOp([])
 
 
 def sequentialize_forall_bodies(module) -> int:
