@@ -320,3 +320,21 @@ func.func @unit_taps_window(%x: memref<2x12x16x4x4xf32>, %w: memref<12x16x16x1x1
   }
   return
 }
+
+// Row 0 of a [3, 12] array read through a view at `(d1 floordiv 12, d1 mod 12)` (`x[-3].expand(1,
+// 12)`): the two dimensions merge into one, cut to the loop's 12 (linalg's verifier demands a plain
+// loop's extent; over the whole collapsed 36 the kernel did not verify).
+// CHECK-LABEL: func.func @merged_row
+// CHECK:         %[[FLAT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<3x12xi64> into memref<36xi64>
+// CHECK-NEXT:    %[[ROW:.*]] = memref.subview %[[FLAT]][0] [12] [1] : memref<36xi64> to memref<12xi64, strided<[1]>>
+// CHECK-NEXT:    linalg.generic
+// CHECK-SAME:        ins(%[[ROW]] : memref<12xi64, strided<[1]>>)
+func.func @merged_row(%x: memref<3x12xi64>, %y: memref<1x12xi64>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1 floordiv 12, d1 mod 12)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<3x12xi64>) outs(%y : memref<1x12xi64>) {
+  ^bb0(%a: i64, %b: i64):
+    linalg.yield %a : i64
+  }
+  return
+}

@@ -248,3 +248,24 @@ func.func @view_of_temporary_into_strided_kept(%x: memref<1x4xf32>) -> memref<4x
   memref.copy %tmp, %dst : memref<2x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 8>>
   return %buf : memref<4x4xf32>
 }
+
+// -----
+
+// A temporary of one element copied into a [1, 1] slice of a [1, 2] out-parameter: the collapse
+// back of a group of unit dimensions takes the stride of its first one, as MLIR infers it (the last
+// one's, 1, did not verify).
+// CHECK-LABEL: func.func @unit_group_into_strided_slice
+// CHECK:         %[[S:.*]] = memref.subview %{{.*}}[0, 0] [1, 1] [1, 1] : memref<1x2xf32> to memref<1x1xf32, strided<[2, 1]>>
+// CHECK-NEXT:    memref.collapse_shape %[[S]] {{\[\[}}0, 1]] : memref<1x1xf32, strided<[2, 1]>> into memref<1xf32, strided<[2]>>
+// CHECK-NOT:     memref.alloc
+// CHECK:         return
+func.func @unit_group_into_strided_slice(%out: memref<1x2xf32>) {
+  %cst = arith.constant 0.0 : f32
+  %tmp = memref.alloc() : memref<1xf32>
+  linalg.fill ins(%cst : f32) outs(%tmp : memref<1xf32>)
+  %r = memref.expand_shape %tmp [[0, 1]] output_shape [1, 1] : memref<1xf32> into memref<1x1xf32>
+  %s = memref.subview %out[0, 0] [1, 1] [1, 1] : memref<1x2xf32> to memref<1x1xf32, strided<[2, 1]>>
+  memref.copy %r, %s : memref<1x1xf32> to memref<1x1xf32, strided<[2, 1]>>
+  memref.dealloc %tmp : memref<1xf32>
+  return
+}

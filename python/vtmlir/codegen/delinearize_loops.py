@@ -141,13 +141,16 @@ def _quotient(expr, c: int):
     return None
 
 
-def _merge_divided_dims(op, maps) -> bool:
+def _merge_divided_dims(op, maps, ranges) -> bool:
     """Read `(E floordiv c + a, E mod c)` of two dimensions that are one contiguous dimension cut in
     rows of c (a `[58, 2]` view of 116 channels, read at ShuffleNet's shuffled channel
     `(k floordiv 2 + 29, k mod 2)`) as `E + a c` of that dimension (`collapse_shape`: the same
     element at the same address). Splitting `k` into (29, 2) loops instead made the 1x1
     convolution's sum two loops, 2x slower on the CPU than reading a copy (`vtc_shufflenet_unit`).
-    Returns whether an operand changed."""
+    Where the merged index is a plain loop over less than the merged dimension (row 0 of a [3, 12]
+    array read at `(d floordiv 12, d mod 12)`, `d` < 12), the dimension is cut to the loop's extent
+    (linalg's verifier demands a plain loop's extent); `ranges` are the loops' extents before the
+    merge (None: unknown, no merge). Returns whether an operand changed."""
     changed, new_maps = False, list(maps)
     with op.context, op.location, ir.InsertionPoint(op):
         for i, (value, amap) in enumerate(zip(list(op.operands), maps)):
@@ -167,6 +170,8 @@ def _merge_divided_dims(op, maps) -> bool:
                                               or any(t.is_dynamic_stride_or_offset(s) for s in strides[j:j + 2])
                                               or strides[j] != c * strides[j + 1]):
                         found = None
+                if found is not None and ranges is None:
+                    found = None
                 if found is None:
                     j += 1
                     continue
@@ -174,6 +179,13 @@ def _merge_divided_dims(op, maps) -> bool:
                 groups = [[d] for d in range(j)] + [[j, j + 1]] + [[d] for d in range(j + 2, len(results))]
                 value = collapse(value, groups)
                 t = ir.MemRefType(value.type)
+                if not add and isinstance(expr, ir.AffineDimExpr) and ranges[expr.position] != t.shape[j]:
+                    sizes = list(t.shape)
+                    sizes[j] = ranges[expr.position]
+                    zeros = [0] * t.rank
+                    value = memref.subview(value, zeros, sizes, [1] * t.rank,
+                                           result_type=subview_type(t, zeros, sizes, []))
+                    t = ir.MemRefType(value.type)
                 strides, _ = t.get_strides_and_offset()
                 results[j:j + 2] = [expr + ir.AffineConstantExpr.get(add * c)] if add else [expr]
                 changed = True
@@ -504,7 +516,8 @@ def delinearize(op) -> bool:
     maps = indexing_maps_of(op)
     if maps is None or any(m.n_symbols for m in maps):
         return False
-    if _merge_divided_dims(op, maps):
+    static = all(isinstance(v.type, ir.MemRefType) and ir.MemRefType(v.type).has_static_shape for v in op.operands)
+    if _merge_divided_dims(op, maps, loop_ranges_of(op, maps) if static else None):
         delinearize(op)  # the merged dimension may need a view of its own (`k + 58`: a subview)
         return True
     merged = False

@@ -244,7 +244,8 @@ def _reshaped_type(source: ir.MemRefType, shape, reassociation, collapse: bool) 
     `computeCollapsedType`), which the reshape's verifier demands exactly: a layout whose map is the
     identity -- the default one, and also `strided<[1]>`, the head of a 1-d buffer, e.g. the first
     part of a concatenation's out-parameter -- gives the default layout; any other strided layout
-    (a 0-d one included) gets, per collapsed group, the stride of its innermost non-unit dim, and
+    (a 0-d one included) gets, per collapsed group, the stride of its innermost non-unit dim (of its
+    first dim when all are unit: [1, 1] of strides [2, 1] collapses to stride 2), and
     per expanded group the strides of a row-major split of the source dim's stride (all 1 from 0-d)."""
     elt = source.element_type
     if source.affine_map == ir.AffineMap.get_identity(source.rank):
@@ -254,7 +255,7 @@ def _reshaped_type(source: ir.MemRefType, shape, reassociation, collapse: bool) 
     new = [1] * len(shape)
     for i, group in enumerate(groups):
         if collapse:
-            inner = [d for d in group if source.shape[d] != 1] or group
+            inner = [d for d in group if source.shape[d] != 1] or group[:1]  # all unit: the first
             new[i] = strides[inner[-1]]
         else:
             step = strides[i]
