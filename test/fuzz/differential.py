@@ -11,6 +11,8 @@ outcome is:
   both under `EXACT_SCHEDULES`);
 - `wrong`: a different answer, or an input the compiled function wrote;
 - `error`: a clean `VtmlirError` (the program is valid PyTorch, so each is a refusal to explain);
+  one that quotes an op verifier (`'memref.collapse_shape' op expected ...`: vtmlir built invalid
+  IR) is a bug like an exception;
 - `exception`: any other exception (a bug).
 The whole program runs in a forked child (`vtmlir.crash_guard`), so a crash or hang is an outcome too.
 """
@@ -43,6 +45,7 @@ PIPELINES = {
         "O0": {"opt_level": 0},
         "layout-resolve": {"pipeline": "layout-resolve, layout-materialize"},
         "layout-ilp": {"pipeline": "layout-select-ilp, layout-hoist, layout-materialize"},
+        "layout-ilp-time": {"pipeline": "layout-select-ilp{cost=time}, layout-materialize"},  # opt level 2's
         "layout-views": {"pipeline": "layout-resolve, layout-materialize{views=always}"},
         "vtc": {"pipeline": "vt-eliminate-data-movement"},
         "temco-fuse": {"pipeline": "temco-fuse-activation"},
@@ -61,7 +64,7 @@ PIPELINES = {
 # Pipelines that must give the bits `default` gives (they change data movement or LLVM codegen only).
 # The opt levels are compared with eager within the tolerance: a level adds or removes graph-level
 # systems, so the kernels (and a reduction's schedule) may differ.
-BITWISE = {"llvm-O0", "llvm-O3", "vtc", "layout", "layout-resolve", "layout-ilp", "layout-views"}
+BITWISE = {"llvm-O0", "llvm-O3", "vtc", "layout", "layout-resolve", "layout-ilp", "layout-ilp-time", "layout-views"}
 # What a bitwise pipeline is compared with. The LLVM levels: `default`, same kernels and schedules.
 # A `pipeline=` run replaces the opt-level steps, so it is the unoptimised graph plus its own passes:
 # it is compiled, and compared with opt level 0 compiled, under `EXACT_SCHEDULES` -- a view or a
@@ -272,9 +275,14 @@ def failures_of(reply: dict) -> list[tuple[str, str]]:
     if str(reply.get("import", "")).startswith("exception"):
         out.append(("import", reply["import"]))
     for name, outcome in reply.get("pipelines", {}).items():
-        if outcome.startswith(("wrong", "exception")):
+        if outcome.startswith(("wrong", "exception")) or (outcome.startswith("error") and _VERIFIER.search(outcome)):
             out.append((name, outcome))
     return out
+
+
+# An op verifier's diagnostic ("'linalg.generic' op inferred input/output operand ..."): vtmlir made
+# IR that does not verify, never a refusal of an unsupported program.
+_VERIFIER = re.compile(r"'[a-z_]+(\.[a-z_]+)+' op ")
 
 
 CASES_SHOWN = 20   # case indices listed per refusal signature in the summary

@@ -14,7 +14,8 @@ Families:
   with any shift, index_select, gather, pad with negative and positive widths, unfold, in-place slice
   updates of a clone) mixed with elementwise ops, reductions, matmul and casts; f32, f16, i64;
 - `layout`: NCHW convolution blocks (conv, batch norm, ReLU, pooling, residual adds, channel concat,
-  NHWC permutes), what the layout passes rewrite;
+  NHWC permutes, interpolation and index_select: kernels that read a convolution's output by index
+  in their body), what the layout passes rewrite;
 - `lowbit`: linear layers for `vtmlir.quantize`;
 - `dynamic`: elementwise/reduction/linear programs over a dynamic batch dimension, for DVM.
 """
@@ -132,6 +133,8 @@ def _apply(op: str, p: dict, args: list, params: dict):
         return F.max_pool2d(a, p["kernel"], p["stride"], p.get("padding", 0))
     if op == "avgpool":
         return F.avg_pool2d(a, p["kernel"], p["stride"])
+    if op == "interpolate":
+        return F.interpolate(a, size=p["size"], mode=p["mode"], align_corners=False if p["mode"] == "bilinear" else None)
     if op == "linear":
         return params["linear" + str(p["layer"])](a)
     raise ValueError(f"unknown op {op}")
@@ -479,7 +482,8 @@ def _generate_layout(b: _Builder) -> None:
         if t.dim() != 4:
             continue
         ch = t.shape[1]
-        op = rng.choice(["conv", "conv", "batchnorm", "relu", "maxpool", "avgpool", "add", "cat", "nhwc"])
+        op = rng.choice(["conv", "conv", "batchnorm", "relu", "maxpool", "avgpool", "add", "cat", "nhwc",
+                         "interpolate", "index_select"])
         params = b.program["params"]
         n = len(params)
         if op == "conv":
@@ -514,6 +518,13 @@ def _generate_layout(b: _Builder) -> None:
         elif op == "cat":
             same = [i for i, v in enumerate(b.values) if v.dim() == 4 and v.shape[2:] == t.shape[2:]]
             b.try_stmt("cat", [k, rng.choice(same)], {"dim": 1})
+        elif op == "interpolate":  # a gather: reads its input by index inside its kernel's body
+            size = [rng.choice([max(1, d // 2), d + 1, 2 * d]) for d in t.shape[2:]]
+            b.try_stmt("interpolate", [k], {"size": size, "mode": rng.choice(["nearest", "bilinear"])})
+        elif op == "index_select":  # rows or columns picked by a constant index tensor
+            dim = rng.choice([2, 3])
+            index = [rng.randrange(t.shape[dim]) for _ in range(rng.randint(1, t.shape[dim] + 1))]
+            b.try_stmt("index_select", [k], {"dim": dim, "index": index})
         elif op == "nhwc":  # to NHWC and back, with an elementwise op in between
             if b.try_stmt("permute", [k], {"dims": [0, 2, 3, 1]}):
                 b.try_stmt("relu", [len(b.values) - 1], {})
