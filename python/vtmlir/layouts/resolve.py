@@ -276,12 +276,13 @@ def captured_results(op) -> set[int]:
 
 
 def keeps_captured_row_major(decision: Decision, captured: set[int]) -> bool:
+    """Whether `decision` leaves the results `captured` (`captured_results`) row-major."""
     return all(decision.results[k] is None or decision.results[k].is_identity for k in captured)
 
 
 def resolve_function(func, target: Target) -> Resolution:
     """VTensor's layout resolving algorithm (Fig. 8) over one `func.func`. A result read inside
-    another op's region stays row-major (`captured_results`)."""
+    another op's region or by an op without tensor results stays row-major (`captured_results`)."""
     res = Resolution(func, constants=constant_values(func))
     for op in top_level_ops(func):
         if not is_layout_node(op):
