@@ -65,16 +65,19 @@ def test_differential_smoke():
 
 def test_differential_summary_names_the_cases():
     """The summary lists the case index of every refusal (per signature) and every failure, so a
-    long run's finding is replayed with `--case I` without searching for it again."""
+    long run's finding is replayed with `--case I` without searching for it again. An op verifier's
+    error (vtmlir built invalid IR) is a failure, not a refusal."""
     stats = differential.Stats()
-    refused = "error: VtmlirError: error: 'memref.expand_shape' op expected expanded type"
-    for case, outcome in [(4, "match"), (688, refused), (9, refused), (12, "wrong: result 0 differs")]:
+    refused = "error: VtmlirError: error: cannot compile 'tm_tensor.scan': no lowering for this target"
+    invalid = "error: VtmlirError: error: 'memref.expand_shape' op expected expanded type"
+    for case, outcome in [(4, "match"), (688, refused), (9, refused), (12, "wrong: result 0 differs"),
+                          (30, invalid)]:
         stats.add({"family": "dm", "import": "ok", "pipelines": {"default": outcome, "vtc": "match"},
                    "seed": 2611, "case": case})
     summary = stats.summary()
     (signature,) = summary["refusals"]
     assert summary["refusals"][signature] == 2 and summary["refusal_cases"][signature] == [9, 688]
-    assert summary["failures"] == 1 and summary["failure_cases"] == [12]
+    assert summary["failures"] == 2 and summary["failure_cases"] == [12, 30]
 
 
 def _sleep(seconds: float) -> str:
