@@ -104,6 +104,10 @@ def _attach(module_op, chip: str, overrides, exclude: set[int], unfused: set[int
         reason, tiling = kernel.reason, None
         if target is None:
             reason = f"no GPU schedules for {chip} (sm_80 and later)"
+        elif any(isinstance(v.type, ir.RankedTensorType) for v in op.operands):
+            # graph-level IR given to the kernel-level pass (vt-opt): the schedules build memref views
+            # (`vt-fuzz mlir` seed 9393 case 419 failed with an internal error)
+            reason = "an op on tensors: GPU schedules apply to bufferized kernels"
         elif i in exclude:
             reason = "its schedule failed to apply"
         elif schedule is None:
